@@ -1,0 +1,2 @@
+// Driver library (filled in with the pipeline).
+namespace coil {}

@@ -1,0 +1,63 @@
+/// \file Reference kernels: the interpreter's implementation of each op.
+///
+/// A kernel receives a node's input tensors (nullptr for an absent optional input) and returns
+/// its outputs, computing the output shapes itself. Kernels are the living definition of each
+/// op's semantics: written as plain loops, obviously correct rather than fast, accumulating in
+/// double where precision matters (sums, means, dot products) and following ONNX semantics
+/// for every dtype the op accepts. A kernel returns a user error for inputs that make the op
+/// undefined (an index out of range, a shape that does not match), never crashes.
+///
+/// Kernels are grouped by op family in interp/kernels/<Family>.cpp.
+#pragma once
+
+#include "ir/Graph.h"
+#include "support/Expected.h"
+
+#include <vector>
+
+namespace coil {
+
+struct KernelContext {
+  const Node &node;
+  std::vector<const Tensor *> inputs; ///< nullptr for an absent optional input
+  /// The inferred output types (symbols may still be unbound); a kernel may use the dtypes.
+  const std::vector<TensorType> *outputTypes = nullptr;
+
+  size_t numInputs() const { return inputs.size(); }
+  bool hasInput(size_t i) const { return i < inputs.size() && inputs[i] != nullptr; }
+  const Tensor &input(size_t i) const;
+  const Attrs &attrs() const { return node.attrs; }
+  size_t numOutputs() const { return node.outputs.size(); }
+  Error error(const std::string &message) const { return Error::user(message, node.loc); }
+};
+
+using KernelFn = Expected<std::vector<Tensor>> (*)(KernelContext &);
+
+class KernelRegistry {
+public:
+  void add(OpKind op, KernelFn fn);
+  KernelFn get(OpKind op) const { return fns_[size_t(op)]; }
+
+private:
+  KernelFn fns_[kNumOps] = {};
+};
+
+/// The reference kernel of `op`, or nullptr.
+KernelFn kernelFor(OpKind op);
+
+void registerElementwiseKernels(KernelRegistry &r);
+void registerReductionKernels(KernelRegistry &r);
+void registerLinalgKernels(KernelRegistry &r);
+void registerDataMovementKernels(KernelRegistry &r);
+
+// --- helpers shared by kernels
+
+/// Numpy broadcasting of concrete shapes; error names both shapes.
+Expected<Shape> broadcastConcrete(const Shape &a, const Shape &b);
+/// For each element of `out` (row-major), the flat index of the element of a tensor of shape
+/// `in` that broadcasts to it. `in` must broadcast to `out`.
+std::vector<int64_t> broadcastIndex(const Shape &in, const Shape &out);
+/// Row-major multi-index of flat index `flat` in `shape`.
+void unravelIndex(int64_t flat, const Shape &shape, std::vector<int64_t> &idx);
+
+} // namespace coil

@@ -1,0 +1,2 @@
+// npz reading and writing (filled in below).
+namespace coil {}

@@ -1,0 +1,100 @@
+// The inference registry and shared helpers.
+#include "ir/Infer.h"
+
+#include "support/Check.h"
+
+#include <mutex>
+
+namespace coil {
+
+const TensorType &InferContext::input(size_t i) const {
+  COIL_CHECK(hasInput(i)) << "input " << i << " of " << opName(node.op) << " is absent";
+  return *inputTypes[i];
+}
+
+const std::optional<std::vector<SymInt>> &InferContext::intValue(size_t i) const {
+  static const std::optional<std::vector<SymInt>> none;
+  return i < intValues.size() ? intValues[i] : none;
+}
+
+void InferRegistry::add(OpKind op, InferFn fn) {
+  COIL_CHECK(!fns_[size_t(op)]) << "inference for " << opName(op) << " registered twice";
+  fns_[size_t(op)] = fn;
+}
+
+namespace {
+const InferRegistry &registry() {
+  static InferRegistry r;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    registerElementwiseInfer(r);
+    registerReductionInfer(r);
+    registerLinalgInfer(r);
+    registerDataMovementInfer(r);
+  });
+  return r;
+}
+} // namespace
+
+InferFn inferFnFor(OpKind op) { return registry().get(op); }
+
+Expected<std::vector<TensorType>> inferNode(InferContext &ctx) {
+  InferFn fn = inferFnFor(ctx.node.op);
+  if (!fn)
+    return Error::user("op '" + std::string(opName(ctx.node.op)) + "' is not supported",
+                       ctx.node.loc);
+  auto r = fn(ctx);
+  if (!r.ok())
+    return r.error().withDefaultLoc(ctx.node.loc);
+  if (r->size() > ctx.node.outputs.size())
+    r->resize(ctx.node.outputs.size()); // optional trailing outputs not requested
+  return r;
+}
+
+Expected<std::vector<SymInt>> broadcastShapes(const std::vector<SymInt> &a,
+                                              const std::vector<SymInt> &b) {
+  size_t rank = std::max(a.size(), b.size());
+  std::vector<SymInt> out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    const SymInt one(1);
+    const SymInt &x = i < rank - a.size() ? one : a[i - (rank - a.size())];
+    const SymInt &y = i < rank - b.size() ? one : b[i - (rank - b.size())];
+    if (x == y || y == one) {
+      out[i] = x;
+    } else if (x == one) {
+      out[i] = y;
+    } else if (x.isConstant() && y.isConstant()) {
+      auto str = [](const std::vector<SymInt> &s) {
+        std::string r = "[";
+        for (size_t k = 0; k < s.size(); ++k)
+          r += (k ? ", " : "") + s[k].str();
+        return r + "]";
+      };
+      return Error::user("shapes " + str(a) + " and " + str(b) +
+                         " cannot be broadcast (dim " + x.str() + " vs " + y.str() + ")");
+    } else if (x.isConstant()) {
+      out[i] = x;
+    } else if (y.isConstant()) {
+      out[i] = y;
+    } else {
+      out[i] = max(x, y);
+    }
+  }
+  return out;
+}
+
+Expected<int64_t> normalizeAxis(int64_t axis, int64_t rank, const char *what) {
+  if (axis < -rank || axis >= std::max<int64_t>(rank, 1) || (rank == 0 && axis != 0 && axis != -1))
+    return Error::user(std::string(what) + " " + std::to_string(axis) +
+                       " is out of range for rank " + std::to_string(rank));
+  return axis < 0 ? axis + rank : axis;
+}
+
+SymInt symNumel(const std::vector<SymInt> &shape) {
+  SymInt n = 1;
+  for (const SymInt &d : shape)
+    n = n * d;
+  return n;
+}
+
+} // namespace coil

@@ -1,0 +1,2 @@
+// Graph passes.
+namespace coil {}

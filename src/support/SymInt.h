@@ -1,0 +1,123 @@
+/// \file SymInt: symbolic integer expressions, the sizes of coil's tensors.
+///
+/// A SymInt is an immutable expression over 64-bit integers built from constants, named
+/// symbols (e.g. the dynamic batch size "N"), `+ - *`, floor division, floor modulo, min and
+/// max. Semantics are those of mathematical integers with *floor* rounding, exactly as in
+/// Python: floorDiv(-7, 2) == -4 and floorMod(-7, 2) == 1 (the result of floorMod has the sign
+/// of the divisor). Division or modulo by zero has no value: evaluate() reports an error.
+///
+/// Expressions are kept in a canonical form by the operators themselves (constants folded,
+/// like terms collected, operands of commutative operators sorted), so two expressions that
+/// canonicalize alike compare equal with `==`, hash alike and print alike. `==` is structural
+/// equality of canonical forms: `a == b` false does not prove the values differ.
+///
+/// Range facts (per symbol, from `--dynamic NAME=MIN:MAX`, default [0, 2^62]) are not part of
+/// an expression; rewrites that need them (`(a*b) // b -> a` when b > 0 ...) and bounds are
+/// computed by `simplify()` and `bounds()` against a SymRanges map.
+#pragma once
+
+#include "support/Expected.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace coil {
+
+using SymBindings = std::map<std::string, int64_t>;
+
+/// Inclusive range of values a symbol (or an expression) may take.
+struct SymRange {
+  int64_t min = 0;
+  int64_t max = int64_t(1) << 62;
+};
+using SymRanges = std::map<std::string, SymRange>;
+
+class SymInt {
+public:
+  enum class Kind { Const, Symbol, Add, Mul, FloorDiv, Mod, Min, Max };
+
+  SymInt(int64_t value = 0); // NOLINT: implicit, so that `dim * 2` and `{1, N}` read naturally
+  static SymInt symbol(std::string name);
+
+  Kind kind() const;
+  bool isConstant() const { return kind() == Kind::Const; }
+  bool isSymbol() const { return kind() == Kind::Symbol; }
+  /// The value of a constant; checked.
+  int64_t constant() const;
+  std::optional<int64_t> maybeConstant() const;
+  /// The name of a symbol; checked.
+  const std::string &symbolName() const;
+  /// Operands in canonical order (empty for constants and symbols).
+  const std::vector<SymInt> &operands() const;
+
+  friend SymInt operator+(const SymInt &a, const SymInt &b);
+  friend SymInt operator-(const SymInt &a, const SymInt &b);
+  friend SymInt operator*(const SymInt &a, const SymInt &b);
+  friend SymInt operator-(const SymInt &a);
+  SymInt &operator+=(const SymInt &b) { return *this = *this + b; }
+  SymInt &operator-=(const SymInt &b) { return *this = *this - b; }
+  SymInt &operator*=(const SymInt &b) { return *this = *this * b; }
+
+  /// Structural equality of canonical forms.
+  friend bool operator==(const SymInt &a, const SymInt &b);
+  friend bool operator!=(const SymInt &a, const SymInt &b) { return !(a == b); }
+  /// A total order on canonical forms, used to sort operands and for deterministic maps.
+  friend bool operator<(const SymInt &a, const SymInt &b);
+  size_t hash() const;
+
+  /// The value under `bindings`; a user error names an unbound symbol or a division by zero.
+  Expected<int64_t> evaluate(const SymBindings &bindings) const;
+  /// Replaces symbols by expressions.
+  SymInt substitute(const std::map<std::string, SymInt> &repl) const;
+  void collectSymbols(std::set<std::string> &out) const;
+
+  /// Canonical text, parseable by parseSymInt: `2*N + 1`, `N // 4`, `N % 4`, `min(N, 8)`.
+  std::string str() const;
+  /// A C++ expression of type int64_t. Symbols print as their names. Floor division and
+  /// modulo print as `/` and `%` only where both operands are provably non-negative under
+  /// `ranges`; elsewhere as calls to `coil_floordiv` / `coil_floormod` (see cppPrelude()).
+  std::string toCpp(const SymRanges &ranges = {}) const;
+  /// A Python expression (Python's `//` and `%` already floor).
+  std::string toPython() const;
+
+private:
+  struct Node;
+  explicit SymInt(std::shared_ptr<const Node> n);
+  std::shared_ptr<const Node> n_;
+  friend struct SymIntBuilder;
+};
+
+SymInt floorDiv(const SymInt &a, const SymInt &b);
+SymInt floorMod(const SymInt &a, const SymInt &b);
+/// ceil(a / b) == -floorDiv(-a, b).
+SymInt ceilDiv(const SymInt &a, const SymInt &b);
+SymInt min(const SymInt &a, const SymInt &b);
+SymInt max(const SymInt &a, const SymInt &b);
+
+/// Rewrites that hold under `ranges` (e.g. `(a*b) // b -> a` when b > 0, `min(a, b) -> a`
+/// when a <= b is provable).
+SymInt simplify(const SymInt &e, const SymRanges &ranges);
+/// Interval of values `e` may take under `ranges` (conservative).
+SymRange bounds(const SymInt &e, const SymRanges &ranges);
+
+/// Parses the text form printed by SymInt::str(). Symbols are identifiers [A-Za-z_][A-Za-z0-9_]*.
+Expected<SymInt> parseSymInt(std::string_view text);
+
+/// C++ definitions of coil_floordiv / coil_floormod used by toCpp().
+const char *cppPrelude();
+
+/// Floor division and modulo on concrete integers (b != 0).
+int64_t floorDivInt(int64_t a, int64_t b);
+int64_t floorModInt(int64_t a, int64_t b);
+
+} // namespace coil
+
+template <> struct std::hash<coil::SymInt> {
+  size_t operator()(const coil::SymInt &s) const { return s.hash(); }
+};

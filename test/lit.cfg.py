@@ -1,0 +1,15 @@
+# lit configuration for coil's golden (FileCheck) tests.
+import os
+import lit.formats
+
+config.name = "coil"
+config.test_format = lit.formats.ShTest(True)
+config.suffixes = [".coil", ".test"]
+config.excludes = ["Inputs", "conformance", "CMakeLists.txt"]
+config.test_source_root = os.path.join(config.coil_src_dir, "test")
+config.test_exec_root = os.path.join(os.path.dirname(config.coil_bin_dir), "test")
+config.substitutions.append(("%coil", os.path.join(config.coil_bin_dir, "coil")))
+config.substitutions.append(("%python", config.python))
+config.substitutions.append(("FileCheck", config.filecheck))
+config.environment["PATH"] = config.coil_bin_dir + os.pathsep + os.environ.get("PATH", "")
+config.environment["PYTHONPATH"] = os.path.join(config.coil_src_dir, "scripts")

@@ -1,0 +1,2 @@
+// coil: the command-line driver.
+int main() { return 0; }
