@@ -25,6 +25,7 @@ KernelFn kernelFor(OpKind op) {
     registerReductionKernels(r);
     registerLinalgKernels(r);
     registerDataMovementKernels(r);
+    registerShapeOpsKernels(r);
   });
   return r.get(op);
 }

@@ -49,6 +49,7 @@ void registerElementwiseKernels(KernelRegistry &r);
 void registerReductionKernels(KernelRegistry &r);
 void registerLinalgKernels(KernelRegistry &r);
 void registerDataMovementKernels(KernelRegistry &r);
+void registerShapeOpsKernels(KernelRegistry &r);
 
 // --- helpers shared by kernels
 

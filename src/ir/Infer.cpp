@@ -31,6 +31,7 @@ const InferRegistry &registry() {
     registerReductionInfer(r);
     registerLinalgInfer(r);
     registerDataMovementInfer(r);
+    registerShapeOpsInfer(r);
   });
   return r;
 }

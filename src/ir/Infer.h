@@ -62,6 +62,7 @@ void registerElementwiseInfer(InferRegistry &r);
 void registerReductionInfer(InferRegistry &r);
 void registerLinalgInfer(InferRegistry &r);
 void registerDataMovementInfer(InferRegistry &r);
+void registerShapeOpsInfer(InferRegistry &r);
 
 // --- helpers shared by the inference functions
 

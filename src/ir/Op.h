@@ -1,6 +1,8 @@
 /// \file OpKind: the enumeration generated from Ops.def, and lookups by ONNX name.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string_view>
 
@@ -12,7 +14,7 @@ enum class OpKind : uint16_t {
   NumOps
 };
 
-enum class OpFamily : uint8_t { Elementwise, Reduction, Linalg, DataMovement };
+enum class OpFamily : uint8_t { Elementwise, Reduction, Linalg, DataMovement, ShapeOps };
 
 /// The ONNX op type, e.g. "Conv".
 std::string_view opName(OpKind k);
