@@ -47,6 +47,8 @@ def save_npz(path, arrays):
             arr = np.asarray(arr)
             if arr.dtype.name == "bfloat16":
                 arr = arr.view(np.uint16).view(np.dtype("V2"))
+            elif arr.dtype.kind == "V" or arr.dtype.type.__module__.startswith("ml_dtypes"):
+                raise ValueError("dtype %s has no .npy form coil reads" % arr.dtype.name)
             buf = io.BytesIO()
             np.lib.format.write_array(buf, np.ascontiguousarray(arr), allow_pickle=False)
             z.writestr(name + ".npy", buf.getvalue())
@@ -65,6 +67,16 @@ def load_npz(path):
 
 def bf16_to_f32(u16):
     return (u16.astype(np.uint32) << 16).view(np.float32)
+
+
+def to_numpy(x):
+    """A test-data value (numpy array or onnx TensorProto) as a numpy array."""
+    import onnx
+    from onnx import numpy_helper
+
+    if isinstance(x, onnx.TensorProto):
+        return numpy_helper.to_array(x)
+    return np.asarray(x)
 
 
 def generate(data_dir):
@@ -96,8 +108,8 @@ def generate(data_dir):
             with open(os.path.join(d, "model.onnx"), "wb") as f:
                 f.write(c.model.SerializeToString())
             for k, (inputs, outputs) in enumerate(c.data_sets):
-                ins = {g.input[j].name: np.asarray(x) for j, x in enumerate(inputs)}
-                outs = {g.output[j].name: np.asarray(x) for j, x in enumerate(outputs)}
+                ins = {g.input[j].name: to_numpy(x) for j, x in enumerate(inputs)}
+                outs = {g.output[j].name: to_numpy(x) for j, x in enumerate(outputs)}
                 try:
                     save_npz(os.path.join(d, "in%d.npz" % k), ins)
                     save_npz(os.path.join(d, "want%d.npz" % k), outs)
