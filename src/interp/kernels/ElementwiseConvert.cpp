@@ -202,9 +202,10 @@ Result kDequantizeLinear(KernelContext &ctx) {
   }
   Tensor out(outType, x.shape());
   for (int64_t i = 0, n = x.numel(); i < n; ++i) {
-    int64_t d = x.getInt(i) - (zp ? zp->getInt(zi(i)) : 0);
-    // (x - zero_point) in f32, times the scale in f32, then rounded to the output dtype.
-    double y = double(float(double(float(double(d))) * s.getDouble(si(i))));
+    // As the ONNX definition computes it: x converted to f32 (minus the zero point, exactly),
+    // times the scale, rounded to f32 and then to the output dtype.
+    double d = zp ? double(x.getInt(i) - zp->getInt(zi(i))) : double(float(x.getInt(i)));
+    double y = double(float(d * s.getDouble(si(i))));
     storeDouble(out, i, y);
   }
   return std::vector<Tensor>{out};
