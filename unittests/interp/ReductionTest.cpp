@@ -162,7 +162,21 @@ TEST(ReductionTest, NonConstantAxes) {
   ASSERT_EQ((*t)[0].rank(), 2);
   EXPECT_EQ((*t)[0].shape[0], SymInt(1));
   EXPECT_TRUE((*t)[0].shape[1].isSymbol());
-  auto e = infer(OpKind::ReduceSum, attrs({{"keepdims", int64_t(0)}}), {&x, &ax}, 1, true);
+  // keepdims=0: the rank follows from the (constant) number of axes.
+  Tensor y = f32({2, 3, 4}, std::vector<double>(24, 1.0));
+  Tensor ax2 = i64({2}, {0, 2});
+  auto t0 = infer(OpKind::ReduceSum, attrs({{"keepdims", int64_t(0)}}), {&y, &ax2}, 1, true);
+  ASSERT_TRUE(t0.ok());
+  ASSERT_EQ((*t0)[0].rank(), 1);
+  EXPECT_TRUE((*t0)[0].shape[0].isSymbol());
+  // A symbolic number of axes with keepdims=0 cannot be expressed.
+  Node n = makeNode(OpKind::ReduceSum, attrs({{"keepdims", int64_t(0)}}), 2, 1);
+  TensorType xt{DType::F32, {2, 3}}, at{DType::I64, {SymInt::symbol("K")}};
+  InferContext ctx{
+      n, {&xt, &at}, {std::nullopt, std::nullopt}, {nullptr, nullptr}, [](const std::string &h) {
+        return SymInt::symbol(h);
+      }};
+  auto e = inferNode(ctx);
   ASSERT_FALSE(e.ok());
   EXPECT_EQ(e.error().message(),
             "ReduceSum with non-constant axes and keepdims=0 is not supported");

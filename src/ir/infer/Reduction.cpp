@@ -99,14 +99,30 @@ Expected<Types> inferReduce(InferContext &ctx) {
       if (allConst) axes = a;
     }
     if (!axes) {
-      if (!keepdims)
-        return ctx.error(opStr(ctx) + " with non-constant axes and keepdims=0 is not supported");
-      // Each dim is either kept or reduced to 1: a fresh symbol unless it is already 1.
-      std::vector<SymInt> shape;
-      for (int64_t d = 0; d < rank; ++d) {
-        const SymInt &dim = x.shape[size_t(d)];
-        shape.push_back(dim == SymInt(1) ? dim : ctx.freshSymbol("reduced"));
+      auto numAxes = at1.shape[0].maybeConstant();
+      if (numAxes == 0 && noop) return one(x.dtype, x.shape);
+      if (keepdims) {
+        // Each dim is either kept or reduced to 1: a fresh symbol unless it is already 1.
+        std::vector<SymInt> shape;
+        for (int64_t d = 0; d < rank; ++d) {
+          const SymInt &dim = x.shape[size_t(d)];
+          shape.push_back(dim == SymInt(1) ? dim : ctx.freshSymbol("reduced"));
+        }
+        return one(x.dtype, shape);
       }
+      // keepdims=0: the output rank follows from the number of axes (axes are unique).
+      if (!numAxes)
+        return ctx.error(opStr(ctx) + " with non-constant axes and keepdims=0 is not supported");
+      if (*numAxes == 0) return one(x.dtype, {});
+      if (*numAxes > rank)
+        return ctx.error("input 1 (axes) of " + opStr(ctx) + " has " + std::to_string(*numAxes) +
+                         " axes, more than the rank " + std::to_string(rank) + " of input 0");
+      // Each remaining dim is one of the input dims: known when those are all alike.
+      bool alike = std::all_of(x.shape.begin(), x.shape.end(),
+                               [&](const SymInt &d) { return d == x.shape[0]; });
+      std::vector<SymInt> shape;
+      for (int64_t d = 0; d < rank - *numAxes; ++d)
+        shape.push_back(alike ? x.shape[0] : ctx.freshSymbol("reduced"));
       return one(x.dtype, shape);
     }
   } else {
