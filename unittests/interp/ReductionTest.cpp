@@ -307,3 +307,52 @@ TEST(ReductionTest, BatchNormInferenceAndTraining) {
   expectNear(r[1], {2.5});
   expectNear(r[2], {4.5});
 }
+
+TEST(ReductionTest, LowPrecisionRoundsOnce) {
+  // bf16 steps by 2 at 256: summing step by step in bf16 would give 256, once-rounded gives 258.
+  Tensor x = Tensor::fromDoubles(DType::BF16, {3}, {256, 1, 1});
+  auto r = run(OpKind::ReduceSum, attrs({{"keepdims", int64_t(0)}}), {&x});
+  EXPECT_EQ(r[0].dtype(), DType::BF16);
+  EXPECT_EQ(r[0].getDouble(0), 258.0);
+  Tensor h = Tensor::fromDoubles(DType::F16, {2}, {0, 0});
+  auto s = run(OpKind::Softmax, {}, {&h});
+  EXPECT_EQ(s[0].dtype(), DType::F16);
+  expectNear(s[0], {0.5, 0.5}, 0);
+}
+
+TEST(ReductionTest, ArgMinMaxPickNaN) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  Tensor x = f32({4}, {1, nan, -5, nan});
+  EXPECT_EQ(run(OpKind::ArgMin, {}, {&x})[0].toInts(), (std::vector<int64_t>{1}));
+  EXPECT_EQ(run(OpKind::ArgMax, {}, {&x})[0].toInts(), (std::vector<int64_t>{1}));
+  EXPECT_EQ(run(OpKind::ArgMax, attrs({{"select_last_index", int64_t(1)}}), {&x})[0].toInts(),
+            (std::vector<int64_t>{3}));
+  expectNear(run(OpKind::ReduceMax, {}, {&x})[0], {nan});
+}
+
+TEST(ReductionTest, InferenceErrors) {
+  Tensor xi = Tensor::fromInts(DType::I32, {2, 3}, {1, 2, 3, 4, 5, 6});
+  auto e = infer(OpKind::Softmax, {}, {&xi});
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.error().message(), "input 0 of Softmax must be a floating-point tensor, got i32");
+  Tensor x = f32({2, 3}, {1, 2, 3, 4, 5, 6});
+  Tensor sc = f32({2}, {1, 1});
+  e = infer(OpKind::LayerNormalization, {}, {&x, &sc}, 3);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.error().message(),
+            "scale of LayerNormalization with shape f32[2] does not broadcast to [3]");
+  Tensor x4 = f32({1, 3, 1}, {1, 2, 3});
+  Tensor s3 = f32({3}, {1, 1, 1});
+  e = infer(OpKind::GroupNormalization, attrs({{"num_groups", int64_t(2)}}), {&x4, &s3, &s3});
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.error().message(),
+            "channels (3) of GroupNormalization must be divisible by num_groups (2)");
+  e = infer(OpKind::ArgMax, attrs({{"axis", int64_t(2)}}), {&x});
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.error().message(), "axis 2 is out of range for rank 2");
+  Tensor t = Tensor::fromDoubles(DType::F32, {2}, {0, 1});
+  e = infer(OpKind::NegativeLogLikelihoodLoss, {}, {&x, &t});
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.error().message(), "input 1 (target) of NegativeLogLikelihoodLoss must be i32 or "
+                                 "i64, got f32");
+}

@@ -235,7 +235,10 @@ Expected<Outs> argKernel(KernelContext &ctx) {
       int64_t best = 0;
       for (int64_t k = 1; k < s.n; ++k) {
         int64_t a = s.at(o, k, i), b = s.at(o, best, i);
-        int c = isMax ? cmp.compare(a, b) : cmp.compare(b, a); // > 0: a is better
+        // NaN wins over numbers for both ops (as numpy's argmax / argmin).
+        bool na = cmp.isNaN(a), nb = cmp.isNaN(b);
+        int c = na || nb ? (na == nb ? 0 : (na ? 1 : -1))
+                         : (isMax ? cmp.compare(a, b) : cmp.compare(b, a)); // > 0: a is better
         if (c > 0 || (c == 0 && last)) best = k;
       }
       out.setInt(o * s.inner + i, best);
@@ -423,6 +426,10 @@ void softmaxRow(std::vector<double> &row, bool log) {
   double sum = 0;
   for (double v : row) sum += std::exp(v - m);
   for (double &v : row) v = log ? (v - m) - std::log(sum) : std::exp(v - m) / sum;
+}
+
+bool ScalarCompare::isNaN(int64_t i) const {
+  return fl_ && std::isnan(t_.getDouble(i));
 }
 
 ScalarCompare::ScalarCompare(const Tensor &t) : t_(t) {

@@ -36,6 +36,7 @@ class ScalarCompare {
 public:
   explicit ScalarCompare(const Tensor &t);
   int compare(int64_t a, int64_t b) const;
+  bool isNaN(int64_t i) const;
 
 private:
   const Tensor &t_;
