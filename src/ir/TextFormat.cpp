@@ -7,7 +7,9 @@
 
 namespace coil {
 
-void printGraph(const Graph &g, std::ostream &os) { os << "graph @" << g.name << " {}\n"; }
+void printGraph(const Graph &g, std::ostream &os) {
+  os << "graph @" << g.name << " {}\n";
+}
 std::string printGraph(const Graph &g) {
   std::ostringstream os;
   printGraph(g, os);
@@ -19,6 +21,8 @@ Expected<Graph> parseGraph(std::string_view text, const std::string &file) {
 Expected<Graph> parseGraphFile(const std::string &path) {
   return Error::user("the text format parser is not built yet", SourceLoc{path});
 }
-Status verifyGraph(const Graph &g) { return okStatus(); }
+Status verifyGraph(const Graph &g) {
+  return okStatus();
+}
 
 } // namespace coil
