@@ -437,3 +437,136 @@ TEST(DataMovementTest, NonMaxSuppression) {
                             attrs({{"center_point_box", int64_t(1)}})));
   EXPECT_TENSOR(z, i64({2, 3}, {0, 0, 3, 0, 0, 0}));
 }
+
+// --- Inference over symbolic shapes and known (symbolic) contents
+
+namespace {
+
+struct SymInput {
+  TensorType type;
+  std::optional<std::vector<SymInt>> value;
+};
+
+Expected<std::vector<TensorType>> inferWith(OpKind op, std::vector<SymInput> ins, Attrs a = {},
+                                            int outputs = 1) {
+  Node node;
+  node.op = op;
+  node.attrs = std::move(a);
+  for (size_t i = 0; i < ins.size(); ++i) node.inputs.push_back(ValueId(i));
+  for (int i = 0; i < outputs; ++i) node.outputs.push_back(ValueId(100 + i));
+  int fresh = 0;
+  InferContext ctx{node, {}, {}, {}, [&](const std::string &h) {
+                     return SymInt::symbol(h + std::to_string(fresh++));
+                   }};
+  for (const SymInput &s : ins) {
+    ctx.inputTypes.push_back(&s.type);
+    ctx.intValues.push_back(s.value);
+    ctx.constants.push_back(nullptr);
+  }
+  return inferNode(ctx);
+}
+
+const SymInt N = SymInt::symbol("N");
+
+std::string typeOrError(const Expected<std::vector<TensorType>> &r, size_t i = 0) {
+  return r.ok() ? r->at(i).str() : r.error().message();
+}
+
+/// The first output type with N bound to 7, e.g. "f32[7, 12]".
+std::string evalDims(const Expected<std::vector<TensorType>> &r) {
+  if (!r.ok()) return r.error().message();
+  std::string out = std::string(dtypeName(r->at(0).dtype)) + "[";
+  for (size_t i = 0; i < r->at(0).shape.size(); ++i) {
+    auto v = r->at(0).shape[i].evaluate({{"N", 7}});
+    out += (i ? ", " : "") + (v.ok() ? std::to_string(*v) : r->at(0).shape[i].str());
+  }
+  return out + "]";
+}
+
+} // namespace
+
+TEST(DataMovementTest, InferKnownSymbolicContents) {
+  TensorType x{DType::F32, {N, 3}};
+  // Pad with pads known as symbols: [0, N, 0, 2] pads dim 1 by N + 2.
+  auto p = inferWith(OpKind::Pad, {{x, {}}, {{DType::I64, {4}}, {{0, N, 0, 2}}}});
+  EXPECT_EQ(evalDims(p), "f32[7, 12]");
+  auto t = inferWith(OpKind::Tile, {{x, {}}, {{DType::I64, {2}}, {{2, N}}}});
+  EXPECT_EQ(evalDims(t), "f32[14, 21]");
+  auto s = inferWith(OpKind::Split, {{x, {}}, {{DType::I64, {2}}, {{1, 2}}}},
+                     attrs({{"axis", int64_t(1)}}), 2);
+  EXPECT_EQ(typeOrError(s, 1), "f32[N, 2]");
+  auto c = inferWith(OpKind::Compress, {{x, {}}, {{DType::Bool, {3}}, {{1, 0, 1}}}},
+                     attrs({{"axis", int64_t(1)}}));
+  EXPECT_EQ(typeOrError(c), "f32[N, 2]");
+  auto o = inferWith(OpKind::OneHot,
+                     {{{DType::I64, {N}}, {}}, {{DType::I64, {}}, {{5}}}, {{DType::F16, {2}}, {}}},
+                     attrs({{"axis", int64_t(0)}}));
+  EXPECT_EQ(typeOrError(o), "f16[5, N]");
+  auto w = inferWith(OpKind::HannWindow, {{{DType::I32, {}}, {{N}}}},
+                     attrs({{"output_datatype", int64_t(11)}}));
+  EXPECT_EQ(typeOrError(w), "f64[N]");
+  auto u =
+      inferWith(OpKind::Unique, {{{DType::I32, {N, 4}}, {}}}, attrs({{"axis", int64_t(1)}}), 4);
+  ASSERT_TRUE(u.ok());
+  EXPECT_EQ(u->at(0).str(), "i32[N, unique0]");
+  EXPECT_EQ(u->at(2).str(), "i64[4]");
+  auto gnd =
+      inferWith(OpKind::GatherND, {{{DType::F32, {N, 4, 5}}, {}}, {{DType::I64, {N, 7, 1}}, {}}},
+                attrs({{"batch_dims", int64_t(1)}}));
+  EXPECT_EQ(typeOrError(gnd), "f32[N, 7, 5]");
+}
+
+TEST(DataMovementTest, InferErrors) {
+  TensorType x{DType::F32, {2, 3}};
+  EXPECT_EQ(typeOrError(inferWith(OpKind::GatherND, {{x, {}}, {{DType::I64, {4, N}}, {}}})),
+            "the last dim of indices must be known at compile time, got N");
+  EXPECT_EQ(
+      typeOrError(inferWith(OpKind::ScatterElements, {{x, {}}, {{DType::I64, {2, 3}}, {}}, {x, {}}},
+                            attrs({{"reduction", std::string("sum")}}))),
+      "reduction must be one of none, add, mul, max, min, got 'sum'");
+  EXPECT_EQ(typeOrError(
+                inferWith(OpKind::ScatterElements, {{x, {}}, {{DType::F32, {2, 3}}, {}}, {x, {}}})),
+            "indices must have dtype i32 or i64, got f32");
+  EXPECT_EQ(
+      typeOrError(inferWith(OpKind::Split, {{x, {}}}, attrs({{"num_outputs", int64_t(3)}}), 2)),
+      "num_outputs (3) must equal the number of outputs (2)");
+  EXPECT_EQ(typeOrError(inferWith(OpKind::Split, {{{DType::F32, {5}}, {}}},
+                                  attrs({{"num_outputs", int64_t(4)}}), 4)),
+            "axis 0 of size 5 cannot be split into 4 outputs");
+  EXPECT_EQ(typeOrError(inferWith(OpKind::Tile, {{x, {}}, {{DType::I64, {3}}, {}}})),
+            "repeats must have shape [2] (one per input dim), got [3]");
+  EXPECT_EQ(typeOrError(inferWith(OpKind::Trilu, {{{DType::F32, {3}}, {}}})),
+            "input must have rank >= 2, got rank 1");
+  EXPECT_EQ(typeOrError(inferWith(OpKind::Pad, {{x, {}}, {{DType::I64, {2}}, {{1, 1}}}})),
+            "pads must have 4 elements (2 per padded axis), got 2");
+  EXPECT_EQ(typeOrError(inferWith(OpKind::Pad, {{x, {}}, {{DType::I64, {4}}, {}}},
+                                  attrs({{"mode", std::string("mirror")}}))),
+            "mode must be one of constant, reflect, edge, wrap, got 'mirror'");
+  EXPECT_EQ(typeOrError(inferWith(OpKind::EyeLike, {{x, {}}}, attrs({{"dtype", int64_t(8)}}))),
+            "dtype 8 is not supported");
+  EXPECT_EQ(typeOrError(inferWith(OpKind::GatherElements, {{x, {}}, {{DType::I64, {2, 3}}, {}}},
+                                  attrs({{"axis", int64_t(2)}}))),
+            "axis 2 is out of range for rank 2");
+}
+
+TEST(DataMovementTest, KernelErrorsOnBadInput) {
+  Tensor x = f32({2, 2}, {1, 2, 3, 4});
+  EXPECT_EQ(errorOf(NodeRun(OpKind::Tile, {in(x), in(i64({2}, {-1, 1}))})),
+            "repeats must be non-negative, got [-1, 1]");
+  EXPECT_EQ(errorOf(NodeRun(OpKind::ReverseSequence, {in(x), in(i64({2}, {3, 1}))})),
+            "sequence_lens must be in [0, 2], got [3, 1]");
+  EXPECT_EQ(errorOf(NodeRun(OpKind::Compress, {in(x), in(boolT({3}, {0, 0, 1}))},
+                            attrs({{"axis", int64_t(0)}}))),
+            "condition selects index 2 of axis 0, which has size 2");
+  EXPECT_EQ(
+      errorOf(NodeRun(OpKind::Pad, {in(Tensor(DType::F32, {0, 2})), in(i64({4}, {1, 0, 0, 0}))},
+                      attrs({{"mode", std::string("reflect")}}))),
+      "mode 'reflect' cannot pad dim 0, which is empty");
+  EXPECT_EQ(errorOf(NodeRun(OpKind::Split, {in(x), in(i64({2}, {3, -1}))}, {}, 2)),
+            "split sizes must be non-negative, got [3, -1]");
+  // An empty split input means an even split.
+  NodeRun s(OpKind::Split, {in(x), in(i64({0}, {}))}, {}, 2);
+  auto r = s.run();
+  ASSERT_TRUE(r.ok()) << r.error().render();
+  EXPECT_TENSOR(r->at(1), f32({1, 2}, {3, 4}));
+}

@@ -381,12 +381,15 @@ Expected<std::vector<Tensor>> splitKernel(KernelContext &ctx) {
   COIL_TRY(int64_t axis, axisAttr(ctx, 0, x.rank()));
   int64_t n = int64_t(ctx.numOutputs()), dim = x.dim(axis);
   std::vector<int64_t> sizes;
-  if (ctx.hasInput(1)) {
+  // An empty split input counts as absent.
+  bool hasSplit = ctx.hasInput(1) && ctx.input(1).numel() > 0;
+  if (hasSplit) {
     COIL_TRY(sizes, readIntTensor(ctx, 1, "split"));
   } else if (ctx.attrs().has("split")) {
+    hasSplit = true;
     sizes = ctx.attrs().getInts("split");
   }
-  if (!sizes.empty() || ctx.hasInput(1)) {
+  if (hasSplit) {
     if (int64_t(sizes.size()) != n)
       return ctx.error("split must have " + std::to_string(n) + " elements (one per output), got " +
                        std::to_string(sizes.size()));

@@ -333,7 +333,8 @@ Expected<Types> inferSplit(InferContext &ctx) {
   int64_t n = int64_t(ctx.node.outputs.size());
   const SymInt &dim = x.shape[size_t(axis)];
   std::optional<std::vector<SymInt>> sizes;
-  bool hasSplit = ctx.hasInput(1);
+  // An empty split input counts as absent.
+  bool hasSplit = ctx.hasInput(1) && !(ctx.input(1).rank() == 1 && ctx.input(1).shape[0] == 0);
   if (hasSplit) {
     if (const std::vector<SymInt> *s = known(ctx, 1)) sizes = *s;
   } else if (auto s = ctx.node.attrs.maybeInts("split")) {
