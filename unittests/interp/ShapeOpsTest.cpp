@@ -211,6 +211,18 @@ TEST(ShapeOpsKernels, ExpandConstantOfShapeRange) {
   EXPECT_FALSE(OpRun(OpKind::Range, {sc(0), sc(3), sc(0)}).kernel().ok());
 }
 
+TEST(ShapeOpsInfer, RunTimeAxesGiveRankWithFreshDims) {
+  Tensor x = iota(DType::F32, {2, 1, 3});
+  auto sq = OpRun(OpKind::Squeeze, {x, vec({1})}).infer(/*knowContents=*/false);
+  ASSERT_TRUE(sq.ok()) << sq.error().render();
+  EXPECT_EQ((*sq)[0].rank(), 2);
+  EXPECT_FALSE((*sq)[0].shape[0].isConstant());
+  auto un = OpRun(OpKind::Unsqueeze, {x, vec({0, 4})}).infer(false);
+  ASSERT_TRUE(un.ok()) << un.error().render();
+  EXPECT_EQ((*un)[0].rank(), 5);
+  EXPECT_FALSE(OpRun(OpKind::Squeeze, {x, vec({0, 1, 2, 0})}).infer(false).ok());
+}
+
 TEST(ShapeOpsInfer, SymbolicShapes) {
   // Slice to the end of a symbolic axis keeps the symbol; Reshape infers -1 exactly.
   SymInt N = SymInt::symbol("N");
