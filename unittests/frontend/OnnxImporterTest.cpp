@@ -519,7 +519,42 @@ TEST(OnnxImporter, DropoutTrainingModeRejected) {
   EXPECT_IMPORT_ERROR(b, "node 'drop' (Dropout): dropout in training mode is not supported");
 }
 
+TEST(OnnxImporter, DropoutTrainingWithZeroRatioIsIdentity) {
+  ModelBuilder b;
+  b.input("x", TensorProto::FLOAT, {"2"});
+  auto *r = b.g->add_initializer();
+  r->set_name("ratio");
+  r->set_data_type(TensorProto::FLOAT);
+  r->add_float_data(0.f);
+  auto *t = b.g->add_initializer();
+  t->set_name("training");
+  t->set_data_type(TensorProto::BOOL);
+  t->add_int32_data(1);
+  b.node("Dropout", {"x", "ratio", "training"}, {"d"}, "drop");
+  b.output("d");
+  auto g = import(b);
+  ASSERT_TRUE(g.ok()) << errorOf(g);
+  EXPECT_TRUE(g->nodes().empty() || g->nodes()[0].op == OpKind::Identity);
+}
+
 // --- validation
+
+TEST(OnnxImporter, ModelWithoutDefaultDomain) {
+  ModelBuilder b;
+  b.m.mutable_opset_import(0)->set_domain("ai.onnx.ml");
+  b.input("x", TensorProto::FLOAT, {"2"});
+  b.node("Shape", {"x"}, {"s"}, "shape");
+  b.output("s");
+  EXPECT_IMPORT_ERROR(b, "node 'shape' (Shape): op 'Shape' is in the default onnx domain, which "
+                         "the model does not import");
+  ModelBuilder ml;
+  ml.m.mutable_opset_import(0)->set_domain("ai.onnx.ml");
+  ml.input("x", TensorProto::FLOAT, {"2"});
+  ml.node("Binarizer", {"x"}, {"y"}, "bin")->set_domain("ai.onnx.ml");
+  ml.output("y");
+  EXPECT_IMPORT_ERROR(ml, "node 'bin' (Binarizer): op 'Binarizer' of domain 'ai.onnx.ml' is not "
+                          "supported");
+}
 
 TEST(OnnxImporter, UnsupportedOpsReportedTogether) {
   ModelBuilder b;

@@ -449,6 +449,7 @@ private:
   Graph g_;
   Diagnostics diags_;
   int64_t opset_ = 0;
+  bool noDefaultDomain_ = false;
   ImportStats stats_;
   /// ONNX tensor name -> value; kPoisoned when its producer failed (errors already reported).
   std::map<std::string, ValueId> names_;
@@ -467,7 +468,11 @@ Status Importer::readOpset(const onnx::ModelProto &model) {
       found = true;
     }
   }
-  if (!found) return userError("the model does not import the default onnx domain (ai.onnx)");
+  if (!found) { // fine while no node uses the default domain (checked per node)
+    noDefaultDomain_ = true;
+    opset_ = kMaxOpset;
+    return okStatus();
+  }
   if (opset_ > kMaxOpset)
     return userError("model opset " + std::to_string(opset_) +
                      " is newer than the newest supported opset " + std::to_string(kMaxOpset) +
@@ -536,6 +541,12 @@ void Importer::validateNode(const onnx::NodeProto &n) {
                               loc));
     return;
   }
+  if (noDefaultDomain_) {
+    diags_.report(Error::user(
+        "op '" + n.op_type() + "' is in the default onnx domain, which the model does not import",
+        loc));
+    return;
+  }
   const Schema *s = resolveSchema(n.op_type(), std::max(opset_, kMinOpset));
   if (!s) {
     if (schemaTable().count(n.op_type()))
@@ -543,6 +554,11 @@ void Importer::validateNode(const onnx::NodeProto &n) {
           "op '" + n.op_type() + "' is not defined at opset " + std::to_string(opset_), loc));
     else
       diags_.report(Error::user("op '" + n.op_type() + "' is not supported (not an onnx op)", loc));
+    return;
+  }
+  auto op = opFromName(n.op_type());
+  if (!op) {
+    diags_.report(Error::user("op '" + n.op_type() + "' is not supported", loc));
     return;
   }
   if (opset_ < kMinOpset) {
@@ -562,11 +578,6 @@ void Importer::validateNode(const onnx::NodeProto &n) {
   if (s->deprecated) {
     diags_.report(Error::user(
         "op '" + n.op_type() + "' is deprecated at opset " + std::to_string(opset_), loc));
-    return;
-  }
-  auto op = opFromName(n.op_type());
-  if (!op) {
-    diags_.report(Error::user("op '" + n.op_type() + "' is not supported", loc));
     return;
   }
   int nIn = n.input_size(), nOut = n.output_size();
@@ -793,10 +804,15 @@ Status Importer::processConstant(const onnx::NodeProto &n, const Attrs &attrs) {
 Status Importer::processPassThrough(const onnx::NodeProto &n, OpKind op) {
   ValueId in = names_.at(n.input(0));
   if (op == OpKind::Dropout && n.input_size() > 2 && !n.input(2).empty()) {
-    const Known *k = known(names_.at(n.input(2)));
-    if (!k || !k->allConstant() || k->v.size() != 1 || k->v[0].constant() != 0)
+    auto isConstZero = [&](int i) {
+      const Known *k = known(names_.at(n.input(i)));
+      return k && k->allConstant() && k->v.size() == 1 && k->v[0].constant() == 0;
+    };
+    // Training mode drops nothing when the ratio is a constant 0.
+    bool ratioZero = n.input_size() > 1 && !n.input(1).empty() && isConstZero(1);
+    if (!isConstZero(2) && !ratioZero)
       return Error::user("dropout in training mode is not supported (training_mode must be a "
-                         "constant false)",
+                         "constant false, or ratio a constant 0)",
                          locOf(n));
   }
   names_[n.output(0)] = in;
