@@ -259,7 +259,7 @@ TEST(OnnxImporter, UnsupportedDType) {
   ModelBuilder b;
   b.input("s", TensorProto::STRING, {"2"});
   b.output("s");
-  EXPECT_IMPORT_ERROR(b, "tensor 's' has unsupported element type string");
+  EXPECT_IMPORT_ERROR(b, "model.onnx: tensor 's' has unsupported element type string");
   ModelBuilder c;
   auto *t = c.g->add_initializer();
   t->set_name("q");
@@ -676,13 +676,20 @@ TEST(OnnxImporter, GraphStructureErrors) {
   dup.node("Shape", {"x"}, {"y"}, "s1");
   dup.node("Shape", {"x"}, {"y"}, "s2");
   dup.output("y");
-  EXPECT_IMPORT_ERROR(dup, "node 's2' (Shape): output 'y' is also produced by node 's1'");
+  EXPECT_IMPORT_ERROR(
+      dup, "node 's2' (Shape): output 'y' is produced more than once (also by node 's1')");
   ModelBuilder cycle;
   cycle.input("x", TensorProto::FLOAT, {"2"});
   attrInt(cycle.node("Concat", {"x", "b"}, {"a"}, "c1"), "axis", 0);
   attrInt(cycle.node("Concat", {"a", "x"}, {"b"}, "c2"), "axis", 0);
   cycle.output("b");
   EXPECT_IMPORT_ERROR(cycle, "the graph has a cycle through nodes 'c1', 'c2'");
+}
+
+TEST(OnnxImporter, GraphWithoutOutputs) {
+  ModelBuilder b;
+  b.input("x", TensorProto::FLOAT, {"2"});
+  EXPECT_IMPORT_ERROR(b, "model.onnx: the graph has no outputs");
 }
 
 TEST(OnnxImporter, NodesOutOfOrderAreSorted) {
@@ -702,7 +709,7 @@ TEST(OnnxImporter, BadFiles) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().kind(), ErrorKind::User);
   EXPECT_NE(r.error().render().find("bad.onnx"), std::string::npos);
-  EXPECT_NE(r.error().render().find("not a valid onnx model"), std::string::npos)
+  EXPECT_NE(r.error().render().find("not a valid ONNX model"), std::string::npos)
       << r.error().render();
   ModelBuilder b;
   b.input("x", TensorProto::FLOAT, {"2"});

@@ -434,6 +434,8 @@ private:
   Status addOutputs(const onnx::GraphProto &g);
 
   void noteKnown(ValueId v);
+  /// Collects an error, locating it in the model file when it has no location.
+  void report(const Error &e) { diags_.report(e.withDefaultLoc(SourceLoc{path_})); }
   const Known *known(ValueId v) const {
     auto it = known_.find(v);
     return it == known_.end() ? nullptr : &it->second;
@@ -536,35 +538,35 @@ Expected<TensorType> Importer::typeOf(const onnx::ValueInfoProto &vi, const char
 void Importer::validateNode(const onnx::NodeProto &n) {
   SourceLoc loc = locOf(n);
   if (!isDefaultDomain(n.domain())) {
-    diags_.report(Error::user("op '" + n.op_type() + "' of domain '" + n.domain() +
-                                  "' is not supported (only the default onnx domain is)",
-                              loc));
+    report(Error::user("op '" + n.op_type() + "' of domain '" + n.domain() +
+                           "' is not supported (only the default onnx domain is)",
+                       loc));
     return;
   }
   if (noDefaultDomain_) {
-    diags_.report(Error::user(
-        "op '" + n.op_type() + "' is in the default onnx domain, which the model does not import",
-        loc));
+    report(Error::user("op '" + n.op_type() +
+                           "' is in the default onnx domain, which the model does not import",
+                       loc));
     return;
   }
   const Schema *s = resolveSchema(n.op_type(), std::max(opset_, kMinOpset));
   if (!s) {
     if (schemaTable().count(n.op_type()))
-      diags_.report(Error::user(
+      report(Error::user(
           "op '" + n.op_type() + "' is not defined at opset " + std::to_string(opset_), loc));
     else
-      diags_.report(Error::user("op '" + n.op_type() + "' is not supported (not an onnx op)", loc));
+      report(Error::user("op '" + n.op_type() + "' is not supported (not an onnx op)", loc));
     return;
   }
   auto op = opFromName(n.op_type());
   if (!op) {
-    diags_.report(Error::user("op '" + n.op_type() + "' is not supported", loc));
+    report(Error::user("op '" + n.op_type() + "' is not supported", loc));
     return;
   }
   if (opset_ < kMinOpset) {
     const Schema *old = resolveSchema(n.op_type(), opset_);
     if (old != s) {
-      diags_.report(Error::user(
+      report(Error::user(
           "model opset " + std::to_string(opset_) + " is older than " + std::to_string(kMinOpset) +
               " and op '" + n.op_type() + "' changed since (" +
               (old ? "version " + std::to_string(old->since) : std::string("not defined")) +
@@ -576,15 +578,15 @@ void Importer::validateNode(const onnx::NodeProto &n) {
     }
   }
   if (s->deprecated) {
-    diags_.report(Error::user(
-        "op '" + n.op_type() + "' is deprecated at opset " + std::to_string(opset_), loc));
+    report(Error::user("op '" + n.op_type() + "' is deprecated at opset " + std::to_string(opset_),
+                       loc));
     return;
   }
   int nIn = n.input_size(), nOut = n.output_size();
   while (nIn > 0 && n.input(nIn - 1).empty()) --nIn;
   while (nOut > 0 && n.output(nOut - 1).empty()) --nOut;
   if (nIn < s->minIn || nIn > s->maxIn)
-    diags_.report(Error::user(
+    report(Error::user(
         "expects " +
             (s->minIn == s->maxIn ? std::to_string(s->minIn)
                                   : std::to_string(s->minIn) + " to " +
@@ -593,7 +595,7 @@ void Importer::validateNode(const onnx::NodeProto &n) {
             " inputs at opset " + std::to_string(opset_) + ", got " + std::to_string(nIn),
         loc));
   if (nOut < s->minOut || nOut > s->maxOut)
-    diags_.report(Error::user(
+    report(Error::user(
         "expects " +
             (s->minOut == s->maxOut ? std::to_string(s->minOut)
                                     : std::to_string(s->minOut) + " to " +
@@ -603,43 +605,43 @@ void Importer::validateNode(const onnx::NodeProto &n) {
         loc));
   for (int i = 0; i < std::min(nIn, s->minIn); ++i)
     if (n.input(i).empty())
-      diags_.report(Error::user("required input " + std::to_string(i) + " is missing", loc));
+      report(Error::user("required input " + std::to_string(i) + " is missing", loc));
   std::set<std::string> seen;
   for (const auto &a : n.attribute()) {
     if (!seen.insert(a.name()).second) {
-      diags_.report(Error::user("attribute '" + a.name() + "' is given twice", loc));
+      report(Error::user("attribute '" + a.name() + "' is given twice", loc));
       continue;
     }
     if (!a.ref_attr_name().empty()) {
-      diags_.report(Error::user("attribute '" + a.name() +
-                                    "' refers to a function attribute, which is not supported",
-                                loc));
+      report(Error::user("attribute '" + a.name() +
+                             "' refers to a function attribute, which is not supported",
+                         loc));
       continue;
     }
     auto it = std::find_if(s->attrs.begin(), s->attrs.end(),
                            [&](const SchemaAttr &sa) { return a.name() == sa.name; });
     if (it == s->attrs.end()) {
-      diags_.report(Error::user(
-          "unknown attribute '" + a.name() + "' at opset " + std::to_string(opset_), loc));
+      report(Error::user("unknown attribute '" + a.name() + "' at opset " + std::to_string(opset_),
+                         loc));
       continue;
     }
     int t = attrTypeOf(a);
     if (t != it->type) {
-      diags_.report(Error::user("attribute '" + a.name() + "' must be " + attrTypeName(it->type) +
-                                    ", got " + attrTypeName(t),
-                                loc));
+      report(Error::user("attribute '" + a.name() + "' must be " + attrTypeName(it->type) +
+                             ", got " + attrTypeName(t),
+                         loc));
       continue;
     }
     if (t == onnx::AttributeProto::GRAPH || t == onnx::AttributeProto::GRAPHS ||
         t == onnx::AttributeProto::SPARSE_TENSOR || t == onnx::AttributeProto::SPARSE_TENSORS ||
         t == onnx::AttributeProto::TENSORS || t == onnx::AttributeProto::TYPE_PROTO ||
         t == onnx::AttributeProto::TYPE_PROTOS)
-      diags_.report(Error::user(
+      report(Error::user(
           "attribute '" + a.name() + "' of type " + attrTypeName(t) + " is not supported", loc));
   }
   for (const SchemaAttr &sa : s->attrs)
     if (sa.required && !seen.count(sa.name))
-      diags_.report(Error::user("missing required attribute '" + std::string(sa.name) + "'", loc));
+      report(Error::user("missing required attribute '" + std::string(sa.name) + "'", loc));
 }
 
 Expected<std::vector<int>> Importer::topoOrder(const onnx::GraphProto &g) {
@@ -650,13 +652,13 @@ Expected<std::vector<int>> Importer::topoOrder(const onnx::GraphProto &g) {
     for (const std::string &o : n.output()) {
       if (o.empty()) continue;
       if (names_.count(o)) {
-        diags_.report(Error::user("output '" + o + "' has the name of a graph input or initializer",
-                                  locOf(n)));
+        report(Error::user("output '" + o + "' has the name of a graph input or initializer",
+                           locOf(n)));
         bad = true;
       } else if (!producer.emplace(o, i).second) {
-        diags_.report(Error::user("output '" + o + "' is also produced by node '" +
-                                      locOf(g.node(producer[o])).node + "'",
-                                  locOf(n)));
+        report(Error::user("output '" + o + "' is produced more than once (also by node '" +
+                               locOf(g.node(producer[o])).node + "')",
+                           locOf(n)));
         bad = true;
       }
     }
@@ -670,10 +672,10 @@ Expected<std::vector<int>> Importer::topoOrder(const onnx::GraphProto &g) {
       if (in.empty() || names_.count(in)) continue;
       auto it = producer.find(in);
       if (it == producer.end()) {
-        diags_.report(Error::user("input '" + in +
-                                      "' is not a graph input, an initializer or the output of "
-                                      "any node",
-                                  locOf(n)));
+        report(Error::user("input '" + in +
+                               "' is not a graph input, an initializer or the output of "
+                               "any node",
+                           locOf(n)));
         bad = true;
         continue;
       }
@@ -1240,7 +1242,7 @@ void Importer::processNode(const onnx::NodeProto &n) {
     if (v == kPoisoned) {
       if (!inferFnFor(*op) && *op != OpKind::Identity && *op != OpKind::Dropout &&
           *op != OpKind::Constant)
-        diags_.report(Error::user("op '" + n.op_type() + "' is not supported", loc));
+        report(Error::user("op '" + n.op_type() + "' is not supported", loc));
       poison();
       return;
     }
@@ -1248,7 +1250,7 @@ void Importer::processNode(const onnx::NodeProto &n) {
   }
   auto attrs = convertAttrs(n);
   if (!attrs.ok()) {
-    diags_.report(attrs.error());
+    report(attrs.error());
     poison();
     return;
   }
@@ -1274,7 +1276,7 @@ void Importer::processNode(const onnx::NodeProto &n) {
           known_[names_.at(n.output(int(i)))] = (*folded)[i].known;
   }
   if (!st.ok()) {
-    diags_.report(st.error());
+    report(st.error());
     poison();
   }
 }
@@ -1284,8 +1286,8 @@ Status Importer::addOutputs(const onnx::GraphProto &g) {
   for (const auto &o : g.output()) {
     auto it = names_.find(o.name());
     if (it == names_.end()) {
-      diags_.report(userError("graph output '" + o.name() +
-                              "' is not produced by any node, initializer or input"));
+      report(userError("graph output '" + o.name() +
+                       "' is not produced by any node, initializer or input"));
       continue;
     }
     ValueId v = it->second;
@@ -1318,29 +1320,29 @@ Status Importer::addOutputs(const onnx::GraphProto &g) {
     if (tt.elem_type() != 0) {
       auto dt = dtypeFromOnnx(tt.elem_type(), o.name());
       if (!dt.ok()) {
-        diags_.report(dt.error().withDefaultLoc(SourceLoc{path_}));
+        report(dt.error().withDefaultLoc(SourceLoc{path_}));
         continue;
       }
       if (*dt != t.dtype) {
-        diags_.report(userError("graph output '" + o.name() + "' is declared " +
-                                std::string(dtypeName(*dt)) + " but computes " +
-                                std::string(dtypeName(t.dtype))));
+        report(userError("graph output '" + o.name() + "' is declared " +
+                         std::string(dtypeName(*dt)) + " but computes " +
+                         std::string(dtypeName(t.dtype))));
         continue;
       }
     }
     if (!tt.has_shape()) continue;
     if (tt.shape().dim_size() != t.rank()) {
-      diags_.report(userError("graph output '" + o.name() + "' is declared with rank " +
-                              std::to_string(tt.shape().dim_size()) + " but computes " + t.str()));
+      report(userError("graph output '" + o.name() + "' is declared with rank " +
+                       std::to_string(tt.shape().dim_size()) + " but computes " + t.str()));
       continue;
     }
     for (int i = 0; i < tt.shape().dim_size(); ++i) {
       const auto &d = tt.shape().dim(i);
       const SymInt &s = t.shape[size_t(i)];
       if (d.has_dim_value() && s.isConstant() && d.dim_value() != s.constant()) {
-        diags_.report(userError("graph output '" + o.name() + "' is declared with dim " +
-                                std::to_string(i) + " = " + std::to_string(d.dim_value()) +
-                                " but computes " + t.str()));
+        report(userError("graph output '" + o.name() + "' is declared with dim " +
+                         std::to_string(i) + " = " + std::to_string(d.dim_value()) +
+                         " but computes " + t.str()));
         break;
       }
     }
@@ -1364,22 +1366,22 @@ Expected<Graph> Importer::run(const onnx::ModelProto &model, ImportStats *stats)
   std::map<std::string, const onnx::TensorProto *> inits;
   for (const auto &t : g.initializer()) {
     if (t.name().empty())
-      diags_.report(userError("an initializer has no name"));
+      report(userError("an initializer has no name"));
     else if (!inits.emplace(t.name(), &t).second)
-      diags_.report(userError("initializer '" + t.name() + "' is given twice"));
+      report(userError("initializer '" + t.name() + "' is given twice"));
   }
   for (const auto &t : g.sparse_initializer())
-    diags_.report(userError("sparse initializer '" + t.values().name() + "' is not supported"));
+    report(userError("sparse initializer '" + t.values().name() + "' is not supported"));
   std::set<std::string> inputNames;
   for (const auto &in : g.input()) {
     if (!inputNames.insert(in.name()).second) {
-      diags_.report(userError("graph input '" + in.name() + "' is given twice"));
+      report(userError("graph input '" + in.name() + "' is given twice"));
       continue;
     }
     if (inits.count(in.name())) continue;
     auto t = typeOf(in, "graph input", true);
     if (!t.ok()) {
-      diags_.report(t.error());
+      report(t.error());
       continue;
     }
     names_[in.name()] = g_.addInput(in.name(), *t);
@@ -1388,7 +1390,7 @@ Expected<Graph> Importer::run(const onnx::ModelProto &model, ImportStats *stats)
     if (t.name().empty() || names_.count(t.name()) || inits.at(t.name()) != &t) continue;
     auto tensor = tensorFromProto(t, dir_);
     if (!tensor.ok()) {
-      diags_.report(tensor.error().withDefaultLoc(SourceLoc{path_}));
+      report(tensor.error().withDefaultLoc(SourceLoc{path_}));
       names_[t.name()] = kPoisoned;
       continue;
     }
@@ -1396,6 +1398,7 @@ Expected<Graph> Importer::run(const onnx::ModelProto &model, ImportStats *stats)
     names_[t.name()] = id;
     noteKnown(id);
   }
+  if (g.output_size() == 0) report(userError("the graph has no outputs"));
   // ai.onnx.ml and other domains are fine as long as no node uses them (checked per node).
   for (const auto &n : g.node()) validateNode(n);
   if (diags_.hasErrors()) return diags_.combined();
@@ -1407,7 +1410,7 @@ Expected<Graph> Importer::run(const onnx::ModelProto &model, ImportStats *stats)
   // Nodes typed by folding alone (ops without inference) must not survive dead-node removal.
   for (const Node &n : out.nodes())
     if (!inferFnFor(n.op))
-      diags_.report(Error::user("op '" + std::string(opName(n.op)) + "' is not supported", n.loc));
+      report(Error::user("op '" + std::string(opName(n.op)) + "' is not supported", n.loc));
   if (diags_.hasErrors()) return diags_.combined();
   // Nodes gone at import other than Identity/Dropout were folded (or left dead by folding).
   int64_t kept = 0;
@@ -1424,7 +1427,7 @@ Expected<Graph> importOnnxBytes(const std::string &bytes, const std::string &pat
   onnx::ModelProto model;
   if (bytes.empty()) return Error::user("the file is empty, not an onnx model", SourceLoc{path});
   if (!model.ParseFromString(bytes))
-    return Error::user("the file is not a valid onnx model (protobuf parsing failed: truncated "
+    return Error::user("the file is not a valid ONNX model (protobuf parsing failed: truncated "
                        "or not an onnx file)",
                        SourceLoc{path});
   try {
