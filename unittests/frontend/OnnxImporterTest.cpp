@@ -446,6 +446,72 @@ TEST(OnnxImporter, ShapeArithmeticFolds) {
   EXPECT_EQ(stats.foldedNodes, 9);
 }
 
+TEST(OnnxImporter, TorchExpandPatternFolds) {
+  // torch.onnx exports x.expand(shape) as Where(Equal(shape, -1), 1, shape): the comparison
+  // with -1 is decided by the symbols' ranges (dims are >= 0).
+  ModelBuilder b(17);
+  b.input("x", TensorProto::FLOAT, {"batch", "seq"});
+  b.input("y", TensorProto::FLOAT, {"1", "1", "1"});
+  b.initInts("i0", {1}, {0});
+  b.initInts("i1", {1}, {1});
+  b.initInts("one", {1}, {1});
+  b.initInts("minus1", {}, {-1});
+  b.node("Shape", {"x"}, {"s"});
+  b.node("Gather", {"s", "i0"}, {"bdim"});
+  b.node("Gather", {"s", "i1"}, {"sdim"});
+  attrInt(b.node("Concat", {"bdim", "one", "sdim"}, {"target"}), "axis", 0);
+  b.node("Shape", {"target"}, {"tlen"});
+  auto *cos = b.node("ConstantOfShape", {"tlen"}, {"ones"});
+  auto *v = cos->add_attribute();
+  v->set_name("value");
+  v->set_type(onnx::AttributeProto::TENSOR);
+  v->mutable_t()->set_data_type(TensorProto::INT64);
+  v->mutable_t()->add_dims(1);
+  v->mutable_t()->add_int64_data(1);
+  b.node("Mul", {"ones", "minus1"}, {"neg"});
+  b.node("Equal", {"target", "neg"}, {"eq"});
+  b.node("Where", {"eq", "ones", "target"}, {"w"});
+  b.node("Less", {"sdim", "minus1"}, {"never"});
+  b.node("Expand", {"y", "w"}, {"out"}, "expand");
+  b.output("out");
+  b.output("never");
+  ImportStats stats;
+  auto g = import(b, &stats);
+  ASSERT_TRUE(g.ok()) << errorOf(g);
+  ASSERT_EQ(g->nodes().size(), 1u);
+  EXPECT_EQ(g->nodes()[0].op, OpKind::Expand);
+  const TensorType &t = g->value(g->outputs[0]).type;
+  ASSERT_EQ(t.rank(), 3);
+  EXPECT_EQ(t.shape[0], SymInt::symbol("batch"));
+  EXPECT_EQ(t.shape[1], SymInt(1));
+  EXPECT_EQ(t.shape[2], SymInt::symbol("seq"));
+  const Tensor &never = outputConstant(*g, 1);
+  EXPECT_EQ(never.dtype(), DType::Bool);
+  EXPECT_EQ(never.toInts(), (std::vector<int64_t>{0}));
+}
+
+TEST(OnnxImporter, UndecidableComparisonIsNotFolded) {
+  // batch == seq cannot be decided: the Equal stays (and needs inference to be typed).
+  ModelBuilder b(17);
+  b.input("x", TensorProto::FLOAT, {"batch", "seq"});
+  b.initInts("i0", {1}, {0});
+  b.initInts("i1", {1}, {1});
+  b.node("Shape", {"x"}, {"s"});
+  b.node("Gather", {"s", "i0"}, {"bdim"});
+  b.node("Gather", {"s", "i1"}, {"sdim"});
+  b.node("Equal", {"bdim", "sdim"}, {"eq"}, "eq");
+  b.output("eq");
+  auto g = import(b);
+  if (!inferFnFor(OpKind::Equal)) {
+    ASSERT_FALSE(g.ok());
+    return;
+  }
+  ASSERT_TRUE(g.ok()) << errorOf(g);
+  ASSERT_EQ(g->nodes().size(), 1u);
+  EXPECT_EQ(g->nodes()[0].op, OpKind::Equal);
+  EXPECT_TRUE(g->isSymConstant(g->nodes()[0].inputs[0]));
+}
+
 TEST(OnnxImporter, ConstantNodesBecomeConstants) {
   ModelBuilder b;
   auto *c = b.node("Constant", {}, {"c"}, "k");

@@ -1023,13 +1023,35 @@ std::optional<std::vector<Folded>> Importer::fold(const Node &node, const onnx::
     if (!k) return std::nullopt;
     return one(dtypeIn(0), *k);
   }
-  case OpKind::Equal: {
+  case OpKind::Equal:
+  case OpKind::Less:
+  case OpKind::LessOrEqual:
+  case OpKind::Greater:
+  case OpKind::GreaterOrEqual: {
     const Known *a = in(0), *b = in(1);
     if (!a || !b) return std::nullopt;
-    auto k = mapKnown({a, b}, [](const std::vector<SymInt> &v) -> std::optional<SymInt> {
-      if (v[0] == v[1]) return SymInt(1);
-      if (v[0].isConstant() && v[1].isConstant()) return SymInt(0);
-      return std::nullopt;
+    OpKind op = node.op;
+    const SymRanges &ranges = g_.symbols;
+    auto k = mapKnown({a, b}, [&](const std::vector<SymInt> &v) -> std::optional<SymInt> {
+      const SymInt &x = v[0], &y = v[1];
+      auto decide = [](bool yes, bool no) -> std::optional<SymInt> {
+        if (yes) return SymInt(1);
+        if (no) return SymInt(0);
+        return std::nullopt;
+      };
+      switch (op) {
+      case OpKind::Equal:
+        return decide(x == y || proveEQ(x, y, ranges),
+                      proveLT(x, y, ranges) || proveLT(y, x, ranges));
+      case OpKind::Less:
+        return decide(proveLT(x, y, ranges), proveLE(y, x, ranges));
+      case OpKind::LessOrEqual:
+        return decide(proveLE(x, y, ranges), proveLT(y, x, ranges));
+      case OpKind::Greater:
+        return decide(proveLT(y, x, ranges), proveLE(x, y, ranges));
+      default:
+        return decide(proveLE(y, x, ranges), proveLT(x, y, ranges));
+      }
     });
     if (!k) return std::nullopt;
     return one(DType::Bool, *k);

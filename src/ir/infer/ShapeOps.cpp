@@ -42,45 +42,52 @@ int64_t clampBig(int64_t v) {
 
 std::optional<SymInt> symDivExact(const SymInt &a, const SymInt &b) {
   if (b.isConstant() && b.constant() == 1) return a;
+  if (b.isConstant() && b.constant() == 0) return std::nullopt;
   if (a.isConstant() && b.isConstant()) {
-    if (b.constant() == 0 || a.constant() % b.constant() != 0) return std::nullopt;
+    if (a.constant() % b.constant() != 0) return std::nullopt;
     return SymInt(a.constant() / b.constant());
   }
   if (a.kind() == SymInt::Kind::Add && b.isConstant()) {
-    auto x = symDivExact(a.operands()[0], b), y = symDivExact(a.operands()[1], b);
-    if (x && y) return *x + *y;
-    return std::nullopt;
+    SymInt sum = 0;
+    for (const SymInt &t : a.operands()) {
+      auto q = symDivExact(t, b);
+      if (!q) return std::nullopt;
+      sum = sum + *q;
+    }
+    return sum;
   }
   int64_t ca = 1, cb = 1;
   std::vector<SymInt> fa, fb;
   factorize(a, ca, fa);
   factorize(b, cb, fb);
-  if (cb == 0 || ca % cb != 0) return std::nullopt;
-  std::sort(fa.begin(), fa.end());
-  std::sort(fb.begin(), fb.end());
-  SymInt q = ca / cb;
-  size_t j = 0;
-  for (size_t i = 0; i < fa.size(); ++i) {
-    if (j < fb.size() && fa[i] == fb[j])
-      ++j;
-    else
-      q = q * fa[i];
+  if (cb != 0 && ca % cb == 0) {
+    std::sort(fa.begin(), fa.end());
+    std::sort(fb.begin(), fb.end());
+    SymInt q = ca / cb;
+    size_t j = 0;
+    for (size_t i = 0; i < fa.size(); ++i) {
+      if (j < fb.size() && fa[i] == fb[j])
+        ++j;
+      else
+        q = q * fa[i];
+    }
+    if (j == fb.size()) return q;
   }
-  if (j != fb.size()) return std::nullopt;
-  return q;
+  // Let SymInt's simplifier try; accept only a quotient that provably multiplies back.
+  SymInt q = simplify(floorDiv(a, b), {});
+  if (q.kind() != SymInt::Kind::FloorDiv && proveEQ(q * b, a, {})) return q;
+  return std::nullopt;
 }
 
 SymInt symMinBounded(const SymInt &a, const SymInt &b) {
-  SymRange ra = bounds(a, {}), rb = bounds(b, {});
-  if (ra.max <= rb.min) return a;
-  if (rb.max <= ra.min) return b;
+  if (proveLE(a, b, {})) return a;
+  if (proveLE(b, a, {})) return b;
   return min(a, b);
 }
 
 SymInt symMaxBounded(const SymInt &a, const SymInt &b) {
-  SymRange ra = bounds(a, {}), rb = bounds(b, {});
-  if (ra.min >= rb.max) return a;
-  if (rb.min >= ra.max) return b;
+  if (proveLE(b, a, {})) return a;
+  if (proveLE(a, b, {})) return b;
   return max(a, b);
 }
 
