@@ -652,7 +652,8 @@ TEST(OnnxImporter, OpsWithoutInferenceReportedTogether) {
   b.input("grid", TensorProto::FLOAT, {"1", "2", "2", "2"});
   b.node("GridSample", {"x", "grid"}, {"a"}, "gs1");
   b.node("GridSample", {"a", "grid"}, {"b"}, "gs2");
-  b.output("b");
+  b.node("NotAnOp", {"b"}, {"c"}, "other");
+  b.output("c");
   auto r = import(b);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(errorOf(r).find("node 'gs1' (GridSample): op 'GridSample' is not supported"),
@@ -661,6 +662,23 @@ TEST(OnnxImporter, OpsWithoutInferenceReportedTogether) {
   EXPECT_NE(errorOf(r).find("node 'gs2' (GridSample): op 'GridSample' is not supported"),
             std::string::npos)
       << errorOf(r);
+  EXPECT_NE(errorOf(r).find("node 'other' (NotAnOp): op 'NotAnOp' is not supported"),
+            std::string::npos)
+      << errorOf(r);
+}
+
+TEST(OnnxImporter, GraphAttributesAreUnsupportedOps) {
+  ModelBuilder b;
+  b.input("c", TensorProto::BOOL, {});
+  auto *n = b.node("If", {"c"}, {"y"}, "branch");
+  for (const char *name : {"then_branch", "else_branch"}) {
+    auto *a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::GRAPH);
+    a->mutable_g()->set_name(name);
+  }
+  b.output("y");
+  EXPECT_IMPORT_ERROR(b, "node 'branch' (If): op 'If' is not supported");
 }
 
 TEST(OnnxImporter, Arity) {

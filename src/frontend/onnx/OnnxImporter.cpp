@@ -559,7 +559,9 @@ void Importer::validateNode(const onnx::NodeProto &n) {
     return;
   }
   auto op = opFromName(n.op_type());
-  if (!op) {
+  // Identity, Dropout and Constant never reach inference (removed or turned into constants).
+  bool handledHere = op == OpKind::Identity || op == OpKind::Dropout || op == OpKind::Constant;
+  if (!op || (!handledHere && !inferFnFor(*op))) {
     report(Error::user("op '" + n.op_type() + "' is not supported", loc));
     return;
   }
