@@ -335,6 +335,18 @@ TEST(OnnxImporter, ExternalData) {
   EXPECT_NE(errorOf(bad).find("runs past the end"), std::string::npos) << errorOf(bad);
 }
 
+TEST(OnnxImporter, ExternalDataOutsideModelFolderRejected) {
+  ModelBuilder b;
+  auto *t = b.g->add_initializer();
+  t->set_name("w");
+  t->set_data_type(TensorProto::FLOAT);
+  t->add_dims(1);
+  setExternal(t, "../secret.bin", 0, 4);
+  b.output("w");
+  EXPECT_IMPORT_ERROR(b, "tensor 'w' has external data location '../secret.bin' outside the "
+                         "model's folder");
+}
+
 // --- inputs and symbols
 
 TEST(OnnxImporter, DimParamsBecomeSymbols) {
@@ -510,6 +522,46 @@ TEST(OnnxImporter, UndecidableComparisonIsNotFolded) {
   ASSERT_EQ(g->nodes().size(), 1u);
   EXPECT_EQ(g->nodes()[0].op, OpKind::Equal);
   EXPECT_TRUE(g->isSymConstant(g->nodes()[0].inputs[0]));
+}
+
+TEST(OnnxImporter, IntegerArithmeticFoldsExactly) {
+  // Gather with a negative index, integer Div/Mod on symbols (non-negative, so floor is
+  // exact), Max, Neg/Abs, Range and Size.
+  ModelBuilder b(17);
+  b.input("x", TensorProto::FLOAT, {"N", "S", "8"});
+  b.initInts("last", {}, {-1});
+  b.initInts("i1", {}, {1});
+  b.initInts("two", {}, {2});
+  b.initInts("three", {}, {3});
+  b.initInts("zero", {}, {0});
+  b.node("Shape", {"x"}, {"s"});
+  b.node("Gather", {"s", "last"}, {"d8"});       // 8
+  b.node("Gather", {"s", "i1"}, {"S"});          // S
+  b.node("Div", {"S", "two"}, {"half"});         // S // 2
+  b.node("Mod", {"S", "three"}, {"rem"});        // S % 3
+  b.node("Max", {"d8", "three"}, {"mx"});        // 8
+  b.node("Neg", {"S"}, {"negS"});                // -S
+  b.node("Abs", {"negS"}, {"absS"});             // not provably S: stays symbolic only if exact
+  b.node("Range", {"zero", "d8", "two"}, {"r"}); // [0, 2, 4, 6]
+  b.node("Size", {"x"}, {"n"});                  // 8*N*S
+  for (const char *o : {"d8", "half", "rem", "mx", "negS", "r", "n"}) b.output(o);
+  auto g = import(b);
+  ASSERT_TRUE(g.ok()) << errorOf(g);
+  auto sym = [&](size_t i) {
+    EXPECT_TRUE(g->isSymConstant(g->outputs[i]) || g->isConstant(g->outputs[i]));
+    if (g->isConstant(g->outputs[i]))
+      return std::vector<SymInt>{g->constant(g->outputs[i]).getInt(0)};
+    return g->symConstant(g->outputs[i]);
+  };
+  SymInt N = SymInt::symbol("N"), S = SymInt::symbol("S");
+  EXPECT_EQ(outputConstant(*g, 0).toInts(), (std::vector<int64_t>{8}));
+  EXPECT_SYM_EQ(sym(1)[0], floorDiv(S, 2));
+  EXPECT_SYM_EQ(sym(2)[0], floorMod(S, 3));
+  EXPECT_EQ(outputConstant(*g, 3).toInts(), (std::vector<int64_t>{8}));
+  EXPECT_SYM_EQ(sym(4)[0], -S);
+  EXPECT_EQ(outputConstant(*g, 5).toInts(), (std::vector<int64_t>{0, 2, 4, 6}));
+  EXPECT_SYM_EQ(sym(6)[0], N * S * 8);
+  EXPECT_TRUE(g->nodes().empty());
 }
 
 TEST(OnnxImporter, ConstantNodesBecomeConstants) {

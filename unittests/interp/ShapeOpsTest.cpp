@@ -209,6 +209,12 @@ TEST(ShapeOpsKernels, ExpandConstantOfShapeRange) {
   EXPECT_EQ(OpRun(OpKind::Range, {fs(1), fs(2), fs(0.25)}).run().toDoubles(),
             (std::vector<double>{1, 1.25, 1.5, 1.75}));
   EXPECT_FALSE(OpRun(OpKind::Range, {sc(0), sc(3), sc(0)}).kernel().ok());
+  auto lc = [](int64_t v) { return Tensor::fromInts(DType::I64, {}, {v}); };
+  const int64_t lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(OpRun(OpKind::Range, {lc(hi - 1), lc(lo), lc(lo)}).kernel()->at(0).toInts(),
+            (std::vector<int64_t>{hi - 1, -2}));
+  EXPECT_FALSE(OpRun(OpKind::Range, {lc(lo), lc(hi), lc(1)}).kernel().ok()); // too large
+  EXPECT_FALSE(OpRun(OpKind::ConstantOfShape, {vec({1 << 30, 1 << 30})}).kernel().ok());
 }
 
 TEST(ShapeOpsInfer, RunTimeAxesGiveRankWithFreshDims) {

@@ -325,7 +325,10 @@ Expected<Tensor> tensorFromProto(const onnx::TensorProto &tp, const std::string 
     }
     if (location.empty())
       return Error::user("tensor '" + name + "' has external data without a location");
-    if (location[0] == '/' || location.find("..") != std::string::npos)
+    bool escapes = location[0] == '/' || location == ".." || location.rfind("../", 0) == 0 ||
+                   location.find("/../") != std::string::npos ||
+                   (location.size() >= 3 && location.compare(location.size() - 3, 3, "/..") == 0);
+    if (escapes)
       return Error::user("tensor '" + name + "' has external data location '" + location +
                          "' outside the model's folder");
     std::string file = baseDir + "/" + location;
@@ -1074,7 +1077,7 @@ std::optional<std::vector<Folded>> Importer::fold(const Node &node, const onnx::
         isFloat(dt))
       return std::nullopt;
     int64_t a = (*s)[0], b = (*l)[0], c = (*d)[0];
-    double n = std::ceil(double(b - a) / double(c));
+    double n = std::ceil((double(b) - double(a)) / double(c));
     if (n > double(kMaxKnown)) return std::nullopt;
     Known k{{std::max<int64_t>(0, int64_t(n))}, {}};
     for (int64_t i = 0; i < k.shape[0]; ++i) k.v.push_back(a + i * c);

@@ -12,6 +12,17 @@ namespace {
 
 using Result = Expected<std::vector<Tensor>>;
 
+/// Outputs larger than this many elements are refused (a malformed shape input, not a model).
+constexpr int64_t kMaxElements = int64_t(1) << 36;
+
+Status checkSize(const KernelContext &ctx, const Shape &s) {
+  long double n = 1;
+  for (int64_t d : s) n *= (long double)d;
+  if (n > (long double)kMaxElements)
+    return ctx.error("output shape " + shapeStr(s) + " is too large");
+  return okStatus();
+}
+
 const uint8_t *bytesOf(const Tensor &t) {
   return static_cast<const uint8_t *>(t.data());
 }
@@ -242,6 +253,7 @@ Result expandKernel(KernelContext &ctx) {
   for (int64_t d : target)
     if (d < 0) return ctx.error("expand shape " + shapeStr(target) + " has a negative dim");
   COIL_TRY(Shape out, broadcastConcrete(x.shape(), target));
+  COIL_TRY_STATUS(checkSize(ctx, out));
   Tensor y(x.dtype(), out);
   size_t es = dtypeSize(x.dtype());
   std::vector<int64_t> map = broadcastIndex(x.shape(), out);
@@ -254,6 +266,7 @@ Result constantOfShapeKernel(KernelContext &ctx) {
   Shape s = ctx.input(0).toInts();
   for (int64_t d : s)
     if (d < 0) return ctx.error("shape " + shapeStr(s) + " has a negative dim");
+  COIL_TRY_STATUS(checkSize(ctx, s));
   Tensor value = Tensor::scalar(DType::F32, 0);
   if (auto v = ctx.attrs().getTensor("value")) {
     if (v->numel() != 1)
@@ -275,7 +288,10 @@ Result rangeKernel(KernelContext &ctx) {
   if (isFloat(dt)) {
     double a = s.getDouble(0), b = l.getDouble(0), c = d.getDouble(0);
     if (c == 0) return ctx.error("range delta must not be 0");
-    int64_t n = std::max<int64_t>(0, int64_t(std::ceil((b - a) / c)));
+    double len = std::ceil((b - a) / c);
+    if (!(len < double(kMaxElements)))
+      return ctx.error("range of " + std::to_string(len) + " elements is too large");
+    int64_t n = std::max<int64_t>(0, int64_t(len));
     Tensor y(dt, {n});
     // Accumulate in the tensor's type, as the ONNX reference does (value_i = start + i*delta).
     for (int64_t i = 0; i < n; ++i)
@@ -284,10 +300,14 @@ Result rangeKernel(KernelContext &ctx) {
   }
   int64_t a = s.getInt(0), b = l.getInt(0), c = d.getInt(0);
   if (c == 0) return ctx.error("range delta must not be 0");
-  SymInt len = c > 0 ? ceilDiv(SymInt(b) - a, c) : ceilDiv(SymInt(a) - b, -c);
-  int64_t n = std::max<int64_t>(0, len.constant());
+  // In 128 bits: limit - start may overflow int64.
+  __int128 span = __int128(b) - a, step = c;
+  __int128 len = span / step + (span % step != 0 && ((span < 0) == (step < 0)) ? 1 : 0);
+  if (len > kMaxElements)
+    return ctx.error("range of " + std::to_string(int64_t(len)) + " elements is too large");
+  int64_t n = std::max<int64_t>(0, int64_t(len));
   Tensor y(dt, {n});
-  for (int64_t i = 0; i < n; ++i) y.setInt(i, a + i * c);
+  for (int64_t i = 0; i < n; ++i) y.setInt(i, int64_t(__int128(a) + __int128(i) * c));
   return std::vector<Tensor>{y};
 }
 
