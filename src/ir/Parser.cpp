@@ -190,7 +190,7 @@ private:
       advance();
       return finish(Tok::Punct);
     }
-    if (std::strchr("()[]{},:=+-*%", c)) {
+    if (c != '\0' && std::strchr("()[]{},:=+-*%", c)) {
       advance();
       return finish(Tok::Punct);
     }
@@ -467,20 +467,20 @@ private:
     if (isPunct("{")) COIL_TRY_STATUS(parseAttrs(n.attrs));
     std::vector<TensorType> types;
     if (!outs.empty()) {
+      Token colon = cur();
       COIL_TRY_STATUS(expectPunct(":", "before the output types"));
       for (;;) {
-        Token typeTok = cur();
         COIL_TRY(TensorType t, parseType());
         types.push_back(std::move(t));
         if (!isPunct(",")) break;
         bump();
         if (types.size() == outs.size())
-          return errorAt(typeTok,
-                         "node has " + std::to_string(outs.size()) + " outputs but more types");
+          return errorAt(colon, "node has " + std::to_string(outs.size()) +
+                                    " outputs but more output types");
       }
       if (types.size() != outs.size())
-        return errorAt(cur(), "node has " + std::to_string(outs.size()) + " outputs but " +
-                                  std::to_string(types.size()) + " types");
+        return errorAt(colon, "node has " + std::to_string(outs.size()) + " outputs but " +
+                                  std::to_string(types.size()) + " output types");
     }
     if (isKeyword("name")) {
       bump();

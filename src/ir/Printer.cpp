@@ -381,7 +381,10 @@ void appendNode(std::string &out, const Graph &g, const Node &n) {
     appendValueRef(out, g, n.outputs[i]);
   }
   if (!n.outputs.empty()) out += " = ";
-  out += opName(n.op);
+  if (size_t(n.op) < kNumOps)
+    out += opName(n.op);
+  else
+    out += "<invalid op " + std::to_string(size_t(n.op)) + ">";
   out += "(";
   for (size_t i = 0; i < n.inputs.size(); ++i) {
     if (i) out += ", ";

@@ -345,7 +345,9 @@ const ErrorCase kErrorCases[] = {
     {"graph @g(%x: f32[2]) -> (%x) {\n  %y = Relu(%x) f32[2]\n}",
      "error: g.coil:2:17: expected ':' before the output types, got 'f32'"},
     {"graph @g(%x: f32[2]) -> (%x) {\n  %y, %z = Relu(%x) : f32[2]\n}",
-     "error: g.coil:3:1: node has 2 outputs but 1 types"},
+     "error: g.coil:2:21: node has 2 outputs but 1 output types"},
+    {"graph @g(%x: f32[2]) -> (%x) {\n  %y = Relu(%x) : f32[2], f32[2]\n}",
+     "error: g.coil:2:17: node has 1 outputs but more output types"},
     {"graph @g(%x: f32[2]) -> (%x) {\n  %y = Relu(%x) {a = 1, a = 2} : f32[2]\n}",
      "error: g.coil:2:25: attribute 'a' is given twice"},
     {"graph @g(%x: f32[2]) -> (%x) {\n  %y = Relu(%x) {a = []} : f32[2]\n}",
@@ -398,6 +400,29 @@ const ErrorCase kErrorCases[] = {
 };
 
 INSTANTIATE_TEST_SUITE_P(TextFormat, ParserErrors, ::testing::ValuesIn(kErrorCases));
+
+TEST(TextFormat, RejectsNulBytes) {
+  std::string text("graph @g() -> () {\n  \0\n}", 24);
+  auto r = parseGraph(text, "g.coil");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().render(), "error: g.coil:2:3: unexpected character '\\x00'");
+}
+
+TEST(TextFormat, PrintsBrokenGraphsWithoutCrashing) {
+  // The printer is a debugging aid: it must cope with graphs the verifier rejects.
+  Graph g;
+  ValueId x = g.addInput("x", TensorType{DType::F32, {2}});
+  Node n;
+  n.op = OpKind::Relu;
+  n.inputs = {x, 1234};
+  n.outputs = {g.addValue("y", TensorType{DType::F32, {2}}, ValueKind::NodeOutput)};
+  g.addNode(n);
+  g.mutableNodes()[0].outputs.push_back(-7);
+  g.outputs = {99};
+  std::string text = printGraph(g);
+  EXPECT_NE(text.find("%y, _ = Relu(%x, _) : f32[2], ?"), std::string::npos) << text;
+  EXPECT_NE(text.find("-> (_)"), std::string::npos) << text;
+}
 
 TEST(TextFormat, ParseGraphFileReportsMissingFile) {
   auto r = parseGraphFile("/nonexistent/dir/x.coil");
