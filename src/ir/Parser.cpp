@@ -222,6 +222,13 @@ public:
     return std::move(g_);
   }
 
+  /// The whole text as one size expression.
+  Expected<SymInt> runSymInt() {
+    COIL_TRY(SymInt e, parseSum(0));
+    if (cur().kind != Tok::Eof) return expected("end of the size expression");
+    return e;
+  }
+
 private:
   // --- tokens
   const Token &cur() const { return toks_[p_]; }
@@ -954,6 +961,10 @@ private:
 };
 
 } // namespace
+
+Expected<SymInt> textfmt::parseSymIntText(std::string_view text) {
+  return Parser(text, "<size>", ParseOptions{}).runSymInt();
+}
 
 Expected<Graph> parseGraph(std::string_view text, const std::string &file,
                            const ParseOptions &opts) {

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <unordered_map>
 
 namespace coil {
 
@@ -268,11 +269,39 @@ void appendSym(std::string &out, const SymInt &e, bool top) {
   }
 }
 
+/// The text of dims already printed by the running printGraph call (dims repeat a lot).
+thread_local std::unordered_map<SymInt, std::string> *tlsSymText = nullptr;
+
+/// A top-level size: SymInt::str() (the most readable form) where it parses back to the same
+/// expression, else the fully parenthesized form of appendSym (e.g. for symbol names that
+/// need quotes).
+void appendTopSym(std::string &out, const SymInt &e) {
+  if (e.isConstant()) {
+    out += std::to_string(e.constant());
+    return;
+  }
+  if (tlsSymText) {
+    auto it = tlsSymText->find(e);
+    if (it != tlsSymText->end()) {
+      out += it->second;
+      return;
+    }
+  }
+  std::string s = e.str();
+  Expected<SymInt> back = parseSymIntText(s);
+  if (!back.ok() || *back != e) {
+    s.clear();
+    appendSym(s, e, true);
+  }
+  out += s;
+  if (tlsSymText) tlsSymText->emplace(e, std::move(s));
+}
+
 void appendSymList(std::string &out, const std::vector<SymInt> &list) {
   out += "[";
   for (size_t i = 0; i < list.size(); ++i) {
     if (i) out += ", ";
-    appendSym(out, list[i], true);
+    appendTopSym(out, list[i]);
   }
   out += "]";
 }
@@ -489,6 +518,13 @@ void appendGraph(std::string &out, const Graph &g) {
 } // namespace
 
 std::string printGraph(const Graph &g) {
+  std::unordered_map<SymInt, std::string> symText;
+  auto *saved = tlsSymText;
+  tlsSymText = &symText;
+  struct Restore {
+    std::unordered_map<SymInt, std::string> *saved;
+    ~Restore() { tlsSymText = saved; }
+  } restore{saved};
   std::string out;
   size_t weights = 0;
   for (const auto &[v, t] : g.constants()) weights += t.defined() ? t.nbytes() : 0;

@@ -3,6 +3,8 @@
 #pragma once
 
 #include "ir/DType.h"
+#include "support/Expected.h"
+#include "support/SymInt.h"
 
 #include <cstdint>
 #include <string>
@@ -37,5 +39,9 @@ bool appendElement(std::string &out, DType t, const void *data, size_t i);
 /// Parses one element's text (already joined with its sign, e.g. "-1.5", "nan", "true") into
 /// `dst` (dtypeSize(t) bytes). Returns an error message, or "" on success.
 std::string parseElement(DType t, std::string_view text, bool isFloatToken, void *dst);
+
+/// Parses a size expression with the text parser's grammar (the whole text must be one
+/// expression). The printer uses it to check that a dim's text reads back exactly.
+Expected<SymInt> parseSymIntText(std::string_view text);
 
 } // namespace coil::textfmt
