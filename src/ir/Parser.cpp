@@ -152,6 +152,14 @@ private:
       while (std::isalnum(static_cast<unsigned char>(peek())) || peek() == '_') advance();
       return finish(Tok::Ident);
     }
+    if (c == '0' && (peek(1) == 'x' || peek(1) == 'X') &&
+        std::isxdigit(static_cast<unsigned char>(peek(2)))) {
+      // The bit pattern of a float: a Float token spelled 0x...
+      advance();
+      advance();
+      while (std::isalnum(static_cast<unsigned char>(peek()))) advance();
+      return finish(Tok::Float);
+    }
     if (std::isdigit(static_cast<unsigned char>(c))) {
       bool isFloat = false;
       while (std::isdigit(static_cast<unsigned char>(peek()))) advance();
