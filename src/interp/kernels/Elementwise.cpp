@@ -11,17 +11,28 @@ namespace elementwise {
 
 using Result = Expected<std::vector<Tensor>>;
 
+float toFloat(double v) {
+  // Out-of-range conversions are undefined in C++: round to nearest explicitly.
+  constexpr double kMax = std::numeric_limits<float>::max();
+  constexpr double kOverflow = 0x1.ffffffp127; // FLT_MAX + half an ulp: the rounding boundary
+  if (std::isfinite(v) && std::fabs(v) > kMax)
+    return std::fabs(v) >= kOverflow
+               ? std::copysign(std::numeric_limits<float>::infinity(), float(v > 0 ? 1 : -1))
+               : std::copysign(std::numeric_limits<float>::max(), float(v > 0 ? 1 : -1));
+  return float(v);
+}
+
 double roundToFloatDType(DType t, double v) {
   switch (t) {
   case DType::F64:
     return v;
   case DType::F32:
-    return double(float(v));
+    return double(toFloat(v));
   case DType::F16:
   case DType::BF16: {
     // Round to f32 with "round to odd" (truncate, then set the last bit if inexact) so that
     // the second rounding to 16 bits gives the correctly rounded result.
-    float f = float(v);
+    float f = toFloat(v);
     if (std::isfinite(v) && double(f) != v) {
       uint32_t bits;
       std::memcpy(&bits, &f, 4);
@@ -39,9 +50,8 @@ double roundToFloatDType(DType t, double v) {
 }
 
 void storeDouble(Tensor &out, int64_t i, double v) {
-  DType t = out.dtype();
-  if (t == DType::F16 || t == DType::BF16)
-    v = roundToFloatDType(t, v); // exactly representable now, so setDouble does not round again
+  if (isFloat(out.dtype())) // exactly representable now, so setDouble does not round again
+    v = roundToFloatDType(out.dtype(), v);
   out.setDouble(i, v);
 }
 
@@ -678,24 +688,24 @@ void registerElementwiseKernels(KernelRegistry &r) {
   using namespace elementwise;
 #define COIL_REG(NAME) r.add(OpKind::NAME, k##NAME);
   COIL_REG(Abs)
-  COIL_REG(Acos) COIL_REG(Acosh) COIL_REG(Add) COIL_REG(And) COIL_REG(Asin) COIL_REG(Asinh)
-      COIL_REG(Atan) COIL_REG(Atanh) COIL_REG(BitShift) COIL_REG(BitwiseAnd) COIL_REG(BitwiseNot)
-          COIL_REG(BitwiseOr) COIL_REG(BitwiseXor) COIL_REG(Ceil) COIL_REG(Celu) COIL_REG(
-              Clip) COIL_REG(Cos) COIL_REG(Cosh) COIL_REG(Div) COIL_REG(Dropout) COIL_REG(Elu)
-              COIL_REG(Equal) COIL_REG(Erf) COIL_REG(Exp) COIL_REG(Floor) COIL_REG(Gelu) COIL_REG(
-                  Greater) COIL_REG(GreaterOrEqual) COIL_REG(HardSigmoid) COIL_REG(HardSwish)
-                  COIL_REG(Identity) COIL_REG(IsInf) COIL_REG(IsNaN) COIL_REG(LeakyRelu)
-                      COIL_REG(Less) COIL_REG(LessOrEqual) COIL_REG(Log) COIL_REG(Mish)
-                          COIL_REG(Mod) COIL_REG(Mul) COIL_REG(Neg) COIL_REG(Not) COIL_REG(Or)
-                              COIL_REG(PRelu) COIL_REG(Pow) COIL_REG(Reciprocal) COIL_REG(Relu)
-                                  COIL_REG(Round) COIL_REG(Selu) COIL_REG(Shrink) COIL_REG(Sigmoid)
-                                      COIL_REG(Sign) COIL_REG(Sin) COIL_REG(Sinh) COIL_REG(Softplus)
-                                          COIL_REG(Softsign) COIL_REG(Sqrt) COIL_REG(Sub)
-                                              COIL_REG(Swish) COIL_REG(Tan) COIL_REG(Tanh)
-                                                  COIL_REG(ThresholdedRelu) COIL_REG(Where)
-                                                      COIL_REG(Xor)
+  COIL_REG(Acos)
+  COIL_REG(Acosh) COIL_REG(Add) COIL_REG(And) COIL_REG(Asin) COIL_REG(Asinh) COIL_REG(Atan)
+      COIL_REG(Atanh) COIL_REG(BitShift) COIL_REG(BitwiseAnd) COIL_REG(BitwiseNot) COIL_REG(
+          BitwiseOr) COIL_REG(BitwiseXor) COIL_REG(Ceil) COIL_REG(Celu) COIL_REG(Clip) COIL_REG(Cos)
+          COIL_REG(Cosh) COIL_REG(Div) COIL_REG(Dropout) COIL_REG(Elu) COIL_REG(Equal) COIL_REG(Erf)
+              COIL_REG(Exp) COIL_REG(Floor) COIL_REG(Gelu) COIL_REG(Greater) COIL_REG(
+                  GreaterOrEqual) COIL_REG(HardSigmoid) COIL_REG(HardSwish) COIL_REG(Identity)
+                  COIL_REG(IsInf) COIL_REG(IsNaN) COIL_REG(LeakyRelu) COIL_REG(Less)
+                      COIL_REG(LessOrEqual) COIL_REG(Log) COIL_REG(Mish) COIL_REG(Mod) COIL_REG(Mul)
+                          COIL_REG(Neg) COIL_REG(Not) COIL_REG(Or) COIL_REG(PRelu) COIL_REG(Pow)
+                              COIL_REG(Reciprocal) COIL_REG(Relu) COIL_REG(Round) COIL_REG(Selu)
+                                  COIL_REG(Shrink) COIL_REG(Sigmoid) COIL_REG(Sign) COIL_REG(Sin)
+                                      COIL_REG(Sinh) COIL_REG(Softplus) COIL_REG(Softsign)
+                                          COIL_REG(Sqrt) COIL_REG(Sub) COIL_REG(Swish) COIL_REG(Tan)
+                                              COIL_REG(Tanh) COIL_REG(ThresholdedRelu)
+                                                  COIL_REG(Where) COIL_REG(Xor)
 #undef COIL_REG
-                                                          r.add(OpKind::Max, variadic<Fold::Max>);
+                                                      r.add(OpKind::Max, variadic<Fold::Max>);
   r.add(OpKind::Min, variadic<Fold::Min>);
   r.add(OpKind::Sum, variadic<Fold::Sum>);
   r.add(OpKind::Mean, variadic<Fold::Mean>);

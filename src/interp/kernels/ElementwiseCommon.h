@@ -19,6 +19,9 @@ inline Domain domainOf(DType t) {
   return isUnsigned(t) ? Domain::Unsigned : Domain::Signed;
 }
 
+/// `v` rounded to the nearest float (to infinity beyond the largest float), without UB.
+float toFloat(double v);
+
 /// `v` rounded to the nearest value of float dtype `t` (ties to even), without the double
 /// rounding of going through f32 for f16 and bf16.
 double roundToFloatDType(DType t, double v);
