@@ -340,7 +340,7 @@ TEST(ReductionTest, InferenceErrors) {
   e = infer(OpKind::LayerNormalization, {}, {&x, &sc}, 3);
   ASSERT_FALSE(e.ok());
   EXPECT_EQ(e.error().message(),
-            "scale of LayerNormalization with shape f32[2] does not broadcast to [3]");
+            "scale of LayerNormalization with shape f32[2] does not broadcast to [2, 3]");
   Tensor x4 = f32({1, 3, 1}, {1, 2, 3});
   Tensor s3 = f32({3}, {1, 1, 1});
   e = infer(OpKind::GroupNormalization, attrs({{"num_groups", int64_t(2)}}), {&x4, &s3, &s3});
