@@ -641,7 +641,15 @@ Expected<Types> inferCol2Im(InferContext &ctx) {
     return ctx.error("input 0 must have rank 3 ([N, C*prod(block), L]), got rank " +
                      std::to_string(x.rank()));
   const auto &img = ctx.intValue(1), &blk = ctx.intValue(2);
-  if (!img || !blk) return ctx.error("image_shape and block_shape must be constants");
+  if (!img || !blk) { // sizes known only at run time
+    const TensorType &it = ctx.input(1);
+    if (it.rank() != 1 || !it.shape[0].isConstant())
+      return ctx.error("image_shape must be a 1-D tensor of known length");
+    Dims out{x.shape[0], ctx.freshSymbol("col2im")};
+    for (int64_t i = 0; i < it.shape[0].constant(); ++i)
+      out.push_back(img ? (*img)[size_t(i)] : ctx.freshSymbol("col2im"));
+    return Types{{x.dtype, out}};
+  }
   if (img->size() != blk->size())
     return ctx.error("image_shape and block_shape must have the same length, got " +
                      std::to_string(img->size()) + " and " + std::to_string(blk->size()));
