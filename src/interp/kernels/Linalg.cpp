@@ -439,6 +439,7 @@ void registerLinalgKernels(KernelRegistry &r) {
   linalg::registerLinalgConvKernels(r);
   linalg::registerLinalgPoolKernels(r);
   linalg::registerLinalgImageKernels(r);
+  linalg::registerLinalgSampleKernels(r);
 }
 
 } // namespace coil

@@ -660,7 +660,7 @@ Expected<Types> inferCol2Im(InferContext &ctx) {
   return Types{{x.dtype, out}};
 }
 
-[[maybe_unused]] Expected<Types> inferGridSample(InferContext &ctx) {
+Expected<Types> inferGridSample(InferContext &ctx) {
   const TensorType &x = ctx.input(0), &g = ctx.input(1);
   if (x.rank() < 3)
     return ctx.error("input 0 must have rank >= 3, got rank " + std::to_string(x.rank()));
@@ -675,7 +675,7 @@ Expected<Types> inferCol2Im(InferContext &ctx) {
   return Types{{x.dtype, out}};
 }
 
-[[maybe_unused]] Expected<Types> inferAffineGrid(InferContext &ctx) {
+Expected<Types> inferAffineGrid(InferContext &ctx) {
   const TensorType &theta = ctx.input(0);
   const auto &sz = ctx.intValue(1);
   if (theta.rank() != 3)
@@ -698,7 +698,7 @@ Expected<Types> inferCol2Im(InferContext &ctx) {
   return Types{{theta.dtype, out}};
 }
 
-[[maybe_unused]] Expected<Types> inferRoiAlign(InferContext &ctx) {
+Expected<Types> inferRoiAlign(InferContext &ctx) {
   COIL_TRY_STATUS(requireRank(ctx, 0, 4, "[N, C, H, W]"));
   COIL_TRY_STATUS(requireRank(ctx, 1, 2, "rois [num_rois, 4]"));
   const Attrs &at = ctx.node.attrs;
@@ -706,7 +706,7 @@ Expected<Types> inferCol2Im(InferContext &ctx) {
   return Types{{ctx.input(0).dtype, {ctx.input(1).shape[0], ctx.input(0).shape[1], oh, ow}}};
 }
 
-[[maybe_unused]] Expected<Types> inferMaxRoiPool(InferContext &ctx) {
+Expected<Types> inferMaxRoiPool(InferContext &ctx) {
   COIL_TRY_STATUS(requireRank(ctx, 0, 4, "[N, C, H, W]"));
   COIL_TRY_STATUS(requireRank(ctx, 1, 2, "rois [num_rois, 5]"));
   auto ps = ctx.node.attrs.getInts("pooled_shape");
@@ -750,6 +750,10 @@ void registerLinalgInfer(InferRegistry &r) {
   r.add(OpKind::Einsum, inferEinsum);
   r.add(OpKind::Col2Im, inferCol2Im);
   r.add(OpKind::Det, inferDet);
+  r.add(OpKind::GridSample, inferGridSample);
+  r.add(OpKind::AffineGrid, inferAffineGrid);
+  r.add(OpKind::RoiAlign, inferRoiAlign);
+  r.add(OpKind::MaxRoiPool, inferMaxRoiPool);
 }
 
 } // namespace coil
