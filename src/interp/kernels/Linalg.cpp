@@ -440,6 +440,7 @@ void registerLinalgKernels(KernelRegistry &r) {
   linalg::registerLinalgPoolKernels(r);
   linalg::registerLinalgImageKernels(r);
   linalg::registerLinalgSampleKernels(r);
+  linalg::registerLinalgRnnKernels(r);
 }
 
 } // namespace coil

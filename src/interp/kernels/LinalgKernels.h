@@ -27,5 +27,6 @@ void registerLinalgConvKernels(KernelRegistry &r);
 void registerLinalgPoolKernels(KernelRegistry &r);
 void registerLinalgImageKernels(KernelRegistry &r);
 void registerLinalgSampleKernels(KernelRegistry &r);
+void registerLinalgRnnKernels(KernelRegistry &r);
 
 } // namespace coil::linalg

@@ -726,6 +726,43 @@ Expected<Types> inferDet(InferContext &ctx) {
   return Types{{x.dtype, Dims(x.shape.begin(), x.shape.end() - 2)}};
 }
 
+// --- Recurrent ops and rotary embeddings
+
+Expected<Types> inferRecurrent(InferContext &ctx) {
+  COIL_TRY_STATUS(requireFloat(ctx, 0));
+  const Attrs &at = ctx.node.attrs;
+  const TensorType &x = ctx.input(0), &r = ctx.input(2);
+  if (x.rank() != 3)
+    return ctx.error("input 0 must have rank 3 ([seq, batch, input]), got rank " +
+                     std::to_string(x.rank()));
+  if (ctx.input(1).rank() != 3 || r.rank() != 3) return ctx.error("W and R must have rank 3");
+  std::string dir = at.getString("direction", "forward");
+  if (dir != "forward" && dir != "reverse" && dir != "bidirectional")
+    return ctx.error("direction must be forward, reverse or bidirectional, got '" + dir + "'");
+  SymInt dirs = dir == "bidirectional" ? 2 : 1;
+  SymInt hid = at.has("hidden_size") ? SymInt(at.getInt("hidden_size", 0)) : r.shape[2];
+  bool batchFirst = at.getInt("layout", 0) != 0;
+  SymInt seq = batchFirst ? x.shape[1] : x.shape[0], batch = batchFirst ? x.shape[0] : x.shape[1];
+  Types out;
+  if (batchFirst) {
+    out.push_back({x.dtype, {batch, seq, dirs, hid}});
+    out.push_back({x.dtype, {batch, dirs, hid}});
+  } else {
+    out.push_back({x.dtype, {seq, dirs, batch, hid}});
+    out.push_back({x.dtype, {dirs, batch, hid}});
+  }
+  if (ctx.node.op == OpKind::LSTM) out.push_back(out.back());
+  return out;
+}
+
+Expected<Types> inferRotaryEmbedding(InferContext &ctx) {
+  COIL_TRY_STATUS(requireFloat(ctx, 0));
+  const TensorType &x = ctx.input(0);
+  if (x.rank() != 3 && x.rank() != 4)
+    return ctx.error("input 0 must have rank 3 or 4, got rank " + std::to_string(x.rank()));
+  return Types{x};
+}
+
 } // namespace
 
 void registerLinalgInfer(InferRegistry &r) {
@@ -750,6 +787,10 @@ void registerLinalgInfer(InferRegistry &r) {
   r.add(OpKind::Einsum, inferEinsum);
   r.add(OpKind::Col2Im, inferCol2Im);
   r.add(OpKind::Det, inferDet);
+  r.add(OpKind::RNN, inferRecurrent);
+  r.add(OpKind::GRU, inferRecurrent);
+  r.add(OpKind::LSTM, inferRecurrent);
+  r.add(OpKind::RotaryEmbedding, inferRotaryEmbedding);
   r.add(OpKind::GridSample, inferGridSample);
   r.add(OpKind::AffineGrid, inferAffineGrid);
   r.add(OpKind::RoiAlign, inferRoiAlign);
