@@ -152,6 +152,14 @@ private:
       while (std::isalnum(static_cast<unsigned char>(peek())) || peek() == '_') advance();
       return finish(Tok::Ident);
     }
+    if (c == '0' && (peek(1) == 'x' || peek(1) == 'X') &&
+        std::isxdigit(static_cast<unsigned char>(peek(2)))) {
+      // The bit pattern of a float: a Float token spelled 0x...
+      advance();
+      advance();
+      while (std::isalnum(static_cast<unsigned char>(peek()))) advance();
+      return finish(Tok::Float);
+    }
     if (std::isdigit(static_cast<unsigned char>(c))) {
       bool isFloat = false;
       while (std::isdigit(static_cast<unsigned char>(peek()))) advance();
@@ -190,7 +198,7 @@ private:
       advance();
       return finish(Tok::Punct);
     }
-    if (std::strchr("()[]{},:=+-*%", c)) {
+    if (c != '\0' && std::strchr("()[]{},:=+-*%", c)) {
       advance();
       return finish(Tok::Punct);
     }
@@ -220,6 +228,13 @@ public:
     COIL_TRY_STATUS(parseGraph());
     COIL_TRY_STATUS(verify());
     return std::move(g_);
+  }
+
+  /// The whole text as one size expression.
+  Expected<SymInt> runSymInt() {
+    COIL_TRY(SymInt e, parseSum(0));
+    if (cur().kind != Tok::Eof) return expected("end of the size expression");
+    return e;
   }
 
 private:
@@ -467,20 +482,20 @@ private:
     if (isPunct("{")) COIL_TRY_STATUS(parseAttrs(n.attrs));
     std::vector<TensorType> types;
     if (!outs.empty()) {
+      Token colon = cur();
       COIL_TRY_STATUS(expectPunct(":", "before the output types"));
       for (;;) {
-        Token typeTok = cur();
         COIL_TRY(TensorType t, parseType());
         types.push_back(std::move(t));
         if (!isPunct(",")) break;
         bump();
         if (types.size() == outs.size())
-          return errorAt(typeTok,
-                         "node has " + std::to_string(outs.size()) + " outputs but more types");
+          return errorAt(colon, "node has " + std::to_string(outs.size()) +
+                                    " outputs but more output types");
       }
       if (types.size() != outs.size())
-        return errorAt(cur(), "node has " + std::to_string(outs.size()) + " outputs but " +
-                                  std::to_string(types.size()) + " types");
+        return errorAt(colon, "node has " + std::to_string(outs.size()) + " outputs but " +
+                                  std::to_string(types.size()) + " output types");
     }
     if (isKeyword("name")) {
       bump();
@@ -954,6 +969,10 @@ private:
 };
 
 } // namespace
+
+Expected<SymInt> textfmt::parseSymIntText(std::string_view text) {
+  return Parser(text, "<size>", ParseOptions{}).runSymInt();
+}
 
 Expected<Graph> parseGraph(std::string_view text, const std::string &file,
                            const ParseOptions &opts) {

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <unordered_map>
 
 namespace coil {
 
@@ -70,8 +71,23 @@ void appendName(std::string &out, char prefix, std::string_view name) {
 }
 
 namespace {
+/// "0x" and the bits of `size` bytes at `p`, most significant digit first.
+std::string bitsText(const void *p, size_t size) {
+  uint64_t bits = 0;
+  std::memcpy(&bits, p, size); // little-endian: the low bytes
+  static const char kHex[] = "0123456789abcdef";
+  std::string s = "0x";
+  for (size_t k = 2 * size; k-- > 0;) s += kHex[(bits >> (4 * k)) & 15];
+  return s;
+}
+
 template <typename F> std::string formatFp(F v, bool forceFloat) {
-  if (std::isnan(v)) return std::signbit(v) ? "-nan" : "nan";
+  if (std::isnan(v)) {
+    F canonical = std::numeric_limits<F>::quiet_NaN();
+    if (std::signbit(v)) canonical = -canonical;
+    if (std::memcmp(&v, &canonical, sizeof(F)) != 0) return bitsText(&v, sizeof(F)); // payload
+    return std::signbit(v) ? "-nan" : "nan";
+  }
   if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
   char buf[64];
   auto r = std::to_chars(buf, buf + sizeof(buf), v); // shortest text that reads back exactly
@@ -126,12 +142,14 @@ bool appendElement(std::string &out, DType t, const void *data, size_t i) {
     out += std::to_string(loadAsInt(t, data, i));
     return true;
   }
-  out += text;
-  // Floats: a NaN's payload does not survive the text form; check the bytes come back.
+  // Floats: where the decimal text does not reproduce the bytes (a f16/bf16 NaN payload),
+  // print the bit pattern.
   size_t sz = dtypeSize(t);
   unsigned char back[8];
-  if (!parseElement(t, text, true, back).empty()) return false;
-  return std::memcmp(back, p + i * sz, sz) == 0;
+  if (!parseElement(t, text, true, back).empty() || std::memcmp(back, p + i * sz, sz) != 0)
+    text = bitsText(p + i * sz, sz);
+  out += text;
+  return true;
 }
 
 namespace {
@@ -165,6 +183,19 @@ template <typename F> std::string parseFp(std::string_view text, F &out) {
 
 std::string parseElement(DType t, std::string_view text, bool isFloatToken, void *dst) {
   std::string name(dtypeName(t));
+  if (text.size() > 2 && (text.substr(0, 2) == "0x" || text.substr(0, 2) == "0X")) {
+    // The bit pattern of a float element.
+    if (!isFloat(t))
+      return "a bit pattern (" + std::string(text) + ") is only allowed for float elements, not " +
+             name;
+    uint64_t bits = 0;
+    auto r = std::from_chars(text.data() + 2, text.data() + text.size(), bits, 16);
+    if (r.ec != std::errc() || r.ptr != text.data() + text.size() ||
+        (dtypeSize(t) < 8 && bits >> (8 * dtypeSize(t)) != 0))
+      return "bit pattern " + std::string(text) + " does not fit " + name;
+    std::memcpy(dst, &bits, dtypeSize(t));
+    return "";
+  }
   if (t == DType::Bool) {
     uint8_t b;
     if (text == "true" || text == "1")
@@ -268,11 +299,39 @@ void appendSym(std::string &out, const SymInt &e, bool top) {
   }
 }
 
+/// The text of dims already printed by the running printGraph call (dims repeat a lot).
+thread_local std::unordered_map<SymInt, std::string> *tlsSymText = nullptr;
+
+/// A top-level size: SymInt::str() (the most readable form) where it parses back to the same
+/// expression, else the fully parenthesized form of appendSym (e.g. for symbol names that
+/// need quotes).
+void appendTopSym(std::string &out, const SymInt &e) {
+  if (e.isConstant()) {
+    out += std::to_string(e.constant());
+    return;
+  }
+  if (tlsSymText) {
+    auto it = tlsSymText->find(e);
+    if (it != tlsSymText->end()) {
+      out += it->second;
+      return;
+    }
+  }
+  std::string s = e.str();
+  Expected<SymInt> back = parseSymIntText(s);
+  if (!back.ok() || *back != e) {
+    s.clear();
+    appendSym(s, e, true);
+  }
+  out += s;
+  if (tlsSymText) tlsSymText->emplace(e, std::move(s));
+}
+
 void appendSymList(std::string &out, const std::vector<SymInt> &list) {
   out += "[";
   for (size_t i = 0; i < list.size(); ++i) {
     if (i) out += ", ";
-    appendSym(out, list[i], true);
+    appendTopSym(out, list[i]);
   }
   out += "]";
 }
@@ -381,7 +440,10 @@ void appendNode(std::string &out, const Graph &g, const Node &n) {
     appendValueRef(out, g, n.outputs[i]);
   }
   if (!n.outputs.empty()) out += " = ";
-  out += opName(n.op);
+  if (size_t(n.op) < kNumOps)
+    out += opName(n.op);
+  else
+    out += "<invalid op " + std::to_string(size_t(n.op)) + ">";
   out += "(";
   for (size_t i = 0; i < n.inputs.size(); ++i) {
     if (i) out += ", ";
@@ -486,6 +548,13 @@ void appendGraph(std::string &out, const Graph &g) {
 } // namespace
 
 std::string printGraph(const Graph &g) {
+  std::unordered_map<SymInt, std::string> symText;
+  auto *saved = tlsSymText;
+  tlsSymText = &symText;
+  struct Restore {
+    std::unordered_map<SymInt, std::string> *saved;
+    ~Restore() { tlsSymText = saved; }
+  } restore{saved};
   std::string out;
   size_t weights = 0;
   for (const auto &[v, t] : g.constants()) weights += t.defined() ? t.nbytes() : 0;

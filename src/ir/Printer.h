@@ -23,7 +23,7 @@
 ///   args       := arg (',' arg)* ;  arg := VALUE | '_'     # '_' is an absent optional input
 ///   attrs      := '{' (attr (',' attr)*)? '}' ;  attr := (IDENT | STRING) '=' attr-value
 ///   attr-value := int                                       # int
-///               | float                                     # float: always has '.', 'e', inf or nan
+///               | float                                     # float: has '.', 'e', inf, nan or 0x
 ///               | STRING                                    # string
 ///               | '[' int (',' int)* ']'     | 'ints' '[' ']'      # ints
 ///               | '[' num (',' num)* ']'     | 'floats' '[' ']'    # floats (any element a float)
@@ -37,7 +37,9 @@
 ///   symint     := sum ;  sum := term (('+' | '-') term)* ;  term := unary (('*' | '//' | '%') unary)*
 ///   unary      := '-' unary | primary
 ///   primary    := INT | SYMNAME | ('min' | 'max') '(' sum (',' sum)+ ')' | '(' sum ')'
-///   int        := '-'? INT ;  num := '-'? (INT | FLOAT | 'inf' | 'nan')
+///   int        := '-'? INT ;  num := '-'? (INT | FLOAT | 'inf' | 'nan') | BITS
+///   BITS       := '0x' HEXDIGIT+     # a float's bit pattern (a NaN with a payload); in a
+///                                    # float attribute it is the f64 pattern
 ///   VALUE      := '%' [A-Za-z0-9_.]+ | '%' STRING ;  GLOBAL := '@' [A-Za-z0-9_.]+ | '@' STRING
 ///   SYMNAME    := IDENT | STRING ;  IDENT := [A-Za-z_][A-Za-z0-9_]*
 ///   STRING     := '"' (char | '\\' | '\"' | '\n' | '\t' | '\r' | '\xHH')* '"'
@@ -47,9 +49,9 @@
 /// not printed (the parser sets them to the node's text position).
 ///
 /// Printing is exact: parse(print(g)) prints byte-identically and equals g structurally
-/// (floats print as the shortest decimal that reads back exactly; a constant with at most
-/// 32 elements prints as a list unless that cannot reproduce its bytes, e.g. a NaN payload;
-/// larger ones print as hex). Values are printed in the order: inputs, constants and symbolic
+/// (floats print as the shortest decimal that reads back exactly, NaNs other than the default
+/// quiet NaN as their bit pattern; a constant with at most 32 elements prints as a list unless
+/// that cannot reproduce its bytes, e.g. a bool byte of 2; larger ones print as hex). Values are printed in the order: inputs, constants and symbolic
 /// constants (by ValueId), node outputs (node order); the parser numbers them in text order.
 /// Names that do not fit the bare forms are printed quoted: %"onnx::Conv/0". The printer is
 /// deterministic: the same graph prints byte-identically.

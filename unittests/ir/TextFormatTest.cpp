@@ -122,6 +122,9 @@ Graph richGraph() {
   r.attrs.set("fneg0", -0.0);
   r.attrs.set("finf", -std::numeric_limits<double>::infinity());
   r.attrs.set("fnan", std::numeric_limits<double>::quiet_NaN());
+  r.attrs.set("fnanp", bitsToDouble(0x7ff8000000000123));
+  r.attrs.set("floatsnan", std::vector<double>{-std::numeric_limits<double>::quiet_NaN(),
+                                               bitsToDouble(0xfff0000000000042)});
   r.attrs.set("s", std::string("tab\there \"q\" back\\slash\nnl \x01\xff"));
   r.attrs.set("sempty", std::string());
   r.attrs.set("ints", std::vector<int64_t>{1, -2, INT64_MAX});
@@ -174,7 +177,14 @@ TEST(TextFormat, PrintsDeterministicallyAndReadably) {
             std::string::npos)
       << text;
   EXPECT_NE(text.find("%c_bool = constant bool[2] [false, true]"), std::string::npos) << text;
-  EXPECT_NE(text.find("%c_nanpayload = constant f32[2] hex \"0100c07fffffbfff\""),
+  EXPECT_NE(text.find("%c_nanpayload = constant f32[2] [0x7fc00001, 0xffbfffff]\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("%c_f64payload = constant f64[1] [0x7ff0000000000001]\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("%c_f16payload = constant f16[1] [0x7e01]\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("%c_boolodd = constant bool[1] hex \"02\"\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("floats0 = floats[], floatsnan = [-nan, 0xfff0000000000042], "),
             std::string::npos)
       << text;
   EXPECT_NE(text.find("%shape = symconst i64[3] [N, 3, ((2*M) + 1)]"), std::string::npos) << text;
@@ -186,7 +196,8 @@ TEST(TextFormat, PrintsDeterministicallyAndReadably) {
   EXPECT_NE(text.find("Resize(%\"onnx::y/0:1\", _, _, %shape, _) {f = 0.20000000298023224, "),
             std::string::npos)
       << text;
-  EXPECT_NE(text.find("fnan = nan, fneg0 = -0.0, fone = 1.0, ftiny = 5e-324, i = -3,"),
+  EXPECT_NE(text.find("fnan = nan, fnanp = 0x7ff8000000000123, fneg0 = -0.0, fone = 1.0, ftiny = "
+                      "5e-324, i = -3,"),
             std::string::npos)
       << text;
   EXPECT_NE(text.find("ints = [1, -2, 9223372036854775807], ints0 = ints[]"), std::string::npos)
@@ -345,7 +356,9 @@ const ErrorCase kErrorCases[] = {
     {"graph @g(%x: f32[2]) -> (%x) {\n  %y = Relu(%x) f32[2]\n}",
      "error: g.coil:2:17: expected ':' before the output types, got 'f32'"},
     {"graph @g(%x: f32[2]) -> (%x) {\n  %y, %z = Relu(%x) : f32[2]\n}",
-     "error: g.coil:3:1: node has 2 outputs but 1 types"},
+     "error: g.coil:2:21: node has 2 outputs but 1 output types"},
+    {"graph @g(%x: f32[2]) -> (%x) {\n  %y = Relu(%x) : f32[2], f32[2]\n}",
+     "error: g.coil:2:17: node has 1 outputs but more output types"},
     {"graph @g(%x: f32[2]) -> (%x) {\n  %y = Relu(%x) {a = 1, a = 2} : f32[2]\n}",
      "error: g.coil:2:25: attribute 'a' is given twice"},
     {"graph @g(%x: f32[2]) -> (%x) {\n  %y = Relu(%x) {a = []} : f32[2]\n}",
@@ -358,6 +371,10 @@ const ErrorCase kErrorCases[] = {
      "error: g.coil:2:24: value 256 is out of range for u8"},
     {"graph @g() -> () {\n  %c = constant i32[1] [1.5]\n}",
      "error: g.coil:2:25: expected an integer for a i32 element, got '1.5'"},
+    {"graph @g() -> () {\n  %c = constant i32[1] [0x1]\n}",
+     "error: g.coil:2:25: a bit pattern (0x1) is only allowed for float elements, not i32"},
+    {"graph @g() -> () {\n  %c = constant f16[1] [0x12345]\n}",
+     "error: g.coil:2:25: bit pattern 0x12345 does not fit f16"},
     {"graph @g() -> () {\n  %c = constant f32[N] [1]\n}",
      "error: g.coil:2:17: a constant must have a concrete shape, got f32[N]"},
     {"graph @g() -> () {\n  %c = constant f32[2] hex \"0000\"\n}",
@@ -398,6 +415,29 @@ const ErrorCase kErrorCases[] = {
 };
 
 INSTANTIATE_TEST_SUITE_P(TextFormat, ParserErrors, ::testing::ValuesIn(kErrorCases));
+
+TEST(TextFormat, RejectsNulBytes) {
+  std::string text("graph @g() -> () {\n  \0\n}", 24);
+  auto r = parseGraph(text, "g.coil");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().render(), "error: g.coil:2:3: unexpected character '\\x00'");
+}
+
+TEST(TextFormat, PrintsBrokenGraphsWithoutCrashing) {
+  // The printer is a debugging aid: it must cope with graphs the verifier rejects.
+  Graph g;
+  ValueId x = g.addInput("x", TensorType{DType::F32, {2}});
+  Node n;
+  n.op = OpKind::Relu;
+  n.inputs = {x, 1234};
+  n.outputs = {g.addValue("y", TensorType{DType::F32, {2}}, ValueKind::NodeOutput)};
+  g.addNode(n);
+  g.mutableNodes()[0].outputs.push_back(-7);
+  g.outputs = {99};
+  std::string text = printGraph(g);
+  EXPECT_NE(text.find("%y, _ = Relu(%x, _) : f32[2], ?"), std::string::npos) << text;
+  EXPECT_NE(text.find("-> (_)"), std::string::npos) << text;
+}
 
 TEST(TextFormat, ParseGraphFileReportsMissingFile) {
   auto r = parseGraphFile("/nonexistent/dir/x.coil");
