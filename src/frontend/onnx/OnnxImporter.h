@@ -27,8 +27,10 @@ struct ImportOptions {
 
 /// Import statistics, for `coil inspect` and the shape-folding report.
 struct ImportStats {
-  int64_t onnxNodes = 0;    ///< nodes in the ONNX graph
-  int64_t foldedNodes = 0;  ///< nodes removed by shape folding / constant folding at import
+  int64_t onnxNodes = 0; ///< nodes in the ONNX graph
+  /// Nodes gone at import other than Identity/Dropout: folded into (symbolic) constants, or
+  /// left dead by folding (e.g. a Cast to float whose only user folded).
+  int64_t foldedNodes = 0;
   int64_t removedNodes = 0; ///< Identity / Dropout removed
   int64_t opset = 0;        ///< default-domain opset of the model
 };
