@@ -564,6 +564,31 @@ TEST(OnnxImporter, IntegerArithmeticFoldsExactly) {
   EXPECT_TRUE(g->nodes().empty());
 }
 
+TEST(OnnxImporter, DataDependentSymbolsKeepTheirProducer) {
+  // Shape(NonZero(x)) holds a symbol bound only when NonZero runs: folding it into a symbolic
+  // constant would leave NonZero dead and the symbol unbound, so the chain stays.
+  if (!inferFnFor(OpKind::NonZero) || !inferFnFor(OpKind::Unsqueeze))
+    GTEST_SKIP() << "NonZero has no inference function";
+  ModelBuilder b(17);
+  b.input("x", TensorProto::FLOAT, {"4"});
+  b.initInts("i1", {}, {1});
+  b.initInts("ax0", {1}, {0});
+  b.node("NonZero", {"x"}, {"nz"}, "nz");
+  b.node("Shape", {"nz"}, {"s"}, "shape");
+  b.node("Gather", {"s", "i1"}, {"n"}, "count");
+  b.node("Unsqueeze", {"n", "ax0"}, {"n1"}, "unsq");
+  b.node("ConstantOfShape", {"n1"}, {"z"}, "zeros");
+  b.output("z");
+  auto g = import(b);
+  ASSERT_TRUE(g.ok()) << errorOf(g);
+  ASSERT_EQ(g->nodes().size(), 5u);
+  EXPECT_EQ(g->nodes()[0].op, OpKind::NonZero);
+  const TensorType &z = g->value(g->outputs[0]).type;
+  ASSERT_EQ(z.rank(), 1);
+  // The output's dim is NonZero's count symbol, known to inference through the chain.
+  EXPECT_EQ(z.shape[0], g->value(g->nodes()[0].outputs[0]).type.shape[1]);
+}
+
 TEST(OnnxImporter, ConstantNodesBecomeConstants) {
   ModelBuilder b;
   auto *c = b.node("Constant", {}, {"c"}, "k");

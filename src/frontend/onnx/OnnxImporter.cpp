@@ -462,6 +462,7 @@ private:
   std::map<ValueId, Known> known_;
   std::map<std::string, std::string> dimParams_; ///< dim_param -> symbol
   std::set<std::string> usedSymbols_;
+  std::set<std::string> inputSymbols_; ///< symbols bound by the graph inputs
   int64_t freshCounter_ = 0;
 };
 
@@ -1173,6 +1174,12 @@ bool Importer::materialize(const onnx::NodeProto &n, const std::vector<Folded> &
   for (const Folded &f : outs) {
     if (f.tensor || f.known.allConstant()) continue;
     if (f.dtype != DType::I64 || f.known.shape.size() > 1) return false;
+    // A symbol bound only when some node runs (NonZero's count, ...) keeps the computation
+    // in the graph: a symbolic constant would cut the dependence on that node.
+    std::set<std::string> syms;
+    for (const SymInt &e : f.known.v) e.collectSymbols(syms);
+    for (const std::string &sym : syms)
+      if (!inputSymbols_.count(sym)) return false;
   }
   for (size_t i = 0; i < outs.size(); ++i) {
     if (i >= size_t(n.output_size()) || n.output(int(i)).empty()) continue;
@@ -1412,6 +1419,7 @@ Expected<Graph> Importer::run(const onnx::ModelProto &model, ImportStats *stats)
       continue;
     }
     names_[in.name()] = g_.addInput(in.name(), *t);
+    for (const SymInt &d : t->shape) d.collectSymbols(inputSymbols_);
   }
   for (const auto &t : g.initializer()) {
     if (t.name().empty() || names_.count(t.name()) || inits.at(t.name()) != &t) continue;
