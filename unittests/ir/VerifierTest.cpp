@@ -80,8 +80,8 @@ TEST(Verifier, TypesHaveNonNegativeDims) {
   Fixture f;
   f.g.value(f.relu).type.shape[1] = -4;
   VerifyFailure where;
-  EXPECT_TRUE(failsWith(f.g, "value 'relu' has type f32[N, (-4)] with a negative dim", structural(),
-                        &where));
+  EXPECT_TRUE(
+      failsWith(f.g, "value 'relu' has type f32[N, -4] with a negative dim", structural(), &where));
   EXPECT_EQ(where.value, f.relu);
 }
 
