@@ -955,7 +955,9 @@ private:
       auto it = defs_.find(g_.value(where.value).name);
       if (it != defs_.end()) pos = it->second;
     }
-    return Error::user(st.error().message(), SourceLoc{file_, "", "", pos.line, pos.col});
+    SourceLoc loc{file_, "", "", pos.line, pos.col};
+    if (where.inferenceBug) return Error::internal(st.error().message(), loc);
+    return Error::user(st.error().message(), loc);
   }
 
   std::vector<Token> toks_;

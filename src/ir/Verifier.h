@@ -36,6 +36,9 @@ struct VerifyOptions {
 struct VerifyFailure {
   int32_t node = -1;        ///< index of the node at fault, or -1
   ValueId value = kNoValue; ///< the value at fault, or kNoValue
+  /// The node's inference function threw InternalError (a COIL_CHECK): a bug in coil that the
+  /// verifier reports as an error rather than letting it escape.
+  bool inferenceBug = false;
 };
 
 /// Returns ok, or an error naming the first broken rule and the node or value at fault.
