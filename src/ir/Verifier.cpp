@@ -267,7 +267,9 @@ private:
                          ") has type " + rec.str() + " but shape inference gives " + inf.str();
       if (rec.dtype != inf.dtype || rec.rank() != inf.rank()) return failNode(ni, what);
       for (size_t d = 0; d < rec.shape.size(); ++d)
-        if (rec.shape[d] != inf.shape[d] && !involvesFresh(inf.shape[d])) return failNode(ni, what);
+        if (rec.shape[d] != inf.shape[d] && !involvesFresh(inf.shape[d]) &&
+            !proveEQ(rec.shape[d], inf.shape[d], g_.symbols))
+          return failNode(ni, what);
     }
     return okStatus();
   }

@@ -224,6 +224,19 @@ TEST(Verifier, ReinfersOutputTypes) {
       failsWith(k.g, "has type f32[N, 4, 1] but shape inference gives f32[N, 4]", withInfer()));
 }
 
+TEST(Verifier, DimsProvablyEqualUnderRangesMatch) {
+  // With N in [4, 4], a recorded 4 equals the re-inferred N; with N in [1, 16] it does not.
+  Fixture f;
+  f.g.value(f.relu).type.shape[0] = 4;
+  EXPECT_TRUE(failsWith(f.g,
+                        "output 0 (value 'relu') has type f32[4, 4] but shape inference "
+                        "gives f32[N, 4]",
+                        withInfer()));
+  f.g.symbols["N"] = SymRange{4, 4};
+  Status st = verifyGraph(f.g, withInfer());
+  EXPECT_TRUE(st.ok()) << st.error().render();
+}
+
 TEST(Verifier, ReinferenceUsesSymbolicConstantContents) {
   // Reshape's output comes from the symconst {4, N}: a wrong recorded dim is caught.
   Fixture f;
