@@ -37,7 +37,9 @@ bool isNameChar(char c) {
 
 class Lexer {
 public:
-  explicit Lexer(std::string_view s) : s_(s) {}
+  explicit Lexer(std::string_view s) : s_(s) {
+    if (s_.substr(0, 3) == "\xEF\xBB\xBF") p_ = 3; // a UTF-8 byte order mark
+  }
 
   std::vector<Token> run() {
     std::vector<Token> toks;

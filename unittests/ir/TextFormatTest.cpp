@@ -420,6 +420,16 @@ const ErrorCase kErrorCases[] = {
 
 INSTANTIATE_TEST_SUITE_P(TextFormat, ParserErrors, ::testing::ValuesIn(kErrorCases));
 
+TEST(TextFormat, AcceptsByteOrderMarkAndCrlf) {
+  auto r =
+      parseGraph("\xEF\xBB\xBFgraph @g(%x: f32[2]) -> (%x) {\r\n  %c = constant f32[] [1]\r\n}\r\n",
+                 "g.coil", noInfer());
+  ASSERT_TRUE(r.ok()) << r.error().render();
+  auto bad = parseGraph("\xEF\xBB\xBFgraph @g(%x: f31[2]) -> (%x) {}", "g.coil", noInfer());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().render(), "error: g.coil:1:14: unknown dtype 'f31'");
+}
+
 TEST(TextFormat, RejectsNulBytes) {
   std::string text("graph @g() -> () {\n  \0\n}", 24);
   auto r = parseGraph(text, "g.coil");
