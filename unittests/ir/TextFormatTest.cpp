@@ -420,6 +420,14 @@ const ErrorCase kErrorCases[] = {
 
 INSTANTIATE_TEST_SUITE_P(TextFormat, ParserErrors, ::testing::ValuesIn(kErrorCases));
 
+TEST(TextFormat, ReadsModuloWithoutSpace) {
+  auto r = parseGraph("graph @g(%x: f32[N %4, N%M, (N + 1) %3]) -> (%x) {}", "g.coil", noInfer());
+  ASSERT_TRUE(r.ok()) << r.error().render();
+  SymInt N = SymInt::symbol("N"), M = SymInt::symbol("M");
+  EXPECT_EQ(r->value(0).type.shape,
+            (std::vector<SymInt>{floorMod(N, 4), floorMod(N, M), floorMod(N + 1, 3)}));
+}
+
 TEST(TextFormat, AcceptsByteOrderMarkAndCrlf) {
   auto r =
       parseGraph("\xEF\xBB\xBFgraph @g(%x: f32[2]) -> (%x) {\r\n  %c = constant f32[] [1]\r\n}\r\n",
