@@ -122,6 +122,21 @@ uint16_t floatToBf16(float f) {
 }
 
 namespace {
+/// double -> float without the undefined behaviour of a C++ conversion out of float's range:
+/// values that round past FLT_MAX become infinity, as IEEE rounding gives.
+float toFloat(double v) {
+  constexpr double kOverflow = 3.4028235677973366e38; // FLT_MAX + half an ulp
+  if (v >= kOverflow)
+    return std::numeric_limits<float>::infinity();
+  if (v <= -kOverflow)
+    return -std::numeric_limits<float>::infinity();
+  if (v > double(std::numeric_limits<float>::max()))
+    return std::numeric_limits<float>::max();
+  if (v < -double(std::numeric_limits<float>::max()))
+    return -std::numeric_limits<float>::max();
+  return float(v);
+}
+
 template <typename I> I floatToIntSat(double v) {
   if (std::isnan(v)) return 0;
   double lo = double(std::numeric_limits<I>::min()), hi = double(std::numeric_limits<I>::max());
@@ -201,11 +216,11 @@ void storeFromDouble(DType t, void *p, size_t i, double v) {
   case DType::F64:
     return st<double>(p, i, v);
   case DType::F32:
-    return st<float>(p, i, float(v));
+    return st<float>(p, i, toFloat(v));
   case DType::F16:
-    return st<uint16_t>(p, i, floatToHalf(float(v)));
+    return st<uint16_t>(p, i, floatToHalf(toFloat(v)));
   case DType::BF16:
-    return st<uint16_t>(p, i, floatToBf16(float(v)));
+    return st<uint16_t>(p, i, floatToBf16(toFloat(v)));
   case DType::Bool:
     return st<uint8_t>(p, i, v != 0.0 ? 1 : 0);
   case DType::U64:

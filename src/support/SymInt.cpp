@@ -22,8 +22,6 @@ constexpr int64_t kBig = int64_t(1) << 62;
 // Every int64 value lies in [-kInf, kInf], so interval arithmetic with kInf as an ordinary
 // number stays conservative; results are clamped to that range to keep products in i128.
 constexpr i128 kInf = i128(1) << 63;
-// Products of sums are expanded only while the result has at most this many terms.
-constexpr size_t kMaxExpandedTerms = 1024;
 
 struct Ival {
   i128 lo, hi;
@@ -109,7 +107,7 @@ int64_t gcd64(int64_t a, int64_t b) {
   uint64_t x = a < 0 ? uint64_t(0) - uint64_t(a) : uint64_t(a);
   uint64_t y = b < 0 ? uint64_t(0) - uint64_t(b) : uint64_t(b);
   uint64_t g = std::gcd(x, y);
-  return g > uint64_t(INT64_MAX) ? 0 : int64_t(g); // 0: too large to matter
+  return g > uint64_t(INT64_MAX) ? -1 : int64_t(g); // -1 (acts as 1 later): 2^63
 }
 
 size_t hashMix(size_t h, size_t v) {
@@ -125,6 +123,9 @@ struct SymInt::Node {
   std::vector<SymInt> ops;
   size_t hash = 0;
   Ival ib{-kInf, kInf}; // values for any values of the symbols
+  // An Add or Mul kept unfolded because folding its constants overflowed int64: its operands
+  // are as given, it is never flattened into another node, and evaluate() reports the overflow.
+  bool raw = false;
 };
 
 namespace {
@@ -137,11 +138,12 @@ struct SymIntBuilder {
   static const void *key(const SymInt &e) { return e.n_.get(); }
 
   /// A node with these operands as they are (no canonicalization).
-  static SymInt make(Kind k, std::vector<SymInt> ops) {
+  static SymInt make(Kind k, std::vector<SymInt> ops, bool raw = false) {
     auto n = std::make_shared<SymInt::Node>();
     n->kind = k;
     n->ops = std::move(ops);
-    n->hash = std::hash<int>()(int(k));
+    n->raw = raw;
+    n->hash = std::hash<int>()(int(k) + (raw ? 100 : 0));
     for (const SymInt &o : n->ops) n->hash = hashMix(n->hash, o.n_->hash);
     n->ib = combine(k, n->ops, [](const SymInt &o) { return o.n_->ib; });
     return SymInt(std::shared_ptr<const SymInt::Node>(std::move(n)));
@@ -218,7 +220,7 @@ struct SymIntBuilder {
     terms.clear();
     if (e.isConstant()) {
       k = e.constant();
-    } else if (e.kind() == Kind::Add) {
+    } else if (e.kind() == Kind::Add && !isRaw(e)) {
       for (const SymInt &o : e.operands()) {
         if (o.isConstant())
           k = o.constant();
@@ -249,9 +251,37 @@ struct SymIntBuilder {
       int64_t &c = coefs[t.mono];
       if (__builtin_add_overflow(c, t.coef, &c)) return rawChain(Kind::Add, in);
     }
+    // k*c*(x // c) + k*(x % c) == k*x (c a constant, both terms with the same x).
+    std::vector<SymInt> merged;
+    for (auto it = coefs.begin(); it != coefs.end();) {
+      const SymInt &m = it->first;
+      int64_t kc;
+      if (it->second != 0 && m.kind() == Kind::Mod && m.operands()[1].isConstant() &&
+          !__builtin_mul_overflow(it->second, m.operands()[1].constant(), &kc)) {
+        auto q = coefs.find(make(Kind::FloorDiv, m.operands()));
+        if (q != coefs.end() && q->second == kc) {
+          merged.push_back(makeMul({SymInt(it->second), m.operands()[0]}));
+          q->second = 0;
+          it->second = 0;
+        }
+      }
+      ++it;
+    }
+    if (!merged.empty()) {
+      for (const auto &[mono, c] : coefs)
+        if (c != 0) merged.push_back(makeTerm(c, mono));
+      merged.push_back(SymInt(k));
+      return makeAdd(merged);
+    }
     std::vector<SymInt> ops;
+    // Terms of higher degree first (`M*N + 2*N + 1`), then in the order of their monomials.
+    std::vector<std::pair<const SymInt *, int64_t>> sorted;
     for (const auto &[mono, c] : coefs)
-      if (c != 0) ops.push_back(makeTerm(c, mono));
+      if (c != 0) sorted.push_back({&mono, c});
+    std::stable_sort(sorted.begin(), sorted.end(), [](const auto &x, const auto &y) {
+      return degree(*x.first) > degree(*y.first);
+    });
+    for (const auto &[mono, c] : sorted) ops.push_back(makeTerm(c, *mono));
     if (ops.empty()) return SymInt(k);
     if (k != 0) ops.push_back(SymInt(k));
     if (ops.size() == 1) return ops[0];
@@ -268,35 +298,36 @@ struct SymIntBuilder {
     }
     int64_t k = 1;
     std::vector<SymInt> factors;
-    size_t expanded = 1;
-    int sums = 0;
     for (const SymInt &o : flat) {
       if (o.isConstant()) {
         if (__builtin_mul_overflow(k, o.constant(), &k)) return rawChain(Kind::Mul, in);
         continue;
       }
-      if (o.kind() == Kind::Add && !isRaw(o)) {
-        ++sums;
-        expanded = std::min(expanded * o.operands().size(), kMaxExpandedTerms + 1);
-      }
       factors.push_back(o);
     }
     if (k == 0) return SymInt(0);
-    if (sums > 0 && expanded <= kMaxExpandedTerms) {
-      // Distribute over the first sum; the recursion expands the others.
-      auto it = std::find_if(factors.begin(), factors.end(),
-                             [](const SymInt &f) { return f.kind() == Kind::Add && !isRaw(f); });
-      SymInt sum = *it;
-      std::vector<SymInt> rest(factors.begin(), it);
-      rest.insert(rest.end(), it + 1, factors.end());
-      rest.push_back(SymInt(k));
-      std::vector<SymInt> products;
-      for (const SymInt &t : sum.operands()) {
-        std::vector<SymInt> f = rest;
-        f.push_back(t);
-        products.push_back(makeMul(f));
+    // A sum factor gives its content (gcd of its coefficients, with the sign of its first
+    // term) to the coefficient: (2*N + 2)*M -> 2*M*(N + 1).
+    for (SymInt &f : factors) {
+      if (f.kind() != Kind::Add || isRaw(f)) continue;
+      auto [unit, primitive] = content(f);
+      int64_t k2;
+      if (unit != 1 && !__builtin_mul_overflow(k, unit, &k2)) {
+        k = k2;
+        f = primitive;
       }
-      return makeAdd(products);
+    }
+    // A constant times one sum is distributed: 2*(N + 1) -> 2*N + 2.
+    if (factors.size() == 1 && k != 1 && factors[0].kind() == Kind::Add && !isRaw(factors[0])) {
+      std::vector<SymInt> terms;
+      for (const SymInt &t : factors[0].operands()) {
+        Term st = t.isConstant() ? Term{t.constant(), SymInt(1)} : splitTerm(t);
+        int64_t c;
+        if (__builtin_mul_overflow(st.coef, k, &c))
+          return make(Kind::Mul, {SymInt(k), factors[0]}, true);
+        terms.push_back(t.isConstant() ? SymInt(c) : makeTerm(c, st.mono));
+      }
+      return makeAdd(terms);
     }
     std::sort(factors.begin(), factors.end());
     if (factors.empty()) return SymInt(k);
@@ -305,30 +336,41 @@ struct SymIntBuilder {
     return make(Kind::Mul, std::move(factors));
   }
 
+  /// A canonical sum as unit * primitive: unit is the gcd of its coefficients and constant,
+  /// negated when the first term's coefficient is negative (1 if that would overflow).
+  static std::pair<int64_t, SymInt> content(const SymInt &sum) {
+    std::vector<Term> terms;
+    int64_t k;
+    splitSum(sum, terms, k);
+    int64_t g = k;
+    for (const Term &t : terms) g = gcd64(g, t.coef);
+    if (g <= 0) return {1, sum};
+    int64_t unit = terms[0].coef < 0 ? -g : g;
+    if (unit == 1) return {1, sum};
+    std::vector<SymInt> ops;
+    for (const Term &t : terms) {
+      if (t.coef == INT64_MIN && unit == -1) return {1, sum};
+      ops.push_back(makeTerm(t.coef / unit, t.mono));
+    }
+    if (k == INT64_MIN && unit == -1) return {1, sum};
+    ops.push_back(SymInt(k / unit));
+    return {unit, makeAdd(ops)};
+  }
+
   static SymInt neg(const SymInt &a) { return makeMul({SymInt(-1), a}); }
   static SymInt sub(const SymInt &a, const SymInt &b) { return makeAdd({a, neg(b)}); }
 
-  /// Nodes kept unfolded because folding overflowed are marked by holding a constant operand
-  /// where canonical nodes hold none (Add: a non-final constant or two; Mul: a constant not
-  /// first). They are never flattened into other nodes.
-  static bool isRaw(const SymInt &e) {
-    const auto &ops = e.operands();
-    if (e.kind() == Kind::Add) {
-      for (size_t i = 0; i + 1 < ops.size(); ++i)
-        if (ops[i].isConstant()) return true;
-      return false;
-    }
-    if (e.kind() == Kind::Mul) {
-      for (size_t i = 1; i < ops.size(); ++i)
-        if (ops[i].isConstant()) return true;
-      return false;
-    }
-    return false;
+  static bool isRaw(const SymInt &e) { return e.n_->raw; }
+  static size_t degree(const SymInt &mono) {
+    return mono.kind() == Kind::Mul && !isRaw(mono) ? mono.operands().size() : 1;
   }
-  /// A left-nested chain of binary nodes, used when folding overflows (evaluate() reports it).
+  /// When folding overflows: combines the operands pairwise from the left, each pair
+  /// canonically if it can be, else as a raw node (what parsing the printed text rebuilds).
   static SymInt rawChain(Kind k, const std::vector<SymInt> &in) {
+    if (in.size() == 2) return make(k, in, /*raw=*/true);
     SymInt r = in[0];
-    for (size_t i = 1; i < in.size(); ++i) r = make(k, {r, in[i]});
+    for (size_t i = 1; i < in.size(); ++i)
+      r = k == Kind::Add ? makeAdd({r, in[i]}) : makeMul({r, in[i]});
     return r;
   }
 };
@@ -550,8 +592,8 @@ SymInt modByConstant(const SymInt &a, int64_t c, Oracle &o) {
   // Within one period of c the remainder is r shifted.
   Ival v = o.ival(r);
   if (v.lo > -kInf && v.hi < kInf && floorDiv128(v.lo, c) == floorDiv128(v.hi, c)) {
-    i128 shift = floorDiv128(v.lo, c) * c;
-    if (shift >= INT64_MIN && shift <= INT64_MAX) return B::makeAdd({r, SymInt(-int64_t(shift))});
+    i128 shift = -(floorDiv128(v.lo, c) * c);
+    if (shift >= INT64_MIN && shift <= INT64_MAX) return B::makeAdd({r, SymInt(int64_t(shift))});
   }
   return B::make(Kind::Mod, {r, SymInt(c)});
 }
@@ -722,6 +764,7 @@ namespace {
 int cmpSym(const SymInt &a, const SymInt &b) {
   if (B::key(a) == B::key(b)) return 0;
   if (a.kind() != b.kind()) return a.kind() < b.kind() ? -1 : 1;
+  if (B::isRaw(a) != B::isRaw(b)) return B::isRaw(a) ? 1 : -1;
   switch (a.kind()) {
   case Kind::Const: {
     int64_t x = a.constant(), y = b.constant();
@@ -813,9 +856,9 @@ SymInt SymInt::substitute(const std::map<std::string, SymInt> &repl) const {
   Oracle o;
   switch (kind()) {
   case Kind::Add:
-    return B::isRaw(*this) ? B::rawChain(Kind::Add, ops) : B::makeAdd(ops);
+    return B::makeAdd(ops);
   case Kind::Mul:
-    return B::isRaw(*this) ? B::rawChain(Kind::Mul, ops) : B::makeMul(ops);
+    return B::makeMul(ops);
   case Kind::FloorDiv:
     return divRule(ops[0], ops[1], o);
   case Kind::Mod:
@@ -849,10 +892,10 @@ SymInt simplify(const SymInt &e, const SymRanges &ranges) {
       for (const SymInt &op : x.operands()) ops.push_back(rec(op));
       switch (x.kind()) {
       case Kind::Add:
-        r = B::isRaw(x) ? B::rawChain(Kind::Add, ops) : B::makeAdd(ops);
+        r = B::makeAdd(ops);
         break;
       case Kind::Mul:
-        r = B::isRaw(x) ? B::rawChain(Kind::Mul, ops) : B::makeMul(ops);
+        r = B::makeMul(ops);
         break;
       case Kind::FloorDiv:
         r = divRule(ops[0], ops[1], o);
@@ -931,11 +974,7 @@ private:
     case Kind::Add: {
       prec = kSum;
       std::vector<SymInt> terms = e.operands();
-      if (B::isRaw(e)) {
-        std::string s = print(terms[0], kSum);
-        for (size_t i = 1; i < terms.size(); ++i) s += " + " + print(terms[i], kTerm);
-        return s;
-      }
+      if (B::isRaw(e)) return print(terms[0], kAtom) + " + " + print(terms[1], kAtom);
       // Lead with a positive term when there is one: `M - N` rather than `-N + M`.
       if (negativeTerm(terms[0])) {
         auto pos = std::find_if(terms.begin(), terms.end(),
@@ -960,6 +999,7 @@ private:
       std::string s;
       size_t i = 0;
       prec = kTerm;
+      if (B::isRaw(e)) return print(ops[0], kAtom) + "*" + print(ops[1], kAtom);
       if (ops[0].isConstant() && !B::isRaw(e)) {
         int64_t c = ops[0].constant();
         i = 1;

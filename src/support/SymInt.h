@@ -12,12 +12,15 @@
 /// equality of canonical forms: `a == b` false does not prove the values differ.
 ///
 /// The canonical form (what kind() and operands() show):
-///  - Add is n-ary (>= 2 operands): terms ordered by their monomial, each monomial once, the
-///    constant (if not 0) last. A term is a monomial or Mul(coefficient, factors...).
+///  - Add is n-ary (>= 2 operands): each monomial once, terms of higher degree first, then in
+///    the order of their monomials, the constant (if not 0) last. A term is a monomial or
+///    Mul(coefficient, factors...).
 ///  - Mul is n-ary: the constant coefficient first (if not 1), then factors sorted, a power
-///    being a repeated factor (`N*N`). Products of sums are expanded into sums of products
-///    (`2*(N + 1)` -> `2*N + 2`, `(N + 1)*M` -> `M*N + M`) unless the result would exceed
-///    1024 terms.
+///    being a repeated factor (`N*N`). A constant times a sum is distributed (`2*(N + 1)` ->
+///    `2*N + 2`); other products of sums stay factored (so that bounds stay tight), each sum
+///    factor primitive: its content (gcd of its coefficients, with the sign of its first term)
+///    moves to the coefficient (`(2*N + 2)*M` -> `2*M*(N + 1)`). `N*M + M` and `M*(N + 1)` are
+///    therefore different canonical forms of the same value.
 ///  - Min and Max are n-ary, flattened, sorted (a constant last), without duplicates or
 ///    operands that another one provably undercuts (min) or exceeds (max).
 ///  - FloorDiv and Mod are binary; a constant divisor is >= 2.
@@ -25,8 +28,13 @@
 /// a division by zero (e.g. `(N // M)*0` -> `0`) but never introduce one. Rewrites that need a
 /// fact a symbol may violate (`(a*b) // b -> a` needs b != 0) happen in the operators only when
 /// the fact holds for every value of the symbols; otherwise in simplify() under ranges.
-/// If folding a constant would overflow int64, the operator keeps the operation unfolded and
-/// evaluate() reports the overflow.
+/// If folding a constant would overflow int64, the operator keeps that (binary) operation
+/// unfolded, with its operands as given, and evaluate() reports the overflow where the value
+/// does overflow; such nodes still print and parse back alike.
+///
+/// Text: str() and toPython() print `+ - * // %`, min(...) and max(...) with Python's
+/// precedence (unary minus binds tighter than `* // %`), e.g. `2*N + 1`, `N // 4`, `min(N, 8)`,
+/// `1 - N`, `-(N // 4)`; parseSymInt(e.str()) == e.
 ///
 /// Range facts (per symbol, from `--dynamic NAME=MIN:MAX`, default [0, 2^62]) are not part of
 /// an expression; rewrites that need them (`(a*b) // b -> a` when b > 0 ...) and bounds are

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 #include <optional>
+#include <random>
 
 using namespace coil;
 
@@ -569,4 +570,143 @@ TEST(DataMovementTest, KernelErrorsOnBadInput) {
   auto r = s.run();
   ASSERT_TRUE(r.ok()) << r.error().render();
   EXPECT_TENSOR(r->at(1), f32({1, 2}, {3, 4}));
+}
+
+// --- Robustness: random (often invalid) inputs give a result or a user error, never a crash,
+// and a result always agrees with inference.
+
+TEST(DataMovementTest, RandomInputsNeverCrash) {
+  std::mt19937 rng(1234);
+  auto pick = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  auto randShape = [&](int64_t minRank, int64_t maxRank) {
+    Shape s(size_t(pick(minRank, maxRank)));
+    for (auto &d : s) d = pick(0, 3);
+    return s;
+  };
+  auto randInts = [&](DType dt, Shape s, int64_t lo, int64_t hi) {
+    std::vector<int64_t> v(size_t(numelOf(s)));
+    for (auto &x : v) x = pick(lo, hi);
+    return Tensor::fromInts(dt, s, v);
+  };
+  auto maybeKnown = [&](Tensor t) { return pick(0, 1) ? cst(t) : in(t); };
+  const OpKind ops[] = {OpKind::Transpose,
+                        OpKind::GatherElements,
+                        OpKind::GatherND,
+                        OpKind::ScatterElements,
+                        OpKind::ScatterND,
+                        OpKind::Tile,
+                        OpKind::Pad,
+                        OpKind::Split,
+                        OpKind::Trilu,
+                        OpKind::OneHot,
+                        OpKind::Compress,
+                        OpKind::Unique,
+                        OpKind::ReverseSequence,
+                        OpKind::CenterCropPad,
+                        OpKind::TensorScatter,
+                        OpKind::EyeLike,
+                        OpKind::NonZero,
+                        OpKind::NonMaxSuppression};
+  int ran = 0, succeeded = 0;
+  for (int iter = 0; iter < 400; ++iter) {
+    for (OpKind op : ops) {
+      Tensor x = randInts(DType::I32, randShape(0, 3), -3, 3);
+      int64_t r = x.rank();
+      Tensor idx = randInts(pick(0, 1) ? DType::I64 : DType::I32, randShape(0, 3), -4, 4);
+      Attrs a;
+      if (pick(0, 1)) a.set("axis", pick(-3, 3));
+      std::vector<std::optional<Input>> ins;
+      int outputs = 1;
+      switch (op) {
+      case OpKind::Transpose: {
+        std::vector<int64_t> perm(size_t(pick(0, 3)));
+        for (auto &p : perm) p = pick(-1, 3);
+        if (pick(0, 1)) a.set("perm", perm);
+        ins = {in(x)};
+        break;
+      }
+      case OpKind::GatherElements:
+      case OpKind::GatherND:
+        if (op == OpKind::GatherND && pick(0, 1)) a.set("batch_dims", pick(0, 2));
+        ins = {in(x), in(idx)};
+        break;
+      case OpKind::ScatterElements:
+      case OpKind::ScatterND: {
+        const char *reds[] = {"none", "add", "mul", "max", "min"};
+        a.set("reduction", std::string(reds[pick(0, 4)]));
+        ins = {in(x), in(idx), in(randInts(DType::I32, randShape(0, 3), -3, 3))};
+        if (pick(0, 1)) ins[2] = in(randInts(DType::I32, idx.shape(), -3, 3));
+        break;
+      }
+      case OpKind::Tile:
+        ins = {in(x), maybeKnown(randInts(DType::I64, {r}, -1, 2))};
+        break;
+      case OpKind::Pad: {
+        const char *modes[] = {"constant", "reflect", "edge", "wrap"};
+        a.set("mode", std::string(modes[pick(0, 3)]));
+        int64_t n = pick(0, 1) ? 2 * r : pick(0, 4);
+        ins = {in(x), maybeKnown(randInts(DType::I64, {n}, -3, 3))};
+        if (pick(0, 1)) ins.push_back(in(randInts(DType::I32, {}, 0, 9)));
+        break;
+      }
+      case OpKind::Split:
+        outputs = int(pick(1, 3));
+        ins = {in(x)};
+        if (pick(0, 1))
+          ins.push_back(maybeKnown(randInts(DType::I64, {pick(0, 3)}, -1, 3)));
+        else if (pick(0, 1))
+          a.set("num_outputs", pick(0, 3));
+        break;
+      case OpKind::Trilu:
+        ins = {in(x), in(randInts(DType::I64, {}, -3, 3))};
+        break;
+      case OpKind::OneHot:
+        ins = {in(idx), maybeKnown(randInts(DType::I64, {}, -1, 4)),
+               in(randInts(DType::F32, {2}, 0, 5))};
+        break;
+      case OpKind::Compress:
+        ins = {in(x), maybeKnown(randInts(DType::Bool, {pick(0, 4)}, 0, 1))};
+        break;
+      case OpKind::Unique:
+        outputs = 4;
+        a.set("sorted", pick(0, 1));
+        ins = {in(x)};
+        break;
+      case OpKind::ReverseSequence:
+        ins = {in(x), in(randInts(DType::I64, {pick(0, 3)}, -1, 3))};
+        break;
+      case OpKind::CenterCropPad:
+        ins = {in(x), maybeKnown(randInts(DType::I64, {pick(0, 3)}, -1, 4))};
+        break;
+      case OpKind::TensorScatter:
+        ins = {in(x), in(randInts(DType::I32, randShape(0, 3), 0, 3)),
+               in(randInts(DType::I64, {pick(0, 3)}, -2, 4))};
+        break;
+      case OpKind::EyeLike:
+        a.set("k", pick(-3, 3));
+        ins = {in(x)};
+        break;
+      case OpKind::NonZero:
+        ins = {in(x)};
+        break;
+      case OpKind::NonMaxSuppression:
+        ins = {in(randInts(DType::F32, randShape(3, 3), 0, 3)),
+               in(randInts(DType::F32, randShape(3, 3), 0, 3)),
+               in(randInts(DType::I64, {1}, 0, 3))};
+        break;
+      default:
+        break;
+      }
+      NodeRun n(op, ins, a, outputs);
+      auto res = n.run();
+      ++ran;
+      if (res.ok())
+        ++succeeded;
+      else
+        EXPECT_EQ(res.error().kind(), ErrorKind::User) << res.error().render();
+    }
+  }
+  EXPECT_GT(succeeded, ran / 20); // the generator reaches the kernels, not only the checks
 }

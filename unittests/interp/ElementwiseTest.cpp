@@ -279,6 +279,12 @@ TEST(ElementwiseKernels, CastRules) {
   int64_t v = (int64_t(1) << 60) + (int64_t(1) << 36) + 1;
   r = one(OpKind::Cast, {vec(DType::I64, {v})}, attrs({{"to", int64_t(1)}}));
   EXPECT_EQ(r.dataAs<float>()[0], float(v));
+  // f64 -> f32 beyond the largest float: to infinity past the rounding boundary only.
+  double fmax = std::numeric_limits<float>::max();
+  r = one(OpKind::Cast,
+          {fvec(DType::F64, {1e300, -1e300, fmax * (1 + 0x1p-26), fmax * (1 + 0x1p-24)})},
+          attrs({{"to", int64_t(1)}}));
+  EXPECT_EQ(r.toDoubles(), (std::vector<double>{INFINITY, -INFINITY, fmax, INFINITY}));
   r = one(OpKind::CastLike, {vec(DType::U8, {3}), fvec(DType::F16, {0})});
   EXPECT_EQ(r.dtype(), DType::F16);
   EXPECT_EQ(r.getDouble(0), 3);

@@ -340,7 +340,7 @@ TEST(ReductionTest, InferenceErrors) {
   e = infer(OpKind::LayerNormalization, {}, {&x, &sc}, 3);
   ASSERT_FALSE(e.ok());
   EXPECT_EQ(e.error().message(),
-            "scale of LayerNormalization with shape f32[2] does not broadcast to [3]");
+            "scale of LayerNormalization with shape f32[2] does not broadcast to [2, 3]");
   Tensor x4 = f32({1, 3, 1}, {1, 2, 3});
   Tensor s3 = f32({3}, {1, 1, 1});
   e = infer(OpKind::GroupNormalization, attrs({{"num_groups", int64_t(2)}}), {&x4, &s3, &s3});
@@ -355,4 +355,20 @@ TEST(ReductionTest, InferenceErrors) {
   ASSERT_FALSE(e.ok());
   EXPECT_EQ(e.error().message(), "input 1 (target) of NegativeLogLikelihoodLoss must be i32 or "
                                  "i64, got f32");
+}
+
+TEST(ReductionTest, LpNormZeroNormAndSoftmaxCrossEntropy) {
+  Tensor x = f32({2, 2}, {3, -4, 0, 0});
+  expectNear(run(OpKind::LpNormalization, {}, {&x})[0], {0.6, -0.8, 0, 0});
+  expectNear(
+      run(OpKind::LpNormalization, attrs({{"p", int64_t(1)}, {"axis", int64_t(0)}}), {&x})[0],
+      {1, -1, 0, 0});
+  Tensor s = f32({2, 2}, {0, std::log(3.0), 5, 5});
+  Tensor t = i64({2}, {1, 0});
+  auto r =
+      run(OpKind::SoftmaxCrossEntropyLoss, attrs({{"reduction", std::string("sum")}}), {&s, &t}, 2);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].shape(), Shape{});
+  expectNear(r[0], {-std::log(0.75) - std::log(0.5)});
+  expectNear(r[1], {std::log(0.25), std::log(0.75), std::log(0.5), std::log(0.5)});
 }

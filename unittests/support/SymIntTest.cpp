@@ -96,8 +96,15 @@ TEST(SymIntCanon, PowersAsRepeatedFactors) {
 TEST(SymIntCanon, DistributesOverSums) {
   EXPECT_EQ((2 * (N + 1)).str(), "2*N + 2");
   EXPECT_EQ(2 * (N + 1), 2 * N + 2);
-  EXPECT_EQ((N + 1) * (N - 1), N * N - 1);
-  EXPECT_EQ(((N + 1) * M).str(), "M + M*N");
+  // Other products of sums stay factored, each sum primitive (content in the coefficient).
+  EXPECT_EQ((N + 1) * (N - 1), (N - 1) * (N + 1));
+  EXPECT_EQ(((N + 1) * (N - 1)).str(), "(N - 1)*(N + 1)");
+  EXPECT_EQ(((N + 1) * M).str(), "M*(N + 1)");
+  EXPECT_EQ((2 * N + 2) * M, 2 * (M * (N + 1)));
+  EXPECT_EQ(((2 * N + 2) * M).str(), "2*M*(N + 1)");
+  EXPECT_EQ(((1 - N) * M).str(), "-M*(N - 1)");
+  EXPECT_EQ((N + 1) * M * 3 - 2 * M * (N + 1), M * (N + 1));
+  EXPECT_EQ(((N + 1) * (N + 1)).str(), "(N + 1)*(N + 1)");
   EXPECT_EQ(-(N - M), M - N);
   EXPECT_EQ((N + 2) * 3 - 3 * N, SymInt(6));
 }
@@ -159,6 +166,16 @@ TEST(SymIntCanon, ModIdentities) {
   EXPECT_EQ(floorMod(2 * N, 4), 2 * floorMod(N, 2));
   EXPECT_EQ(floorMod(N, -3), -floorMod(-N, 3));
   EXPECT_EQ(floorMod(N, N).kind(), SymInt::Kind::Mod);
+}
+
+TEST(SymIntCanon, QuotientAndRemainderRecombine) {
+  // c*(x // c) + x % c == x.
+  EXPECT_EQ(4 * floorDiv(N, 4) + floorMod(N, 4), N);
+  EXPECT_EQ(4 * floorDiv(N + 5, 4) + floorMod(N + 5, 4), N + 5);
+  EXPECT_EQ(3 * (4 * floorDiv(N + M, 4) + floorMod(N + M, 4)) - 3 * M, 3 * N);
+  EXPECT_EQ(4 * floorDiv(2 * N, 4) + floorMod(2 * N, 4), 2 * N);
+  // Not when the multiple does not match.
+  EXPECT_EQ((3 * floorDiv(N, 4) + floorMod(N, 4)).str(), "3*(N // 4) + N % 4");
 }
 
 TEST(SymIntCanon, MinMax) {
@@ -259,7 +276,7 @@ TEST(SymIntPrint, ReadableText) {
   EXPECT_EQ(floorDiv(N, M * K).str(), "N // (K*M)");
   EXPECT_EQ((2 * floorDiv(N, 4)).str(), "2*(N // 4)");
   EXPECT_EQ((M * floorMod(N, 4)).str(), "M*(N % 4)");
-  EXPECT_EQ(((N + 1) * min(N, 3)).str(), "N*min(N, 3) + min(N, 3)");
+  EXPECT_EQ(((N + 1) * min(N, 3)).str(), "(N + 1)*min(N, 3)");
   EXPECT_EQ(max(N - 1, 0).str(), "max(N - 1, 0)");
   EXPECT_EQ(SymInt(INT64_MIN).str(), "(-9223372036854775807 - 1)");
 }
@@ -413,7 +430,7 @@ public:
 
   RPtr expr(int depth) {
     if (depth == 0 || pick(4) == 0) return pick(5) < 2 ? leafC(range(-4, 6)) : leafS(sym());
-    switch (pick(14)) {
+    switch (pick(15)) {
     case 0:
     case 1:
       return node(RNode::Add, {expr(depth - 1), expr(depth - 1)});
@@ -445,6 +462,13 @@ public:
       RPtr c = leafC(range(2, 6));
       return node(pick(2) ? RNode::Div : RNode::Mod,
                   {node(RNode::Add, {node(RNode::Mul, {c, expr(depth - 1)}), expr(depth - 1)}), c});
+    }
+    case 13: {
+      // c*(x // c) + x % c, sometimes with mismatched constants.
+      RPtr x = expr(depth - 1), c = leafC(range(2, 5));
+      RPtr c2 = pick(3) ? c : leafC(range(-4, 5));
+      return node(RNode::Add, {node(RNode::Mul, {c2, node(RNode::Div, {x, c})}),
+                               node(RNode::Mod, {x, pick(4) ? c : c2})});
     }
     default: {
       // min/max of near-identical operands.
@@ -895,4 +919,48 @@ TEST(SymIntRandom, CppPrinterCompiles) {
     ASSERT_EQ(line, std::to_string(*samples[i].value))
         << samples[i].e.toCpp(ranges) << " at " << bindStr(samples[i].b);
   ASSERT_EQ(i, samples.size());
+}
+
+// Extreme constants and bindings: evaluation reports overflow instead of wrapping, and where
+// both the reference and the canonical form have a value, they agree.
+TEST(SymIntRandom, ExtremeValuesNeverWrap) {
+  Gen g(31337, 3);
+  const int64_t extremes[] = {
+      INT64_MIN, INT64_MIN + 1,    -(int64_t(1) << 62), -(int64_t(1) << 31), -1,       0,
+      1,         int64_t(1) << 31, int64_t(1) << 62,    INT64_MAX - 1,       INT64_MAX};
+  auto pickExtreme = [&] { return extremes[g.pick(std::size(extremes))]; };
+  std::function<RPtr(const RPtr &)> bigConstants = [&](const RPtr &n) -> RPtr {
+    if (n->op == RNode::Const) return g.pick(3) == 0 ? leafC(pickExtreme()) : n;
+    auto c = std::make_shared<RNode>(*n);
+    for (RPtr &k : c->kids) k = bigConstants(k);
+    return c;
+  };
+  int agreed = 0;
+  for (int iter = 0; iter < 2000; ++iter) {
+    RPtr t = bigConstants(g.expr(1 + g.pick(4)));
+    SymInt e = build(*t);
+    auto parsed = parseSymInt(e.str());
+    ASSERT_TRUE(parsed.ok()) << e.str() << ": " << parsed.error().message();
+    ASSERT_EQ(*parsed, e) << e.str() << " reparsed as " << parsed->str();
+    SymRange bd = bounds(e, {{"N", {INT64_MIN, INT64_MAX}},
+                             {"M", {INT64_MIN, INT64_MAX}},
+                             {"K", {INT64_MIN, INT64_MAX}}});
+    EXPECT_LE(bd.min, bd.max);
+    for (int k = 0; k < 4; ++k) {
+      SymBindings b{{"N", pickExtreme()}, {"M", g.range(-3, 3)}, {"K", pickExtreme()}};
+      auto ref = refEval(*t, b);
+      auto got = e.evaluate(b);
+      if (!got.ok()) {
+        const std::string &m = got.error().message();
+        EXPECT_TRUE(m.find("overflow") != std::string::npos ||
+                    m.find("division by zero") != std::string::npos)
+            << m;
+      }
+      if (ref && got.ok()) {
+        ++agreed;
+        ASSERT_EQ(*got, *ref) << refStr(*t) << " -> " << e.str() << " at " << bindStr(b);
+      }
+    }
+  }
+  EXPECT_GT(agreed, 500);
 }

@@ -177,8 +177,8 @@ Expected<std::vector<Tensor>> gatherNDKernel(KernelContext &ctx) {
                  normalizeIndex(ctx, indices[size_t(tup * m + j)], x.dim(b + j), "index"));
         off += k * st[size_t(b + j)];
       }
-      std::memcpy(static_cast<uint8_t *>(y.data()) + size_t(tup * slice) * es,
-                  static_cast<const uint8_t *>(x.data()) + size_t(off) * es, size_t(slice) * es);
+      copyBytes(static_cast<uint8_t *>(y.data()) + size_t(tup * slice) * es,
+                static_cast<const uint8_t *>(x.data()) + size_t(off) * es, size_t(slice) * es);
     }
   }
   return std::vector<Tensor>{y};
@@ -424,9 +424,9 @@ Expected<std::vector<Tensor>> splitKernel(KernelContext &ctx) {
     sh[size_t(axis)] = s;
     Tensor y(x.dtype(), sh);
     for (int64_t o = 0; o < outer; ++o)
-      std::memcpy(static_cast<uint8_t *>(y.data()) + size_t(o * s * inner) * es,
-                  static_cast<const uint8_t *>(x.data()) + size_t((o * dim + start) * inner) * es,
-                  size_t(s * inner) * es);
+      copyBytes(static_cast<uint8_t *>(y.data()) + size_t(o * s * inner) * es,
+                static_cast<const uint8_t *>(x.data()) + size_t((o * dim + start) * inner) * es,
+                size_t(s * inner) * es);
     start += s;
     outs.push_back(y);
   }

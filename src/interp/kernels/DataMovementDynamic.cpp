@@ -73,10 +73,10 @@ Expected<std::vector<Tensor>> compressKernel(KernelContext &ctx) {
   int64_t k = int64_t(keep.size());
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t j = 0; j < k; ++j)
-      std::memcpy(static_cast<uint8_t *>(y.data()) + size_t((o * k + j) * inner) * es,
-                  static_cast<const uint8_t *>(x.data()) +
-                      size_t((o * dim + keep[size_t(j)]) * inner) * es,
-                  size_t(inner) * es);
+      copyBytes(static_cast<uint8_t *>(y.data()) + size_t((o * k + j) * inner) * es,
+                static_cast<const uint8_t *>(x.data()) +
+                    size_t((o * dim + keep[size_t(j)]) * inner) * es,
+                size_t(inner) * es);
   return std::vector<Tensor>{y};
 }
 
@@ -140,8 +140,8 @@ Expected<std::vector<Tensor>> uniqueKernel(KernelContext &ctx) {
     indices.dataAs<int64_t>()[p] = src;
     cnt.dataAs<int64_t>()[p] = counts[size_t(g)];
     for (int64_t o = 0; o < outer; ++o)
-      std::memcpy(static_cast<uint8_t *>(y.data()) + size_t((o * u + p) * inner) * es,
-                  xb + size_t((o * n + src) * inner) * es, size_t(inner) * es);
+      copyBytes(static_cast<uint8_t *>(y.data()) + size_t((o * u + p) * inner) * es,
+                xb + size_t((o * n + src) * inner) * es, size_t(inner) * es);
   }
   for (int64_t i = 0; i < n; ++i) inv.dataAs<int64_t>()[i] = position[size_t(inverse[size_t(i)])];
   std::vector<Tensor> outs{y, indices, inv, cnt};

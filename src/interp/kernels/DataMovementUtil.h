@@ -40,6 +40,11 @@ void combineElement(DType t, void *dst, const void *src, Reduction r);
 /// Three-way comparison of two elements of type `t` by value (NaN sorts last, NaNs equal).
 int compareElements(DType t, const void *a, const void *b);
 
+/// memcpy that accepts null pointers when `n` is 0 (empty tensors have no buffer).
+inline void copyBytes(void *dst, const void *src, size_t n) {
+  if (n) std::memcpy(dst, src, n);
+}
+
 /// Copies element `src` of `from` into element `dst` of `to` (same dtype), byte for byte.
 inline void copyElement(Tensor &to, int64_t dst, const Tensor &from, int64_t src) {
   size_t es = dtypeSize(from.dtype());

@@ -11,17 +11,28 @@ namespace elementwise {
 
 using Result = Expected<std::vector<Tensor>>;
 
+float toFloat(double v) {
+  // Out-of-range conversions are undefined in C++: round to nearest explicitly.
+  constexpr double kMax = std::numeric_limits<float>::max();
+  constexpr double kOverflow = 0x1.ffffffp127; // FLT_MAX + half an ulp: the rounding boundary
+  if (std::isfinite(v) && std::fabs(v) > kMax)
+    return std::fabs(v) >= kOverflow
+               ? std::copysign(std::numeric_limits<float>::infinity(), float(v > 0 ? 1 : -1))
+               : std::copysign(std::numeric_limits<float>::max(), float(v > 0 ? 1 : -1));
+  return float(v);
+}
+
 double roundToFloatDType(DType t, double v) {
   switch (t) {
   case DType::F64:
     return v;
   case DType::F32:
-    return double(float(v));
+    return double(toFloat(v));
   case DType::F16:
   case DType::BF16: {
     // Round to f32 with "round to odd" (truncate, then set the last bit if inexact) so that
     // the second rounding to 16 bits gives the correctly rounded result.
-    float f = float(v);
+    float f = toFloat(v);
     if (std::isfinite(v) && double(f) != v) {
       uint32_t bits;
       std::memcpy(&bits, &f, 4);
@@ -39,9 +50,8 @@ double roundToFloatDType(DType t, double v) {
 }
 
 void storeDouble(Tensor &out, int64_t i, double v) {
-  DType t = out.dtype();
-  if (t == DType::F16 || t == DType::BF16)
-    v = roundToFloatDType(t, v); // exactly representable now, so setDouble does not round again
+  if (isFloat(out.dtype())) // exactly representable now, so setDouble does not round again
+    v = roundToFloatDType(out.dtype(), v);
   out.setDouble(i, v);
 }
 
@@ -53,8 +63,9 @@ Expected<Broadcast> broadcastInputs(const KernelContext &ctx,
     if (t) {
       COIL_TRY(b.shape, broadcastConcrete(b.shape, t->shape()));
     }
-  for (const Tensor *t : inputs)
-    b.index.push_back(t ? broadcastIndex(t->shape(), b.shape) : std::vector<int64_t>{});
+  for (const Tensor *t : inputs) // inputs of the full shape need no map
+    b.index.push_back(t && t->shape() != b.shape ? broadcastIndex(t->shape(), b.shape)
+                                                 : std::vector<int64_t>{});
   return b;
 }
 
@@ -322,10 +333,9 @@ Result binaryNum(KernelContext &ctx, FF ff, FI fi, FU fu, std::optional<DType> o
                      std::string(dtypeName(b.dtype())));
   COIL_TRY(Broadcast bc, broadcastInputs(ctx, {&a, &b}));
   Tensor out(outType.value_or(a.dtype()), bc.shape);
-  const auto &ia = bc.index[0], &ib = bc.index[1];
   Domain d = domainOf(a.dtype());
   for (int64_t i = 0, n = out.numel(); i < n; ++i) {
-    int64_t x = ia[size_t(i)], y = ib[size_t(i)];
+    int64_t x = bc.at(0, i), y = bc.at(1, i);
     if (d == Domain::Float)
       storeDouble(out, i, double(ff(a.getDouble(x), b.getDouble(y))));
     else if (d == Domain::Signed)
@@ -501,7 +511,7 @@ Result kPow(KernelContext &ctx) {
   Tensor out(a.dtype(), bc.shape);
   bool intBase = !isFloat(a.dtype()), intExp = !isFloat(b.dtype());
   for (int64_t i = 0, n = out.numel(); i < n; ++i) {
-    int64_t x = bc.index[0][size_t(i)], y = bc.index[1][size_t(i)];
+    int64_t x = bc.at(0, i), y = bc.at(1, i);
     if (intBase && intExp) {
       int64_t e = b.dtype() == DType::U64 && b.getInt(y) < 0 ? std::numeric_limits<int64_t>::max()
                                                              : b.getInt(y);
@@ -542,9 +552,9 @@ template <Fold F> Result variadic(KernelContext &ctx) {
   size_t m = ctx.numInputs();
   for (int64_t i = 0, n = out.numel(); i < n; ++i) {
     if (d == Domain::Float) {
-      double acc = ctx.input(0).getDouble(bc.index[0][size_t(i)]);
+      double acc = ctx.input(0).getDouble(bc.at(0, i));
       for (size_t k = 1; k < m; ++k) {
-        double v = ctx.input(k).getDouble(bc.index[k][size_t(i)]);
+        double v = ctx.input(k).getDouble(bc.at(k, i));
         if constexpr (F == Fold::Max || F == Fold::Min) {
           if (std::isnan(v) || std::isnan(acc))
             acc = std::numeric_limits<double>::quiet_NaN(); // NaN propagates
@@ -557,9 +567,9 @@ template <Fold F> Result variadic(KernelContext &ctx) {
       if constexpr (F == Fold::Mean) acc /= double(m);
       storeDouble(out, i, acc);
     } else {
-      int64_t acc = ctx.input(0).getInt(bc.index[0][size_t(i)]);
+      int64_t acc = ctx.input(0).getInt(bc.at(0, i));
       for (size_t k = 1; k < m; ++k) {
-        int64_t v = ctx.input(k).getInt(bc.index[k][size_t(i)]);
+        int64_t v = ctx.input(k).getInt(bc.at(k, i));
         bool less = d == Domain::Unsigned ? u64(v) < u64(acc) : v < acc;
         if constexpr (F == Fold::Max)
           acc = less ? acc : v;
@@ -634,9 +644,9 @@ Result kWhere(KernelContext &ctx) {
   size_t es = dtypeSize(a.dtype());
   auto *dst = static_cast<uint8_t *>(out.data());
   for (int64_t i = 0, n = out.numel(); i < n; ++i) {
-    bool pick = c.getInt(bc.index[0][size_t(i)]) != 0;
+    bool pick = c.getInt(bc.at(0, i)) != 0;
     const Tensor &src = pick ? a : b;
-    int64_t j = bc.index[pick ? 1 : 2][size_t(i)];
+    int64_t j = bc.at(pick ? 1 : 2, i);
     std::memcpy(dst + size_t(i) * es, static_cast<const uint8_t *>(src.data()) + size_t(j) * es,
                 es);
   }
@@ -678,24 +688,25 @@ void registerElementwiseKernels(KernelRegistry &r) {
   using namespace elementwise;
 #define COIL_REG(NAME) r.add(OpKind::NAME, k##NAME);
   COIL_REG(Abs)
-  COIL_REG(Acos) COIL_REG(Acosh) COIL_REG(Add) COIL_REG(And) COIL_REG(Asin) COIL_REG(Asinh)
-      COIL_REG(Atan) COIL_REG(Atanh) COIL_REG(BitShift) COIL_REG(BitwiseAnd) COIL_REG(BitwiseNot)
-          COIL_REG(BitwiseOr) COIL_REG(BitwiseXor) COIL_REG(Ceil) COIL_REG(Celu) COIL_REG(
-              Clip) COIL_REG(Cos) COIL_REG(Cosh) COIL_REG(Div) COIL_REG(Dropout) COIL_REG(Elu)
-              COIL_REG(Equal) COIL_REG(Erf) COIL_REG(Exp) COIL_REG(Floor) COIL_REG(Gelu) COIL_REG(
-                  Greater) COIL_REG(GreaterOrEqual) COIL_REG(HardSigmoid) COIL_REG(HardSwish)
-                  COIL_REG(Identity) COIL_REG(IsInf) COIL_REG(IsNaN) COIL_REG(LeakyRelu)
-                      COIL_REG(Less) COIL_REG(LessOrEqual) COIL_REG(Log) COIL_REG(Mish)
-                          COIL_REG(Mod) COIL_REG(Mul) COIL_REG(Neg) COIL_REG(Not) COIL_REG(Or)
-                              COIL_REG(PRelu) COIL_REG(Pow) COIL_REG(Reciprocal) COIL_REG(Relu)
-                                  COIL_REG(Round) COIL_REG(Selu) COIL_REG(Shrink) COIL_REG(Sigmoid)
-                                      COIL_REG(Sign) COIL_REG(Sin) COIL_REG(Sinh) COIL_REG(Softplus)
-                                          COIL_REG(Softsign) COIL_REG(Sqrt) COIL_REG(Sub)
-                                              COIL_REG(Swish) COIL_REG(Tan) COIL_REG(Tanh)
-                                                  COIL_REG(ThresholdedRelu) COIL_REG(Where)
-                                                      COIL_REG(Xor)
+  COIL_REG(Acos)
+  COIL_REG(Acosh)
+  COIL_REG(Add) COIL_REG(And) COIL_REG(Asin) COIL_REG(Asinh) COIL_REG(Atan) COIL_REG(Atanh)
+      COIL_REG(BitShift) COIL_REG(BitwiseAnd) COIL_REG(BitwiseNot) COIL_REG(BitwiseOr) COIL_REG(
+          BitwiseXor) COIL_REG(Ceil) COIL_REG(Celu) COIL_REG(Clip) COIL_REG(Cos) COIL_REG(Cosh)
+          COIL_REG(Div) COIL_REG(Dropout) COIL_REG(Elu) COIL_REG(Equal) COIL_REG(Erf) COIL_REG(Exp)
+              COIL_REG(Floor) COIL_REG(Gelu) COIL_REG(Greater) COIL_REG(GreaterOrEqual)
+                  COIL_REG(HardSigmoid) COIL_REG(HardSwish) COIL_REG(Identity) COIL_REG(IsInf)
+                      COIL_REG(IsNaN) COIL_REG(LeakyRelu) COIL_REG(Less) COIL_REG(LessOrEqual)
+                          COIL_REG(Log) COIL_REG(Mish) COIL_REG(Mod) COIL_REG(Mul) COIL_REG(Neg)
+                              COIL_REG(Not) COIL_REG(Or) COIL_REG(PRelu) COIL_REG(Pow) COIL_REG(
+                                  Reciprocal) COIL_REG(Relu) COIL_REG(Round) COIL_REG(Selu)
+                                  COIL_REG(Shrink) COIL_REG(Sigmoid) COIL_REG(Sign) COIL_REG(Sin)
+                                      COIL_REG(Sinh) COIL_REG(Softplus) COIL_REG(Softsign)
+                                          COIL_REG(Sqrt) COIL_REG(Sub) COIL_REG(Swish) COIL_REG(Tan)
+                                              COIL_REG(Tanh) COIL_REG(ThresholdedRelu)
+                                                  COIL_REG(Where) COIL_REG(Xor)
 #undef COIL_REG
-                                                          r.add(OpKind::Max, variadic<Fold::Max>);
+                                                      r.add(OpKind::Max, variadic<Fold::Max>);
   r.add(OpKind::Min, variadic<Fold::Min>);
   r.add(OpKind::Sum, variadic<Fold::Sum>);
   r.add(OpKind::Mean, variadic<Fold::Mean>);

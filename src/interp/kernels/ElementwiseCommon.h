@@ -19,6 +19,9 @@ inline Domain domainOf(DType t) {
   return isUnsigned(t) ? Domain::Unsigned : Domain::Signed;
 }
 
+/// `v` rounded to the nearest float (to infinity beyond the largest float), without UB.
+float toFloat(double v);
+
 /// `v` rounded to the nearest value of float dtype `t` (ties to even), without the double
 /// rounding of going through f32 for f16 and bf16.
 double roundToFloatDType(DType t, double v);
@@ -28,10 +31,17 @@ double roundToFloatDType(DType t, double v);
 void storeDouble(Tensor &out, int64_t i, double v);
 
 /// The shape all `inputs` broadcast to and, per input, the flat index of its element for each
-/// output element (nullptr inputs are skipped and get an empty map).
+/// output element (nullptr inputs are skipped).
 struct Broadcast {
   Shape shape;
+  /// Per input, the map from output to input flat index; empty when the input already has the
+  /// output's shape (the identity).
   std::vector<std::vector<int64_t>> index;
+
+  int64_t at(size_t input, int64_t i) const {
+    const std::vector<int64_t> &m = index[input];
+    return m.empty() ? i : m[size_t(i)];
+  }
 };
 Expected<Broadcast> broadcastInputs(const KernelContext &ctx,
                                     const std::vector<const Tensor *> &inputs);

@@ -205,7 +205,7 @@ Result kDequantizeLinear(KernelContext &ctx) {
     // As the ONNX definition computes it: x converted to f32 (minus the zero point, exactly),
     // times the scale, rounded to f32 and then to the output dtype.
     double d = zp ? double(x.getInt(i) - zp->getInt(zi(i))) : double(float(x.getInt(i)));
-    double y = double(float(d * s.getDouble(si(i))));
+    double y = double(toFloat(d * s.getDouble(si(i))));
     storeDouble(out, i, y);
   }
   return std::vector<Tensor>{out};

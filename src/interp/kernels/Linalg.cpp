@@ -439,6 +439,8 @@ void registerLinalgKernels(KernelRegistry &r) {
   linalg::registerLinalgConvKernels(r);
   linalg::registerLinalgPoolKernels(r);
   linalg::registerLinalgImageKernels(r);
+  linalg::registerLinalgSampleKernels(r);
+  linalg::registerLinalgRnnKernels(r);
 }
 
 } // namespace coil

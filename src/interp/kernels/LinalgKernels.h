@@ -26,5 +26,7 @@ int64_t saturateRound(double v, DType t);
 void registerLinalgConvKernels(KernelRegistry &r);
 void registerLinalgPoolKernels(KernelRegistry &r);
 void registerLinalgImageKernels(KernelRegistry &r);
+void registerLinalgSampleKernels(KernelRegistry &r);
+void registerLinalgRnnKernels(KernelRegistry &r);
 
 } // namespace coil::linalg

@@ -273,6 +273,7 @@ Expected<std::vector<Tensor>> depthToSpaceKernel(KernelContext &ctx) {
 Expected<std::vector<Tensor>> spaceToDepthKernel(KernelContext &ctx) {
   const Tensor &x = ctx.input(0);
   int64_t b = ctx.attrs().getInt("blocksize", 0);
+  bool crd = ctx.attrs().getString("mode", "DCR") == "CRD";
   if (x.rank() != 4 || b < 1 || x.dim(2) % b != 0 || x.dim(3) % b != 0)
     return ctx.error("space_to_depth needs a rank-4 input whose spatial dims divide by "
                      "blocksize");
@@ -282,7 +283,8 @@ Expected<std::vector<Tensor>> spaceToDepthKernel(KernelContext &ctx) {
     for (int64_t ch = 0; ch < oc; ++ch)
       for (int64_t y = 0; y < h; ++y)
         for (int64_t z = 0; z < w; ++z) {
-          int64_t blk = ch / c, ic = ch % c, i = blk / b, j = blk % b;
+          int64_t blk = crd ? ch % (b * b) : ch / c, ic = crd ? ch / (b * b) : ch % c;
+          int64_t i = blk / b, j = blk % b;
           copyElem(out, ((in * oc + ch) * h + y) * w + z, x,
                    ((in * c + ic) * x.dim(2) + y * b + i) * x.dim(3) + z * b + j);
         }

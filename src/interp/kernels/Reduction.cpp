@@ -261,9 +261,11 @@ Expected<Outs> softmaxKernel(KernelContext &ctx) {
     for (int64_t i = 0; i < s.inner; ++i) {
       if (s.n == 0) continue;
       if (op == OpKind::Hardmax) {
-        int64_t best = 0; // first occurrence of the maximum
-        for (int64_t k = 1; k < s.n; ++k)
-          if (xs[size_t(s.at(o, k, i))] > xs[size_t(s.at(o, best, i))]) best = k;
+        int64_t best = 0; // first occurrence of the maximum (a NaN counts as the maximum)
+        for (int64_t k = 1; k < s.n; ++k) {
+          double v = xs[size_t(s.at(o, k, i))], b = xs[size_t(s.at(o, best, i))];
+          if (!std::isnan(b) && (v > b || std::isnan(v))) best = k;
+        }
         for (int64_t k = 0; k < s.n; ++k) out.setDouble(s.at(o, k, i), k == best ? 1.0 : 0.0);
         continue;
       }

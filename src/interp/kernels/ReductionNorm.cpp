@@ -71,10 +71,11 @@ Expected<Outs> layerNormKernel(KernelContext &ctx) {
   Shape normShape(x.shape().begin() + axis, x.shape().end());
   int64_t outer = 1, inner = numelOf(normShape);
   for (int64_t d = 0; d < axis; ++d) outer *= x.dim(d);
-  COIL_TRY(std::vector<int64_t> si, unidirectional(ctx, ctx.input(1), "scale", normShape));
+  // Scale and bias broadcast to X (usually they have the normalized shape).
+  COIL_TRY(std::vector<int64_t> si, unidirectional(ctx, ctx.input(1), "scale", x.shape()));
   std::vector<int64_t> bi;
   if (ctx.hasInput(2)) {
-    COIL_TRY(bi, unidirectional(ctx, ctx.input(2), "bias", normShape));
+    COIL_TRY(bi, unidirectional(ctx, ctx.input(2), "bias", x.shape()));
   }
   std::vector<double> xs = x.toDoubles(), sc = ctx.input(1).toDoubles();
   std::vector<double> bs = ctx.hasInput(2) ? ctx.input(2).toDoubles() : std::vector<double>{};
@@ -93,8 +94,9 @@ Expected<Outs> layerNormKernel(KernelContext &ctx) {
     var /= double(inner);
     double invStd = 1.0 / std::sqrt(var + eps);
     for (int64_t j = 0; j < inner; ++j) {
-      double v = (row[j] - mean) * invStd * sc[size_t(si[size_t(j)])];
-      if (!bi.empty()) v += bs[size_t(bi[size_t(j)])];
+      size_t flat = size_t(o * inner + j);
+      double v = (row[j] - mean) * invStd * sc[size_t(si[flat])];
+      if (!bi.empty()) v += bs[size_t(bi[flat])];
       y.setDouble(o * inner + j, v);
     }
     meanT.setDouble(o, mean);

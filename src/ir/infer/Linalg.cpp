@@ -641,7 +641,15 @@ Expected<Types> inferCol2Im(InferContext &ctx) {
     return ctx.error("input 0 must have rank 3 ([N, C*prod(block), L]), got rank " +
                      std::to_string(x.rank()));
   const auto &img = ctx.intValue(1), &blk = ctx.intValue(2);
-  if (!img || !blk) return ctx.error("image_shape and block_shape must be constants");
+  if (!img || !blk) { // sizes known only at run time
+    const TensorType &it = ctx.input(1);
+    if (it.rank() != 1 || !it.shape[0].isConstant())
+      return ctx.error("image_shape must be a 1-D tensor of known length");
+    Dims out{x.shape[0], ctx.freshSymbol("col2im")};
+    for (int64_t i = 0; i < it.shape[0].constant(); ++i)
+      out.push_back(img ? (*img)[size_t(i)] : ctx.freshSymbol("col2im"));
+    return Types{{x.dtype, out}};
+  }
   if (img->size() != blk->size())
     return ctx.error("image_shape and block_shape must have the same length, got " +
                      std::to_string(img->size()) + " and " + std::to_string(blk->size()));
@@ -652,7 +660,7 @@ Expected<Types> inferCol2Im(InferContext &ctx) {
   return Types{{x.dtype, out}};
 }
 
-[[maybe_unused]] Expected<Types> inferGridSample(InferContext &ctx) {
+Expected<Types> inferGridSample(InferContext &ctx) {
   const TensorType &x = ctx.input(0), &g = ctx.input(1);
   if (x.rank() < 3)
     return ctx.error("input 0 must have rank >= 3, got rank " + std::to_string(x.rank()));
@@ -667,7 +675,7 @@ Expected<Types> inferCol2Im(InferContext &ctx) {
   return Types{{x.dtype, out}};
 }
 
-[[maybe_unused]] Expected<Types> inferAffineGrid(InferContext &ctx) {
+Expected<Types> inferAffineGrid(InferContext &ctx) {
   const TensorType &theta = ctx.input(0);
   const auto &sz = ctx.intValue(1);
   if (theta.rank() != 3)
@@ -690,7 +698,7 @@ Expected<Types> inferCol2Im(InferContext &ctx) {
   return Types{{theta.dtype, out}};
 }
 
-[[maybe_unused]] Expected<Types> inferRoiAlign(InferContext &ctx) {
+Expected<Types> inferRoiAlign(InferContext &ctx) {
   COIL_TRY_STATUS(requireRank(ctx, 0, 4, "[N, C, H, W]"));
   COIL_TRY_STATUS(requireRank(ctx, 1, 2, "rois [num_rois, 4]"));
   const Attrs &at = ctx.node.attrs;
@@ -698,7 +706,7 @@ Expected<Types> inferCol2Im(InferContext &ctx) {
   return Types{{ctx.input(0).dtype, {ctx.input(1).shape[0], ctx.input(0).shape[1], oh, ow}}};
 }
 
-[[maybe_unused]] Expected<Types> inferMaxRoiPool(InferContext &ctx) {
+Expected<Types> inferMaxRoiPool(InferContext &ctx) {
   COIL_TRY_STATUS(requireRank(ctx, 0, 4, "[N, C, H, W]"));
   COIL_TRY_STATUS(requireRank(ctx, 1, 2, "rois [num_rois, 5]"));
   auto ps = ctx.node.attrs.getInts("pooled_shape");
@@ -716,6 +724,43 @@ Expected<Types> inferDet(InferContext &ctx) {
   if (provablyDiffer(a, b))
     return ctx.error("matrices must be square, got " + a.str() + " x " + b.str());
   return Types{{x.dtype, Dims(x.shape.begin(), x.shape.end() - 2)}};
+}
+
+// --- Recurrent ops and rotary embeddings
+
+Expected<Types> inferRecurrent(InferContext &ctx) {
+  COIL_TRY_STATUS(requireFloat(ctx, 0));
+  const Attrs &at = ctx.node.attrs;
+  const TensorType &x = ctx.input(0), &r = ctx.input(2);
+  if (x.rank() != 3)
+    return ctx.error("input 0 must have rank 3 ([seq, batch, input]), got rank " +
+                     std::to_string(x.rank()));
+  if (ctx.input(1).rank() != 3 || r.rank() != 3) return ctx.error("W and R must have rank 3");
+  std::string dir = at.getString("direction", "forward");
+  if (dir != "forward" && dir != "reverse" && dir != "bidirectional")
+    return ctx.error("direction must be forward, reverse or bidirectional, got '" + dir + "'");
+  SymInt dirs = dir == "bidirectional" ? 2 : 1;
+  SymInt hid = at.has("hidden_size") ? SymInt(at.getInt("hidden_size", 0)) : r.shape[2];
+  bool batchFirst = at.getInt("layout", 0) != 0;
+  SymInt seq = batchFirst ? x.shape[1] : x.shape[0], batch = batchFirst ? x.shape[0] : x.shape[1];
+  Types out;
+  if (batchFirst) {
+    out.push_back({x.dtype, {batch, seq, dirs, hid}});
+    out.push_back({x.dtype, {batch, dirs, hid}});
+  } else {
+    out.push_back({x.dtype, {seq, dirs, batch, hid}});
+    out.push_back({x.dtype, {dirs, batch, hid}});
+  }
+  if (ctx.node.op == OpKind::LSTM) out.push_back(out.back());
+  return out;
+}
+
+Expected<Types> inferRotaryEmbedding(InferContext &ctx) {
+  COIL_TRY_STATUS(requireFloat(ctx, 0));
+  const TensorType &x = ctx.input(0);
+  if (x.rank() != 3 && x.rank() != 4)
+    return ctx.error("input 0 must have rank 3 or 4, got rank " + std::to_string(x.rank()));
+  return Types{x};
 }
 
 } // namespace
@@ -742,6 +787,14 @@ void registerLinalgInfer(InferRegistry &r) {
   r.add(OpKind::Einsum, inferEinsum);
   r.add(OpKind::Col2Im, inferCol2Im);
   r.add(OpKind::Det, inferDet);
+  r.add(OpKind::RNN, inferRecurrent);
+  r.add(OpKind::GRU, inferRecurrent);
+  r.add(OpKind::LSTM, inferRecurrent);
+  r.add(OpKind::RotaryEmbedding, inferRotaryEmbedding);
+  r.add(OpKind::GridSample, inferGridSample);
+  r.add(OpKind::AffineGrid, inferAffineGrid);
+  r.add(OpKind::RoiAlign, inferRoiAlign);
+  r.add(OpKind::MaxRoiPool, inferMaxRoiPool);
 }
 
 } // namespace coil

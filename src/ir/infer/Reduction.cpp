@@ -275,9 +275,9 @@ Expected<Types> inferLayerNorm(InferContext &ctx) {
   if (rank == 0) return ctx.error("input 0 of " + opStr(ctx) + " must have rank >= 1, got rank 0");
   COIL_TRY(int64_t axis, normalizeAxis(ctx.node.attrs.getInt("axis", -1), rank));
   COIL_TRY(DType stash, stashDType(ctx));
-  std::vector<SymInt> normShape(x.shape.begin() + axis, x.shape.end());
-  COIL_TRY_STATUS(requireUnidirectional(ctx, 1, "scale", normShape));
-  if (ctx.hasInput(2)) COIL_TRY_STATUS(requireUnidirectional(ctx, 2, "bias", normShape));
+  // Scale and bias usually have the normalized shape; any shape that broadcasts to X works.
+  COIL_TRY_STATUS(requireUnidirectional(ctx, 1, "scale", x.shape));
+  if (ctx.hasInput(2)) COIL_TRY_STATUS(requireUnidirectional(ctx, 2, "bias", x.shape));
   Types out{TensorType{x.dtype, x.shape}};
   if (ctx.node.op == OpKind::LayerNormalization) {
     std::vector<SymInt> stat = x.shape;

@@ -216,6 +216,15 @@ Expected<std::optional<std::vector<int64_t>>> axesOf(const InferContext &ctx, si
   return std::optional<std::vector<int64_t>>(*c);
 }
 
+/// The number of axes given by input `i` when its contents are unknown (axes known only at
+/// run time); nullopt when the contents are known, the attribute is used, or it is absent.
+std::optional<int64_t> unknownAxesCount(const InferContext &ctx, size_t i) {
+  if (ctx.node.attrs.has("axes") || !ctx.hasInput(i) || ctx.intValue(i)) return std::nullopt;
+  const TensorType &t = ctx.input(i);
+  if (t.rank() == 1 && t.shape[0].isConstant()) return t.shape[0].constant();
+  return std::nullopt;
+}
+
 Result inferShape(InferContext &ctx) {
   const TensorType &x = ctx.input(0);
   int64_t r = x.rank();
@@ -266,6 +275,13 @@ Result inferFlatten(InferContext &ctx) {
 
 Result inferSqueeze(InferContext &ctx) {
   const TensorType &x = ctx.input(0);
+  if (auto n = unknownAxesCount(ctx, 1)) { // run-time axes: the rank is known, the dims not
+    if (*n > x.rank())
+      return ctx.error("cannot squeeze " + std::to_string(*n) + " axes of " + x.str());
+    TensorType out{x.dtype, {}};
+    for (int64_t i = 0; i < x.rank() - *n; ++i) out.shape.push_back(ctx.freshSymbol("squeeze"));
+    return std::vector<TensorType>{out};
+  }
   COIL_TRY(auto axes, axesOf(ctx, 1));
   std::vector<bool> drop(size_t(x.rank()), false);
   if (axes) {
@@ -294,6 +310,11 @@ Result inferSqueeze(InferContext &ctx) {
 
 Result inferUnsqueeze(InferContext &ctx) {
   const TensorType &x = ctx.input(0);
+  if (auto n = unknownAxesCount(ctx, 1)) { // run-time axes: the rank is known, the dims not
+    TensorType out{x.dtype, {}};
+    for (int64_t i = 0; i < x.rank() + *n; ++i) out.shape.push_back(ctx.freshSymbol("unsqueeze"));
+    return std::vector<TensorType>{out};
+  }
   COIL_TRY(auto axes, axesOf(ctx, 1));
   if (!axes) return ctx.error("unsqueeze needs axes");
   int64_t outRank = x.rank() + int64_t(axes->size());
@@ -459,7 +480,7 @@ Result inferRange(InferContext &ctx) {
       return ctx.error("inputs must have one type, got " + std::string(dtypeName(s.dtype)) +
                        " and " + std::string(dtypeName(t.dtype)));
   }
-  if (s.dtype == DType::Bool || s.dtype == DType::F16 || s.dtype == DType::BF16)
+  if (s.dtype == DType::Bool)
     return ctx.error("range does not accept " + std::string(dtypeName(s.dtype)));
   (void)l;
   (void)d;
