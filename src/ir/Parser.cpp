@@ -37,7 +37,9 @@ bool isNameChar(char c) {
 
 class Lexer {
 public:
-  explicit Lexer(std::string_view s) : s_(s) {}
+  explicit Lexer(std::string_view s) : s_(s) {
+    if (s_.substr(0, 3) == "\xEF\xBB\xBF") p_ = 3; // a UTF-8 byte order mark
+  }
 
   std::vector<Token> run() {
     std::vector<Token> toks;
@@ -866,10 +868,29 @@ private:
     COIL_TRY(SymInt e, parseUnary(depth));
     for (;;) {
       int op = isPunct("*") ? 0 : isPunct("//") ? 1 : isPunct("%") ? 2 : -1;
+      // `N %4` lexes as N and the value name %4: read it as N % 4 (likewise `N %M`).
+      bool glued = op < 0 && cur().kind == Tok::ValueName && cur().text.size() > 1 &&
+                   cur().text[1] != '"' &&
+                   (isIdentifier(cur().str) ||
+                    cur().str.find_first_not_of("0123456789") == std::string::npos);
+      if (glued) op = 2;
       if (op < 0) return e;
       Token opTok = cur();
-      bump();
-      COIL_TRY(SymInt r, parseUnary(depth));
+      SymInt r;
+      if (glued) {
+        if (isIdentifier(opTok.str)) {
+          r = SymInt::symbol(opTok.str);
+        } else {
+          int64_t v = 0;
+          std::string err = parseElement(DType::I64, opTok.str, false, &v);
+          if (!err.empty()) return errorAt(opTok, err);
+          r = v;
+        }
+        bump();
+      } else {
+        bump();
+        COIL_TRY(r, parseUnary(depth));
+      }
       if (op > 0 && r.isConstant() && r.constant() == 0)
         return errorAt(opTok, "division by zero in a size expression");
       if (e.isConstant() && r.isConstant()) {
@@ -955,7 +976,9 @@ private:
       auto it = defs_.find(g_.value(where.value).name);
       if (it != defs_.end()) pos = it->second;
     }
-    return Error::user(st.error().message(), SourceLoc{file_, "", "", pos.line, pos.col});
+    SourceLoc loc{file_, "", "", pos.line, pos.col};
+    if (where.inferenceBug) return Error::internal(st.error().message(), loc);
+    return Error::user(st.error().message(), loc);
   }
 
   std::vector<Token> toks_;

@@ -43,8 +43,8 @@
 ///   VALUE      := '%' [A-Za-z0-9_.]+ | '%' STRING ;  GLOBAL := '@' [A-Za-z0-9_.]+ | '@' STRING
 ///   SYMNAME    := IDENT | STRING ;  IDENT := [A-Za-z_][A-Za-z0-9_]*
 ///   STRING     := '"' (char | '\\' | '\"' | '\n' | '\t' | '\r' | '\xHH')* '"'
-/// `//` and `%` are floor division and modulo (SymInt.h); write `N % 4` with a space after
-/// `%` (`%4` reads as a value name). A value must be defined before it is used (graph outputs
+/// `//` and `%` are floor division and modulo (SymInt.h); in a size, `N %4` (which lexes as a
+/// value name) also reads as `N % 4`. A value must be defined before it is used (graph outputs
 /// may name any value). `loc(FILE, NODE, OP)` is the node's SourceLoc; its line and column are
 /// not printed (the parser sets them to the node's text position).
 ///

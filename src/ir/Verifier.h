@@ -13,9 +13,10 @@
 ///  - graph outputs are defined values; symbol ranges have min <= max.
 /// Re-inference (VerifyOptions::reinfer): each node's inference function runs on the recorded
 /// input types (and the contents of integer constants and symbolic constants); the results
-/// must match the recorded output types in number, dtype and rank, and dim by dim, except where
-/// the re-inferred dim involves a fresh data-dependent symbol (which matches anything). An op
-/// without an inference function is an error (unsupported op).
+/// must match the recorded output types in number, dtype and rank, and dim by dim (equal, or
+/// provably equal under the graph's symbol ranges), except where the re-inferred dim involves a
+/// fresh data-dependent symbol (which matches anything). An op without an inference function is
+/// an error (unsupported op).
 #pragma once
 
 #include "ir/Graph.h"
@@ -36,6 +37,9 @@ struct VerifyOptions {
 struct VerifyFailure {
   int32_t node = -1;        ///< index of the node at fault, or -1
   ValueId value = kNoValue; ///< the value at fault, or kNoValue
+  /// The node's inference function threw InternalError (a COIL_CHECK): a bug in coil that the
+  /// verifier reports as an error rather than letting it escape.
+  bool inferenceBug = false;
 };
 
 /// Returns ok, or an error naming the first broken rule and the node or value at fault.

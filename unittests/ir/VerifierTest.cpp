@@ -80,8 +80,8 @@ TEST(Verifier, TypesHaveNonNegativeDims) {
   Fixture f;
   f.g.value(f.relu).type.shape[1] = -4;
   VerifyFailure where;
-  EXPECT_TRUE(failsWith(f.g, "value 'relu' has type f32[N, (-4)] with a negative dim", structural(),
-                        &where));
+  EXPECT_TRUE(
+      failsWith(f.g, "value 'relu' has type f32[N, -4] with a negative dim", structural(), &where));
   EXPECT_EQ(where.value, f.relu);
 }
 
@@ -222,6 +222,19 @@ TEST(Verifier, ReinfersOutputTypes) {
   k.g.value(k.add).type.shape.push_back(1);
   EXPECT_TRUE(
       failsWith(k.g, "has type f32[N, 4, 1] but shape inference gives f32[N, 4]", withInfer()));
+}
+
+TEST(Verifier, DimsProvablyEqualUnderRangesMatch) {
+  // With N in [4, 4], a recorded 4 equals the re-inferred N; with N in [1, 16] it does not.
+  Fixture f;
+  f.g.value(f.relu).type.shape[0] = 4;
+  EXPECT_TRUE(failsWith(f.g,
+                        "output 0 (value 'relu') has type f32[4, 4] but shape inference "
+                        "gives f32[N, 4]",
+                        withInfer()));
+  f.g.symbols["N"] = SymRange{4, 4};
+  Status st = verifyGraph(f.g, withInfer());
+  EXPECT_TRUE(st.ok()) << st.error().render();
 }
 
 TEST(Verifier, ReinferenceUsesSymbolicConstantContents) {
