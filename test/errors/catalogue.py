@@ -118,7 +118,7 @@ def cases():
         m = model([helper.make_node("Relu", ["x"], ["t"], name="r1"), helper.make_node("Neg", ["x"], ["t"], name="r2"),
                    helper.make_node("Abs", ["t"], ["y"], name="r3")], [vi("x", [2])], [vi("y", [2])])
         save(m, os.path.join(d, "m.onnx"))
-    add("duplicate-output-name", r"error: .*'t'.*(more than once|duplicate|already)", dup_output, ["inspect", "m.onnx"])
+    add("duplicate-output-name", r"error: .*'t'.*(more than once|duplicate|already|also produced)", dup_output, ["inspect", "m.onnx"])
 
     def cycle(d):
         m = model([helper.make_node("Add", ["x", "b"], ["a"], name="n1"), helper.make_node("Relu", ["a"], ["b"], name="n2"),
@@ -166,7 +166,7 @@ def cases():
     def with_relu(d, **arrays):
         save(relu_model(), os.path.join(d, "m.onnx"))
         np.savez(os.path.join(d, "in.npz"), **arrays)
-    add("npz-missing-input", r"error: .*in\.npz: missing input 'x'", lambda d: with_relu(d, z=np.zeros((2, 3), np.float32)), ["interpret", "m.onnx", "--inputs", "in.npz"])
+    add("npz-missing-input", r"error: .*in\.npz: missing input 'x'", lambda d: with_relu(d), ["interpret", "m.onnx", "--inputs", "in.npz"])
     add("npz-extra-array", r"error: .*in\.npz: array 'extra' is not an input",
         lambda d: with_relu(d, x=np.zeros((2, 3), np.float32), extra=np.zeros(1)), ["interpret", "m.onnx", "--inputs", "in.npz"])
     add("input-wrong-dtype", r"error: .*input 'x' must have dtype f32, got f64", lambda d: with_relu(d, x=np.zeros((2, 3), np.float64)), ["interpret", "m.onnx", "--inputs", "in.npz"])
@@ -228,7 +228,7 @@ def main():
         problems = []
         if r.returncode != c.code:
             problems.append("exit code %d, want %d" % (r.returncode, c.code))
-        if not re.search(c.regex, r.stderr):
+        if not re.search(c.regex, r.stderr, re.IGNORECASE):
             problems.append("stderr does not match /%s/" % c.regex)
         if re.search(r"AddressSanitizer|runtime error:|LeakSanitizer|UndefinedBehaviorSanitizer", r.stderr) and "runtime error: out of memory" not in r.stderr:
             problems.append("sanitizer report")
