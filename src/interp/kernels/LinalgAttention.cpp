@@ -83,6 +83,8 @@ Expected<std::vector<Tensor>> attentionKernel(KernelContext &ctx) {
                      std::to_string(k0.h) + " key/value heads");
   COIL_TRY(Heads k, concatPast(ctx, 4, k0));
   COIL_TRY(Heads v, concatPast(ctx, 5, v0));
+  if (v.s != k.s)
+    return ctx.error("past_key and past_value must be given together with the same length");
   int64_t B = q.b, H = q.h, S = q.s, T = k.s, D = q.d, DV = v.d, rep = q.h / k.h;
   int64_t past = ctx.hasInput(4) ? ctx.input(4).dim(2) : 0;
   double scale = at.has("scale") ? at.getFloat("scale", 1.0) : 1.0 / std::sqrt(double(D));

@@ -461,7 +461,8 @@ Expected<Types> inferResize(InferContext &ctx) {
     if (!sc) return unknown();
     std::vector<double> s = sc->toDoubles();
     for (size_t i = 0; i < n; ++i) {
-      if (!(s[i] > 0)) return ctx.error("scales must be positive, got " + std::to_string(s[i]));
+      if (!(s[i] > 0) || !std::isfinite(s[i]) || s[i] > 1e12)
+        return ctx.error("scales must be positive, got " + std::to_string(s[i]));
       SymInt in = x.shape[size_t(axes[i])];
       double sf = double(float(s[i]));
       if (sf == 1.0) continue;
