@@ -756,4 +756,54 @@ TEST(LinalgRoiAlign, AverageOfOneBin) {
   expectNear((*r)[0], {1, 1, 1, 1}, {(0 + 1 + 4 + 5) / 4.0});
 }
 
+TEST(LinalgInference, MoreErrorMessagesAndSymbolicShapes) {
+  SymInt n = SymInt::symbol("N"), h = SymInt::symbol("H");
+  auto d2s = inferOp(OpKind::DepthToSpace, attrs({{"blocksize", int64_t(2)}}),
+                     {typeOf(DType::F32, {1, 6, 2, 2})});
+  EXPECT_EQ(errorOf(d2s), "channels 6 must be divisible by blocksize^2 = 4");
+  auto s2d = inferOp(OpKind::SpaceToDepth, attrs({{"blocksize", int64_t(2)}}),
+                     {typeOf(DType::F32, {n, 3, h, 8})});
+  ASSERT_TRUE(s2d.ok()) << errorOf(s2d);
+  EXPECT_EQ((*s2d)[0].shape[1], SymInt(12));
+  EXPECT_EQ(*(*s2d)[0].shape[2].evaluate({{"H", 10}}), 5);
+  auto ct = inferOp(OpKind::ConvTranspose, attrs({{"strides", std::vector<int64_t>{2, 2}}}),
+                    {typeOf(DType::F32, {n, 4, h, 5}), typeOf(DType::F32, {4, 3, 3, 3})});
+  ASSERT_TRUE(ct.ok()) << errorOf(ct);
+  EXPECT_EQ((*ct)[0].shape[1], SymInt(3));
+  EXPECT_EQ((*ct)[0].shape[3], SymInt(11)); // (5 - 1) * 2 + 3
+  EXPECT_EQ(*(*ct)[0].shape[2].evaluate({{"H", 7}}), 15);
+  auto ctBad = inferOp(OpKind::ConvTranspose, {},
+                       {typeOf(DType::F32, {1, 4, 5, 5}), typeOf(DType::F32, {2, 3, 3, 3})});
+  EXPECT_EQ(errorOf(ctBad), "weights have 2 input channels, expected 4");
+  auto gp = inferOp(OpKind::GlobalAveragePool, {}, {typeOf(DType::F32, {n, 8, h, h, 3})});
+  ASSERT_TRUE(gp.ok());
+  EXPECT_EQ((*gp)[0].str(), TensorType({DType::F32, {n, 8, 1, 1, 1}}).str());
+  auto ein = inferOp(OpKind::Einsum, attrs({{"equation", std::string("ij,jk->ik")}}),
+                     {typeOf(DType::F32, {2, 3}), typeOf(DType::F32, {4, 5})});
+  EXPECT_EQ(errorOf(ein), "einsum dim 'j' has sizes 3 and 4");
+  auto det = inferOp(OpKind::Det, {}, {typeOf(DType::F32, {n, 3, 4})});
+  EXPECT_EQ(errorOf(det), "matrices must be square, got 3 x 4");
+  auto bias = inferOp(OpKind::Conv, {},
+                      {typeOf(DType::F32, {1, 3, 8, 8}), typeOf(DType::F32, {8, 3, 3, 3}),
+                       typeOf(DType::F32, {4})});
+  EXPECT_EQ(errorOf(bias), "bias must have shape [8], got [4]");
+}
+
+TEST(LinalgKernelErrors, BadRuntimeInputsAreUserErrors) {
+  // MaxUnpool with an index outside the output.
+  Tensor x = Tensor::fromDoubles(DType::F32, {1, 1, 1, 1}, {5});
+  Tensor idx = Tensor::fromInts(DType::I64, {1, 1, 1, 1}, {7});
+  auto r =
+      runOp(OpKind::MaxUnpool, attrs({{"kernel_shape", std::vector<int64_t>{2, 2}}}), {x, idx});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("index 7 is out of range [0, 4)"), std::string::npos)
+      << r.error().message();
+  // A RoiAlign batch index past the batch.
+  Tensor img = randomTensor(DType::F32, {1, 1, 4, 4}, 81);
+  Tensor rois = Tensor::fromDoubles(DType::F32, {1, 4}, {0, 0, 1, 1});
+  auto ra = runOp(OpKind::RoiAlign, {}, {img, rois, Tensor::fromInts(DType::I64, {1}, {3})});
+  ASSERT_FALSE(ra.ok());
+  EXPECT_NE(ra.error().message().find("batch index 3 is out of range"), std::string::npos);
+}
+
 } // namespace
