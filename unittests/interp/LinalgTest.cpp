@@ -806,4 +806,17 @@ TEST(LinalgKernelErrors, BadRuntimeInputsAreUserErrors) {
   EXPECT_NE(ra.error().message().find("batch index 3 is out of range"), std::string::npos);
 }
 
+TEST(LinalgMaxRoiPool, MaxPerBin) {
+  std::vector<double> v(16);
+  for (int i = 0; i < 16; ++i) v[size_t(i)] = i;
+  Tensor x = Tensor::fromDoubles(DType::F32, {1, 1, 4, 4}, v);
+  // Roi (batch 0, x1 0, y1 0, x2 3, y2 3): 4 x 4 pixels in 2 x 2 bins of 2 x 2.
+  Tensor rois = Tensor::fromDoubles(DType::F32, {2, 5}, {0, 0, 0, 3, 3, 0, 2, 0, 3, 1});
+  auto r =
+      runOp(OpKind::MaxRoiPool, attrs({{"pooled_shape", std::vector<int64_t>{2, 2}}}), {x, rois});
+  ASSERT_TRUE(r.ok()) << r.error().render();
+  // Second roi: columns 2..3, rows 0..1, one pixel per bin.
+  expectNear((*r)[0], {2, 1, 2, 2}, {5, 7, 13, 15, 2, 3, 6, 7});
+}
+
 } // namespace
