@@ -648,4 +648,175 @@ TEST(LinalgQuant, MatMulIntegerAndQLinearMatMul) {
   EXPECT_EQ((*q)[0].toInts(), (std::vector<int64_t>{102, 108}));
 }
 
+// --- Sampling, recurrent ops, rotary embeddings, attention
+
+TEST(LinalgGridSample, AlignCornersPaddingAndNearest) {
+  Tensor x = Tensor::fromDoubles(DType::F32, {1, 1, 2, 2}, {1, 2, 3, 4});
+  // Grid points (x, y): corners and the centre.
+  Tensor grid = Tensor::fromDoubles(DType::F32, {1, 1, 3, 2}, {-1, -1, 1, 1, 0, 0});
+  auto r = runOp(OpKind::GridSample, attrs({{"align_corners", int64_t(1)}}), {x, grid});
+  ASSERT_TRUE(r.ok()) << r.error().render();
+  expectNear((*r)[0], {1, 1, 1, 3}, {1, 4, 2.5});
+  // Without align_corners the corner -1 maps to pixel -0.5: half of it lies in zero padding.
+  auto z = runOp(OpKind::GridSample, {}, {x, grid});
+  ASSERT_TRUE(z.ok());
+  expectNear((*z)[0], {1, 1, 1, 3}, {0.25, 1, 2.5});
+  auto b = runOp(OpKind::GridSample, attrs({{"padding_mode", std::string("border")}}), {x, grid});
+  ASSERT_TRUE(b.ok());
+  expectNear((*b)[0], {1, 1, 1, 3}, {1, 4, 2.5});
+  // Nearest at the centre: 0.5 rounds to even (0).
+  auto n =
+      runOp(OpKind::GridSample,
+            attrs({{"mode", std::string("nearest")}, {"align_corners", int64_t(1)}}), {x, grid});
+  ASSERT_TRUE(n.ok());
+  expectNear((*n)[0], {1, 1, 1, 3}, {1, 4, 1});
+}
+
+TEST(LinalgRecurrent, RnnForwardAndReverse) {
+  Tensor x = Tensor::fromDoubles(DType::F64, {2, 1, 1}, {1, -1});
+  Tensor w = Tensor::fromDoubles(DType::F64, {1, 1, 1}, {2});
+  Tensor r = Tensor::fromDoubles(DType::F64, {1, 1, 1}, {0.5});
+  Tensor b = Tensor::fromDoubles(DType::F64, {1, 2}, {0.1, 0.2});
+  auto f = runOp(OpKind::RNN, attrs({{"hidden_size", int64_t(1)}}), {x, w, r, b}, 2);
+  ASSERT_TRUE(f.ok()) << f.error().render();
+  double h1 = std::tanh(2.3), h2 = std::tanh(-2 + 0.5 * h1 + 0.3);
+  expectNear((*f)[0], {2, 1, 1, 1}, {h1, h2}, 1e-12);
+  expectNear((*f)[1], {1, 1, 1}, {h2}, 1e-12);
+  auto rv = runOp(OpKind::RNN,
+                  attrs({{"hidden_size", int64_t(1)}, {"direction", std::string("reverse")}}),
+                  {x, w, r, b}, 2);
+  ASSERT_TRUE(rv.ok());
+  double g1 = std::tanh(-1.7), g0 = std::tanh(2 + 0.5 * g1 + 0.3);
+  expectNear((*rv)[0], {2, 1, 1, 1}, {g0, g1}, 1e-12);
+  expectNear((*rv)[1], {1, 1, 1}, {g0}, 1e-12);
+}
+
+TEST(LinalgRecurrent, LstmOneStep) {
+  Tensor x = Tensor::fromDoubles(DType::F64, {1, 1, 1}, {0.5});
+  Tensor w = Tensor::fromDoubles(DType::F64, {1, 4, 1}, {1, 2, 3, 4}); // gates i o f c
+  Tensor r = Tensor::fromDoubles(DType::F64, {1, 4, 1}, {0, 0, 0, 0});
+  auto o = runOp(OpKind::LSTM, attrs({{"hidden_size", int64_t(1)}}), {x, w, r}, 3);
+  ASSERT_TRUE(o.ok()) << o.error().render();
+  auto sig = [](double v) { return 1 / (1 + std::exp(-v)); };
+  double c = sig(0.5) * std::tanh(2.0), h = sig(1.0) * std::tanh(c);
+  expectNear((*o)[1], {1, 1, 1}, {h}, 1e-12);
+  expectNear((*o)[2], {1, 1, 1}, {c}, 1e-12);
+  auto bad = inferOp(
+      OpKind::LSTM, {},
+      {typeOf(DType::F32, {2, 3}), typeOf(DType::F32, {1, 4, 3}), typeOf(DType::F32, {1, 4, 1})});
+  EXPECT_EQ(errorOf(bad), "input 0 must have rank 3 ([seq, batch, input]), got rank 2");
+}
+
+TEST(LinalgRotary, HalvesAndInterleaved) {
+  Tensor x = Tensor::fromDoubles(DType::F32, {1, 1, 1, 4}, {1, 2, 3, 4});
+  double c0 = 0.6, c1 = 0.8, s0 = 0.8, s1 = 0.6;
+  Tensor cs = Tensor::fromDoubles(DType::F32, {1, 2}, {c0, c1});
+  Tensor sn = Tensor::fromDoubles(DType::F32, {1, 2}, {s0, s1});
+  Tensor pos = Tensor::fromInts(DType::I64, {1, 1}, {0});
+  auto r = runOp(OpKind::RotaryEmbedding, {}, {x, cs, sn, pos});
+  ASSERT_TRUE(r.ok()) << r.error().render();
+  expectNear((*r)[0], {1, 1, 1, 4},
+             {c0 * 1 - s0 * 3, c1 * 2 - s1 * 4, s0 * 1 + c0 * 3, s1 * 2 + c1 * 4});
+  auto i = runOp(OpKind::RotaryEmbedding, attrs({{"interleaved", int64_t(1)}}), {x, cs, sn, pos});
+  ASSERT_TRUE(i.ok());
+  expectNear((*i)[0], {1, 1, 1, 4},
+             {c0 * 1 - s0 * 2, s0 * 1 + c0 * 2, c1 * 3 - s1 * 4, s1 * 3 + c1 * 4});
+}
+
+TEST(LinalgAttention, SoftmaxWeightsAndCausalMask) {
+  Tensor q = Tensor::fromDoubles(DType::F32, {1, 1, 2, 2}, {1, 0, 0, 1});
+  Tensor k = Tensor::fromDoubles(DType::F32, {1, 1, 2, 2}, {1, 0, 0, 2});
+  Tensor v = Tensor::fromDoubles(DType::F32, {1, 1, 2, 1}, {10, 20});
+  auto r = runOp(OpKind::Attention, {}, {q, k, v});
+  ASSERT_TRUE(r.ok()) << r.error().render();
+  double s = 1 / std::sqrt(2.0);
+  auto mix = [&](double a, double b) { // softmax([a, b]) . [10, 20]
+    double ea = std::exp(a * s), eb = std::exp(b * s);
+    return (10 * ea + 20 * eb) / (ea + eb);
+  };
+  expectNear((*r)[0], {1, 1, 2, 1}, {mix(1, 0), mix(0, 2)});
+  auto c = runOp(OpKind::Attention, attrs({{"is_causal", int64_t(1)}}), {q, k, v});
+  ASSERT_TRUE(c.ok());
+  expectNear((*c)[0], {1, 1, 2, 1}, {10, mix(0, 2)});       // the first query sees only key 0
+  Tensor mask = Tensor::fromInts(DType::Bool, {2}, {0, 1}); // every query sees only key 1
+  auto m = runOp(OpKind::Attention, {}, {q, k, v, mask});
+  ASSERT_TRUE(m.ok()) << m.error().render();
+  expectNear((*m)[0], {1, 1, 2, 1}, {20, 20});
+}
+
+TEST(LinalgRoiAlign, AverageOfOneBin) {
+  std::vector<double> v(16);
+  for (int i = 0; i < 16; ++i) v[size_t(i)] = i;
+  Tensor x = Tensor::fromDoubles(DType::F32, {1, 1, 4, 4}, v);
+  Tensor rois = Tensor::fromDoubles(DType::F32, {1, 4}, {0, 0, 2, 2});
+  Tensor idx = Tensor::fromInts(DType::I64, {1}, {0});
+  // output_half_pixel: roi [-0.5, 1.5]^2, one 1x1 bin sampled on a 2x2 grid at 0 and 1.
+  auto r = runOp(OpKind::RoiAlign, attrs({{"sampling_ratio", int64_t(2)}}), {x, rois, idx});
+  ASSERT_TRUE(r.ok()) << r.error().render();
+  expectNear((*r)[0], {1, 1, 1, 1}, {(0 + 1 + 4 + 5) / 4.0});
+}
+
+TEST(LinalgInference, MoreErrorMessagesAndSymbolicShapes) {
+  SymInt n = SymInt::symbol("N"), h = SymInt::symbol("H");
+  auto d2s = inferOp(OpKind::DepthToSpace, attrs({{"blocksize", int64_t(2)}}),
+                     {typeOf(DType::F32, {1, 6, 2, 2})});
+  EXPECT_EQ(errorOf(d2s), "channels 6 must be divisible by blocksize^2 = 4");
+  auto s2d = inferOp(OpKind::SpaceToDepth, attrs({{"blocksize", int64_t(2)}}),
+                     {typeOf(DType::F32, {n, 3, h, 8})});
+  ASSERT_TRUE(s2d.ok()) << errorOf(s2d);
+  EXPECT_EQ((*s2d)[0].shape[1], SymInt(12));
+  EXPECT_EQ(*(*s2d)[0].shape[2].evaluate({{"H", 10}}), 5);
+  auto ct = inferOp(OpKind::ConvTranspose, attrs({{"strides", std::vector<int64_t>{2, 2}}}),
+                    {typeOf(DType::F32, {n, 4, h, 5}), typeOf(DType::F32, {4, 3, 3, 3})});
+  ASSERT_TRUE(ct.ok()) << errorOf(ct);
+  EXPECT_EQ((*ct)[0].shape[1], SymInt(3));
+  EXPECT_EQ((*ct)[0].shape[3], SymInt(11)); // (5 - 1) * 2 + 3
+  EXPECT_EQ(*(*ct)[0].shape[2].evaluate({{"H", 7}}), 15);
+  auto ctBad = inferOp(OpKind::ConvTranspose, {},
+                       {typeOf(DType::F32, {1, 4, 5, 5}), typeOf(DType::F32, {2, 3, 3, 3})});
+  EXPECT_EQ(errorOf(ctBad), "weights have 2 input channels, expected 4");
+  auto gp = inferOp(OpKind::GlobalAveragePool, {}, {typeOf(DType::F32, {n, 8, h, h, 3})});
+  ASSERT_TRUE(gp.ok());
+  EXPECT_EQ((*gp)[0].str(), TensorType({DType::F32, {n, 8, 1, 1, 1}}).str());
+  auto ein = inferOp(OpKind::Einsum, attrs({{"equation", std::string("ij,jk->ik")}}),
+                     {typeOf(DType::F32, {2, 3}), typeOf(DType::F32, {4, 5})});
+  EXPECT_EQ(errorOf(ein), "einsum dim 'j' has sizes 3 and 4");
+  auto det = inferOp(OpKind::Det, {}, {typeOf(DType::F32, {n, 3, 4})});
+  EXPECT_EQ(errorOf(det), "matrices must be square, got 3 x 4");
+  auto bias = inferOp(OpKind::Conv, {},
+                      {typeOf(DType::F32, {1, 3, 8, 8}), typeOf(DType::F32, {8, 3, 3, 3}),
+                       typeOf(DType::F32, {4})});
+  EXPECT_EQ(errorOf(bias), "bias must have shape [8], got [4]");
+}
+
+TEST(LinalgKernelErrors, BadRuntimeInputsAreUserErrors) {
+  // MaxUnpool with an index outside the output.
+  Tensor x = Tensor::fromDoubles(DType::F32, {1, 1, 1, 1}, {5});
+  Tensor idx = Tensor::fromInts(DType::I64, {1, 1, 1, 1}, {7});
+  auto r =
+      runOp(OpKind::MaxUnpool, attrs({{"kernel_shape", std::vector<int64_t>{2, 2}}}), {x, idx});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("index 7 is out of range [0, 4)"), std::string::npos)
+      << r.error().message();
+  // A RoiAlign batch index past the batch.
+  Tensor img = randomTensor(DType::F32, {1, 1, 4, 4}, 81);
+  Tensor rois = Tensor::fromDoubles(DType::F32, {1, 4}, {0, 0, 1, 1});
+  auto ra = runOp(OpKind::RoiAlign, {}, {img, rois, Tensor::fromInts(DType::I64, {1}, {3})});
+  ASSERT_FALSE(ra.ok());
+  EXPECT_NE(ra.error().message().find("batch index 3 is out of range"), std::string::npos);
+}
+
+TEST(LinalgMaxRoiPool, MaxPerBin) {
+  std::vector<double> v(16);
+  for (int i = 0; i < 16; ++i) v[size_t(i)] = i;
+  Tensor x = Tensor::fromDoubles(DType::F32, {1, 1, 4, 4}, v);
+  // Roi (batch 0, x1 0, y1 0, x2 3, y2 3): 4 x 4 pixels in 2 x 2 bins of 2 x 2.
+  Tensor rois = Tensor::fromDoubles(DType::F32, {2, 5}, {0, 0, 0, 3, 3, 0, 2, 0, 3, 1});
+  auto r =
+      runOp(OpKind::MaxRoiPool, attrs({{"pooled_shape", std::vector<int64_t>{2, 2}}}), {x, rois});
+  ASSERT_TRUE(r.ok()) << r.error().render();
+  // Second roi: columns 2..3, rows 0..1, one pixel per bin.
+  expectNear((*r)[0], {2, 1, 2, 2}, {5, 7, 13, 15, 2, 3, 6, 7});
+}
+
 } // namespace

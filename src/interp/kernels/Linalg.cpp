@@ -441,6 +441,7 @@ void registerLinalgKernels(KernelRegistry &r) {
   linalg::registerLinalgImageKernels(r);
   linalg::registerLinalgSampleKernels(r);
   linalg::registerLinalgRnnKernels(r);
+  linalg::registerLinalgAttentionKernels(r);
 }
 
 } // namespace coil

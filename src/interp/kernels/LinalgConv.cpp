@@ -141,6 +141,10 @@ Expected<std::vector<Tensor>> qLinearConvKernel(KernelContext &ctx) {
   COIL_TRY_STATUS(subtractZeroPoint(ctx, xv, 2, 1, "x_zero_point"));
   COIL_TRY_STATUS(subtractZeroPoint(ctx, wv, 5, m, "w_zero_point"));
   std::vector<double> acc = runConv(p, xv, wv);
+  for (size_t i : {1, 2, 6, 7})
+    if (ctx.hasInput(i) && ctx.input(i).numel() != 1)
+      return ctx.error("input " + std::to_string(i) + " must hold one value, got " +
+                       std::to_string(ctx.input(i).numel()));
   double xs = ctx.input(1).getDouble(0), ys = ctx.input(6).getDouble(0);
   double yz = ctx.input(7).getDouble(0);
   auto ws = ctx.input(4).toDoubles();
@@ -272,6 +276,8 @@ Expected<std::vector<Tensor>> col2ImKernel(KernelContext &ctx) {
   Shape img = ctx.input(1).toInts(), blk = ctx.input(2).toInts();
   if (img.size() != blk.size() || img.empty())
     return ctx.error("image_shape and block_shape must have the same non-zero length");
+  for (int64_t d : img)
+    if (d < 0) return ctx.error("image_shape must be non-negative, got " + std::to_string(d));
   COIL_TRY(Window win, computeWindow(ctx, img, blk, false));
   int64_t kSize = numelOf(blk), l = numelOf(Shape(win.out.begin(), win.out.end()));
   if (x.dim(1) % kSize != 0)

@@ -28,5 +28,6 @@ void registerLinalgPoolKernels(KernelRegistry &r);
 void registerLinalgImageKernels(KernelRegistry &r);
 void registerLinalgSampleKernels(KernelRegistry &r);
 void registerLinalgRnnKernels(KernelRegistry &r);
+void registerLinalgAttentionKernels(KernelRegistry &r);
 
 } // namespace coil::linalg

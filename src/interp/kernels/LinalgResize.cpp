@@ -176,7 +176,8 @@ Expected<std::vector<Tensor>> resizeKernel(KernelContext &ctx) {
       return ctx.error("scales must have " + std::to_string(na) + " values, got " +
                        std::to_string(sc.size()));
     for (size_t i = 0; i < na; ++i) {
-      if (!(sc[i] > 0)) return ctx.error("scales must be positive, got " + std::to_string(sc[i]));
+      if (!(sc[i] > 0) || !std::isfinite(sc[i]) || sc[i] * double(x.dim(axes[i])) > 9.0e15)
+        return ctx.error("scales must be positive, got " + std::to_string(sc[i]));
       scale[size_t(axes[i])] = sc[i];
       outShape[size_t(axes[i])] = int64_t(std::floor(sc[i] * double(x.dim(axes[i]))));
     }

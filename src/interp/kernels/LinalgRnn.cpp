@@ -259,6 +259,8 @@ Expected<std::vector<Tensor>> rotaryEmbeddingKernel(KernelContext &ctx) {
     return ctx.error("rotary_embedding_dim " + std::to_string(rd) +
                      " must be even and at most the head size " + std::to_string(headSize));
   int64_t half = rd / 2;
+  if (cosC.rank() < 1 || sinC.rank() < 1)
+    return ctx.error("the cos and sin caches must have rank >= 1");
   if (cosC.dim(cosC.rank() - 1) != half || sinC.dim(sinC.rank() - 1) != half)
     return ctx.error("the last dim of the cos and sin caches must be " + std::to_string(half));
   std::vector<int64_t> pos;

@@ -40,6 +40,9 @@ Expected<std::vector<Tensor>> gridSampleKernel(KernelContext &ctx) {
       grid.dim(0) != x.dim(0))
     return ctx.error("grid of shape " + shapeStr(grid.shape()) + " does not fit input " +
                      shapeStr(x.shape()));
+  for (int64_t i = 2; i < x.rank(); ++i)
+    if (x.dim(i) < 1 && grid.numel() > 0)
+      return ctx.error("cannot sample an input with an empty spatial dim");
   const Attrs &at = ctx.attrs();
   std::string mode = at.getString("mode", "linear"), pad = at.getString("padding_mode", "zeros");
   if (mode == "bilinear") mode = "linear";
@@ -181,6 +184,9 @@ Expected<std::vector<Tensor>> roiAlignKernel(KernelContext &ctx) {
   bool isMax = at.getString("mode", "avg") == "max";
   bool halfPixel = at.getString("coordinate_transformation_mode", "half_pixel") == "half_pixel";
   int64_t nr = rois.dim(0), c = x.dim(1), h = x.dim(2), w = x.dim(3);
+  if (ph < 1 || pw < 1) return ctx.error("output_height and output_width must be positive");
+  if ((h < 1 || w < 1) && nr > 0)
+    return ctx.error("cannot pool from an input with an empty spatial dim");
   auto xv = x.toDoubles(), rv = rois.toDoubles();
   std::vector<double> out(size_t(nr * c * ph * pw));
   for (int64_t r = 0; r < nr; ++r) {

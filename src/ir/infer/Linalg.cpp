@@ -461,7 +461,8 @@ Expected<Types> inferResize(InferContext &ctx) {
     if (!sc) return unknown();
     std::vector<double> s = sc->toDoubles();
     for (size_t i = 0; i < n; ++i) {
-      if (!(s[i] > 0)) return ctx.error("scales must be positive, got " + std::to_string(s[i]));
+      if (!(s[i] > 0) || !std::isfinite(s[i]) || s[i] > 1e12)
+        return ctx.error("scales must be positive, got " + std::to_string(s[i]));
       SymInt in = x.shape[size_t(axes[i])];
       double sf = double(float(s[i]));
       if (sf == 1.0) continue;
@@ -763,6 +764,34 @@ Expected<Types> inferRotaryEmbedding(InferContext &ctx) {
   return Types{x};
 }
 
+Expected<Types> inferAttention(InferContext &ctx) {
+  COIL_TRY_STATUS(requireFloat(ctx, 0));
+  const Attrs &at = ctx.node.attrs;
+  const TensorType &q = ctx.input(0), &k = ctx.input(1), &v = ctx.input(2);
+  if (q.rank() != k.rank() || q.rank() != v.rank() || (q.rank() != 3 && q.rank() != 4))
+    return ctx.error("Q, K and V must all have rank 3 or all rank 4, got ranks " +
+                     std::to_string(q.rank()) + ", " + std::to_string(k.rank()) + ", " +
+                     std::to_string(v.rank()));
+  SymInt b = q.shape[0], hq, sq, hk, sk, dk, dv;
+  if (q.rank() == 4) {
+    hq = q.shape[1], sq = q.shape[2], hk = k.shape[1], sk = k.shape[2], dk = k.shape[3];
+    dv = v.shape[3];
+  } else {
+    int64_t qh = at.getInt("q_num_heads", 0), kh = at.getInt("kv_num_heads", 0);
+    if (qh < 1 || kh < 1)
+      return ctx.error("q_num_heads and kv_num_heads are required for 3-D inputs");
+    hq = qh, sq = q.shape[1], hk = kh, sk = k.shape[1];
+    dk = floorDiv(k.shape[2], kh), dv = floorDiv(v.shape[2], kh);
+  }
+  SymInt total = sk;
+  if (ctx.hasInput(4)) total = ctx.input(4).shape.size() == 4 ? ctx.input(4).shape[2] + sk : total;
+  Dims y = q.rank() == 4 ? Dims{b, hq, sq, dv} : Dims{b, sq, hq * dv};
+  return Types{{q.dtype, y},
+               {k.dtype, {b, hk, total, dk}},
+               {v.dtype, {b, hk, total, dv}},
+               {q.dtype, {b, hq, sq, total}}};
+}
+
 } // namespace
 
 void registerLinalgInfer(InferRegistry &r) {
@@ -787,6 +816,7 @@ void registerLinalgInfer(InferRegistry &r) {
   r.add(OpKind::Einsum, inferEinsum);
   r.add(OpKind::Col2Im, inferCol2Im);
   r.add(OpKind::Det, inferDet);
+  r.add(OpKind::Attention, inferAttention);
   r.add(OpKind::RNN, inferRecurrent);
   r.add(OpKind::GRU, inferRecurrent);
   r.add(OpKind::LSTM, inferRecurrent);
