@@ -323,8 +323,8 @@ struct SymIntBuilder {
       for (const SymInt &t : factors[0].operands()) {
         Term st = t.isConstant() ? Term{t.constant(), SymInt(1)} : splitTerm(t);
         int64_t c;
-        if (__builtin_mul_overflow(st.coef, k, &c))
-          return make(Kind::Mul, {SymInt(k), factors[0]}, true);
+        if (__builtin_mul_overflow(st.coef, k, &c)) // keep it factored
+          return make(Kind::Mul, {SymInt(k), factors[0]});
         terms.push_back(t.isConstant() ? SymInt(c) : makeTerm(c, st.mono));
       }
       return makeAdd(terms);
@@ -443,7 +443,7 @@ std::vector<SymInt> factorsOf(const SymInt &mono) {
 
 /// If term (coef, mono) is a multiple of divisor (dcoef, dmono), its quotient.
 std::optional<SymInt> divideTerm(const B::Term &t, const B::Term &d) {
-  if (d.coef == 0 || t.coef % d.coef != 0 || (t.coef == INT64_MIN && d.coef == -1))
+  if (d.coef == 0 || (t.coef == INT64_MIN && d.coef == -1) || t.coef % d.coef != 0)
     return std::nullopt;
   std::vector<SymInt> tf = factorsOf(t.mono), df = factorsOf(d.mono);
   // Both sorted: multiset difference.
