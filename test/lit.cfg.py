@@ -3,7 +3,7 @@ import os
 import lit.formats
 
 config.name = "coil"
-config.test_format = lit.formats.ShTest(True)
+config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".coil", ".test"]
 config.excludes = ["Inputs", "conformance", "CMakeLists.txt"]
 config.test_source_root = os.path.join(config.coil_src_dir, "test")

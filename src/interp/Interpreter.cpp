@@ -11,8 +11,7 @@ namespace {
 
 std::string dimsStr(const std::vector<SymInt> &s) {
   std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i)
-    r += (i ? ", " : "") + s[i].str();
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + s[i].str();
   return r + "]";
 }
 
@@ -24,8 +23,7 @@ int64_t matchShape(const std::vector<SymInt> &sym, const Shape &actual, SymBindi
   for (size_t i = 0; i < sym.size(); ++i) {
     const SymInt &d = sym[i];
     if (d.isConstant()) {
-      if (d.constant() != actual[i])
-        return int64_t(i);
+      if (d.constant() != actual[i]) return int64_t(i);
     } else if (d.isSymbol()) {
       auto it = b.find(d.symbolName());
       if (it == b.end())
@@ -55,20 +53,18 @@ Expected<SymBindings> bindInputs(const Graph &g, const std::vector<Tensor> &inpu
                          std::string(dtypeName(v.type.dtype)) + ", got " +
                          std::string(dtypeName(t.dtype())));
     if (t.rank() != v.type.rank())
-      return Error::user("input '" + v.name + "' must have rank " +
-                         std::to_string(v.type.rank()) + " (shape " + dimsStr(v.type.shape) +
-                         "), got shape " + shapeStr(t.shape()));
+      return Error::user("input '" + v.name + "' must have rank " + std::to_string(v.type.rank()) +
+                         " (shape " + dimsStr(v.type.shape) + "), got shape " +
+                         shapeStr(t.shape()));
     int64_t bad = matchShape(v.type.shape, t.shape(), b, pending);
     if (bad >= 0)
       return Error::user("input '" + v.name + "' must have shape " + dimsStr(v.type.shape) +
-                         ", got " + shapeStr(t.shape()) + " (dim " + std::to_string(bad) +
-                         ")");
+                         ", got " + shapeStr(t.shape()) + " (dim " + std::to_string(bad) + ")");
   }
   for (const auto &[e, actual] : pending) {
     auto val = e.evaluate(b);
     if (!val.ok() || *val != actual)
-      return Error::user("an input dim must equal " + e.str() + ", got " +
-                         std::to_string(actual));
+      return Error::user("an input dim must equal " + e.str() + ", got " + std::to_string(actual));
   }
   for (const auto &[name, value] : b) {
     auto it = g.symbols.find(name);
@@ -84,10 +80,8 @@ Expected<std::vector<Tensor>> interpret(const Graph &g, const std::vector<Tensor
                                         const InterpOptions &opts) {
   COIL_TRY(SymBindings bindings, bindInputs(g, inputs));
   std::vector<Tensor> vals(g.numValues());
-  for (size_t i = 0; i < inputs.size(); ++i)
-    vals[size_t(g.inputs[i])] = inputs[i];
-  for (const auto &[v, t] : g.constants())
-    vals[size_t(v)] = t;
+  for (size_t i = 0; i < inputs.size(); ++i) vals[size_t(g.inputs[i])] = inputs[i];
+  for (const auto &[v, t] : g.constants()) vals[size_t(v)] = t;
 
   auto evalSymConstant = [&](ValueId v) -> Status {
     const std::vector<SymInt> &elems = g.symConstant(v);
@@ -99,8 +93,7 @@ Expected<std::vector<Tensor>> interpret(const Graph &g, const std::vector<Tensor
       ints.push_back(*x);
     }
     Shape shape;
-    if (g.value(v).type.rank() == 1)
-      shape.push_back(int64_t(ints.size()));
+    if (g.value(v).type.rank() == 1) shape.push_back(int64_t(ints.size()));
     vals[size_t(v)] = Tensor::fromInts(DType::I64, shape, ints);
     return okStatus();
   };
@@ -115,8 +108,7 @@ Expected<std::vector<Tensor>> interpret(const Graph &g, const std::vector<Tensor
                              "' has no reference kernel in the interpreter",
                          n.loc);
     std::vector<TensorType> outTypes;
-    for (ValueId o : n.outputs)
-      outTypes.push_back(g.value(o).type);
+    for (ValueId o : n.outputs) outTypes.push_back(g.value(o).type);
     KernelContext ctx{n, {}, &outTypes};
     for (ValueId in : n.inputs) {
       if (in < 0) {
@@ -130,8 +122,7 @@ Expected<std::vector<Tensor>> interpret(const Graph &g, const std::vector<Tensor
       ctx.inputs.push_back(&vals[size_t(in)]);
     }
     auto res = fn(ctx);
-    if (!res.ok())
-      return res.error().withDefaultLoc(n.loc);
+    if (!res.ok()) return res.error().withDefaultLoc(n.loc);
     std::vector<Tensor> &outs = *res;
     if (outs.size() < n.outputs.size())
       return Error::internal("kernel returned " + std::to_string(outs.size()) +
@@ -142,27 +133,24 @@ Expected<std::vector<Tensor>> interpret(const Graph &g, const std::vector<Tensor
       const Tensor &t = outs[k];
       std::vector<std::pair<SymInt, int64_t>> pending;
       bool ok = t.dtype() == ov.type.dtype && t.rank() == ov.type.rank();
-      if (ok)
-        ok = matchShape(ov.type.shape, t.shape(), bindings, pending) < 0;
+      if (ok) ok = matchShape(ov.type.shape, t.shape(), bindings, pending) < 0;
       for (const auto &[e, actual] : pending) {
         auto x = e.evaluate(bindings);
         ok = ok && (!x.ok() || *x == actual); // unbound: a data-dependent expression
       }
       if (!ok)
-        return Error::internal("output '" + ov.name + "' is " +
-                                   std::string(dtypeName(t.dtype())) + shapeStr(t.shape()) +
-                                   " but its inferred type is " + ov.type.str(),
+        return Error::internal("output '" + ov.name + "' is " + std::string(dtypeName(t.dtype())) +
+                                   shapeStr(t.shape()) + " but its inferred type is " +
+                                   ov.type.str(),
                                n.loc);
       vals[size_t(n.outputs[k])] = t;
     }
     outs.resize(n.outputs.size());
-    if (opts.afterNode)
-      opts.afterNode(n, outs);
+    if (opts.afterNode) opts.afterNode(n, outs);
   }
   std::vector<Tensor> result;
   for (ValueId o : g.outputs) {
-    if (!vals[size_t(o)].defined() && g.isSymConstant(o))
-      COIL_TRY_STATUS(evalSymConstant(o));
+    if (!vals[size_t(o)].defined() && g.isSymConstant(o)) COIL_TRY_STATUS(evalSymConstant(o));
     result.push_back(vals[size_t(o)]);
   }
   return result;

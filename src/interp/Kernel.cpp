@@ -37,22 +37,20 @@ Expected<Shape> broadcastConcrete(const Shape &a, const Shape &b) {
     int64_t x = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
     int64_t y = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
     if (x != y && x != 1 && y != 1)
-      return Error::user("shapes " + shapeStr(a) + " and " + shapeStr(b) +
-                         " cannot be broadcast");
+      return Error::user("shapes " + shapeStr(a) + " and " + shapeStr(b) + " cannot be broadcast");
     out[i] = x == 1 ? y : x;
   }
   return out;
 }
 
 std::vector<int64_t> broadcastIndex(const Shape &in, const Shape &out) {
-  COIL_CHECK(in.size() <= out.size()) << "broadcastIndex: rank " << in.size() << " > "
-                                      << out.size();
+  COIL_CHECK(in.size() <= out.size())
+      << "broadcastIndex: rank " << in.size() << " > " << out.size();
   size_t off = out.size() - in.size();
   std::vector<int64_t> inStrides = contiguousStrides(in);
   // Effective stride per output dim: 0 where the input dim is broadcast.
   std::vector<int64_t> st(out.size(), 0);
-  for (size_t i = 0; i < in.size(); ++i)
-    st[i + off] = in[i] == 1 ? 0 : inStrides[i];
+  for (size_t i = 0; i < in.size(); ++i) st[i + off] = in[i] == 1 ? 0 : inStrides[i];
   int64_t n = numelOf(out);
   std::vector<int64_t> map(static_cast<size_t>(n));
   std::vector<int64_t> idx(out.size(), 0);

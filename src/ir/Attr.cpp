@@ -5,10 +5,12 @@
 
 namespace coil {
 
-AttrKind attrKind(const AttrValue &v) { return AttrKind(v.index()); }
+AttrKind attrKind(const AttrValue &v) {
+  return AttrKind(v.index());
+}
 
 const char *attrKindName(AttrKind k) {
-  static const char *names[] = {"int",   "float",   "string", "ints",
+  static const char *names[] = {"int",    "float",   "string", "ints",
                                 "floats", "strings", "tensor", "syms"};
   return names[int(k)];
 }
@@ -32,8 +34,7 @@ int64_t Attrs::getInt(const std::string &name, int64_t dflt) const {
 }
 double Attrs::getFloat(const std::string &name, double dflt) const {
   const AttrValue *v = find(name);
-  if (v && std::holds_alternative<int64_t>(*v))
-    return double(std::get<int64_t>(*v));
+  if (v && std::holds_alternative<int64_t>(*v)) return double(std::get<int64_t>(*v));
   return v ? expectKind<double>(*v, name) : dflt;
 }
 std::string Attrs::getString(const std::string &name, const std::string &dflt) const {
@@ -54,37 +55,30 @@ std::vector<std::string> Attrs::getStrings(const std::string &name) const {
 }
 std::optional<Tensor> Attrs::getTensor(const std::string &name) const {
   const AttrValue *v = find(name);
-  if (!v)
-    return std::nullopt;
+  if (!v) return std::nullopt;
   return expectKind<Tensor>(*v, name);
 }
 std::optional<int64_t> Attrs::maybeInt(const std::string &name) const {
   const AttrValue *v = find(name);
-  if (!v)
-    return std::nullopt;
+  if (!v) return std::nullopt;
   return expectKind<int64_t>(*v, name);
 }
 std::optional<std::vector<int64_t>> Attrs::maybeInts(const std::string &name) const {
   const AttrValue *v = find(name);
-  if (!v)
-    return std::nullopt;
+  if (!v) return std::nullopt;
   return expectKind<std::vector<int64_t>>(*v, name);
 }
 
 bool attrValueEqual(const AttrValue &a, const AttrValue &b) {
-  if (a.index() != b.index())
-    return false;
-  if (const Tensor *ta = std::get_if<Tensor>(&a))
-    return ta->identical(std::get<Tensor>(b));
+  if (a.index() != b.index()) return false;
+  if (const Tensor *ta = std::get_if<Tensor>(&a)) return ta->identical(std::get<Tensor>(b));
   return a == b;
 }
 
 bool operator==(const Attrs &a, const Attrs &b) {
-  if (a.map_.size() != b.map_.size())
-    return false;
+  if (a.map_.size() != b.map_.size()) return false;
   for (auto ia = a.map_.begin(), ib = b.map_.begin(); ia != a.map_.end(); ++ia, ++ib)
-    if (ia->first != ib->first || !attrValueEqual(ia->second, ib->second))
-      return false;
+    if (ia->first != ib->first || !attrValueEqual(ia->second, ib->second)) return false;
   return true;
 }
 

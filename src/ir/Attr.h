@@ -18,9 +18,9 @@
 
 namespace coil {
 
-using AttrValue = std::variant<int64_t, double, std::string, std::vector<int64_t>,
-                               std::vector<double>, std::vector<std::string>, Tensor,
-                               std::vector<SymInt>>;
+using AttrValue =
+    std::variant<int64_t, double, std::string, std::vector<int64_t>, std::vector<double>,
+                 std::vector<std::string>, Tensor, std::vector<SymInt>>;
 
 enum class AttrKind { Int, Float, String, Ints, Floats, Strings, Tensor, Syms };
 AttrKind attrKind(const AttrValue &v);

@@ -12,7 +12,8 @@ namespace coil {
 std::string_view dtypeName(DType t) {
   switch (t) {
 #define COIL_DTYPE_NAME(E, N, T, S)                                                                \
-  case DType::E: return N;
+  case DType::E:                                                                                   \
+    return N;
     COIL_FOR_EACH_DTYPE(COIL_DTYPE_NAME)
 #undef COIL_DTYPE_NAME
   }
@@ -21,8 +22,7 @@ std::string_view dtypeName(DType t) {
 
 std::optional<DType> parseDType(std::string_view name) {
 #define COIL_DTYPE_PARSE(E, N, T, S)                                                               \
-  if (name == N)                                                                                   \
-    return DType::E;
+  if (name == N) return DType::E;
   COIL_FOR_EACH_DTYPE(COIL_DTYPE_PARSE)
 #undef COIL_DTYPE_PARSE
   return std::nullopt;
@@ -31,7 +31,8 @@ std::optional<DType> parseDType(std::string_view name) {
 size_t dtypeSize(DType t) {
   switch (t) {
 #define COIL_DTYPE_SIZE(E, N, T, S)                                                                \
-  case DType::E: return S;
+  case DType::E:                                                                                   \
+    return S;
     COIL_FOR_EACH_DTYPE(COIL_DTYPE_SIZE)
 #undef COIL_DTYPE_SIZE
   }
@@ -45,8 +46,12 @@ bool isUnsigned(DType t) {
   return t == DType::U8 || t == DType::U16 || t == DType::U32 || t == DType::U64 ||
          t == DType::Bool;
 }
-bool isInteger(DType t) { return !isFloat(t) && t != DType::Bool; }
-bool isSigned(DType t) { return !isUnsigned(t); }
+bool isInteger(DType t) {
+  return !isFloat(t) && t != DType::Bool;
+}
+bool isSigned(DType t) {
+  return !isUnsigned(t);
+}
 
 float halfToFloat(uint16_t h) {
   uint32_t sign = uint32_t(h & 0x8000) << 16;
@@ -87,7 +92,7 @@ uint16_t floatToHalf(float f) {
     // value = absx as float; half subnormal unit is 2^-24.
     float a;
     std::memcpy(&a, &absx, 4);
-    float scaled = a * 16777216.0f; // 2^24
+    float scaled = a * 16777216.0f;   // 2^24
     float r = std::nearbyint(scaled); // ties to even under the default rounding mode
     return uint16_t(sign | uint32_t(r));
   }
@@ -118,13 +123,10 @@ uint16_t floatToBf16(float f) {
 
 namespace {
 template <typename I> I floatToIntSat(double v) {
-  if (std::isnan(v))
-    return 0;
+  if (std::isnan(v)) return 0;
   double lo = double(std::numeric_limits<I>::min()), hi = double(std::numeric_limits<I>::max());
-  if (v <= lo)
-    return std::numeric_limits<I>::min();
-  if (v >= hi)
-    return std::numeric_limits<I>::max();
+  if (v <= lo) return std::numeric_limits<I>::min();
+  if (v >= hi) return std::numeric_limits<I>::max();
   return I(v);
 }
 template <typename T> T ld(const void *p, size_t i) {
@@ -139,48 +141,78 @@ template <typename T> void st(void *p, size_t i, T v) {
 
 double loadAsDouble(DType t, const void *p, size_t i) {
   switch (t) {
-  case DType::F64: return ld<double>(p, i);
-  case DType::F32: return ld<float>(p, i);
-  case DType::F16: return halfToFloat(ld<uint16_t>(p, i));
-  case DType::BF16: return bf16ToFloat(ld<uint16_t>(p, i));
-  case DType::I64: return double(ld<int64_t>(p, i));
-  case DType::I32: return ld<int32_t>(p, i);
-  case DType::I16: return ld<int16_t>(p, i);
-  case DType::I8: return ld<int8_t>(p, i);
-  case DType::U64: return double(ld<uint64_t>(p, i));
-  case DType::U32: return ld<uint32_t>(p, i);
-  case DType::U16: return ld<uint16_t>(p, i);
-  case DType::U8: return ld<uint8_t>(p, i);
-  case DType::Bool: return ld<uint8_t>(p, i) ? 1.0 : 0.0;
+  case DType::F64:
+    return ld<double>(p, i);
+  case DType::F32:
+    return ld<float>(p, i);
+  case DType::F16:
+    return halfToFloat(ld<uint16_t>(p, i));
+  case DType::BF16:
+    return bf16ToFloat(ld<uint16_t>(p, i));
+  case DType::I64:
+    return double(ld<int64_t>(p, i));
+  case DType::I32:
+    return ld<int32_t>(p, i);
+  case DType::I16:
+    return ld<int16_t>(p, i);
+  case DType::I8:
+    return ld<int8_t>(p, i);
+  case DType::U64:
+    return double(ld<uint64_t>(p, i));
+  case DType::U32:
+    return ld<uint32_t>(p, i);
+  case DType::U16:
+    return ld<uint16_t>(p, i);
+  case DType::U8:
+    return ld<uint8_t>(p, i);
+  case DType::Bool:
+    return ld<uint8_t>(p, i) ? 1.0 : 0.0;
   }
   return 0;
 }
 
 int64_t loadAsInt(DType t, const void *p, size_t i) {
   switch (t) {
-  case DType::I64: return ld<int64_t>(p, i);
-  case DType::I32: return ld<int32_t>(p, i);
-  case DType::I16: return ld<int16_t>(p, i);
-  case DType::I8: return ld<int8_t>(p, i);
-  case DType::U64: return int64_t(ld<uint64_t>(p, i));
-  case DType::U32: return ld<uint32_t>(p, i);
-  case DType::U16: return ld<uint16_t>(p, i);
-  case DType::U8: return ld<uint8_t>(p, i);
-  case DType::Bool: return ld<uint8_t>(p, i) ? 1 : 0;
-  default: return floatToIntSat<int64_t>(loadAsDouble(t, p, i));
+  case DType::I64:
+    return ld<int64_t>(p, i);
+  case DType::I32:
+    return ld<int32_t>(p, i);
+  case DType::I16:
+    return ld<int16_t>(p, i);
+  case DType::I8:
+    return ld<int8_t>(p, i);
+  case DType::U64:
+    return int64_t(ld<uint64_t>(p, i));
+  case DType::U32:
+    return ld<uint32_t>(p, i);
+  case DType::U16:
+    return ld<uint16_t>(p, i);
+  case DType::U8:
+    return ld<uint8_t>(p, i);
+  case DType::Bool:
+    return ld<uint8_t>(p, i) ? 1 : 0;
+  default:
+    return floatToIntSat<int64_t>(loadAsDouble(t, p, i));
   }
 }
 
 void storeFromDouble(DType t, void *p, size_t i, double v) {
   switch (t) {
-  case DType::F64: return st<double>(p, i, v);
-  case DType::F32: return st<float>(p, i, float(v));
-  case DType::F16: return st<uint16_t>(p, i, floatToHalf(float(v)));
-  case DType::BF16: return st<uint16_t>(p, i, floatToBf16(float(v)));
-  case DType::Bool: return st<uint8_t>(p, i, v != 0.0 ? 1 : 0);
-  case DType::U64: return st<uint64_t>(p, i, v < 0 ? uint64_t(floatToIntSat<int64_t>(v))
-                                                   : floatToIntSat<uint64_t>(v));
-  default: return storeFromInt(t, p, i, floatToIntSat<int64_t>(v));
+  case DType::F64:
+    return st<double>(p, i, v);
+  case DType::F32:
+    return st<float>(p, i, float(v));
+  case DType::F16:
+    return st<uint16_t>(p, i, floatToHalf(float(v)));
+  case DType::BF16:
+    return st<uint16_t>(p, i, floatToBf16(float(v)));
+  case DType::Bool:
+    return st<uint8_t>(p, i, v != 0.0 ? 1 : 0);
+  case DType::U64:
+    return st<uint64_t>(p, i,
+                        v < 0 ? uint64_t(floatToIntSat<int64_t>(v)) : floatToIntSat<uint64_t>(v));
+  default:
+    return storeFromInt(t, p, i, floatToIntSat<int64_t>(v));
   }
 }
 
@@ -189,16 +221,26 @@ void storeFromInt(DType t, void *p, size_t i, int64_t v) {
   case DType::F64:
   case DType::F32:
   case DType::F16:
-  case DType::BF16: return storeFromDouble(t, p, i, double(v));
-  case DType::I64: return st<int64_t>(p, i, v);
-  case DType::I32: return st<int32_t>(p, i, int32_t(uint32_t(v)));
-  case DType::I16: return st<int16_t>(p, i, int16_t(uint16_t(v)));
-  case DType::I8: return st<int8_t>(p, i, int8_t(uint8_t(v)));
-  case DType::U64: return st<uint64_t>(p, i, uint64_t(v));
-  case DType::U32: return st<uint32_t>(p, i, uint32_t(v));
-  case DType::U16: return st<uint16_t>(p, i, uint16_t(v));
-  case DType::U8: return st<uint8_t>(p, i, uint8_t(v));
-  case DType::Bool: return st<uint8_t>(p, i, v != 0 ? 1 : 0);
+  case DType::BF16:
+    return storeFromDouble(t, p, i, double(v));
+  case DType::I64:
+    return st<int64_t>(p, i, v);
+  case DType::I32:
+    return st<int32_t>(p, i, int32_t(uint32_t(v)));
+  case DType::I16:
+    return st<int16_t>(p, i, int16_t(uint16_t(v)));
+  case DType::I8:
+    return st<int8_t>(p, i, int8_t(uint8_t(v)));
+  case DType::U64:
+    return st<uint64_t>(p, i, uint64_t(v));
+  case DType::U32:
+    return st<uint32_t>(p, i, uint32_t(v));
+  case DType::U16:
+    return st<uint16_t>(p, i, uint16_t(v));
+  case DType::U8:
+    return st<uint8_t>(p, i, uint8_t(v));
+  case DType::Bool:
+    return st<uint8_t>(p, i, v != 0 ? 1 : 0);
   }
 }
 

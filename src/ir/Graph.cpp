@@ -10,8 +10,7 @@ namespace coil {
 std::optional<Shape> TensorType::concreteShape() const {
   Shape s;
   for (const SymInt &d : shape) {
-    if (!d.isConstant())
-      return std::nullopt;
+    if (!d.isConstant()) return std::nullopt;
     s.push_back(d.constant());
   }
   return s;
@@ -20,8 +19,7 @@ std::optional<Shape> TensorType::concreteShape() const {
 std::string TensorType::str() const {
   std::string s(dtypeName(dtype));
   s += "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    s += (i ? ", " : "") + shape[i].str();
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + shape[i].str();
   return s + "]";
 }
 
@@ -41,8 +39,7 @@ ValueId Graph::addInput(std::string name, TensorType type) {
 
 ValueId Graph::addConstant(std::string name, Tensor t) {
   TensorType type{t.dtype(), {}};
-  for (int64_t d : t.shape())
-    type.shape.push_back(d);
+  for (int64_t d : t.shape()) type.shape.push_back(d);
   ValueId id = addValue(std::move(name), std::move(type), ValueKind::Constant);
   constants_[id] = std::move(t);
   return id;
@@ -51,8 +48,7 @@ ValueId Graph::addConstant(std::string name, Tensor t) {
 ValueId Graph::addSymConstant(std::string name, std::vector<SymInt> elems, bool scalar) {
   COIL_CHECK(!scalar || elems.size() == 1) << "scalar symbolic constant needs one element";
   TensorType type{DType::I64, {}};
-  if (!scalar)
-    type.shape.push_back(int64_t(elems.size()));
+  if (!scalar) type.shape.push_back(int64_t(elems.size()));
   ValueId id = addValue(std::move(name), std::move(type), ValueKind::SymConstant);
   symConstants_[id] = std::move(elems);
   return id;
@@ -60,18 +56,15 @@ ValueId Graph::addSymConstant(std::string name, std::vector<SymInt> elems, bool 
 
 std::optional<ValueId> Graph::findValue(const std::string &name) const {
   auto it = byName_.find(name);
-  if (it == byName_.end())
-    return std::nullopt;
+  if (it == byName_.end()) return std::nullopt;
   return it->second;
 }
 
 std::string Graph::uniqueName(const std::string &base) const {
-  if (!byName_.count(base))
-    return base;
+  if (!byName_.count(base)) return base;
   for (int i = 1;; ++i) {
     std::string n = base + "_" + std::to_string(i);
-    if (!byName_.count(n))
-      return n;
+    if (!byName_.count(n)) return n;
   }
 }
 
@@ -93,14 +86,12 @@ Graph Graph::compacted() const {
   while (!stack.empty()) {
     ValueId v = stack.back();
     stack.pop_back();
-    if (v < 0 || liveValue[size_t(v)])
-      continue;
+    if (v < 0 || liveValue[size_t(v)]) continue;
     liveValue[size_t(v)] = true;
     int32_t p = values_[size_t(v)].producer;
     if (p >= 0 && !liveNode[size_t(p)]) {
       liveNode[size_t(p)] = true;
-      for (ValueId in : nodes_[size_t(p)].inputs)
-        stack.push_back(in);
+      for (ValueId in : nodes_[size_t(p)].inputs) stack.push_back(in);
       for (ValueId out : nodes_[size_t(p)].outputs) // keep every output of a live node
         liveValue[size_t(out)] = true;
     }
@@ -113,28 +104,24 @@ Graph Graph::compacted() const {
   for (ValueId in : inputs) // graph inputs are kept even when unused: they are the signature
     remap[size_t(in)] = g.addInput(values_[size_t(in)].name, values_[size_t(in)].type);
   for (const auto &[v, t] : constants_)
-    if (liveValue[size_t(v)])
-      remap[size_t(v)] = g.addConstant(values_[size_t(v)].name, t);
+    if (liveValue[size_t(v)]) remap[size_t(v)] = g.addConstant(values_[size_t(v)].name, t);
   for (const auto &[v, e] : symConstants_)
     if (liveValue[size_t(v)])
       remap[size_t(v)] =
           g.addSymConstant(values_[size_t(v)].name, e, values_[size_t(v)].type.rank() == 0);
   for (size_t i = 0; i < nodes_.size(); ++i) {
-    if (!liveNode[i])
-      continue;
+    if (!liveNode[i]) continue;
     Node n = nodes_[i]; // topological order: its inputs are already remapped
-    for (ValueId &in : n.inputs)
-      in = mapOf(in);
+    for (ValueId &in : n.inputs) in = mapOf(in);
     for (ValueId &out : n.outputs) {
-      ValueId fresh = g.addValue(values_[size_t(out)].name, values_[size_t(out)].type,
-                                 ValueKind::NodeOutput);
+      ValueId fresh =
+          g.addValue(values_[size_t(out)].name, values_[size_t(out)].type, ValueKind::NodeOutput);
       remap[size_t(out)] = fresh;
       out = fresh;
     }
     g.addNode(std::move(n));
   }
-  for (ValueId out : outputs)
-    g.outputs.push_back(mapOf(out));
+  for (ValueId out : outputs) g.outputs.push_back(mapOf(out));
   return g;
 }
 

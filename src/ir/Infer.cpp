@@ -37,7 +37,9 @@ const InferRegistry &registry() {
 }
 } // namespace
 
-InferFn inferFnFor(OpKind op) { return registry().get(op); }
+InferFn inferFnFor(OpKind op) {
+  return registry().get(op);
+}
 
 Expected<std::vector<TensorType>> inferNode(InferContext &ctx) {
   InferFn fn = inferFnFor(ctx.node.op);
@@ -45,8 +47,7 @@ Expected<std::vector<TensorType>> inferNode(InferContext &ctx) {
     return Error::user("op '" + std::string(opName(ctx.node.op)) + "' is not supported",
                        ctx.node.loc);
   auto r = fn(ctx);
-  if (!r.ok())
-    return r.error().withDefaultLoc(ctx.node.loc);
+  if (!r.ok()) return r.error().withDefaultLoc(ctx.node.loc);
   if (r->size() > ctx.node.outputs.size())
     r->resize(ctx.node.outputs.size()); // optional trailing outputs not requested
   return r;
@@ -67,12 +68,11 @@ Expected<std::vector<SymInt>> broadcastShapes(const std::vector<SymInt> &a,
     } else if (x.isConstant() && y.isConstant()) {
       auto str = [](const std::vector<SymInt> &s) {
         std::string r = "[";
-        for (size_t k = 0; k < s.size(); ++k)
-          r += (k ? ", " : "") + s[k].str();
+        for (size_t k = 0; k < s.size(); ++k) r += (k ? ", " : "") + s[k].str();
         return r + "]";
       };
-      return Error::user("shapes " + str(a) + " and " + str(b) +
-                         " cannot be broadcast (dim " + x.str() + " vs " + y.str() + ")");
+      return Error::user("shapes " + str(a) + " and " + str(b) + " cannot be broadcast (dim " +
+                         x.str() + " vs " + y.str() + ")");
     } else if (x.isConstant()) {
       out[i] = x;
     } else if (y.isConstant()) {
@@ -93,8 +93,7 @@ Expected<int64_t> normalizeAxis(int64_t axis, int64_t rank, const char *what) {
 
 SymInt symNumel(const std::vector<SymInt> &shape) {
   SymInt n = 1;
-  for (const SymInt &d : shape)
-    n = n * d;
+  for (const SymInt &d : shape) n = n * d;
   return n;
 }
 

@@ -19,13 +19,16 @@ constexpr OpInfo kOps[] = {
 };
 } // namespace
 
-std::string_view opName(OpKind k) { return kOps[size_t(k)].name; }
-OpFamily opFamily(OpKind k) { return kOps[size_t(k)].family; }
+std::string_view opName(OpKind k) {
+  return kOps[size_t(k)].name;
+}
+OpFamily opFamily(OpKind k) {
+  return kOps[size_t(k)].family;
+}
 
 std::optional<OpKind> opFromName(std::string_view onnxName) {
   for (size_t i = 0; i < kNumOps; ++i)
-    if (kOps[i].name == onnxName)
-      return OpKind(i);
+    if (kOps[i].name == onnxName) return OpKind(i);
   return std::nullopt;
 }
 

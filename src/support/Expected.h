@@ -48,7 +48,9 @@ private:
 /// For functions that return nothing but may fail.
 struct Ok {};
 using Status = Expected<Ok>;
-inline Status okStatus() { return Ok{}; }
+inline Status okStatus() {
+  return Ok{};
+}
 
 } // namespace coil
 
@@ -58,14 +60,12 @@ inline Status okStatus() { return Ok{}; }
 #define COIL_TRY_CONCAT(a, b) COIL_TRY_CONCAT_(a, b)
 #define COIL_TRY_IMPL(tmp, var, expr)                                                              \
   auto tmp = (expr);                                                                               \
-  if (!tmp.ok())                                                                                   \
-    return std::move(tmp).takeError();                                                             \
+  if (!tmp.ok()) return std::move(tmp).takeError();                                                \
   var = std::move(tmp).value()
 #define COIL_TRY(var, expr) COIL_TRY_IMPL(COIL_TRY_CONCAT(coil_try_, __LINE__), var, expr)
 /// Propagates the error of a Status-returning call.
 #define COIL_TRY_STATUS(expr)                                                                      \
   do {                                                                                             \
     auto coil_st_ = (expr);                                                                        \
-    if (!coil_st_.ok())                                                                            \
-      return std::move(coil_st_).takeError();                                                      \
+    if (!coil_st_.ok()) return std::move(coil_st_).takeError();                                    \
   } while (0)

@@ -9,28 +9,21 @@ std::string SourceLoc::str() const {
   std::string s = file;
   if (line > 0) {
     s += ":" + std::to_string(line);
-    if (column > 0)
-      s += ":" + std::to_string(column);
+    if (column > 0) s += ":" + std::to_string(column);
   }
   if (!node.empty() || !op.empty()) {
-    if (!s.empty())
-      s += ": ";
-    if (!node.empty())
-      s += "node '" + node + "'";
-    if (!op.empty())
-      s += (node.empty() ? "(" : " (") + op + ")";
+    if (!s.empty()) s += ": ";
+    if (!node.empty()) s += "node '" + node + "'";
+    if (!op.empty()) s += (node.empty() ? "(" : " (") + op + ")";
   }
   return s;
 }
 
 Error Error::withDefaultLoc(const SourceLoc &loc) const {
   Error e = *this;
-  if (e.loc_.file.empty())
-    e.loc_.file = loc.file;
-  if (e.loc_.node.empty())
-    e.loc_.node = loc.node;
-  if (e.loc_.op.empty())
-    e.loc_.op = loc.op;
+  if (e.loc_.file.empty()) e.loc_.file = loc.file;
+  if (e.loc_.node.empty()) e.loc_.node = loc.node;
+  if (e.loc_.op.empty()) e.loc_.op = loc.op;
   if (e.loc_.line == 0) {
     e.loc_.line = loc.line;
     e.loc_.column = loc.column;
@@ -48,9 +41,12 @@ std::string Error::render() const {
 
 int Error::exitCode() const {
   switch (kind_) {
-  case ErrorKind::User: return 1;
-  case ErrorKind::Internal: return 2;
-  case ErrorKind::Runtime: return 3;
+  case ErrorKind::User:
+    return 1;
+  case ErrorKind::Internal:
+    return 2;
+  case ErrorKind::Runtime:
+    return 3;
   }
   return 2;
 }
@@ -59,8 +55,7 @@ Error Diagnostics::combined() const {
   COIL_CHECK(!errors_.empty()) << "Diagnostics::combined() with no errors";
   std::string text;
   for (size_t i = 0; i < errors_.size(); ++i) {
-    if (i)
-      text += "\n";
+    if (i) text += "\n";
     // The first error's prefix is added by render(); later lines carry their own.
     text += i == 0 ? errors_[i].render().substr(errors_[i].render().find(' ') + 1)
                    : errors_[i].render();
@@ -69,15 +64,16 @@ Error Diagnostics::combined() const {
 }
 
 void Diagnostics::print(std::ostream &os) const {
-  for (const Error &e : errors_)
-    os << e.render() << "\n";
+  for (const Error &e : errors_) os << e.render() << "\n";
 }
 
 namespace detail {
 CheckFailure::CheckFailure(const char *file, int line, const char *cond) {
   os_ << file << ":" << line << ": check failed: " << cond << ": ";
 }
-CheckFailure::~CheckFailure() noexcept(false) { throw InternalError{os_.str()}; }
+CheckFailure::~CheckFailure() noexcept(false) {
+  throw InternalError{os_.str()};
+}
 } // namespace detail
 
 } // namespace coil

@@ -1,2 +1,239 @@
-// coil: the command-line driver.
-int main() { return 0; }
+// coil: the command-line driver. Diagnostics go to stderr, results to stdout.
+// Exit codes: 0 ok, 1 user error, 2 internal error, 3 runtime error.
+#include "driver/LoadModel.h"
+#include "interp/Interpreter.h"
+#include "io/Npz.h"
+#include "ir/Printer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <new>
+#include <string>
+#include <vector>
+
+using namespace coil;
+
+namespace {
+
+const char *kUsage = R"(usage: coil <command> [options]
+
+commands:
+  interpret MODEL --inputs IN.npz [--outputs OUT.npz] [--dynamic NAME=MIN:MAX]...
+      run MODEL (.onnx or .coil) with the reference interpreter; prints each output's
+      dtype, shape and statistics, and the time taken
+  inspect MODEL [--graph] [--dynamic NAME=MIN:MAX]...
+      print a summary of MODEL; --graph prints it in coil's text format
+  help
+      print this message
+)";
+
+/// Parsed command line: a command, positional arguments, and options.
+struct Args {
+  std::string command;
+  std::vector<std::string> positional;
+  std::map<std::string, std::string> values; // --inputs X
+  std::map<std::string, bool> flags;         // --graph
+  std::vector<std::string> dynamic;          // --dynamic N=1:8 (repeatable)
+};
+
+Expected<Args> parseArgs(int argc, char **argv, const std::vector<std::string> &valueOpts,
+                         const std::vector<std::string> &flagOpts) {
+  Args a;
+  a.command = argv[1];
+  for (int i = 2; i < argc; ++i) {
+    std::string s = argv[i];
+    if (s.rfind("--", 0) != 0) {
+      a.positional.push_back(s);
+      continue;
+    }
+    std::string key = s, val;
+    bool hasEq = false;
+    if (size_t eq = s.find('='); eq != std::string::npos) {
+      key = s.substr(0, eq);
+      val = s.substr(eq + 1);
+      hasEq = true;
+    }
+    bool isValue =
+        key == "--dynamic" || std::find(valueOpts.begin(), valueOpts.end(), key) != valueOpts.end();
+    bool isFlag = std::find(flagOpts.begin(), flagOpts.end(), key) != flagOpts.end();
+    if (isValue) {
+      if (!hasEq) {
+        if (i + 1 >= argc) return Error::user("option " + key + " needs a value");
+        val = argv[++i];
+      }
+      if (key == "--dynamic")
+        a.dynamic.push_back(val);
+      else
+        a.values[key] = val;
+    } else if (isFlag && !hasEq) {
+      a.flags[key] = true;
+    } else {
+      return Error::user("unknown option '" + s + "' for 'coil " + a.command +
+                         "' (see 'coil help')");
+    }
+  }
+  return a;
+}
+
+Expected<ImportOptions> importOptions(const Args &a) {
+  ImportOptions o;
+  for (const std::string &d : a.dynamic) {
+    size_t eq = d.find('='), colon = d.find(':', eq == std::string::npos ? 0 : eq);
+    auto bad = [&] {
+      return Error::user("--dynamic expects NAME=MIN:MAX with 0 <= MIN <= MAX, got '" + d + "'");
+    };
+    if (eq == std::string::npos || colon == std::string::npos || eq == 0) return bad();
+    try {
+      size_t p1 = 0, p2 = 0;
+      std::string lo = d.substr(eq + 1, colon - eq - 1), hi = d.substr(colon + 1);
+      int64_t mn = std::stoll(lo, &p1), mx = std::stoll(hi, &p2);
+      if (p1 != lo.size() || p2 != hi.size() || mn < 0 || mn > mx) return bad();
+      o.symbolRanges[d.substr(0, eq)] = SymRange{mn, mx};
+    } catch (...) {
+      return bad();
+    }
+  }
+  return o;
+}
+
+std::string describeTensor(const std::string &name, const Tensor &t) {
+  std::string s = name + ": " + std::string(dtypeName(t.dtype())) + shapeStr(t.shape());
+  int64_t n = t.numel();
+  if (n == 0) return s + " (empty)";
+  double mn = INFINITY, mx = -INFINITY, sum = 0;
+  int64_t nans = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double v = t.getDouble(i);
+    if (std::isnan(v)) {
+      ++nans;
+      continue;
+    }
+    mn = std::min(mn, v);
+    mx = std::max(mx, v);
+    sum += v;
+  }
+  char buf[160];
+  std::snprintf(buf, sizeof buf, " min %.6g max %.6g mean %.6g", mn, mx,
+                n > nans ? sum / double(n - nans) : NAN);
+  s += buf;
+  if (nans) s += " nan " + std::to_string(nans);
+  s += "\n  [";
+  int64_t show = std::min<int64_t>(n, 8);
+  for (int64_t i = 0; i < show; ++i) {
+    std::snprintf(buf, sizeof buf, "%s%.6g", i ? ", " : "", t.getDouble(i));
+    s += buf;
+  }
+  return s + (n > show ? ", ...]" : "]");
+}
+
+Status cmdInterpret(const Args &a) {
+  if (a.positional.size() != 1)
+    return Error::user("'coil interpret' takes one MODEL (see 'coil help')");
+  if (!a.values.count("--inputs")) return Error::user("'coil interpret' needs --inputs IN.npz");
+  COIL_TRY(ImportOptions opts, importOptions(a));
+  COIL_TRY(LoadedModel m, loadModel(a.positional[0], opts));
+  const std::string &inPath = a.values.at("--inputs");
+  COIL_TRY(NamedTensors arrays, readNpz(inPath));
+  COIL_TRY(std::vector<Tensor> inputs, matchInputs(m.graph, arrays, inPath));
+  auto t0 = std::chrono::steady_clock::now();
+  auto outs = interpret(m.graph, inputs);
+  auto t1 = std::chrono::steady_clock::now();
+  if (!outs.ok()) {
+    Error e = outs.error();
+    if (e.loc().file.empty()) e = e.withDefaultLoc(SourceLoc{a.positional[0]});
+    return e;
+  }
+  NamedTensors named;
+  for (size_t i = 0; i < outs->size(); ++i) {
+    named.emplace_back(m.graph.value(m.graph.outputs[i]).name, (*outs)[i]);
+    std::cout << describeTensor(named.back().first, named.back().second) << "\n";
+  }
+  std::printf("interpret: %zu nodes in %.3f ms\n", m.graph.nodes().size(),
+              std::chrono::duration<double, std::milli>(t1 - t0).count());
+  if (a.values.count("--outputs")) COIL_TRY_STATUS(writeNpz(a.values.at("--outputs"), named));
+  return okStatus();
+}
+
+Status cmdInspect(const Args &a) {
+  if (a.positional.size() != 1)
+    return Error::user("'coil inspect' takes one MODEL (see 'coil help')");
+  COIL_TRY(ImportOptions opts, importOptions(a));
+  COIL_TRY(LoadedModel m, loadModel(a.positional[0], opts));
+  const Graph &g = m.graph;
+  if (a.flags.count("--graph")) {
+    printGraph(g, std::cout);
+    return okStatus();
+  }
+  std::cout << "model: " << a.positional[0] << "\n";
+  for (ValueId v : g.inputs)
+    std::cout << "  input  " << g.value(v).name << ": " << g.value(v).type.str() << "\n";
+  for (ValueId v : g.outputs)
+    std::cout << "  output " << g.value(v).name << ": " << g.value(v).type.str() << "\n";
+  for (const auto &[name, r] : g.symbols)
+    std::cout << "  symbol " << name << " in [" << r.min << ", " << r.max << "]\n";
+  std::map<std::string, int> counts;
+  for (const Node &n : g.nodes()) ++counts[std::string(opName(n.op))];
+  std::cout << "  nodes: " << g.nodes().size() << " (";
+  bool first = true;
+  for (const auto &[op, c] : counts) {
+    std::cout << (first ? "" : ", ") << op << " " << c;
+    first = false;
+  }
+  std::cout << ")\n";
+  size_t weightBytes = 0;
+  for (const auto &[v, t] : g.constants()) weightBytes += t.nbytes();
+  std::cout << "  constants: " << g.constants().size() << " (" << weightBytes << " bytes), "
+            << "symbolic constants: " << g.symConstants().size() << "\n";
+  if (m.fromOnnx)
+    std::cout << "  onnx: opset " << m.stats.opset << ", " << m.stats.onnxNodes
+              << " nodes; removed " << m.stats.removedNodes << " (Identity/Dropout), folded "
+              << m.stats.foldedNodes << " (shape computations)\n";
+  return okStatus();
+}
+
+Status run(int argc, char **argv) {
+  std::string cmd = argv[1];
+  if (cmd == "help" || cmd == "--help" || cmd == "-h") {
+    std::cout << kUsage;
+    return okStatus();
+  }
+  if (cmd == "interpret") {
+    COIL_TRY(Args a, parseArgs(argc, argv, {"--inputs", "--outputs"}, {}));
+    return cmdInterpret(a);
+  }
+  if (cmd == "inspect") {
+    COIL_TRY(Args a, parseArgs(argc, argv, {}, {"--graph"}));
+    return cmdInspect(a);
+  }
+  return Error::user("unknown command '" + cmd + "' (see 'coil help')");
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    std::cerr << kUsage;
+    return 1;
+  }
+  try {
+    Status s = run(argc, argv);
+    if (!s.ok()) {
+      std::cerr << s.error().render() << "\n";
+      return s.error().exitCode();
+    }
+    return 0;
+  } catch (const InternalError &e) {
+    std::cerr << "internal error: " << e.message << "\n";
+    return 2;
+  } catch (const std::bad_alloc &) {
+    std::cerr << "runtime error: out of memory\n";
+    return 3;
+  } catch (const std::exception &e) {
+    std::cerr << "internal error: unexpected exception: " << e.what() << "\n";
+    return 2;
+  }
+}

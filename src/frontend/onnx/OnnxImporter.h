@@ -27,10 +27,10 @@ struct ImportOptions {
 
 /// Import statistics, for `coil inspect` and the shape-folding report.
 struct ImportStats {
-  int64_t onnxNodes = 0;     ///< nodes in the ONNX graph
-  int64_t foldedNodes = 0;   ///< nodes removed by shape folding / constant folding at import
-  int64_t removedNodes = 0;  ///< Identity / Dropout removed
-  int64_t opset = 0;         ///< default-domain opset of the model
+  int64_t onnxNodes = 0;    ///< nodes in the ONNX graph
+  int64_t foldedNodes = 0;  ///< nodes removed by shape folding / constant folding at import
+  int64_t removedNodes = 0; ///< Identity / Dropout removed
+  int64_t opset = 0;        ///< default-domain opset of the model
 };
 
 Expected<Graph> importOnnxFile(const std::string &path, const ImportOptions &opts = {},
@@ -38,6 +38,11 @@ Expected<Graph> importOnnxFile(const std::string &path, const ImportOptions &opt
 /// Imports from serialized bytes; `path` names the model in messages and locates external data.
 Expected<Graph> importOnnxBytes(const std::string &bytes, const std::string &path,
                                 const ImportOptions &opts = {}, ImportStats *stats = nullptr);
+
+/// The opsets the importer accepts: kMinOnnxOpset through maxOnnxOpset() (the newest the
+/// build's onnx package defines). Older models are accepted when no op changed since 13.
+constexpr int64_t kMinOnnxOpset = 13;
+int64_t maxOnnxOpset();
 
 /// Reads a serialized onnx.TensorProto file (the backend test-data format) into a Tensor.
 Expected<Tensor> readTensorProtoFile(const std::string &path);

@@ -1,0 +1,340 @@
+#!/usr/bin/env python3
+"""ONNX backend node tests through coil.
+
+Generates the node tests of the installed onnx package (models and input/output data, with
+onnx's own test-case code, since the wheel ships no data), runs each through the coil CLI, and
+compares with the expected outputs:
+  - integers and bools: exact; shapes and dtypes: exact;
+  - f32/f64: |got - want| <= atol + rtol * |want| with the test's own tolerances (onnx's
+    defaults: rtol 1e-3, atol 1e-7); NaN where NaN is expected;
+  - f16/bf16: rtol 1e-2, atol 1e-3 (onnx computes those expectations step by step at low
+    precision, coil rounds once).
+Prints `conformance: N passed, N failed, N skipped` and a per-op table. Skips are tests with
+non-tensor inputs or outputs (sequences, optionals, maps) and entries of the exclusion file.
+
+Exit status 1 when a test crashed coil (a signal or an unknown exit code), when a test listed in
+the baseline file does not pass (a regression), or when the pass rate over supported ops falls
+below --min-supported-rate. --update-baseline rewrites the baseline with the tests that pass.
+
+Modes:
+  interpret   coil interpret MODEL --inputs IN.npz --outputs OUT.npz
+  text        coil inspect MODEL --graph > M.coil; the text must parse back, print identically,
+              and `coil interpret M.coil` must match the expected outputs
+"""
+import argparse
+import collections
+import concurrent.futures
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import warnings
+import zipfile
+
+import numpy as np
+
+FLOAT_LOW = ("float16", "bfloat16")
+
+
+def save_npz(path, arrays):
+    """np.savez, except bfloat16 arrays are stored as 2-byte void ('|V2'), which coil reads as bf16."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
+        for name, arr in arrays.items():
+            arr = np.asarray(arr)
+            if arr.dtype.name == "bfloat16":
+                arr = arr.view(np.uint16).view(np.dtype("V2"))
+            elif arr.dtype.kind == "V" or arr.dtype.type.__module__.startswith("ml_dtypes"):
+                raise ValueError("dtype %s has no .npy form coil reads" % arr.dtype.name)
+            buf = io.BytesIO()
+            # np.ascontiguousarray would turn a 0-d array into a 1-d one
+            np.lib.format.write_array(buf, arr if arr.flags.c_contiguous else arr.copy(order="C"), allow_pickle=False)
+            z.writestr(name + ".npy", buf.getvalue())
+
+
+def load_npz(path):
+    out = {}
+    with zipfile.ZipFile(path) as z:
+        for n in z.namelist():
+            arr = np.lib.format.read_array(io.BytesIO(z.read(n)), allow_pickle=False)
+            if arr.dtype.kind == "V" and arr.dtype.itemsize == 2:
+                arr = ("bfloat16", arr.view(np.uint16))
+            out[n[:-4]] = arr
+    return out
+
+
+def bf16_to_f32(u16):
+    return (u16.astype(np.uint32) << 16).view(np.float32)
+
+
+def to_numpy(x):
+    """A test-data value (numpy array or onnx TensorProto) as a numpy array."""
+    import onnx
+    from onnx import numpy_helper
+
+    if isinstance(x, onnx.TensorProto):
+        return numpy_helper.to_array(x)
+    return np.asarray(x)
+
+
+def generate(data_dir):
+    """Writes every node test case under data_dir/<name>/ (once per onnx version)."""
+    import onnx
+    from onnx.backend.test.case import node as node_cases
+
+    marker = os.path.join(data_dir, ".complete")
+    if os.path.exists(marker):
+        return
+    if os.path.exists(data_dir):
+        shutil.rmtree(data_dir)
+    os.makedirs(data_dir)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cases = node_cases.collect_testcases(None)
+    first_op = {c.name: c.model.graph.node[0].op_type for c in cases if len(c.model.graph.node) == 1}
+    for c in cases:
+        d = os.path.join(data_dir, c.name)
+        os.makedirs(d)
+        g = c.model.graph
+        base = c.name.split("_expanded")[0]
+        op = first_op.get(base) or first_op.get(c.name) or (g.node[0].op_type if g.node else "?")
+        meta = {"op": op, "rtol": c.rtol, "atol": c.atol, "skip": None, "datasets": 0}
+        non_tensor = [v.name for v in list(g.input) + list(g.output) if not v.type.HasField("tensor_type")]
+        if non_tensor:
+            meta["skip"] = "non-tensor input or output: " + ", ".join(non_tensor)
+        else:
+            with open(os.path.join(d, "model.onnx"), "wb") as f:
+                f.write(c.model.SerializeToString())
+            for k, (inputs, outputs) in enumerate(c.data_sets):
+                ins = {g.input[j].name: to_numpy(x) for j, x in enumerate(inputs)}
+                outs = {g.output[j].name: to_numpy(x) for j, x in enumerate(outputs)}
+                try:
+                    save_npz(os.path.join(d, "in%d.npz" % k), ins)
+                    save_npz(os.path.join(d, "want%d.npz" % k), outs)
+                except ValueError as e:  # e.g. object (string) arrays
+                    meta["unsavable"] = str(e)
+                meta["datasets"] += 1
+        with open(os.path.join(d, "meta.json"), "w") as f:
+            json.dump(meta, f)
+    open(marker, "w").close()
+
+
+def compare(got, want, rtol, atol):
+    """Returns None when equal within tolerance, else a description of the first mismatch."""
+    for name, w in want.items():
+        if name not in got:
+            return "missing output '%s'" % name
+        g = got[name]
+        wbf = isinstance(w, tuple)
+        gbf = isinstance(g, tuple)
+        if wbf != gbf:
+            return "output '%s': dtype %s, want %s" % (name, "bf16" if gbf else g.dtype, "bf16" if wbf else w.dtype)
+        if wbf:
+            g, w = bf16_to_f32(g[1]), bf16_to_f32(w[1])
+            rt, at = 1e-2, 1e-3
+        else:
+            if g.dtype != w.dtype:
+                return "output '%s': dtype %s, want %s" % (name, g.dtype, w.dtype)
+            rt, at = (1e-2, 1e-3) if w.dtype == np.float16 else (rtol, atol)
+        if g.shape != w.shape:
+            return "output '%s': shape %s, want %s" % (name, g.shape, w.shape)
+        if w.dtype.kind in "fc":
+            gf, wf = g.astype(np.float64), w.astype(np.float64)
+            nan_mismatch = np.isnan(gf) != np.isnan(wf)
+            with np.errstate(invalid="ignore"):
+                both_inf = np.isinf(wf) & (gf == wf)
+                bad = ~(np.abs(gf - wf) <= at + rt * np.abs(wf)) & ~np.isnan(wf) & ~both_inf
+            bad |= nan_mismatch
+            if bad.any():
+                i = np.argwhere(bad)[0]
+                return "output '%s': %d of %d elements differ; at %s got %r want %r" % (
+                    name, int(bad.sum()), bad.size, tuple(int(x) for x in i), gf[tuple(i)], wf[tuple(i)])
+        else:
+            if not np.array_equal(g, w):
+                bad = g != w
+                i = np.argwhere(bad)[0] if bad.ndim else ()
+                return "output '%s': %d elements differ; at %s got %r want %r" % (
+                    name, int(np.sum(bad)), tuple(int(x) for x in i), g[tuple(i)], w[tuple(i)])
+    return None
+
+
+def classify_error(rc, stderr):
+    if rc == 1:
+        if re.search(r"not supported|unsupported|is older than 13", stderr):
+            return "unsupported"
+        return "user-error"
+    if rc == 2:
+        return "internal-error"
+    if rc == 3:
+        return "runtime-error"
+    return "crash"
+
+
+def run_one(args, name, d, meta):
+    res = {"name": name, "op": meta["op"], "status": "pass", "detail": ""}
+    if meta.get("unsavable"):
+        res.update(status="fail", kind="unsupported", detail="inputs not representable in .npz: " + meta["unsavable"])
+        return res
+    model = os.path.join(d, "model.onnx")
+    out_dir = os.path.join(args.work, "out", name)
+    os.makedirs(out_dir, exist_ok=True)
+    if args.mode == "text":
+        text1 = os.path.join(out_dir, "model.coil")
+        r = subprocess.run([args.coil, "inspect", model, "--graph"], capture_output=True, text=True, timeout=args.timeout)
+        if r.returncode != 0:
+            res.update(status="fail", kind=classify_error(r.returncode, r.stderr), detail=r.stderr.strip().splitlines()[0] if r.stderr.strip() else "rc %d" % r.returncode)
+            return res
+        with open(text1, "w") as f:
+            f.write(r.stdout)
+        r2 = subprocess.run([args.coil, "inspect", text1, "--graph"], capture_output=True, text=True, timeout=args.timeout)
+        if r2.returncode != 0:
+            res.update(status="fail", kind=classify_error(r2.returncode, r2.stderr) if r2.returncode not in (1,) else "text-roundtrip", detail="printed text does not parse: " + (r2.stderr.strip().splitlines() or ["?"])[0])
+            return res
+        if r2.stdout != r.stdout:
+            res.update(status="fail", kind="text-roundtrip", detail="text changes after a round trip")
+            return res
+        model = text1
+    for k in range(meta["datasets"]):
+        out = os.path.join(out_dir, "got%d.npz" % k)
+        if os.path.exists(out):
+            os.remove(out)
+        cmd = [args.coil, "interpret", model, "--inputs", os.path.join(d, "in%d.npz" % k), "--outputs", out]
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+        except subprocess.TimeoutExpired:
+            res.update(status="fail", kind="timeout", detail="no result in %d s" % args.timeout)
+            return res
+        if r.returncode != 0:
+            lines = r.stderr.strip().splitlines()
+            res.update(status="fail", kind=classify_error(r.returncode, r.stderr), detail=(lines[0] if lines else "rc %d" % r.returncode))
+            if res["kind"] == "crash":
+                res["detail"] = "exit status %d: %s" % (r.returncode, " | ".join(lines[-3:]))
+            return res
+        try:
+            got = load_npz(out)
+        except Exception as e:  # noqa: BLE001 - any unreadable output is a failure
+            res.update(status="fail", kind="bad-output", detail="unreadable outputs: %s" % e)
+            return res
+        want = load_npz(os.path.join(d, "want%d.npz" % k))
+        diff = compare(got, want, meta["rtol"], meta["atol"])
+        if diff:
+            res.update(status="fail", kind="mismatch", detail=diff)
+            return res
+    return res
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--coil", required=True)
+    ap.add_argument("--mode", choices=["interpret", "text"], default="interpret")
+    ap.add_argument("--work", required=True, help="folder for generated data and outputs")
+    ap.add_argument("--ops", help="comma-separated op types to run (default: all)")
+    ap.add_argument("--filter", help="regex on test names")
+    ap.add_argument("--exclude", help="exclusion file: 'test_name  reason' per line")
+    ap.add_argument("--baseline", help="file of test names that must pass")
+    ap.add_argument("--update-baseline", action="store_true")
+    ap.add_argument("--min-supported-rate", type=float, default=0.0)
+    ap.add_argument("-j", type=int, default=2)
+    ap.add_argument("--timeout", type=int, default=120)
+    ap.add_argument("--table", action="store_true", help="print the per-op table")
+    ap.add_argument("--failures", type=int, default=40, help="how many failures to print")
+    args = ap.parse_args()
+
+    import onnx
+
+    data_dir = os.path.join(args.work, "data-onnx-" + onnx.__version__)
+    t0 = time.time()
+    generate(data_dir)
+    excluded = {}
+    if args.exclude and os.path.exists(args.exclude):
+        for line in open(args.exclude):
+            line = line.strip()
+            if line and not line.startswith("#"):
+                parts = line.split(None, 1)
+                excluded[parts[0]] = parts[1] if len(parts) > 1 else "(no reason given)"
+    ops = set(args.ops.split(",")) if args.ops else None
+    tests = []
+    for name in sorted(os.listdir(data_dir)):
+        d = os.path.join(data_dir, name)
+        if not os.path.isdir(d):
+            continue
+        meta = json.load(open(os.path.join(d, "meta.json")))
+        if ops and meta["op"] not in ops:
+            continue
+        if args.filter and not re.search(args.filter, name):
+            continue
+        tests.append((name, d, meta))
+
+    results = []
+    todo = []
+    for name, d, meta in tests:
+        if meta["skip"]:
+            results.append({"name": name, "op": meta["op"], "status": "skip", "detail": meta["skip"]})
+        elif name in excluded:
+            results.append({"name": name, "op": meta["op"], "status": "skip", "detail": "excluded: " + excluded[name]})
+        else:
+            todo.append((name, d, meta))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.j)) as ex:
+        for r in ex.map(lambda t: run_one(args, *t), todo):
+            results.append(r)
+    results.sort(key=lambda r: r["name"])
+
+    counts = collections.Counter(r["status"] for r in results)
+    kinds = collections.Counter(r.get("kind") for r in results if r["status"] == "fail")
+    per_op = collections.defaultdict(collections.Counter)
+    for r in results:
+        per_op[r["op"]][r["status"]] += 1
+        if r["status"] == "fail" and r.get("kind") == "unsupported":
+            per_op[r["op"]]["unsupported"] += 1
+    unsupported = kinds.get("unsupported", 0)
+    supported_total = counts["pass"] + counts["fail"] - unsupported
+    rate = counts["pass"] / supported_total if supported_total else 1.0
+
+    fails = [r for r in results if r["status"] == "fail"]
+    shown = [r for r in fails if r.get("kind") != "unsupported"][: args.failures]
+    for r in shown:
+        print("FAIL %s [%s] %s: %s" % (r["name"], r["op"], r.get("kind"), r["detail"]))
+    if args.table:
+        print("\n%-32s %6s %6s %6s %6s" % ("op", "pass", "fail", "unsup", "skip"))
+        for op in sorted(per_op):
+            c = per_op[op]
+            print("%-32s %6d %6d %6d %6d" % (op, c["pass"], c["fail"] - c["unsupported"], c["unsupported"], c["skip"]))
+    print("\nfailure kinds: " + ", ".join("%s %d" % (k, v) for k, v in sorted(kinds.items())))
+    print("supported-op pass rate: %.1f%% (%d of %d tests whose ops coil supports; %d tests fail as unsupported)" % (
+        100 * rate, counts["pass"], supported_total, unsupported))
+    print("onnx %s, mode %s, %.0f s" % (onnx.__version__, args.mode, time.time() - t0))
+    with open(os.path.join(args.work, "results-%s.json" % args.mode), "w") as f:
+        json.dump(results, f, indent=1)
+    print("conformance: %d passed, %d failed, %d skipped" % (counts["pass"], counts["fail"], counts["skip"]))
+
+    status = 0
+    crashes = [r for r in results if r.get("kind") == "crash"]
+    if crashes:
+        print("error: %d tests crashed coil: %s" % (len(crashes), ", ".join(r["name"] for r in crashes[:20])))
+        status = 1
+    if args.baseline:
+        passed = {r["name"] for r in results if r["status"] == "pass"}
+        if args.update_baseline:
+            with open(args.baseline, "w") as f:
+                f.write("# node tests that pass in mode '%s' (scripts/conformance.py --update-baseline)\n" % args.mode)
+                for n in sorted(passed):
+                    f.write(n + "\n")
+            print("baseline: wrote %d tests to %s" % (len(passed), args.baseline))
+        elif os.path.exists(args.baseline):
+            ran = {r["name"] for r in results}
+            want = [l.strip() for l in open(args.baseline) if l.strip() and not l.startswith("#")]
+            regressed = [n for n in want if n in ran and n not in passed]
+            if regressed:
+                print("error: %d baseline tests no longer pass: %s" % (len(regressed), ", ".join(regressed[:30])))
+                status = 1
+    if rate < args.min_supported_rate:
+        print("error: supported-op pass rate %.1f%% is below %.1f%%" % (100 * rate, 100 * args.min_supported_rate))
+        status = 1
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs coil's build and test dependencies (Debian 12, as root) and builds coil into build/.
+# Idempotent: packages already present are not reinstalled, and the build is incremental.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(cmake ninja-build g++ pkg-config libprotobuf-dev protobuf-compiler libzip-dev
+              libgtest-dev llvm-14-tools)
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+if ! $PY -c "import onnx, numpy, onnxruntime, lit" >/dev/null 2>&1 ||
+   [ "$($PY -c 'import onnx; print(onnx.__version__)')" != "$(sed -n 's/^onnx==//p' requirements.txt)" ]; then
+  echo "setup: installing Python packages from requirements.txt"
+  $PY -m pip install -q --disable-pip-version-check -r requirements.txt
+fi
+
+BUILD=${COIL_BUILD_DIR:-build}
+if [ ! -f "$BUILD/build.ninja" ]; then
+  cmake -S . -B "$BUILD" -G Ninja -DPython3_EXECUTABLE="$(command -v $PY)" >/dev/null
+fi
+echo "setup: building coil in $BUILD/"
+ninja -C "$BUILD" -j "$(nproc)" | grep -v '^\[' || true
+test -x "$BUILD/bin/coil"

@@ -1,2 +1,0 @@
-// Driver library (filled in with the pipeline).
-namespace coil {}

@@ -1,0 +1,61 @@
+// Model loading by file type, and input matching.
+#include "driver/LoadModel.h"
+
+#include "ir/Parser.h"
+#include "ir/Verifier.h"
+
+#include <fstream>
+
+namespace coil {
+
+namespace {
+bool endsWith(const std::string &s, const std::string &suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+} // namespace
+
+Expected<LoadedModel> loadModel(const std::string &path, const ImportOptions &opts) {
+  LoadedModel m;
+  if (endsWith(path, ".onnx")) {
+    COIL_TRY(m.graph, importOnnxFile(path, opts, &m.stats));
+    m.fromOnnx = true;
+  } else if (endsWith(path, ".coil")) {
+    COIL_TRY(m.graph, parseGraphFile(path));
+    for (const auto &[name, range] : opts.symbolRanges) m.graph.symbols[name] = range;
+  } else {
+    std::ifstream probe(path);
+    if (!probe) return Error::user("cannot open '" + path + "'");
+    return Error::user(path + ": unknown model type (expected a .onnx or .coil file)");
+  }
+  for (const auto &[name, range] : opts.symbolRanges)
+    if (!m.graph.symbols.count(name))
+      return Error::user(path + ": --dynamic names symbol '" + name +
+                         "', which the model does not have");
+  return m;
+}
+
+Expected<std::vector<Tensor>> matchInputs(const Graph &g,
+                                          const std::vector<std::pair<std::string, Tensor>> &arrays,
+                                          const std::string &file) {
+  std::vector<Tensor> out(g.inputs.size());
+  std::vector<bool> seen(g.inputs.size(), false);
+  std::string names;
+  for (ValueId in : g.inputs) names += (names.empty() ? "" : ", ") + g.value(in).name;
+  for (const auto &[key, t] : arrays) {
+    size_t k = 0;
+    while (k < g.inputs.size() && g.value(g.inputs[k]).name != key) ++k;
+    if (k == g.inputs.size())
+      return Error::user(file + ": array '" + key +
+                         "' is not an input of the model (inputs: " + names + ")");
+    out[k] = t;
+    seen[k] = true;
+  }
+  for (size_t k = 0; k < g.inputs.size(); ++k)
+    if (!seen[k])
+      return Error::user(file + ": missing input '" + g.value(g.inputs[k]).name +
+                         "' (inputs: " + names + ")");
+  return out;
+}
+
+} // namespace coil

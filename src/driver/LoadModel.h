@@ -1,0 +1,28 @@
+/// \file Loads a model given on the command line: an ONNX file or a `.coil` text-IR file.
+#pragma once
+
+#include "frontend/onnx/OnnxImporter.h"
+#include "ir/Graph.h"
+#include "support/Expected.h"
+
+#include <string>
+
+namespace coil {
+
+struct LoadedModel {
+  Graph graph;
+  ImportStats stats; ///< import statistics (ONNX models only)
+  bool fromOnnx = false;
+};
+
+/// Dispatches on the extension (`.onnx` or `.coil`); anything else is a user error. Symbol
+/// ranges in `opts` apply to both formats.
+Expected<LoadedModel> loadModel(const std::string &path, const ImportOptions &opts = {});
+
+/// Orders the arrays of an input file by the graph's inputs: every input must be present
+/// exactly once and no other array may be, or a user error lists what is wrong.
+Expected<std::vector<Tensor>> matchInputs(const Graph &g,
+                                          const std::vector<std::pair<std::string, Tensor>> &arrays,
+                                          const std::string &file);
+
+} // namespace coil

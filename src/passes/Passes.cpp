@@ -1,2 +1,0 @@
-// Graph passes.
-namespace coil {}

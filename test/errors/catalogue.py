@@ -1,0 +1,246 @@
+#!/usr/bin/env python3
+"""The bad-input catalogue: malformed models, IR text, inputs and command lines.
+
+Each case writes its files into a scratch folder, runs one coil command, and asserts the exit
+code (1 for user errors unless stated) and that stderr states the rule broken (a regex). Any
+other outcome -- a crash, a signal, an internal error, a different message -- fails the case.
+Run with the normal build (ctest label `errors`) and with the ASan/UBSan build (`sanitize`),
+where any sanitizer report also fails.
+
+usage: catalogue.py --coil BIN --work DIR [--filter REGEX]
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+F = TensorProto.FLOAT
+
+
+def model(nodes, inputs, outputs, inits=(), opset=17, **kw):
+    g = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], **kw)
+    return m
+
+
+def vi(name, shape, dtype=F):
+    return helper.make_tensor_value_info(name, dtype, shape)
+
+
+def relu_model():
+    return model([helper.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", [2, 3])], [vi("y", [2, 3])])
+
+
+def save(m, path):
+    with open(path, "wb") as f:
+        f.write(m.SerializeToString())
+
+
+class Case:
+    def __init__(self, name, regex, setup, argv, code=1):
+        self.name, self.regex, self.setup, self.argv, self.code = name, regex, setup, argv, code
+
+
+def cases():
+    C = []
+
+    def add(name, regex, setup, argv, code=1):
+        C.append(Case(name, regex, setup, argv, code))
+
+    good_inputs = lambda d: np.savez(os.path.join(d, "in.npz"), x=np.random.rand(2, 3).astype(np.float32))
+
+    # --- files that are not ONNX models
+    def truncated(d):
+        b = relu_model().SerializeToString()
+        open(os.path.join(d, "m.onnx"), "wb").write(b[: len(b) // 2])
+    add("truncated-protobuf", r"error: .*m\.onnx: .*(not a valid ONNX|cannot parse|truncated|malformed)", truncated, ["inspect", "m.onnx"])
+    add("not-protobuf", r"error: .*m\.onnx: .*(not a valid ONNX|cannot parse|malformed)",
+        lambda d: open(os.path.join(d, "m.onnx"), "w").write("this is plain text, not a protobuf\n" * 20), ["inspect", "m.onnx"])
+    add("empty-file", r"error: .*m\.onnx: .*(empty|not a valid ONNX|no graph)", lambda d: open(os.path.join(d, "m.onnx"), "wb").close(), ["inspect", "m.onnx"])
+    add("missing-file", r"error: .*(cannot open|no such file|does not exist).*nothere\.onnx|nothere\.onnx.*(cannot open|no such file|does not exist)", lambda d: None, ["inspect", "nothere.onnx"])
+    add("unknown-extension", r"error: .*m\.txt: unknown model type", lambda d: open(os.path.join(d, "m.txt"), "w").write("x"), ["inspect", "m.txt"])
+
+    # --- graph structure
+    add("empty-graph", r"error: .*m\.onnx: .*(no outputs|empty graph|graph has no)",
+        lambda d: save(model([], [], []), os.path.join(d, "m.onnx")), ["inspect", "m.onnx"])
+
+    def unknown_ops(d):
+        m = model([helper.make_node("FooBar", ["x"], ["t"], name="first_bad"),
+                   helper.make_node("BazQux", ["t"], ["y"], name="second_bad")], [vi("x", [2])], [vi("y", [2])])
+        save(m, os.path.join(d, "m.onnx"))
+    add("unknown-ops-all-listed", r"(?s)first_bad.*FooBar.*second_bad.*BazQux|second_bad.*BazQux.*first_bad.*FooBar", unknown_ops, ["inspect", "m.onnx"])
+
+    def custom_domain(d):
+        m = model([helper.make_node("Relu", ["x"], ["y"], name="r", domain="com.example")], [vi("x", [2])], [vi("y", [2])])
+        m.opset_import.append(helper.make_opsetid("com.example", 1))
+        save(m, os.path.join(d, "m.onnx"))
+    add("custom-domain-op", r"error: .*node 'r'.*(com\.example|domain)", custom_domain, ["inspect", "m.onnx"])
+
+    def old_opset(d):
+        m = model([helper.make_node("Softmax", ["x"], ["y"], name="s")], [vi("x", [2, 3])], [vi("y", [2, 3])], opset=3)
+        save(m, os.path.join(d, "m.onnx"))
+    add("unsupported-old-opset", r"error: .*m\.onnx: .*opset 3", old_opset, ["inspect", "m.onnx"])
+
+    def new_opset(d):
+        m = relu_model()
+        m.opset_import[0].version = 999
+        save(m, os.path.join(d, "m.onnx"))
+    add("unsupported-new-opset", r"error: .*m\.onnx: .*opset 999", new_opset, ["inspect", "m.onnx"])
+
+    add("missing-required-attribute", r"error: .*node 'c' \(Cast\): .*(required attribute|attribute 'to')",
+        lambda d: save(model([helper.make_node("Cast", ["x"], ["y"], name="c")], [vi("x", [2])], [vi("y", [2])]), os.path.join(d, "m.onnx")),
+        ["inspect", "m.onnx"])
+
+    def wrong_attr_type(d):
+        n = helper.make_node("Softmax", ["x"], ["y"], name="s")
+        n.attribute.append(helper.make_attribute("axis", 1.5))
+        save(model([n], [vi("x", [2, 3])], [vi("y", [2, 3])]), os.path.join(d, "m.onnx"))
+    add("attribute-wrong-type", r"error: .*node 's' \(Softmax\): attribute 'axis'.*(int|type)", wrong_attr_type, ["inspect", "m.onnx"])
+
+    def unknown_attr(d):
+        n = helper.make_node("Relu", ["x"], ["y"], name="r", flavour=3)
+        save(model([n], [vi("x", [2])], [vi("y", [2])]), os.path.join(d, "m.onnx"))
+    add("unknown-attribute", r"error: .*node 'r' \(Relu\): .*attribute 'flavour'", unknown_attr, ["inspect", "m.onnx"])
+
+    add("wrong-arity", r"error: .*node 'a' \(Add\): .*(input|inputs)",
+        lambda d: save(model([helper.make_node("Add", ["x"], ["y"], name="a")], [vi("x", [2])], [vi("y", [2])]), os.path.join(d, "m.onnx")),
+        ["inspect", "m.onnx"])
+    add("dangling-input", r"error: .*node 'r' \(Relu\): .*'ghost'",
+        lambda d: save(model([helper.make_node("Relu", ["ghost"], ["y"], name="r")], [vi("x", [2])], [vi("y", [2])]), os.path.join(d, "m.onnx")),
+        ["inspect", "m.onnx"])
+
+    def dup_output(d):
+        m = model([helper.make_node("Relu", ["x"], ["t"], name="r1"), helper.make_node("Neg", ["x"], ["t"], name="r2"),
+                   helper.make_node("Abs", ["t"], ["y"], name="r3")], [vi("x", [2])], [vi("y", [2])])
+        save(m, os.path.join(d, "m.onnx"))
+    add("duplicate-output-name", r"error: .*'t'.*(more than once|duplicate|already|also produced)", dup_output, ["inspect", "m.onnx"])
+
+    def cycle(d):
+        m = model([helper.make_node("Add", ["x", "b"], ["a"], name="n1"), helper.make_node("Relu", ["a"], ["b"], name="n2"),
+                   helper.make_node("Neg", ["a"], ["y"], name="n3")], [vi("x", [2])], [vi("y", [2])])
+        save(m, os.path.join(d, "m.onnx"))
+    add("cycle", r"error: .*m\.onnx: .*cycle", cycle, ["inspect", "m.onnx"])
+
+    add("graph-output-not-produced", r"error: .*'nowhere'",
+        lambda d: save(model([helper.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", [2])], [vi("nowhere", [2])]), os.path.join(d, "m.onnx")),
+        ["inspect", "m.onnx"])
+
+    # --- types and shapes
+    add("matmul-inner-dims", r"error: .*node 'mm' \(MatMul\): .*64.*32|error: .*node 'mm' \(MatMul\): .*32.*64",
+        lambda d: save(model([helper.make_node("MatMul", ["a", "b"], ["y"], name="mm")], [vi("a", [4, 64]), vi("b", [32, 8])], [vi("y", [4, 8])]), os.path.join(d, "m.onnx")),
+        ["inspect", "m.onnx"])
+    add("broadcast-mismatch", r"error: .*node 'add' \(Add\): .*broadcast",
+        lambda d: save(model([helper.make_node("Add", ["a", "b"], ["y"], name="add")], [vi("a", [2, 3]), vi("b", [4, 5])], [vi("y", [2, 3])]), os.path.join(d, "m.onnx")),
+        ["inspect", "m.onnx"])
+    add("conv-weight-rank", r"error: .*node 'conv' \(Conv\): .*rank",
+        lambda d: save(model([helper.make_node("Conv", ["x", "w"], ["y"], name="conv")], [vi("x", [1, 3, 8, 8]), vi("w", [4, 3, 3])], [vi("y", [1, 4, 6, 6])]), os.path.join(d, "m.onnx")),
+        ["inspect", "m.onnx"])
+    add("dtype-mismatch", r"error: .*node 'add' \(Add\): .*(f32|float).*(f16|float16)|error: .*node 'add' \(Add\): .*(f16|float16).*(f32|float)",
+        lambda d: save(model([helper.make_node("Add", ["a", "b"], ["y"], name="add")], [vi("a", [2]), vi("b", [2], TensorProto.FLOAT16)], [vi("y", [2])]), os.path.join(d, "m.onnx")),
+        ["inspect", "m.onnx"])
+
+    def reshape_two_minus_one(d):
+        shape = numpy_helper.from_array(np.array([-1, -1], dtype=np.int64), "s")
+        save(model([helper.make_node("Reshape", ["x", "s"], ["y"], name="rs")], [vi("x", [2, 3])], [vi("y", [6])], [shape]), os.path.join(d, "m.onnx"))
+    add("reshape-two-inferred-dims", r"error: .*node 'rs' \(Reshape\): .*-1", reshape_two_minus_one, ["inspect", "m.onnx"])
+
+    def string_tensor(d):
+        save(model([helper.make_node("Identity", ["x"], ["y"], name="i")], [vi("x", [2], TensorProto.STRING)], [vi("y", [2], TensorProto.STRING)]), os.path.join(d, "m.onnx"))
+    add("unsupported-dtype", r"error: .*m\.onnx: .*'x'.*(string|dtype)", string_tensor, ["inspect", "m.onnx"])
+
+    def ext_missing(d):
+        t = numpy_helper.from_array(np.ones((4,), np.float32), "w")
+        t.ClearField("raw_data")
+        t.data_location = TensorProto.EXTERNAL
+        e = t.external_data.add()
+        e.key, e.value = "location", "weights.bin"
+        save(model([helper.make_node("Add", ["x", "w"], ["y"], name="a")], [vi("x", [4])], [vi("y", [4])], [t]), os.path.join(d, "m.onnx"))
+    add("external-data-missing", r"error: .*weights\.bin", ext_missing, ["inspect", "m.onnx"])
+
+    # --- inputs
+    def with_relu(d, **arrays):
+        save(relu_model(), os.path.join(d, "m.onnx"))
+        np.savez(os.path.join(d, "in.npz"), **arrays)
+    add("npz-missing-input", r"error: .*in\.npz: missing input 'x'", lambda d: with_relu(d), ["interpret", "m.onnx", "--inputs", "in.npz"])
+    add("npz-extra-array", r"error: .*in\.npz: array 'extra' is not an input",
+        lambda d: with_relu(d, x=np.zeros((2, 3), np.float32), extra=np.zeros(1)), ["interpret", "m.onnx", "--inputs", "in.npz"])
+    add("input-wrong-dtype", r"error: .*input 'x' must have dtype f32, got f64", lambda d: with_relu(d, x=np.zeros((2, 3), np.float64)), ["interpret", "m.onnx", "--inputs", "in.npz"])
+    add("input-wrong-shape", r"error: .*input 'x' must have shape \[2, 3\], got \[3, 2\]", lambda d: with_relu(d, x=np.zeros((3, 2), np.float32)), ["interpret", "m.onnx", "--inputs", "in.npz"])
+    add("input-wrong-rank", r"error: .*input 'x' must have rank 2", lambda d: with_relu(d, x=np.zeros((6,), np.float32)), ["interpret", "m.onnx", "--inputs", "in.npz"])
+
+    def npz_garbage(d):
+        save(relu_model(), os.path.join(d, "m.onnx"))
+        open(os.path.join(d, "in.npz"), "w").write("not a zip archive")
+    add("npz-not-zip", r"error: .*in\.npz: not a valid \.npz", npz_garbage, ["interpret", "m.onnx", "--inputs", "in.npz"])
+
+    def dyn_model(d):
+        m = model([helper.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", ["batch", 3])], [vi("y", ["batch", 3])])
+        save(m, os.path.join(d, "m.onnx"))
+        np.savez(os.path.join(d, "in.npz"), x=np.zeros((4, 3), np.float32))
+    add("dim-outside-range", r"error: .*symbol 'batch' = 4 is outside its declared range \[1, 2\]", dyn_model,
+        ["interpret", "m.onnx", "--inputs", "in.npz", "--dynamic", "batch=1:2"])
+    add("dynamic-malformed", r"error: --dynamic expects NAME=MIN:MAX", dyn_model, ["interpret", "m.onnx", "--inputs", "in.npz", "--dynamic", "batch=9:2"])
+    add("dynamic-unknown-symbol", r"error: .*symbol 'seq'", dyn_model, ["interpret", "m.onnx", "--inputs", "in.npz", "--dynamic", "seq=1:8"])
+
+    def gather_oob(d):
+        idx = numpy_helper.from_array(np.array([0, 7], dtype=np.int64), "i")
+        save(model([helper.make_node("Gather", ["x", "i"], ["y"], name="g", axis=0)], [vi("x", [2, 3])], [vi("y", [2, 3])], [idx]), os.path.join(d, "m.onnx"))
+        np.savez(os.path.join(d, "in.npz"), x=np.zeros((2, 3), np.float32))
+    add("gather-index-out-of-range", r"error: .*node 'g' \(Gather\): .*(out of range|out of bounds).*7|error: .*node 'g' \(Gather\): .*7.*(out of range|out of bounds)", gather_oob,
+        ["interpret", "m.onnx", "--inputs", "in.npz"])
+
+    # --- text IR
+    def coil_text(text):
+        return lambda d: open(os.path.join(d, "g.coil"), "w").write(text)
+    add("coil-syntax-error", r"error: .*g\.coil:2:\d+: ", coil_text("graph @g(%x: f32[2]) -> (%y) {\n  %y = Relu(%x :: f32[2]\n}\n"), ["inspect", "g.coil"])
+    add("coil-unknown-op", r"error: .*g\.coil:2:\d+: .*(unknown op|Frobnicate)", coil_text("graph @g(%x: f32[2]) -> (%y) {\n  %y = Frobnicate(%x) : f32[2]\n}\n"), ["inspect", "g.coil"])
+    add("coil-undefined-value", r"error: .*g\.coil:2:\d+: .*%?nothing", coil_text("graph @g(%x: f32[2]) -> (%y) {\n  %y = Relu(%nothing) : f32[2]\n}\n"), ["inspect", "g.coil"])
+    add("coil-bad-dtype", r"error: .*g\.coil:1:\d+: .*(dtype|f33)", coil_text("graph @g(%x: f33[2]) -> (%x) {\n}\n"), ["inspect", "g.coil"])
+
+    # --- command line
+    add("unknown-command", r"error: unknown command 'frobnicate'", lambda d: None, ["frobnicate"])
+    add("unknown-option", r"error: unknown option '--bogus'", lambda d: None, ["inspect", "x.onnx", "--bogus"])
+    add("interpret-needs-inputs", r"error: 'coil interpret' needs --inputs", lambda d: None, ["interpret", "x.onnx"])
+    return C
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--coil", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--filter")
+    args = ap.parse_args()
+    coil = os.path.abspath(args.coil)
+    passed = failed = 0
+    for c in cases():
+        if args.filter and not re.search(args.filter, c.name):
+            continue
+        d = os.path.join(args.work, c.name)
+        os.makedirs(d, exist_ok=True)
+        c.setup(d)
+        env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0", UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
+        r = subprocess.run([coil] + c.argv, cwd=d, capture_output=True, text=True, timeout=120, env=env)
+        problems = []
+        if r.returncode != c.code:
+            problems.append("exit code %d, want %d" % (r.returncode, c.code))
+        if not re.search(c.regex, r.stderr, re.IGNORECASE):
+            problems.append("stderr does not match /%s/" % c.regex)
+        if re.search(r"AddressSanitizer|runtime error:|LeakSanitizer|UndefinedBehaviorSanitizer", r.stderr) and "runtime error: out of memory" not in r.stderr:
+            problems.append("sanitizer report")
+        if problems:
+            failed += 1
+            print("FAIL %s: %s\n  command: coil %s\n  stderr: %s" % (c.name, "; ".join(problems), " ".join(c.argv), r.stderr.strip()[:800]))
+        else:
+            passed += 1
+            print("ok   %s: %s" % (c.name, r.stderr.strip().splitlines()[0] if r.stderr.strip() else ""))
+    print("errors: %d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

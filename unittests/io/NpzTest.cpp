@@ -1,0 +1,70 @@
+// Tests of .npy/.npz reading and writing.
+#include "io/Npz.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+
+using namespace coil;
+
+namespace {
+std::string tmpPath(const std::string &name) {
+  return (std::filesystem::temp_directory_path() / ("coil_npz_test_" + name)).string();
+}
+} // namespace
+
+TEST(Npz, RoundTripsEveryDType) {
+  NamedTensors arrays;
+#define COIL_ADD(E, N, T, S)                                                                       \
+  arrays.emplace_back(N, Tensor::fromDoubles(DType::E, {2, 3}, {1, 0, 3, 1, 5, 0}));
+  COIL_FOR_EACH_DTYPE(COIL_ADD)
+#undef COIL_ADD
+  arrays.emplace_back("scalar", Tensor::scalar(DType::F32, 2.5));
+  arrays.emplace_back("empty", Tensor(DType::I64, {0, 4}));
+  arrays.emplace_back("a/b:c", Tensor::fromInts(DType::I32, {3}, {-1, 2, -3}));
+  std::string p = tmpPath("all.npz");
+  ASSERT_TRUE(writeNpz(p, arrays).ok());
+  auto back = readNpz(p);
+  ASSERT_TRUE(back.ok()) << back.error().render();
+  ASSERT_EQ(back->size(), arrays.size());
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    EXPECT_EQ((*back)[i].first, arrays[i].first);
+    EXPECT_TRUE((*back)[i].second.identical(arrays[i].second)) << arrays[i].first;
+  }
+  std::remove(p.c_str());
+}
+
+TEST(Npz, ReadsFortranOrder) {
+  // 2x3 array [[0,1,2],[3,4,5]] stored column-major: 0 3 1 4 2 5.
+  std::string h = "{'descr': '<i4', 'fortran_order': True, 'shape': (2, 3), }";
+  h.append(64 - (10 + h.size() + 1) % 64, ' ');
+  h += '\n';
+  std::string img = std::string("\x93NUMPY\x01\x00", 8);
+  img += char(h.size() & 0xff);
+  img += char(h.size() >> 8);
+  img += h;
+  int32_t col[] = {0, 3, 1, 4, 2, 5};
+  img.append(reinterpret_cast<const char *>(col), sizeof col);
+  auto t = parseNpy(img, "f.npy");
+  ASSERT_TRUE(t.ok()) << t.error().render();
+  EXPECT_EQ(t->toInts(), (std::vector<int64_t>{0, 1, 2, 3, 4, 5}));
+}
+
+TEST(Npz, RejectsBadImages) {
+  EXPECT_FALSE(parseNpy("", "x").ok());
+  EXPECT_FALSE(parseNpy("\x93NUMPY\x01\x00\xff\xff", "x").ok());
+  Tensor t = Tensor::fromDoubles(DType::F32, {4}, {1, 2, 3, 4});
+  std::string img = serializeNpy(t);
+  auto truncated = parseNpy(img.substr(0, img.size() - 3), "x.npy");
+  ASSERT_FALSE(truncated.ok());
+  EXPECT_NE(truncated.error().message().find("shorter"), std::string::npos);
+  std::string bad = img;
+  bad.replace(bad.find("<f4"), 3, "<c8");
+  auto unsupported = parseNpy(bad, "x.npy");
+  ASSERT_FALSE(unsupported.ok());
+  EXPECT_NE(unsupported.error().message().find("unsupported array dtype '<c8'"), std::string::npos);
+  auto missing = readNpz(tmpPath("does-not-exist.npz"));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message().find("cannot open"), std::string::npos);
+}
