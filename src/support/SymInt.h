@@ -130,6 +130,12 @@ SymInt ceilDiv(const SymInt &a, const SymInt &b);
 SymInt min(const SymInt &a, const SymInt &b);
 SymInt max(const SymInt &a, const SymInt &b);
 
+/// The q with a == q*b for every value of the symbols, found when b is a non-zero constant
+/// dividing every coefficient, or a product (or sum) dividing every term of a:
+/// exactQuotient(6*N*M + 3*M, 3*M) == 2*N + 1, exactQuotient(2*N + 2, N + 1) == 2. Then
+/// floorDiv(a, b) == q wherever b != 0. nullopt when not found (not a proof of anything).
+std::optional<SymInt> exactQuotient(const SymInt &a, const SymInt &b);
+
 /// Rewrites that hold under `ranges` (e.g. `(a*b) // b -> a` when b > 0, `min(a, b) -> a`
 /// when a <= b is provable).
 SymInt simplify(const SymInt &e, const SymRanges &ranges);

@@ -155,6 +155,33 @@ TEST(SymIntCanon, FloorDivBySymbols) {
   EXPECT_EQ(floorMod(floorMod(N, 4), max(M, 4)), floorMod(N, 4));
 }
 
+TEST(SymIntCanon, ExactQuotient) {
+  auto q = [](const SymInt &a, const SymInt &b) {
+    auto r = exactQuotient(a, b);
+    return r ? r->str() : std::string("none");
+  };
+  EXPECT_EQ(q(6 * N * M + 3 * M, 3 * M), "2*N + 1");
+  EXPECT_EQ(q(2 * N + 2, N + 1), "2");
+  EXPECT_EQ(q(2 * N + 2, 2), "N + 1");
+  EXPECT_EQ(q(2 * N + 3, 2), "none");
+  EXPECT_EQ(q(N * (M + 1) * K, (M + 1) * K), "N");
+  EXPECT_EQ(q(N, 0), "none");
+  EXPECT_EQ(q(N + 1, N), "none");
+  EXPECT_EQ(q(SymInt(0), N), "0");
+  EXPECT_EQ(q(SymInt(INT64_MIN) * N, -1), "none");
+  // Division by a sum factor.
+  SymInt pos = max(M, 1) + 1;
+  EXPECT_EQ(floorDiv(N * pos + 3, pos), N + floorDiv(3, pos));
+  EXPECT_EQ(floorDiv(2 * pos, pos), SymInt(2));
+  EXPECT_EQ(floorMod(N * pos * K, pos), SymInt(0));
+  SymRanges r{{"C", {1, 64}}, {"H", {3, 64}}, {"W", {3, 64}}, {"N", {0, 8}}};
+  SymInt C = SymInt::symbol("C"), H = SymInt::symbol("H"), W = SymInt::symbol("W");
+  SymInt numel = N * C * (H - 2) * (W - 2);
+  EXPECT_EQ(numel.str(), "C*N*(H - 2)*(W - 2)");
+  EXPECT_EQ(simplify(floorDiv(numel, C * (H - 2) * (W - 2)), r), N);
+  EXPECT_EQ(floorDiv(numel, C * (H - 2) * (W - 2)).kind(), SymInt::Kind::FloorDiv); // C may be 0
+}
+
 TEST(SymIntCanon, ModIdentities) {
   EXPECT_EQ(floorMod(N, 1), SymInt(0));
   EXPECT_EQ(floorMod(N, -1), SymInt(0));
