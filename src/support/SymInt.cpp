@@ -323,8 +323,8 @@ struct SymIntBuilder {
       for (const SymInt &t : factors[0].operands()) {
         Term st = t.isConstant() ? Term{t.constant(), SymInt(1)} : splitTerm(t);
         int64_t c;
-        if (__builtin_mul_overflow(st.coef, k, &c))
-          return make(Kind::Mul, {SymInt(k), factors[0]}, true);
+        if (__builtin_mul_overflow(st.coef, k, &c)) // keep it factored
+          return make(Kind::Mul, {SymInt(k), factors[0]});
         terms.push_back(t.isConstant() ? SymInt(c) : makeTerm(c, st.mono));
       }
       return makeAdd(terms);
@@ -443,7 +443,7 @@ std::vector<SymInt> factorsOf(const SymInt &mono) {
 
 /// If term (coef, mono) is a multiple of divisor (dcoef, dmono), its quotient.
 std::optional<SymInt> divideTerm(const B::Term &t, const B::Term &d) {
-  if (d.coef == 0 || t.coef % d.coef != 0 || (t.coef == INT64_MIN && d.coef == -1))
+  if (d.coef == 0 || (t.coef == INT64_MIN && d.coef == -1) || t.coef % d.coef != 0)
     return std::nullopt;
   std::vector<SymInt> tf = factorsOf(t.mono), df = factorsOf(d.mono);
   // Both sorted: multiset difference.
@@ -458,6 +458,15 @@ std::optional<SymInt> divideTerm(const B::Term &t, const B::Term &d) {
   if (j != df.size()) return std::nullopt;
   rest.push_back(SymInt(t.coef / d.coef));
   return B::makeMul(rest);
+}
+
+/// b as coefficient times monomial; a sum gives its content: 2*N + 2 -> (2, N + 1).
+B::Term divisorTerm(const SymInt &b) {
+  if (b.kind() == Kind::Add && !B::isRaw(b)) {
+    auto [unit, primitive] = B::content(b);
+    return {unit, primitive};
+  }
+  return B::splitTerm(b);
 }
 
 SymInt divRule(const SymInt &a, const SymInt &b, Oracle &o);
@@ -531,22 +540,18 @@ SymInt divRule(const SymInt &a, const SymInt &b, Oracle &o) {
     }
     return divByConstant(a, c, o);
   }
-  if (a == b && o.nonZero(b)) return SymInt(1);
+  if (auto q = exactQuotient(a, b); q && o.nonZero(b)) return *q;
   // Terms that are multiples of b leave the division: (b*q + r) // b == q + r // b (b != 0).
   std::vector<B::Term> terms, rest;
   int64_t k;
   B::splitSum(a, terms, k);
   std::vector<SymInt> out;
-  if (b.kind() != Kind::Add) {
-    B::Term d = B::splitTerm(b);
-    for (const B::Term &t : terms) {
-      if (auto q = divideTerm(t, d))
-        out.push_back(*q);
-      else
-        rest.push_back(t);
-    }
-  } else {
-    rest = terms;
+  B::Term d = divisorTerm(b);
+  for (const B::Term &t : terms) {
+    if (auto q = divideTerm(t, d))
+      out.push_back(*q);
+    else
+      rest.push_back(t);
   }
   SymInt r = out.empty() ? a : sumOf(rest, k);
   if (r.isConstant() && r.constant() == 0) {
@@ -611,19 +616,17 @@ SymInt modRule(const SymInt &a, const SymInt &b, Oracle &o) {
     }
     return modByConstant(a, c, o);
   }
-  if (a == b && o.nonZero(b)) return SymInt(0);
+  if (exactQuotient(a, b) && o.nonZero(b)) return SymInt(0);
   std::vector<B::Term> terms, rest;
   int64_t k;
   B::splitSum(a, terms, k);
   bool dropped = false;
-  if (b.kind() != Kind::Add) {
-    B::Term d = B::splitTerm(b);
-    for (const B::Term &t : terms) {
-      if (divideTerm(t, d))
-        dropped = true;
-      else
-        rest.push_back(t);
-    }
+  B::Term d = divisorTerm(b);
+  for (const B::Term &t : terms) {
+    if (divideTerm(t, d))
+      dropped = true;
+    else
+      rest.push_back(t);
   }
   SymInt r = dropped ? sumOf(rest, k) : a;
   if (r.isConstant() && r.constant() == 0)
@@ -670,6 +673,38 @@ SymInt minMaxRule(Kind kind, const std::vector<SymInt> &in, Oracle &o) {
 }
 
 } // namespace
+
+std::optional<SymInt> exactQuotient(const SymInt &a, const SymInt &b) {
+  std::vector<B::Term> terms;
+  int64_t k;
+  B::splitSum(a, terms, k);
+  std::vector<SymInt> ops;
+  if (b.isConstant()) {
+    int64_t c = b.constant();
+    auto divides = [c](int64_t v) { return c != 0 && !(v == INT64_MIN && c == -1) && v % c == 0; };
+    for (const B::Term &t : terms) {
+      if (!divides(t.coef)) return std::nullopt;
+      ops.push_back(B::makeTerm(t.coef / c, t.mono));
+    }
+    if (!divides(k)) return std::nullopt;
+    ops.push_back(SymInt(k / c));
+    return B::makeAdd(ops);
+  }
+  B::Term d = divisorTerm(b);
+  // A sum that is a multiple of b as a whole: (2*N + 2) / (N + 1) == 2.
+  if (a.kind() == Kind::Add && !B::isRaw(a)) {
+    auto [unit, primitive] = B::content(a);
+    if (primitive == d.mono && !(unit == INT64_MIN && d.coef == -1) && unit % d.coef == 0)
+      return SymInt(unit / d.coef);
+  }
+  if (k != 0) return std::nullopt;
+  for (const B::Term &t : terms) {
+    auto q = divideTerm(t, d);
+    if (!q) return std::nullopt;
+    ops.push_back(*q);
+  }
+  return B::makeAdd(ops);
+}
 
 // ---- public construction
 

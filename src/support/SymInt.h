@@ -25,7 +25,8 @@
 ///    operands that another one provably undercuts (min) or exceeds (max).
 ///  - FloorDiv and Mod are binary; a constant divisor is >= 2.
 /// Rewrites are value-preserving wherever the original expression has a value; they may remove
-/// a division by zero (e.g. `(N // M)*0` -> `0`) but never introduce one. Rewrites that need a
+/// a division by zero (e.g. `(N // M)*0` -> `0`) but never introduce one. (Only int64 overflow
+/// of intermediate results can differ: `2*(N - M)` is kept as `2*N - 2*M`.) Rewrites that need a
 /// fact a symbol may violate (`(a*b) // b -> a` needs b != 0) happen in the operators only when
 /// the fact holds for every value of the symbols; otherwise in simplify() under ranges.
 /// If folding a constant would overflow int64, the operator keeps that (binary) operation
@@ -107,8 +108,10 @@ public:
   /// Canonical text, parseable by parseSymInt: `2*N + 1`, `N // 4`, `N % 4`, `min(N, 8)`.
   std::string str() const;
   /// A C++ expression of type int64_t. Symbols print as their names. Floor division and
-  /// modulo print as `/` and `%` only where both operands are provably non-negative under
-  /// `ranges`; elsewhere as calls to `coil_floordiv` / `coil_floormod` (see cppPrelude()).
+  /// modulo print as `/` and `%` only where the dividend is provably >= 0 and the divisor >= 1
+  /// under `ranges` (a symbol missing from `ranges` counts as [0, 2^62], a size); elsewhere as
+  /// calls to `coil_floordiv` / `coil_floormod` (see cppPrelude()). min and max print as
+  /// `std::min<int64_t>(a, b)` (nested for more operands).
   std::string toCpp(const SymRanges &ranges = {}) const;
   /// A Python expression (Python's `//` and `%` already floor).
   std::string toPython() const;
@@ -126,6 +129,12 @@ SymInt floorMod(const SymInt &a, const SymInt &b);
 SymInt ceilDiv(const SymInt &a, const SymInt &b);
 SymInt min(const SymInt &a, const SymInt &b);
 SymInt max(const SymInt &a, const SymInt &b);
+
+/// The q with a == q*b for every value of the symbols, found when b is a non-zero constant
+/// dividing every coefficient, or a product (or sum) dividing every term of a:
+/// exactQuotient(6*N*M + 3*M, 3*M) == 2*N + 1, exactQuotient(2*N + 2, N + 1) == 2. Then
+/// floorDiv(a, b) == q wherever b != 0. nullopt when not found (not a proof of anything).
+std::optional<SymInt> exactQuotient(const SymInt &a, const SymInt &b);
 
 /// Rewrites that hold under `ranges` (e.g. `(a*b) // b -> a` when b > 0, `min(a, b) -> a`
 /// when a <= b is provable).
