@@ -25,16 +25,24 @@ Modes:
               with the stored expectations. Comparison rules: shapes, dtypes, ints and bools
               exact; floats |coil - ort| <= atol + rtol * |ort|, NaN where ORT gives NaN, with
               fixed per-dtype tolerances (ORT_TOLERANCES below):
-                f64       rtol 1e-9, atol 1e-12  (both compute in double; only the order of
-                                                  operations and libm differ)
-                f32       rtol 1e-4, atol 1e-5   (coil accumulates reductions and matmuls in
+                f64       rtol 1e-12, atol 1e-14  both compute in double; only the order of
+                                                  operations and libm differ (largest seen over
+                                                  the node tests: 1.9e-15 relative)
+                f32       rtol 1e-5,  atol 1e-6   coil accumulates reductions and matmuls in
                                                   double and rounds once; ORT accumulates in
                                                   float, in a blocked/vectorized order, and uses
                                                   polynomial approximations of exp, tanh,
-                                                  logistic, erf; the absolute part covers sums
-                                                  that cancel to near zero)
-                f16, bf16 rtol 1e-2, atol 1e-3   (ORT computes many f16 ops step by step at low
-                                                  precision, coil rounds once)
+                                                  logistic, erf. Largest seen: 1.9e-6 relative
+                                                  (NegativeLogLikelihoodLoss mean over weights),
+                                                  1.1e-5 absolute on values ~6 (cubic Resize);
+                                                  the node tests reduce over at most a few
+                                                  hundred terms; longer float reductions would
+                                                  need rtol ~1e-4..1e-3. atol covers sums that
+                                                  cancel to near zero.
+                f16       rtol 2e-3,  atol 1e-4   two f16 ulps: ORT computes some f16 ops by
+                                                  upcasting, others step by step in f16; coil
+                                                  rounds once (largest seen: 1 ulp)
+                bf16      rtol 1e-2,  atol 1e-3   about one bf16 ulp (largest seen: 0)
               Extra statuses, neither passes nor failures, counted and listed in the summary:
                 ort-unavailable  onnxruntime cannot load or run the test (op, opset or type it
                                  does not implement, or it raises or crashes on the inputs)
@@ -67,9 +75,9 @@ FLOAT_LOW = ("float16", "bfloat16")
 
 # mode 'ort': (rtol, atol) per dtype for coil against onnxruntime; see the docstring for why.
 ORT_TOLERANCES = {
-    "float64": (1e-9, 1e-12),
-    "float32": (1e-4, 1e-5),
-    "float16": (1e-2, 1e-3),
+    "float64": (1e-12, 1e-14),
+    "float32": (1e-5, 1e-6),
+    "float16": (2e-3, 1e-4),
     "bfloat16": (1e-2, 1e-3),
 }
 
@@ -306,8 +314,9 @@ def run_ort_phase(args, todo):
             # the worker died inside pending[done]
             name, _, out_dir, _ = pending[done]
             with open(os.path.join(out_dir, "ort.json"), "w") as f:
-                json.dump({"status": "unavailable", "detail": "onnxruntime crashed (exit status %d): %s" % (
-                    rc, " | ".join(err.strip().splitlines()[-2:]))}, f)
+                tail = " | ".join(err.strip().splitlines()[-2:])
+                json.dump({"status": "unavailable", "detail": "onnxruntime crashed (exit status %d)%s" % (
+                    rc, ": " + tail if tail else "")}, f)
             pending = pending[done + 1:]
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=nworkers) as ex:
@@ -425,6 +434,12 @@ def main():
 
     import onnx
 
+    if args.mode == "ort":
+        try:
+            import onnxruntime  # noqa: F401 - checked here, used by the worker processes
+        except ImportError as e:
+            print("error: mode 'ort' needs the onnxruntime package (pip install onnxruntime): %s" % e)
+            return 1
     data_dir = os.path.join(args.work, "data-onnx-" + onnx.__version__)
     t0 = time.time()
     generate(data_dir)
