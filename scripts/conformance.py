@@ -65,6 +65,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import warnings
 import zipfile
@@ -300,12 +301,26 @@ def run_ort_phase(args, todo):
                                      stdout=subprocess.PIPE, stderr=ef, text=True)
             started = None
             done = 0
+            progress = [time.time(), False]  # time of the last START line, killed for a timeout
+
+            def watchdog():
+                while p.poll() is None:
+                    if time.time() - progress[0] > args.timeout:
+                        progress[1] = True
+                        p.kill()
+                        return
+                    time.sleep(0.5)
+
+            watcher = threading.Thread(target=watchdog, daemon=True)
+            watcher.start()
             for line in p.stdout:
                 if line.startswith("START "):
+                    progress[0] = time.time()
                     if started is not None:
                         done += 1
                     started = line[6:].strip()
             rc = p.wait()
+            watcher.join()
             err = open(err_file).read()
             if rc == 0:
                 return
@@ -315,8 +330,11 @@ def run_ort_phase(args, todo):
             name, _, out_dir, _ = pending[done]
             with open(os.path.join(out_dir, "ort.json"), "w") as f:
                 tail = " | ".join(err.strip().splitlines()[-2:])
-                json.dump({"status": "unavailable", "detail": "onnxruntime crashed (exit status %d)%s" % (
-                    rc, ": " + tail if tail else "")}, f)
+                if progress[1]:
+                    detail = "onnxruntime gave no result in %d s" % args.timeout
+                else:
+                    detail = "onnxruntime crashed (exit status %d)%s" % (rc, ": " + tail if tail else "")
+                json.dump({"status": "unavailable", "detail": detail}, f)
             pending = pending[done + 1:]
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=nworkers) as ex:
@@ -522,8 +540,13 @@ def main():
         json.dump(results, f, indent=1)
     print("conformance: %d passed, %d failed, %d skipped" % (counts["pass"], counts["fail"], counts["skip"]))
     if args.mode == "ort":
-        print("onnxruntime: %d ort-unavailable, %d ort-disagrees (neither passed nor failed)" % (
-            counts["ort-unavailable"], counts["ort-disagrees"]))
+        also = 0
+        for r in results:
+            ort_json = os.path.join(args.work, "out", r["name"], "ort.json")
+            if r["status"] == "fail" and os.path.exists(ort_json) and json.load(open(ort_json))["status"] != "ok":
+                also += 1
+        print("onnxruntime: %d ort-unavailable, %d ort-disagrees (neither passed nor failed); "
+              "onnxruntime cannot run %d of the failed tests either" % (counts["ort-unavailable"], counts["ort-disagrees"], also))
 
     status = 0
     crashes = [r for r in results if r.get("kind") == "crash"]
