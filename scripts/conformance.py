@@ -20,6 +20,40 @@ Modes:
   interpret   coil interpret MODEL --inputs IN.npz --outputs OUT.npz
   text        coil inspect MODEL --graph > M.coil; the text must parse back, print identically,
               and `coil interpret M.coil` must match the expected outputs
+  ort         coil interpret as in 'interpret', compared with onnxruntime's CPUExecutionProvider
+              on the same model and inputs (graph optimizations off, one thread), instead of
+              with the stored expectations. Comparison rules: shapes, dtypes, ints and bools
+              exact; floats |coil - ort| <= atol + rtol * |ort|, NaN where ORT gives NaN, with
+              fixed per-dtype tolerances (ORT_TOLERANCES below):
+                f64       rtol 1e-12, atol 1e-14  both compute in double; only the order of
+                                                  operations and libm differ (largest seen over
+                                                  the node tests: 1.9e-15 relative)
+                f32       rtol 1e-5,  atol 1e-6   coil accumulates reductions and matmuls in
+                                                  double and rounds once; ORT accumulates in
+                                                  float, in a blocked/vectorized order, and uses
+                                                  polynomial approximations of exp, tanh,
+                                                  logistic, erf. Largest seen: 1.9e-6 relative
+                                                  (NegativeLogLikelihoodLoss mean over weights),
+                                                  1.1e-5 absolute on values ~6 (cubic Resize);
+                                                  the node tests reduce over at most a few
+                                                  hundred terms; longer float reductions would
+                                                  need rtol ~1e-4..1e-3. atol covers sums that
+                                                  cancel to near zero.
+                f16       rtol 2e-3,  atol 1e-4   two f16 ulps: ORT computes some f16 ops by
+                                                  upcasting, others step by step in f16; coil
+                                                  rounds once (largest seen: 1 ulp)
+                bf16      rtol 1e-2,  atol 1e-3   about one bf16 ulp (largest seen: 0)
+              Extra statuses, neither passes nor failures, counted and listed in the summary:
+                ort-unavailable  onnxruntime cannot load or run the test (op, opset or type it
+                                 does not implement, or it raises or crashes on the inputs)
+                ort-disagrees    coil and ORT differ, coil matches the stored expectation and
+                                 ORT does not (a finding about ORT, not a coil failure)
+              A coil/ORT difference where coil does not match the stored expectation (or ORT
+              matches it too) is a failure of kind 'mismatch'. onnxruntime runs in separate
+              worker processes (-j of them) before coil, so that an ORT crash costs one test.
+
+Exclusion file: 'test_name  reason' excludes a test in every mode; 'test_name@MODE  reason'
+excludes it only in mode MODE (e.g. 'test_foo@ort  onnxruntime bug ...').
 """
 import argparse
 import collections
@@ -31,6 +65,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import warnings
 import zipfile
@@ -38,6 +73,14 @@ import zipfile
 import numpy as np
 
 FLOAT_LOW = ("float16", "bfloat16")
+
+# mode 'ort': (rtol, atol) per dtype for coil against onnxruntime; see the docstring for why.
+ORT_TOLERANCES = {
+    "float64": (1e-12, 1e-14),
+    "float32": (1e-5, 1e-6),
+    "float16": (2e-3, 1e-4),
+    "bfloat16": (1e-2, 1e-3),
+}
 
 
 def save_npz(path, arrays):
@@ -122,8 +165,11 @@ def generate(data_dir):
     open(marker, "w").close()
 
 
-def compare(got, want, rtol, atol):
-    """Returns None when equal within tolerance, else a description of the first mismatch."""
+def compare(got, want, rtol, atol, tolerances=None):
+    """Returns None when equal within tolerance, else a description of the first mismatch.
+
+    tolerances, when given, maps a float dtype name to (rtol, atol) and replaces rtol/atol and
+    the f16/bf16 defaults."""
     for name, w in want.items():
         if name not in got:
             return "missing output '%s'" % name
@@ -134,11 +180,14 @@ def compare(got, want, rtol, atol):
             return "output '%s': dtype %s, want %s" % (name, "bf16" if gbf else g.dtype, "bf16" if wbf else w.dtype)
         if wbf:
             g, w = bf16_to_f32(g[1]), bf16_to_f32(w[1])
-            rt, at = 1e-2, 1e-3
+            rt, at = tolerances["bfloat16"] if tolerances else (1e-2, 1e-3)
         else:
             if g.dtype != w.dtype:
                 return "output '%s': dtype %s, want %s" % (name, g.dtype, w.dtype)
-            rt, at = (1e-2, 1e-3) if w.dtype == np.float16 else (rtol, atol)
+            if tolerances and w.dtype.name in tolerances:
+                rt, at = tolerances[w.dtype.name]
+            else:
+                rt, at = (1e-2, 1e-3) if w.dtype == np.float16 else (rtol, atol)
         if g.shape != w.shape:
             return "output '%s': shape %s, want %s" % (name, g.shape, w.shape)
         if w.dtype.kind in "fc":
@@ -159,6 +208,158 @@ def compare(got, want, rtol, atol):
                 return "output '%s': %d elements differ; at %s got %r want %r" % (
                     name, int(np.sum(bad)), tuple(int(x) for x in i), g[tuple(i)], w[tuple(i)])
     return None
+
+
+def ort_output_array(value):
+    """An onnxruntime OrtValue as a numpy array (bf16, which ORT cannot convert, through its bits)."""
+    import ctypes
+
+    if value.data_type() == "tensor(bfloat16)":
+        import ml_dtypes  # onnx's own dependency for bf16
+
+        bits = np.empty(value.shape(), dtype=np.uint16)
+        if bits.size:
+            ctypes.memmove(bits.ctypes.data, value.data_ptr(), bits.nbytes)
+        return bits.view(ml_dtypes.bfloat16)
+    return value.numpy()
+
+
+def ort_message(e):
+    """The first line of an onnxruntime exception, without the C++ file and function names."""
+    msg = (str(e).strip().splitlines() or [type(e).__name__])[0]
+    return re.sub(r"/onnxruntime_src/\S+:\d+ .*?\)( const)? ", "", msg)[:400]
+
+
+def ort_worker(list_file):
+    """Runs the tests named in list_file through onnxruntime; writes out/<name>/ort.json (status
+    'ok' or 'unavailable' with a detail) and ort<k>.npz. Prints 'START <name>' before each test
+    so that the parent can tell which test a crash belongs to."""
+    import onnxruntime as ort
+    from onnx import TensorProto
+
+    ort.set_default_logger_severity(4)  # errors come back as exceptions
+    jobs = json.load(open(list_file))
+    for name, d, out_dir, datasets in jobs:
+        print("START " + name, flush=True)
+        os.makedirs(out_dir, exist_ok=True)
+        status = {"status": "ok", "detail": ""}
+        try:
+            so = ort.SessionOptions()
+            so.intra_op_num_threads = 1
+            so.inter_op_num_threads = 1
+            so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+            so.log_severity_level = 4
+            try:
+                sess = ort.InferenceSession(os.path.join(d, "model.onnx"), so, providers=["CPUExecutionProvider"])
+            except Exception as e:  # noqa: BLE001 - any load failure means ORT cannot run it
+                raise RuntimeError("load: " + ort_message(e))
+            names = [o.name for o in sess.get_outputs()]
+            for k in range(datasets):
+                feeds = {}
+                for n, a in load_npz(os.path.join(d, "in%d.npz" % k)).items():
+                    if isinstance(a, tuple):
+                        a = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(a[1], TensorProto.BFLOAT16)
+                    else:
+                        a = ort.OrtValue.ortvalue_from_numpy(a)
+                    feeds[n] = a
+                try:
+                    vals = sess.run_with_ort_values(names, feeds)
+                    outs = {n: ort_output_array(v) for n, v in zip(names, vals)}
+                except Exception as e:  # noqa: BLE001
+                    raise RuntimeError("run: " + ort_message(e))
+                save_npz(os.path.join(out_dir, "ort%d.npz" % k), outs)
+        except Exception as e:  # noqa: BLE001
+            status = {"status": "unavailable", "detail": str(e) or type(e).__name__}
+        with open(os.path.join(out_dir, "ort.json"), "w") as f:
+            json.dump(status, f)
+    return 0
+
+
+def run_ort_phase(args, todo):
+    """Runs onnxruntime on every test of todo in -j worker processes; a test during which a
+    worker dies is marked unavailable and the worker restarts after it."""
+    jobs = []
+    for name, d, meta in todo:
+        if meta.get("unsavable"):
+            continue
+        out_dir = os.path.join(args.work, "out", name)
+        os.makedirs(out_dir, exist_ok=True)
+        if os.path.exists(os.path.join(out_dir, "ort.json")):
+            os.remove(os.path.join(out_dir, "ort.json"))
+        jobs.append((name, d, out_dir, meta["datasets"]))
+    nworkers = max(1, min(args.j, len(jobs)))
+
+    def drive(i):
+        pending = jobs[i::nworkers]
+        while pending:
+            list_file = os.path.join(args.work, "ort-jobs-%d.json" % i)
+            with open(list_file, "w") as f:
+                json.dump(pending, f)
+            err_file = os.path.join(args.work, "ort-jobs-%d.err" % i)
+            with open(err_file, "w") as ef:
+                p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--ort-worker", list_file],
+                                     stdout=subprocess.PIPE, stderr=ef, text=True)
+            started = None
+            done = 0
+            progress = [time.time(), False]  # time of the last START line, killed for a timeout
+
+            def watchdog():
+                while p.poll() is None:
+                    if time.time() - progress[0] > args.timeout:
+                        progress[1] = True
+                        p.kill()
+                        return
+                    time.sleep(0.5)
+
+            watcher = threading.Thread(target=watchdog, daemon=True)
+            watcher.start()
+            for line in p.stdout:
+                if line.startswith("START "):
+                    progress[0] = time.time()
+                    if started is not None:
+                        done += 1
+                    started = line[6:].strip()
+            rc = p.wait()
+            watcher.join()
+            err = open(err_file).read()
+            if rc == 0:
+                return
+            if started is None:
+                raise RuntimeError("onnxruntime worker failed before its first test: " + err.strip()[-500:])
+            # the worker died inside pending[done]
+            name, _, out_dir, _ = pending[done]
+            with open(os.path.join(out_dir, "ort.json"), "w") as f:
+                tail = " | ".join(err.strip().splitlines()[-2:])
+                if progress[1]:
+                    detail = "onnxruntime gave no result in %d s" % args.timeout
+                else:
+                    detail = "onnxruntime crashed (exit status %d)%s" % (rc, ": " + tail if tail else "")
+                json.dump({"status": "unavailable", "detail": detail}, f)
+            pending = pending[done + 1:]
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=nworkers) as ex:
+        list(ex.map(drive, range(nworkers)))
+
+
+def compare_with_ort(res, got, out_dir, k, want, meta):
+    """Mode 'ort': fills res from coil's outputs against onnxruntime's for dataset k; returns
+    True when the test should go on with its next dataset."""
+    info = json.load(open(os.path.join(out_dir, "ort.json")))
+    if info["status"] != "ok":
+        res.update(status="ort-unavailable", detail=info["detail"])
+        return False
+    ort_out = load_npz(os.path.join(out_dir, "ort%d.npz" % k))
+    diff = compare(got, ort_out, 0, 0, ORT_TOLERANCES)
+    if diff is None:
+        return True
+    coil_vs_want = compare(got, want, meta["rtol"], meta["atol"])
+    ort_vs_want = compare(ort_out, want, meta["rtol"], meta["atol"])
+    if coil_vs_want is None and ort_vs_want is not None:
+        res.update(status="ort-disagrees", detail="dataset %d: onnxruntime vs expected: %s" % (k, ort_vs_want))
+        return False
+    res.update(status="fail", kind="mismatch", detail="dataset %d: coil vs onnxruntime: %s; coil vs expected: %s; onnxruntime vs expected: %s" % (
+        k, diff, coil_vs_want or "ok", ort_vs_want or "ok"))
+    return False
 
 
 def classify_error(rc, stderr):
@@ -219,6 +420,10 @@ def run_one(args, name, d, meta):
             res.update(status="fail", kind="bad-output", detail="unreadable outputs: %s" % e)
             return res
         want = load_npz(os.path.join(d, "want%d.npz" % k))
+        if args.mode == "ort":
+            if compare_with_ort(res, got, out_dir, k, want, meta):
+                continue
+            return res
         diff = compare(got, want, meta["rtol"], meta["atol"])
         if diff:
             res.update(status="fail", kind="mismatch", detail=diff)
@@ -227,9 +432,11 @@ def run_one(args, name, d, meta):
 
 
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--ort-worker":
+        return ort_worker(sys.argv[2])
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--coil", required=True)
-    ap.add_argument("--mode", choices=["interpret", "text"], default="interpret")
+    ap.add_argument("--mode", choices=["interpret", "text", "ort"], default="interpret")
     ap.add_argument("--work", required=True, help="folder for generated data and outputs")
     ap.add_argument("--ops", help="comma-separated op types to run (default: all)")
     ap.add_argument("--filter", help="regex on test names")
@@ -245,6 +452,12 @@ def main():
 
     import onnx
 
+    if args.mode == "ort":
+        try:
+            import onnxruntime  # noqa: F401 - checked here, used by the worker processes
+        except ImportError as e:
+            print("error: mode 'ort' needs the onnxruntime package (pip install onnxruntime): %s" % e)
+            return 1
     data_dir = os.path.join(args.work, "data-onnx-" + onnx.__version__)
     t0 = time.time()
     generate(data_dir)
@@ -254,7 +467,9 @@ def main():
             line = line.strip()
             if line and not line.startswith("#"):
                 parts = line.split(None, 1)
-                excluded[parts[0]] = parts[1] if len(parts) > 1 else "(no reason given)"
+                name, _, mode = parts[0].partition("@")
+                if not mode or mode == args.mode:
+                    excluded[name] = parts[1] if len(parts) > 1 else "(no reason given)"
     ops = set(args.ops.split(",")) if args.ops else None
     tests = []
     for name in sorted(os.listdir(data_dir)):
@@ -277,6 +492,8 @@ def main():
             results.append({"name": name, "op": meta["op"], "status": "skip", "detail": "excluded: " + excluded[name]})
         else:
             todo.append((name, d, meta))
+    if args.mode == "ort":
+        run_ort_phase(args, todo)
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.j)) as ex:
         for r in ex.map(lambda t: run_one(args, *t), todo):
             results.append(r)
@@ -297,7 +514,20 @@ def main():
     shown = [r for r in fails if r.get("kind") != "unsupported"][: args.failures]
     for r in shown:
         print("FAIL %s [%s] %s: %s" % (r["name"], r["op"], r.get("kind"), r["detail"]))
-    if args.table:
+    if args.mode == "ort":
+        for r in results:
+            if r["status"] == "ort-disagrees":
+                print("ORT-DISAGREES %s [%s]: %s" % (r["name"], r["op"], r["detail"]))
+        for r in results:
+            if r["status"] == "ort-unavailable":
+                print("ORT-UNAVAILABLE %s [%s]: %s" % (r["name"], r["op"], r["detail"]))
+    if args.table and args.mode == "ort":
+        print("\n%-32s %6s %6s %6s %6s %8s %8s" % ("op", "pass", "fail", "unsup", "skip", "ort-unav", "ort-dis"))
+        for op in sorted(per_op):
+            c = per_op[op]
+            print("%-32s %6d %6d %6d %6d %8d %8d" % (op, c["pass"], c["fail"] - c["unsupported"], c["unsupported"], c["skip"],
+                                                   c["ort-unavailable"], c["ort-disagrees"]))
+    elif args.table:
         print("\n%-32s %6s %6s %6s %6s" % ("op", "pass", "fail", "unsup", "skip"))
         for op in sorted(per_op):
             c = per_op[op]
@@ -309,6 +539,14 @@ def main():
     with open(os.path.join(args.work, "results-%s.json" % args.mode), "w") as f:
         json.dump(results, f, indent=1)
     print("conformance: %d passed, %d failed, %d skipped" % (counts["pass"], counts["fail"], counts["skip"]))
+    if args.mode == "ort":
+        also = 0
+        for r in results:
+            ort_json = os.path.join(args.work, "out", r["name"], "ort.json")
+            if r["status"] == "fail" and os.path.exists(ort_json) and json.load(open(ort_json))["status"] != "ok":
+                also += 1
+        print("onnxruntime: %d ort-unavailable, %d ort-disagrees (neither passed nor failed); "
+              "onnxruntime cannot run %d of the failed tests either" % (counts["ort-unavailable"], counts["ort-disagrees"], also))
 
     status = 0
     crashes = [r for r in results if r.get("kind") == "crash"]
