@@ -740,40 +740,6 @@ TEST(OnnxImporter, UnsupportedOpsReportedTogether) {
       << e;
 }
 
-TEST(OnnxImporter, OpsWithoutInferenceReportedTogether) {
-  // Ops in Ops.def without an inference function are unsupported; every one is reported even
-  // when it consumes the output of another. Uses the first candidate still without inference.
-  struct Candidate {
-    OpKind op;
-    int inputs;
-  };
-  std::optional<Candidate> pick;
-  for (Candidate c : {Candidate{OpKind::Attention, 3}, Candidate{OpKind::GridSample, 2},
-                      Candidate{OpKind::RoiAlign, 3}, Candidate{OpKind::LSTM, 3},
-                      Candidate{OpKind::AffineGrid, 2}, Candidate{OpKind::RotaryEmbedding, 3}})
-    if (!pick && !inferFnFor(c.op)) pick = c;
-  if (!pick) GTEST_SKIP() << "every candidate op has an inference function";
-  std::string op(opName(pick->op));
-  ModelBuilder b(maxOnnxOpset());
-  b.input("x", TensorProto::FLOAT, {"1", "2", "2", "2"});
-  std::vector<std::string> in1(size_t(pick->inputs), "x"), in2 = in1;
-  in2[0] = "a";
-  b.node(op, in1, {"a"}, "u1");
-  b.node(op, in2, {"b"}, "u2");
-  b.node("NotAnOp", {"b"}, {"c"}, "other");
-  b.output("c");
-  auto r = import(b);
-  ASSERT_FALSE(r.ok());
-  for (const char *node : {"u1", "u2"})
-    EXPECT_NE(errorOf(r).find("node '" + std::string(node) + "' (" + op + "): op '" + op +
-                              "' is not supported"),
-              std::string::npos)
-        << errorOf(r);
-  EXPECT_NE(errorOf(r).find("node 'other' (NotAnOp): op 'NotAnOp' is not supported"),
-            std::string::npos)
-      << errorOf(r);
-}
-
 TEST(OnnxImporter, GraphAttributesAreUnsupportedOps) {
   ModelBuilder b;
   b.input("c", TensorProto::BOOL, {});

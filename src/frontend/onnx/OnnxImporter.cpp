@@ -516,8 +516,9 @@ Expected<TensorType> Importer::typeOf(const onnx::ValueInfoProto &vi, const char
   if (!vi.type().has_tensor_type())
     return userError(std::string(what) + " '" + vi.name() + "' is not a tensor");
   const auto &tt = vi.type().tensor_type();
-  COIL_TRY(DType dt, dtypeFromOnnx(tt.elem_type(), vi.name()));
-  TensorType t{dt, {}};
+  auto dt = dtypeFromOnnx(tt.elem_type(), vi.name());
+  if (!dt.ok()) return dt.error().withDefaultLoc(SourceLoc{path_});
+  TensorType t{*dt, {}};
   if (!tt.has_shape())
     return userError(std::string(what) + " '" + vi.name() +
                      "' has no shape: coil needs the rank of every input");
