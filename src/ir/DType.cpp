@@ -137,6 +137,22 @@ float toFloat(double v) {
   return float(v);
 }
 
+/// double -> float rounding to odd (truncate, then set the last bit when inexact). A float
+/// rounded to odd carries enough bits that rounding it again to f16 or bf16 (to nearest, ties
+/// to even) gives the correctly rounded result of the double: no double rounding.
+float toFloatRoundToOdd(double v) {
+  float f = toFloat(v);
+  if (std::isnan(v) || std::isinf(f) || double(f) == v)
+    return f;
+  if (std::fabs(double(f)) > std::fabs(v))
+    f = std::nextafter(f, 0.0f);
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  bits |= 1;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
 template <typename I> I floatToIntSat(double v) {
   if (std::isnan(v)) return 0;
   double lo = double(std::numeric_limits<I>::min()), hi = double(std::numeric_limits<I>::max());
@@ -218,9 +234,9 @@ void storeFromDouble(DType t, void *p, size_t i, double v) {
   case DType::F32:
     return st<float>(p, i, toFloat(v));
   case DType::F16:
-    return st<uint16_t>(p, i, floatToHalf(toFloat(v)));
+    return st<uint16_t>(p, i, floatToHalf(toFloatRoundToOdd(v)));
   case DType::BF16:
-    return st<uint16_t>(p, i, floatToBf16(toFloat(v)));
+    return st<uint16_t>(p, i, floatToBf16(toFloatRoundToOdd(v)));
   case DType::Bool:
     return st<uint8_t>(p, i, v != 0.0 ? 1 : 0);
   case DType::U64:
