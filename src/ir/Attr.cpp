@@ -75,6 +75,21 @@ bool attrValueEqual(const AttrValue &a, const AttrValue &b) {
   return a == b;
 }
 
+Expected<DType> dtypeAttr(const Attrs &attrs, const std::string &name) {
+  const AttrValue *v = attrs.find(name);
+  if (!v) return Error::user("missing attribute '" + name + "'");
+  if (const std::string *s = std::get_if<std::string>(v)) {
+    if (auto t = parseDType(*s)) return *t;
+    return Error::user("attribute '" + name + "' names unknown dtype '" + *s + "'");
+  }
+  const int64_t *code = std::get_if<int64_t>(v);
+  if (!code) return Error::user("attribute '" + name + "' must be an int (an ONNX data type)");
+  if (auto t = dtypeFromOnnxCode(*code)) return *t;
+  if (*code == 8) return Error::user("attribute '" + name + "': string tensors are not supported");
+  return Error::user("attribute '" + name + "': ONNX data type " + std::to_string(*code) +
+                     " is not supported");
+}
+
 bool operator==(const Attrs &a, const Attrs &b) {
   if (a.map_.size() != b.map_.size()) return false;
   for (auto ia = a.map_.begin(), ib = b.map_.begin(); ia != a.map_.end(); ++ia, ++ib)

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "ir/Tensor.h"
+#include "support/Expected.h"
 #include "support/SymInt.h"
 
 #include <cstdint>
@@ -55,5 +56,10 @@ private:
 };
 
 bool attrValueEqual(const AttrValue &a, const AttrValue &b);
+
+/// The dtype named by attribute `name` of `attrs`: an ONNX TensorProto.DataType code (an int,
+/// as in Cast's `to`) or a coil dtype name (a string). A user error when it is absent, of
+/// another kind, or names a type coil lacks.
+Expected<DType> dtypeAttr(const Attrs &attrs, const std::string &name);
 
 } // namespace coil

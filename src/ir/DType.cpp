@@ -53,6 +53,39 @@ bool isSigned(DType t) {
   return !isUnsigned(t);
 }
 
+std::optional<DType> dtypeFromOnnxCode(int64_t code) {
+  switch (code) {
+  case 1:
+    return DType::F32;
+  case 2:
+    return DType::U8;
+  case 3:
+    return DType::I8;
+  case 4:
+    return DType::U16;
+  case 5:
+    return DType::I16;
+  case 6:
+    return DType::I32;
+  case 7:
+    return DType::I64;
+  case 9:
+    return DType::Bool;
+  case 10:
+    return DType::F16;
+  case 11:
+    return DType::F64;
+  case 12:
+    return DType::U32;
+  case 13:
+    return DType::U64;
+  case 16:
+    return DType::BF16;
+  default:
+    return std::nullopt;
+  }
+}
+
 float halfToFloat(uint16_t h) {
   uint32_t sign = uint32_t(h & 0x8000) << 16;
   uint32_t exp = (h >> 10) & 0x1f;
@@ -126,14 +159,10 @@ namespace {
 /// values that round past FLT_MAX become infinity, as IEEE rounding gives.
 float toFloat(double v) {
   constexpr double kOverflow = 3.4028235677973366e38; // FLT_MAX + half an ulp
-  if (v >= kOverflow)
-    return std::numeric_limits<float>::infinity();
-  if (v <= -kOverflow)
-    return -std::numeric_limits<float>::infinity();
-  if (v > double(std::numeric_limits<float>::max()))
-    return std::numeric_limits<float>::max();
-  if (v < -double(std::numeric_limits<float>::max()))
-    return -std::numeric_limits<float>::max();
+  if (v >= kOverflow) return std::numeric_limits<float>::infinity();
+  if (v <= -kOverflow) return -std::numeric_limits<float>::infinity();
+  if (v > double(std::numeric_limits<float>::max())) return std::numeric_limits<float>::max();
+  if (v < -double(std::numeric_limits<float>::max())) return -std::numeric_limits<float>::max();
   return float(v);
 }
 
@@ -142,10 +171,8 @@ float toFloat(double v) {
 /// to even) gives the correctly rounded result of the double: no double rounding.
 float toFloatRoundToOdd(double v) {
   float f = toFloat(v);
-  if (std::isnan(v) || std::isinf(f) || double(f) == v)
-    return f;
-  if (std::fabs(double(f)) > std::fabs(v))
-    f = std::nextafter(f, 0.0f);
+  if (std::isnan(v) || std::isinf(f) || double(f) == v) return f;
+  if (std::fabs(double(f)) > std::fabs(v)) f = std::nextafter(f, 0.0f);
   uint32_t bits;
   std::memcpy(&bits, &f, 4);
   bits |= 1;

@@ -46,6 +46,10 @@ bool isInteger(DType t);  ///< signed or unsigned integer (not bool)
 bool isSigned(DType t);   ///< floats and signed integers
 bool isUnsigned(DType t); ///< u8..u64 and bool
 
+/// The dtype of an ONNX TensorProto.DataType code (1 = FLOAT, 7 = INT64, 16 = BFLOAT16, ...),
+/// as carried by attributes such as Cast's `to`; nullopt for types coil lacks (string, fp8, ...).
+std::optional<DType> dtypeFromOnnxCode(int64_t code);
+
 float halfToFloat(uint16_t h);
 uint16_t floatToHalf(float f);
 float bf16ToFloat(uint16_t h);

@@ -459,7 +459,7 @@ Expected<std::vector<Tensor>> eyeLikeKernel(KernelContext &ctx) {
     return ctx.error("input must have rank 2, got rank " + std::to_string(x.rank()));
   DType dt = x.dtype();
   if (auto a = ctx.attrs().maybeInt("dtype")) {
-    auto d = dtypeFromOnnx(*a);
+    auto d = dtypeFromOnnxCode(*a);
     if (!d) return ctx.error("dtype " + std::to_string(*a) + " is not supported");
     dt = *d;
   }

@@ -269,7 +269,7 @@ template <Window W> Expected<std::vector<Tensor>> windowKernel(KernelContext &ct
   COIL_TRY(int64_t size, readScalarInt(ctx, 0, "size"));
   if (size < 0) return ctx.error("size must be non-negative, got " + std::to_string(size));
   int64_t dt = ctx.attrs().getInt("output_datatype", 1);
-  auto dtype = dtypeFromOnnx(dt);
+  auto dtype = dtypeFromOnnxCode(dt);
   if (!dtype) return ctx.error("output_datatype " + std::to_string(dt) + " is not supported");
   bool periodic = ctx.attrs().getInt("periodic", 1) != 0;
   double len = double(periodic ? size : size - 1);

@@ -28,8 +28,6 @@ Expected<int64_t> readScalarInt(const KernelContext &ctx, size_t input, const ch
 Expected<int64_t> normalizeIndex(const KernelContext &ctx, int64_t idx, int64_t dim,
                                  const char *what);
 
-/// The dtype named by an ONNX TensorProto data type number, or nullopt.
-std::optional<DType> dtypeFromOnnx(int64_t onnxType);
 
 /// ScatterElements / ScatterND reduction.
 enum class Reduction { None, Add, Mul, Max, Min };

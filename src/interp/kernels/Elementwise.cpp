@@ -69,50 +69,6 @@ Expected<Broadcast> broadcastInputs(const KernelContext &ctx,
   return b;
 }
 
-Expected<DType> dtypeAttr(const KernelContext &ctx, const std::string &name) {
-  const AttrValue *v = ctx.attrs().find(name);
-  if (!v) return ctx.error(std::string(opName(ctx.node.op)) + " needs attribute '" + name + "'");
-  if (const std::string *s = std::get_if<std::string>(v)) {
-    if (auto t = parseDType(*s)) return *t;
-    return ctx.error("attribute '" + name + "' names unknown dtype '" + *s + "'");
-  }
-  if (const int64_t *code = std::get_if<int64_t>(v)) {
-    switch (*code) {
-    case 1:
-      return DType::F32;
-    case 2:
-      return DType::U8;
-    case 3:
-      return DType::I8;
-    case 4:
-      return DType::U16;
-    case 5:
-      return DType::I16;
-    case 6:
-      return DType::I32;
-    case 7:
-      return DType::I64;
-    case 9:
-      return DType::Bool;
-    case 10:
-      return DType::F16;
-    case 11:
-      return DType::F64;
-    case 12:
-      return DType::U32;
-    case 13:
-      return DType::U64;
-    case 16:
-      return DType::BF16;
-    case 8:
-      return ctx.error("attribute '" + name + "': string tensors are not supported");
-    default:
-      return ctx.error("attribute '" + name + "': ONNX data type " + std::to_string(*code) +
-                       " is not supported");
-    }
-  }
-  return ctx.error("attribute '" + name + "' must be an int (an ONNX data type)");
-}
 
 Status needInputs(const KernelContext &ctx, size_t n) {
   for (size_t i = 0; i < n; ++i)

@@ -46,8 +46,6 @@ struct Broadcast {
 Expected<Broadcast> broadcastInputs(const KernelContext &ctx,
                                     const std::vector<const Tensor *> &inputs);
 
-/// The coil dtype of an ONNX TensorProto.DataType code (or coil dtype name) attribute.
-Expected<DType> dtypeAttr(const KernelContext &ctx, const std::string &name);
 
 /// Checks that the node has at least `n` present inputs.
 Status needInputs(const KernelContext &ctx, size_t n);

@@ -36,7 +36,7 @@ Tensor castTensor(const Tensor &x, DType to) {
 
 Result kCast(KernelContext &ctx) {
   COIL_TRY_STATUS(needInputs(ctx, 1));
-  COIL_TRY(DType to, dtypeAttr(ctx, "to"));
+  COIL_TRY(DType to, dtypeAttr(ctx.attrs(), "to"));
   return std::vector<Tensor>{castTensor(ctx.input(0), to)};
 }
 
@@ -47,7 +47,7 @@ Result kCastLike(KernelContext &ctx) {
 
 Result kBitCast(KernelContext &ctx) {
   COIL_TRY_STATUS(needInputs(ctx, 1));
-  COIL_TRY(DType to, dtypeAttr(ctx, "to"));
+  COIL_TRY(DType to, dtypeAttr(ctx.attrs(), "to"));
   const Tensor &x = ctx.input(0);
   if (dtypeSize(x.dtype()) != dtypeSize(to))
     return ctx.error("BitCast needs dtypes of the same width, got " +
@@ -138,7 +138,7 @@ Result kQuantizeLinear(KernelContext &ctx) {
   const Tensor *zp = ctx.hasInput(2) ? &ctx.input(2) : nullptr;
   DType outType = DType::U8;
   if (ctx.attrs().getInt("output_dtype", 0) != 0) {
-    COIL_TRY(outType, dtypeAttr(ctx, "output_dtype"));
+    COIL_TRY(outType, dtypeAttr(ctx.attrs(), "output_dtype"));
   }
   if (zp) {
     if (ctx.attrs().getInt("output_dtype", 0) != 0 && outType != zp->dtype())
@@ -153,7 +153,7 @@ Result kQuantizeLinear(KernelContext &ctx) {
                      " (accepts i8, u8, i16, u16)");
   DType precision = divisionDType(x.dtype(), s.dtype());
   if (ctx.attrs().getInt("precision", 0) != 0) {
-    COIL_TRY(precision, dtypeAttr(ctx, "precision"));
+    COIL_TRY(precision, dtypeAttr(ctx.attrs(), "precision"));
   }
   COIL_TRY(QuantParamIndex si, quantParamIndex(ctx, x, s, 1));
   QuantParamIndex zi;
@@ -183,7 +183,7 @@ Result kDequantizeLinear(KernelContext &ctx) {
   const Tensor *zp = ctx.hasInput(2) ? &ctx.input(2) : nullptr;
   DType outType = s.dtype();
   if (ctx.attrs().getInt("output_dtype", 0) != 0) {
-    COIL_TRY(outType, dtypeAttr(ctx, "output_dtype"));
+    COIL_TRY(outType, dtypeAttr(ctx.attrs(), "output_dtype"));
   }
   if (!isFloat(outType) || outType == DType::F64)
     return ctx.error("DequantizeLinear cannot produce " + std::string(dtypeName(outType)) +

@@ -45,38 +45,6 @@ std::optional<std::vector<int64_t>> knownConstants(const InferContext &ctx, size
   return out;
 }
 
-std::optional<DType> dtypeFromOnnx(int64_t t) {
-  switch (t) {
-  case 1:
-    return DType::F32;
-  case 2:
-    return DType::U8;
-  case 3:
-    return DType::I8;
-  case 4:
-    return DType::U16;
-  case 5:
-    return DType::I16;
-  case 6:
-    return DType::I32;
-  case 7:
-    return DType::I64;
-  case 9:
-    return DType::Bool;
-  case 10:
-    return DType::F16;
-  case 11:
-    return DType::F64;
-  case 12:
-    return DType::U32;
-  case 13:
-    return DType::U64;
-  case 16:
-    return DType::BF16;
-  default:
-    return std::nullopt;
-  }
-}
 
 Status checkIndexType(const InferContext &ctx, size_t i, const char *what) {
   DType t = ctx.input(i).dtype;
@@ -390,7 +358,7 @@ Expected<Types> inferEyeLike(InferContext &ctx) {
     return ctx.error("input must have rank 2, got rank " + std::to_string(x.rank()));
   DType dt = x.dtype;
   if (auto a = ctx.node.attrs.maybeInt("dtype")) {
-    auto d = dtypeFromOnnx(*a);
+    auto d = dtypeFromOnnxCode(*a);
     if (!d) return ctx.error("dtype " + std::to_string(*a) + " is not supported");
     dt = *d;
   }
@@ -466,7 +434,7 @@ Expected<Types> inferWindow(InferContext &ctx) {
   if (isFloat(size.dtype) || size.rank() > 1)
     return ctx.error("size must be an integer scalar, got " + size.str());
   int64_t dt = ctx.node.attrs.getInt("output_datatype", 1);
-  auto dtype = dtypeFromOnnx(dt);
+  auto dtype = dtypeFromOnnxCode(dt);
   if (!dtype) return ctx.error("output_datatype " + std::to_string(dt) + " is not supported");
   SymInt n;
   if (const std::vector<SymInt> *v = known(ctx, 0); v && v->size() == 1)

@@ -63,51 +63,6 @@ Expected<std::vector<SymInt>> broadcastOf(const InferContext &ctx, std::vector<s
   return out;
 }
 
-/// ONNX TensorProto.DataType code (or coil dtype name) of attribute `name` to a coil dtype.
-Expected<DType> dtypeAttr(const InferContext &ctx, const std::string &name) {
-  const AttrValue *v = ctx.node.attrs.find(name);
-  if (!v) return ctx.error(opStr(ctx) + " needs attribute '" + name + "'");
-  if (const std::string *s = std::get_if<std::string>(v)) {
-    if (auto t = parseDType(*s)) return *t;
-    return ctx.error("attribute '" + name + "' names unknown dtype '" + *s + "'");
-  }
-  if (const int64_t *code = std::get_if<int64_t>(v)) {
-    switch (*code) {
-    case 1:
-      return DType::F32;
-    case 2:
-      return DType::U8;
-    case 3:
-      return DType::I8;
-    case 4:
-      return DType::U16;
-    case 5:
-      return DType::I16;
-    case 6:
-      return DType::I32;
-    case 7:
-      return DType::I64;
-    case 9:
-      return DType::Bool;
-    case 10:
-      return DType::F16;
-    case 11:
-      return DType::F64;
-    case 12:
-      return DType::U32;
-    case 13:
-      return DType::U64;
-    case 16:
-      return DType::BF16;
-    case 8:
-      return ctx.error("attribute '" + name + "': string tensors are not supported");
-    default:
-      return ctx.error("attribute '" + name + "': ONNX data type " + std::to_string(*code) +
-                       " is not supported");
-    }
-  }
-  return ctx.error("attribute '" + name + "' must be an int (an ONNX data type)");
-}
 
 std::vector<TensorType> one(DType t, std::vector<SymInt> shape) {
   return {TensorType{t, std::move(shape)}};
@@ -225,7 +180,7 @@ Expected<std::vector<TensorType>> inferDropout(InferContext &ctx) {
 
 Expected<std::vector<TensorType>> inferCast(InferContext &ctx) {
   COIL_TRY_STATUS(needInputs(ctx, 1));
-  COIL_TRY(DType to, dtypeAttr(ctx, "to"));
+  COIL_TRY(DType to, dtypeAttr(ctx.node.attrs, "to"));
   return one(to, ctx.input(0).shape);
 }
 
@@ -236,7 +191,7 @@ Expected<std::vector<TensorType>> inferCastLike(InferContext &ctx) {
 
 Expected<std::vector<TensorType>> inferBitCast(InferContext &ctx) {
   COIL_TRY_STATUS(needInputs(ctx, 1));
-  COIL_TRY(DType to, dtypeAttr(ctx, "to"));
+  COIL_TRY(DType to, dtypeAttr(ctx.node.attrs, "to"));
   DType from = ctx.input(0).dtype;
   if (dtypeSize(from) != dtypeSize(to))
     return ctx.error("BitCast needs dtypes of the same width, got " + std::string(dtypeName(from)) +
@@ -294,7 +249,7 @@ Expected<std::vector<TensorType>> inferQuantizeLinear(InferContext &ctx) {
   COIL_TRY_STATUS(checkQuantParamShape(ctx, 1));
   std::optional<DType> out;
   if (ctx.node.attrs.has("output_dtype") && ctx.node.attrs.getInt("output_dtype", 0) != 0) {
-    COIL_TRY(DType t, dtypeAttr(ctx, "output_dtype"));
+    COIL_TRY(DType t, dtypeAttr(ctx.node.attrs, "output_dtype"));
     out = t;
   }
   if (ctx.hasInput(2)) {
@@ -311,7 +266,7 @@ Expected<std::vector<TensorType>> inferQuantizeLinear(InferContext &ctx) {
     return ctx.error("QuantizeLinear cannot quantize to " + std::string(dtypeName(t)) +
                      " (accepts i8, u8, i16, u16)");
   if (ctx.node.attrs.has("precision") && ctx.node.attrs.getInt("precision", 0) != 0) {
-    COIL_TRY(DType p, dtypeAttr(ctx, "precision"));
+    COIL_TRY(DType p, dtypeAttr(ctx.node.attrs, "precision"));
     if (!isFloat(p))
       return ctx.error("precision must be a floating dtype, got " + std::string(dtypeName(p)));
   }
@@ -329,7 +284,7 @@ Expected<std::vector<TensorType>> inferDequantizeLinear(InferContext &ctx) {
   }
   DType out = ctx.input(1).dtype;
   if (ctx.node.attrs.has("output_dtype") && ctx.node.attrs.getInt("output_dtype", 0) != 0) {
-    COIL_TRY(out, dtypeAttr(ctx, "output_dtype"));
+    COIL_TRY(out, dtypeAttr(ctx.node.attrs, "output_dtype"));
     if (!(bit(out) & (kFloat & ~bit(DType::F64))))
       return ctx.error("DequantizeLinear cannot produce " + std::string(dtypeName(out)) +
                        " (accepts f32, f16, bf16)");
