@@ -1024,5 +1024,29 @@ TEST(OnnxImporter, BroadcastOfClampedSliceSimplifies) {
   EXPECT_EQ(r.shape[1], SymInt::symbol("seq"));
 }
 
+TEST(OnnxImporter, DimParamsDefaultToAtLeastOne) {
+  // Named dims default to [1, 2^62] (unnamed ones to [0, 2^62]), so the first element of a
+  // seq axis (GPT's dynamo export: x[:, :1]) has length 1; --dynamic seq=0:MAX keeps min(seq, 1).
+  ModelBuilder b(18);
+  b.input("x", TensorProto::INT64, {"1", "seq", "?"});
+  b.initInts("i0", {1}, {0});
+  b.initInts("i1", {1}, {1});
+  b.node("Slice", {"x", "i0", "i1", "i1", "i1"}, {"out"}, "slice");
+  b.output("out");
+  auto g = import(b);
+  ASSERT_TRUE(g.ok()) << errorOf(g);
+  EXPECT_EQ(g->symbols.at("seq").min, 1);
+  const TensorType &in = g->value(g->inputs[0]).type;
+  EXPECT_EQ(g->symbols.at(in.shape[2].str()).min, 0);
+  EXPECT_EQ(g->value(g->outputs[0]).type.shape[1], SymInt(1));
+
+  ImportOptions opts;
+  opts.symbolRanges["seq"] = SymRange{0, 100};
+  auto g0 = importOnnxBytes(b.bytes(), "model.onnx", opts, nullptr);
+  ASSERT_TRUE(g0.ok()) << errorOf(g0);
+  EXPECT_EQ(g0->symbols.at("seq").min, 0);
+  EXPECT_EQ(g0->value(g0->outputs[0]).type.shape[1], min(SymInt::symbol("seq"), SymInt(1)));
+}
+
 } // namespace
 } // namespace coil

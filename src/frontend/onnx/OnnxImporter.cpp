@@ -497,7 +497,10 @@ std::string Importer::symbolFor(const std::string &dimParam) {
   dimParams_[dimParam] = s;
   auto r = opts_.symbolRanges.find(s);
   if (r == opts_.symbolRanges.end()) r = opts_.symbolRanges.find(dimParam);
-  g_.symbols[s] = r == opts_.symbolRanges.end() ? SymRange{} : r->second;
+  // A named dynamic dim defaults to [1, 2^62]: exporters name batch and sequence dims, which
+  // are never empty in practice, and min 1 lets min(seq, 1) -> 1 fold. --dynamic seq=0:MAX
+  // allows 0.
+  g_.symbols[s] = r == opts_.symbolRanges.end() ? SymRange{1, SymRange{}.max} : r->second;
   return s;
 }
 
