@@ -942,3 +942,111 @@ TEST(OnnxImporter, ReadTensorProtoFile) {
 
 } // namespace
 } // namespace coil
+
+namespace coil {
+namespace {
+
+TEST(OnnxImporter, SliceOfConstantBufferWithSymbolicEndClamps) {
+  // BERT's position_ids[:, :seq]: Slice of a [1, 128] buffer with end = seq gives
+  // min(seq, 128) (ONNX clamps the end to the axis length), not a fresh symbol.
+  ModelBuilder b(17);
+  b.input("x", TensorProto::FLOAT, {"batch", "seq"});
+  std::vector<int64_t> pos(128);
+  for (int64_t i = 0; i < 128; ++i) pos[size_t(i)] = i;
+  b.initInts("buf", {1, 128}, pos);
+  b.initInts("i1", {1}, {1});
+  b.initInts("zero", {1}, {0});
+  b.node("Shape", {"x"}, {"s"});
+  b.node("Gather", {"s", "i1"}, {"sdim"});
+  b.node("Slice", {"buf", "zero", "sdim", "i1", "i1"}, {"out"}, "slice");
+  b.output("out");
+  auto g = import(b);
+  ASSERT_TRUE(g.ok()) << errorOf(g);
+  ASSERT_EQ(g->nodes().size(), 1u);
+  EXPECT_EQ(g->nodes()[0].op, OpKind::Slice);
+  const TensorType &t = g->value(g->outputs[0]).type;
+  ASSERT_EQ(t.rank(), 2);
+  EXPECT_EQ(t.shape[0], SymInt(1));
+  EXPECT_EQ(t.shape[1], min(SymInt::symbol("seq"), SymInt(128)));
+}
+
+TEST(OnnxImporter, SliceWithSymbolicStartOfUnknownSignGetsFreshSymbol) {
+  // start = seq - 200 may be negative or not: the length is not expressible, a fresh symbol.
+  ModelBuilder b(17);
+  b.input("x", TensorProto::FLOAT, {"batch", "seq"});
+  b.initInts("buf", {128}, std::vector<int64_t>(128, 0));
+  b.initInts("i1", {1}, {1});
+  b.initInts("k", {1}, {200});
+  b.initInts("end", {1}, {1000});
+  b.node("Shape", {"x"}, {"s"});
+  b.node("Gather", {"s", "i1"}, {"sdim"});
+  b.node("Sub", {"sdim", "k"}, {"start"});
+  b.node("Slice", {"buf", "start", "end"}, {"out"}, "slice");
+  b.output("out");
+  auto g = import(b);
+  ASSERT_TRUE(g.ok()) << errorOf(g);
+  const TensorType &t = g->value(g->outputs[0]).type;
+  ASSERT_EQ(t.rank(), 1);
+  EXPECT_TRUE(t.shape[0].isSymbol()) << t.shape[0].str();
+  EXPECT_NE(t.shape[0], SymInt::symbol("seq"));
+}
+
+TEST(OnnxImporter, BroadcastOfClampedSliceSimplifies) {
+  // [1, min(seq, 128)] expanded to [batch, seq] broadcasts to max(seq, min(seq, 128)), which
+  // the importer simplifies to seq (min(seq, 128) <= seq); Range(0, seq, 1) types as i64[seq].
+  ModelBuilder b(17);
+  b.input("x", TensorProto::FLOAT, {"batch", "seq"});
+  b.initInts("buf", {1, 128}, std::vector<int64_t>(128, 0));
+  b.initInts("i0", {1}, {0});
+  b.initInts("i1", {1}, {1});
+  b.initInts("zero", {}, {0});
+  b.initInts("step", {}, {1});
+  b.node("Shape", {"x"}, {"s"});
+  b.node("Gather", {"s", "i1"}, {"sdim"});
+  b.node("Slice", {"buf", "i0", "sdim", "i1", "i1"}, {"sl"}, "slice");
+  b.node("Expand", {"sl", "s"}, {"out"}, "expand");
+  auto *sq = b.node("Squeeze", {"sdim", "i0"}, {"sscalar"});
+  (void)sq;
+  b.node("Range", {"zero", "sscalar", "step"}, {"r"}, "range");
+  b.node("Unsqueeze", {"r", "i0"}, {"ru"}, "unsq");
+  b.output("out");
+  b.output("ru");
+  auto g = import(b);
+  ASSERT_TRUE(g.ok()) << errorOf(g);
+  const TensorType &t = g->value(g->outputs[0]).type;
+  ASSERT_EQ(t.rank(), 2);
+  EXPECT_EQ(t.shape[0], SymInt::symbol("batch"));
+  EXPECT_EQ(t.shape[1], SymInt::symbol("seq"));
+  const TensorType &r = g->value(g->outputs[1]).type;
+  ASSERT_EQ(r.rank(), 2);
+  EXPECT_EQ(r.dtype, DType::I64);
+  EXPECT_EQ(r.shape[0], SymInt(1));
+  EXPECT_EQ(r.shape[1], SymInt::symbol("seq"));
+}
+
+TEST(OnnxImporter, DimParamsDefaultToAtLeastOne) {
+  // Named dims default to [1, 2^62] (unnamed ones to [0, 2^62]), so the first element of a
+  // seq axis (GPT's dynamo export: x[:, :1]) has length 1; --dynamic seq=0:MAX keeps min(seq, 1).
+  ModelBuilder b(18);
+  b.input("x", TensorProto::INT64, {"1", "seq", "?"});
+  b.initInts("i0", {1}, {0});
+  b.initInts("i1", {1}, {1});
+  b.node("Slice", {"x", "i0", "i1", "i1", "i1"}, {"out"}, "slice");
+  b.output("out");
+  auto g = import(b);
+  ASSERT_TRUE(g.ok()) << errorOf(g);
+  EXPECT_EQ(g->symbols.at("seq").min, 1);
+  const TensorType &in = g->value(g->inputs[0]).type;
+  EXPECT_EQ(g->symbols.at(in.shape[2].str()).min, 0);
+  EXPECT_EQ(g->value(g->outputs[0]).type.shape[1], SymInt(1));
+
+  ImportOptions opts;
+  opts.symbolRanges["seq"] = SymRange{0, 100};
+  auto g0 = importOnnxBytes(b.bytes(), "model.onnx", opts, nullptr);
+  ASSERT_TRUE(g0.ok()) << errorOf(g0);
+  EXPECT_EQ(g0->symbols.at("seq").min, 0);
+  EXPECT_EQ(g0->value(g0->outputs[0]).type.shape[1], min(SymInt::symbol("seq"), SymInt(1)));
+}
+
+} // namespace
+} // namespace coil

@@ -255,5 +255,37 @@ TEST(ShapeOpsInfer, SymbolicShapes) {
   EXPECT_EQ((*r2)[0].shape[1], SymInt(48));
 }
 
+TEST(ShapeOpsInfer, SliceWithSymbolicBounds) {
+  // x[0:N] of a length-128 axis is min(N, 128); x[N-1:] (start of unknown sign) is fresh;
+  // x[-N-1:] (a provably negative start) counts from the end and clamps at 0.
+  SymInt N = SymInt::symbol("N");
+  Node slice{OpKind::Slice, "s", {0, 1, 2, 3}, {4}, {}, {}};
+  TensorType x{DType::F32, {2, 128}}, v1{DType::I64, {1}};
+  auto run = [&](SymInt start, SymInt end) {
+    InferContext ctx{slice, {&x, &v1, &v1, &v1}, {}, {}, {}};
+    ctx.intValues = {std::nullopt, std::vector<SymInt>{start}, std::vector<SymInt>{end},
+                     std::vector<SymInt>{1}};
+    ctx.constants.assign(4, nullptr);
+    ctx.freshSymbol = [](const std::string &) { return SymInt::symbol("fresh"); };
+    auto r = inferNode(ctx);
+    EXPECT_TRUE(r.ok()) << r.error().render();
+    return r.ok() ? (*r)[0].shape[1] : SymInt(-7);
+  };
+  EXPECT_EQ(run(0, N), min(N, SymInt(128)));
+  EXPECT_EQ(run(N - 1, 1000), SymInt::symbol("fresh"));
+  SymInt fromEnd = run(-N - 1, 1000); // start = 128 - N - 1 clamped at 0
+  for (int64_t n : {0, 5, 127, 128, 500}) {
+    int64_t start = std::max<int64_t>(128 - n - 1, 0);
+    EXPECT_EQ(*fromEnd.evaluate({{"N", n}}), 128 - start) << n << ": " << fromEnd.str();
+  }
+  // The kernel agrees with inference on a concrete case.
+  for (int64_t n : {3, 200}) {
+    auto k =
+        OpRun(OpKind::Slice, {iota(DType::F32, {2, 128}), vec({0}), vec({n}), vec({1})}).kernel();
+    ASSERT_TRUE(k.ok()) << k.error().render();
+    EXPECT_EQ((*k)[0].dim(1), *run(0, N).evaluate({{"N", n}}));
+  }
+}
+
 } // namespace
 } // namespace coil

@@ -497,7 +497,10 @@ std::string Importer::symbolFor(const std::string &dimParam) {
   dimParams_[dimParam] = s;
   auto r = opts_.symbolRanges.find(s);
   if (r == opts_.symbolRanges.end()) r = opts_.symbolRanges.find(dimParam);
-  g_.symbols[s] = r == opts_.symbolRanges.end() ? SymRange{} : r->second;
+  // A named dynamic dim defaults to [1, 2^62]: exporters name batch and sequence dims, which
+  // are never empty in practice, and min 1 lets min(seq, 1) -> 1 fold. --dynamic seq=0:MAX
+  // allows 0.
+  g_.symbols[s] = r == opts_.symbolRanges.end() ? SymRange{1, SymRange{}.max} : r->second;
   return s;
 }
 
@@ -1202,6 +1205,46 @@ bool Importer::materialize(const onnx::NodeProto &n, const std::vector<Folded> &
   return true;
 }
 
+namespace {
+/// proveLE, also using min(a, ...) <= a and a <= max(a, ...) (proveLE alone misses
+/// min(seq, 128) <= seq).
+bool dimLE(const SymInt &a, const SymInt &b, const SymRanges &ranges) {
+  if (a == b || proveLE(a, b, ranges)) return true;
+  if (a.kind() == SymInt::Kind::Min)
+    for (const SymInt &o : a.operands())
+      if (dimLE(o, b, ranges)) return true;
+  if (b.kind() == SymInt::Kind::Max)
+    for (const SymInt &o : b.operands())
+      if (dimLE(a, o, ranges)) return true;
+  return false;
+}
+
+/// simplify() under `ranges`, then drops min/max operands that another operand provably
+/// dominates (max(seq, min(seq, 128)) -> seq), recursively.
+SymInt simplifyDim(const SymInt &d, const SymRanges &ranges) {
+  SymInt e = simplify(d, ranges);
+  if (e.kind() != SymInt::Kind::Min && e.kind() != SymInt::Kind::Max) return e;
+  bool isMax = e.kind() == SymInt::Kind::Max;
+  std::vector<SymInt> ops;
+  for (const SymInt &o : e.operands()) ops.push_back(simplifyDim(o, ranges));
+  std::vector<SymInt> kept;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    bool dominated = false;
+    for (size_t j = 0; j < ops.size() && !dominated; ++j) {
+      if (i == j) continue;
+      // Of two provably equal operands keep the first.
+      bool le = isMax ? dimLE(ops[i], ops[j], ranges) : dimLE(ops[j], ops[i], ranges);
+      bool ge = isMax ? dimLE(ops[j], ops[i], ranges) : dimLE(ops[i], ops[j], ranges);
+      dominated = le && (!ge || j < i);
+    }
+    if (!dominated) kept.push_back(ops[i]);
+  }
+  SymInt r = kept[0];
+  for (size_t i = 1; i < kept.size(); ++i) r = isMax ? max(r, kept[i]) : min(r, kept[i]);
+  return r;
+}
+} // namespace
+
 Status Importer::inferAndAdd(Node node, const onnx::NodeProto &n) {
   if (!inferFnFor(node.op))
     return Error::user("op '" + n.op_type() + "' is not supported", node.loc);
@@ -1230,6 +1273,9 @@ Status Importer::inferAndAdd(Node node, const onnx::NodeProto &n) {
   for (size_t i = 0; i < node.outputs.size(); ++i) {
     std::string name = n.output(int(i));
     if (name.empty()) name = g_.uniqueName(hintBase + "_unused" + std::to_string(i));
+    // Simplify dims under the symbols' ranges (max(seq, min(seq, 128)) -> seq for seq >= 0).
+    for (SymInt &d : (*r)[i].shape)
+      if (!d.isConstant()) d = simplifyDim(d, g_.symbols);
     ValueId id = g_.addValue(name, (*r)[i], ValueKind::NodeOutput);
     node.outputs[i] = id;
     if (!n.output(int(i)).empty()) names_[name] = id;

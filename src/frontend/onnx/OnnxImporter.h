@@ -21,7 +21,8 @@
 namespace coil {
 
 struct ImportOptions {
-  /// Ranges for symbols (from --dynamic NAME=MIN:MAX); symbols not listed get [0, 2^62].
+  /// Ranges for symbols (from --dynamic NAME=MIN:MAX). dim_param symbols not listed get
+  /// [1, 2^62]; other symbols (unnamed and data-dependent dims) [0, 2^62].
   SymRanges symbolRanges;
 };
 

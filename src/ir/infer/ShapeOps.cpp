@@ -165,6 +165,29 @@ SliceRange sliceAxis(const SymInt &dim, int64_t start, int64_t end, int64_t step
   return {s, len};
 }
 
+namespace {
+/// One slice bound clamped to [0, dim] as for a positive step; nullopt when its sign is unknown.
+std::optional<SymInt> clampSliceBound(const SymInt &dim, const SymInt &b) {
+  if (b.isConstant()) {
+    int64_t v = clampBig(b.constant());
+    return v < 0 ? symMaxBounded(dim + v, 0) : symMinBounded(SymInt(v), dim);
+  }
+  SymRange r = bounds(b, {});
+  if (r.min >= 0) return symMinBounded(b, dim);
+  if (r.max < 0) return symMaxBounded(dim + b, 0);
+  return std::nullopt;
+}
+} // namespace
+
+std::optional<SliceRange> sliceAxisSym(const SymInt &dim, const SymInt &start, const SymInt &end,
+                                       int64_t step) {
+  if (step <= 0) return std::nullopt;
+  auto s = clampSliceBound(dim, start);
+  auto e = clampSliceBound(dim, end);
+  if (!s || !e) return std::nullopt;
+  return SliceRange{*s, symMaxBounded(ceilDiv(*e - *s, step), 0)};
+}
+
 Expected<std::vector<int64_t>> normalizeAxes(const std::vector<int64_t> &axes, int64_t rank) {
   std::vector<int64_t> out;
   for (int64_t a : axes) {
@@ -401,6 +424,7 @@ Result inferSlice(InferContext &ctx) {
     }
   }
   auto starts = constInts(ctx, 1), ends = constInts(ctx, 2);
+  const auto &symStarts = ctx.intValue(1), &symEnds = ctx.intValue(2);
   std::optional<std::vector<int64_t>> steps;
   if (ctx.hasInput(4)) {
     COIL_TRY(auto n, vectorInput(ctx, 4, "steps"));
@@ -425,8 +449,15 @@ Result inferSlice(InferContext &ctx) {
     int64_t a = (*axes)[i] < 0 ? (*axes)[i] + r : (*axes)[i];
     int64_t step = steps ? (*steps)[i] : 1;
     if (step == 0) return ctx.error("slice step must not be 0");
-    if (!starts || !ends || (ctx.hasInput(4) && !steps)) {
+    if (ctx.hasInput(4) && !steps) {
       out.shape[size_t(a)] = ctx.freshSymbol("slice");
+      continue;
+    }
+    if (!starts || !ends) { // symbolic bounds: clamp exactly when their signs are provable
+      std::optional<SliceRange> sr;
+      if (symStarts && symEnds && symStarts->size() == n && symEnds->size() == n)
+        sr = sliceAxisSym(x.shape[size_t(a)], (*symStarts)[i], (*symEnds)[i], step);
+      out.shape[size_t(a)] = sr ? sr->length : ctx.freshSymbol("slice");
       continue;
     }
     out.shape[size_t(a)] = sliceAxis(x.shape[size_t(a)], (*starts)[i], (*ends)[i], step).length;

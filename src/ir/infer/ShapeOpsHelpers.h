@@ -31,6 +31,11 @@ struct SliceRange {
   SymInt length;
 };
 SliceRange sliceAxis(const SymInt &dim, int64_t start, int64_t end, int64_t step);
+/// The same with symbolic start and end and a positive step. A symbolic bound is clamped as
+/// ONNX clamps only when its sign is provable under the default symbol ranges (non-negative:
+/// min(e, dim); negative: max(dim + e, 0)); nullopt when the sign is unknown.
+std::optional<SliceRange> sliceAxisSym(const SymInt &dim, const SymInt &start, const SymInt &end,
+                                       int64_t step);
 
 /// Normalized, sorted, duplicate-free axes for rank `rank`; error on out-of-range/duplicates.
 Expected<std::vector<int64_t>> normalizeAxes(const std::vector<int64_t> &axes, int64_t rank);
