@@ -1,6 +1,8 @@
 // The Graph IR verifier: structural invariants of Graph.h, then re-inference of every node.
 #include "ir/Verifier.h"
 
+#include "ir/OpSchema.h"
+
 #include <optional>
 #include <set>
 #include <unordered_map>
@@ -21,6 +23,8 @@ public:
     COIL_TRY_STATUS(checkInputs());
     COIL_TRY_STATUS(checkConstants());
     COIL_TRY_STATUS(checkNodes());
+    if (opts_.checkSchema)
+      for (size_t i = 0; i < g_.nodes().size(); ++i) COIL_TRY_STATUS(checkSchema(int32_t(i)));
     COIL_TRY_STATUS(checkOutputs());
     for (const auto &[name, r] : g_.symbols)
       if (r.min > r.max)
@@ -52,6 +56,15 @@ private:
     return Error::internal(msg, loc);
   }
   Error failNode(int32_t node, const std::string &msg) { return fail(msg, kNoValue, node); }
+  /// A node error whose message names the node and op itself (`node 'n' (Slice): ...`), so
+  /// that it reads the same where the caller replaces the location (the text parser).
+  Error failNamed(int32_t node, const std::string &who, const std::string &msg) {
+    Error e = fail(who + msg, kNoValue, node);
+    SourceLoc loc = g_.nodes()[size_t(node)].loc;
+    loc.node.clear();
+    loc.op.clear();
+    return Error::internal(e.message(), loc);
+  }
 
   Status checkValues() {
     std::set<std::string> names;
@@ -181,6 +194,55 @@ private:
     for (size_t i = 0; i < g_.numValues(); ++i)
       if (g_.value(ValueId(i)).kind == ValueKind::NodeOutput && producedBy[i] < 0)
         return fail(valueStr(ValueId(i)) + " is a node output but no node produces it", ValueId(i));
+    return okStatus();
+  }
+
+  static std::string count(int64_t n, const char *what) {
+    return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
+  }
+  /// `needs 2 inputs, got 1`, `needs at least 3 inputs, got 1`, `takes at most 5 inputs, got 6`.
+  static std::string arityError(int got, int lo, int hi, const char *what) {
+    std::string rule = lo == hi   ? "needs " + count(lo, what)
+                       : got < lo ? "needs at least " + count(lo, what)
+                                  : "takes at most " + count(hi, what);
+    return rule + ", got " + std::to_string(got);
+  }
+
+  /// The node against its op's ONNX schema (irOpSchema): arity, attribute names and kinds,
+  /// required attributes and inputs. Inference functions rely on these.
+  Status checkSchema(int32_t ni) {
+    const Node &n = g_.nodes()[size_t(ni)];
+    const OpSchema *s = irOpSchema(n.op);
+    if (!s) return okStatus();
+    std::string who = !n.name.empty()      ? "node '" + n.name + "'"
+                      : !n.outputs.empty() ? "node of " + valueStr(n.outputs[0])
+                                           : "node " + std::to_string(ni);
+    who += " (" + std::string(opName(n.op)) + "): ";
+    // Trailing absent inputs do not count (as in ONNX, where they are empty names).
+    int nIn = int(n.inputs.size()), nOut = int(n.outputs.size());
+    while (nIn > 0 && n.inputs[size_t(nIn - 1)] == kNoValue) --nIn;
+    if (nIn < s->minInputs || nIn > s->maxInputs)
+      return failNamed(ni, who, arityError(nIn, s->minInputs, s->maxInputs, "input"));
+    if (nOut < s->minOutputs || nOut > s->maxOutputs)
+      return failNamed(ni, who, arityError(nOut, s->minOutputs, s->maxOutputs, "output"));
+    for (int k = 0; k < s->minInputs; ++k)
+      if (n.inputs[size_t(k)] == kNoValue)
+        return failNamed(ni, who, "input " + std::to_string(k) + " is required but absent");
+    for (const auto &[name, v] : n.attrs.all()) {
+      const OpAttrSchema *a = s->findAttr(name);
+      if (!a) return failNamed(ni, who, "unknown attribute '" + name + "'");
+      AttrKind got = attrKind(v);
+      if (!a->kind)
+        return failNode(ni,
+                        who + "attribute '" + name + "' has an onnx type coil does not support");
+      if (!attrKindAccepts(*a->kind, got))
+        return failNamed(ni, who,
+                         "attribute '" + name + "' must be " + attrKindName(*a->kind) + ", got " +
+                             attrKindName(got));
+    }
+    for (const OpAttrSchema &a : s->attrs)
+      if (a.required && !n.attrs.has(std::string(a.name)))
+        return failNamed(ni, who, "missing required attribute '" + std::string(a.name) + "'");
     return okStatus();
   }
 

@@ -10,6 +10,9 @@
 ///  - node inputs are absent (kNoValue) or values defined earlier: graph inputs, constants or
 ///    outputs of earlier nodes (topological order);
 ///  - attributes have non-empty names, and tensor attributes hold a tensor;
+///  - (VerifyOptions::checkSchema) each node matches its op's ONNX schema (irOpSchema in
+///    OpSchema.h): input and output counts within its bounds, required inputs present, no
+///    unknown attribute names, attribute kinds as the schema says, required attributes present;
 ///  - graph outputs are defined values; symbol ranges have min <= max.
 /// Re-inference (VerifyOptions::reinfer): each node's inference function runs on the recorded
 /// input types (and the contents of integer constants and symbolic constants); the results
@@ -28,6 +31,9 @@ namespace coil {
 struct VerifyOptions {
   /// Re-run every node's inference and compare with the recorded output types.
   bool reinfer = true;
+  /// Check nodes against their op's ONNX schema (arity, attribute names and kinds). The text
+  /// format tests turn it off to round-trip arbitrary attributes.
+  bool checkSchema = true;
   /// Looks up inference functions; nullptr means inferFnFor (the registry). Tests substitute
   /// their own.
   InferFn (*inferFor)(OpKind) = nullptr;

@@ -200,6 +200,8 @@ def cases():
     add("coil-syntax-error", r"error: .*g\.coil:2:\d+: ", coil_text("graph @g(%x: f32[2]) -> (%y) {\n  %y = Relu(%x :: f32[2]\n}\n"), ["inspect", "g.coil"])
     add("coil-unknown-op", r"error: .*g\.coil:2:\d+: .*(unknown op|Frobnicate)", coil_text("graph @g(%x: f32[2]) -> (%y) {\n  %y = Frobnicate(%x) : f32[2]\n}\n"), ["inspect", "g.coil"])
     add("coil-undefined-value", r"error: .*g\.coil:2:\d+: .*%?nothing", coil_text("graph @g(%x: f32[2]) -> (%y) {\n  %y = Relu(%nothing) : f32[2]\n}\n"), ["inspect", "g.coil"])
+    add("coil-wrong-arity", r"^error: .*g\.coil:2:3: node of value 'y' \(Slice\): needs at least 3 inputs, got 1", coil_text("graph @g(%x: f32[2, 3]) -> (%y) {\n  %y = Slice(%x) : f32[2, 3]\n}\n"), ["inspect", "g.coil"])
+    add("coil-attr-kind", r"^error: .*g\.coil:2:3: node of value 'y' \(Transpose\): attribute 'perm' must be ints, got floats", coil_text("graph @g(%x: f32[2, 3]) -> (%y) {\n  %y = Transpose(%x) {perm = [1.0, 0.0]} : f32[3, 2]\n}\n"), ["inspect", "g.coil"])
     add("coil-bad-dtype", r"error: .*g\.coil:1:\d+: .*(dtype|f33)", coil_text("graph @g(%x: f33[2]) -> (%x) {\n}\n"), ["inspect", "g.coil"])
 
     # --- command line

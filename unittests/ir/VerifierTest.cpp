@@ -3,6 +3,7 @@
 #include "ir/Verifier.h"
 
 #include "TextFormatTestUtil.h"
+#include "ir/Parser.h"
 
 using namespace coil;
 using coil::testing::testInfer;
@@ -285,7 +286,9 @@ TEST(Verifier, UnsupportedOpsAndInferenceErrors) {
   k.g.mutableNodes()[0].outputs.push_back(
       k.g.addValue("extra", TensorType{}, ValueKind::NodeOutput));
   k.g.value(k.g.mutableNodes()[0].outputs.back()).producer = 0;
-  EXPECT_TRUE(failsWith(k.g, "shape inference gives 1 outputs, the node has 2", withInfer()));
+  VerifyOptions noSchema = withInfer(); // the schema check would catch Relu's second output
+  noSchema.checkSchema = false;
+  EXPECT_TRUE(failsWith(k.g, "shape inference gives 1 outputs, the node has 2", noSchema));
 }
 
 TEST(Verifier, DefaultOptionsUseTheRegistry) {
@@ -296,6 +299,129 @@ TEST(Verifier, DefaultOptionsUseTheRegistry) {
   if (!inferFnFor(OpKind::Relu)) {
     EXPECT_TRUE(failsWith(f.g, "op 'Relu' is not supported", VerifyOptions{}));
   }
+}
+
+// --- The ONNX schema check (structural, before re-inference)
+
+TEST(Verifier, InputCountsAreWithinTheSchema) {
+  Fixture f; // Add needs 2 inputs
+  f.g.mutableNodes()[1].inputs.pop_back();
+  VerifyFailure where;
+  EXPECT_TRUE(failsWith(f.g, "node 'add_node' (Add): needs 2 inputs, got 1", structural(), &where));
+  EXPECT_EQ(where.node, 1);
+  EXPECT_FALSE(where.inferenceBug);
+  Fixture h; // Reshape takes at most 2
+  h.g.mutableNodes()[2].inputs.push_back(h.shape);
+  EXPECT_TRUE(failsWith(h.g, "node 'reshaped_node' (Reshape): needs 2 inputs, got 3"));
+  Fixture k;
+  k.g.mutableNodes()[2].op = OpKind::Slice;
+  EXPECT_TRUE(failsWith(k.g, "node 'reshaped_node' (Slice): needs at least 3 inputs, got 2"));
+  Fixture m;
+  m.g.mutableNodes()[2].op = OpKind::Slice;
+  m.g.mutableNodes()[2].inputs = {m.add, m.shape, m.shape, m.shape, m.shape, m.shape};
+  EXPECT_TRUE(failsWith(m.g, "node 'reshaped_node' (Slice): takes at most 5 inputs, got 6"));
+  // Variadic inputs, and absent optional inputs count.
+  Fixture v;
+  v.g.mutableNodes()[1].op = OpKind::Sum;
+  v.g.mutableNodes()[1].inputs = {v.relu, v.c, v.relu, v.c};
+  EXPECT_TRUE(verifyGraph(v.g, structural()).ok());
+  Fixture a; // trailing absent inputs do not count
+  a.g.mutableNodes()[0].inputs.push_back(kNoValue);
+  a.g.mutableNodes()[0].inputs.push_back(kNoValue);
+  EXPECT_TRUE(verifyGraph(a.g, structural()).ok());
+  a.g.mutableNodes()[0].inputs.push_back(a.x);
+  EXPECT_TRUE(failsWith(a.g, "node 'relu_node' (Relu): needs 1 input, got 4"));
+  Fixture o;
+  o.g.mutableNodes()[2].op = OpKind::Slice;
+  o.g.mutableNodes()[2].inputs = {o.add, o.shape, o.shape, kNoValue, o.shape};
+  EXPECT_TRUE(verifyGraph(o.g, structural()).ok());
+}
+
+TEST(Verifier, RequiredInputsArePresent) {
+  Fixture f; // Slice needs data, starts and ends; a trailing absent one is a missing input
+  f.g.mutableNodes()[2].op = OpKind::Slice;
+  f.g.mutableNodes()[2].inputs = {f.add, kNoValue, f.shape};
+  EXPECT_TRUE(failsWith(f.g, "node 'reshaped_node' (Slice): input 1 is required but absent"));
+  Fixture h;
+  h.g.mutableNodes()[2].inputs[1] = kNoValue;
+  EXPECT_TRUE(failsWith(h.g, "node 'reshaped_node' (Reshape): needs 2 inputs, got 1"));
+}
+
+TEST(Verifier, OutputCountsAreWithinTheSchema) {
+  Fixture f;
+  f.g.mutableNodes()[0].outputs.push_back(
+      f.g.addValue("extra", TensorType{DType::F32, {4}}, ValueKind::NodeOutput));
+  f.g.value(f.g.mutableNodes()[0].outputs.back()).producer = 0;
+  EXPECT_TRUE(failsWith(f.g, "node 'relu_node' (Relu): needs 1 output, got 2"));
+}
+
+TEST(Verifier, AttributesMatchTheSchema) {
+  Fixture f;
+  f.g.mutableNodes()[0].attrs.set("alpha", 0.5);
+  EXPECT_TRUE(failsWith(f.g, "node 'relu_node' (Relu): unknown attribute 'alpha'"));
+  Fixture h;
+  h.g.mutableNodes()[2].attrs.set("allowzero", 1.0);
+  EXPECT_TRUE(failsWith(
+      h.g, "node 'reshaped_node' (Reshape): attribute 'allowzero' must be int, got float"));
+  Fixture t; // Transpose perm of floats
+  t.g.mutableNodes()[0].op = OpKind::Transpose;
+  t.g.mutableNodes()[0].attrs.set("perm", std::vector<double>{1.0, 0.0});
+  EXPECT_TRUE(
+      failsWith(t.g, "node 'relu_node' (Transpose): attribute 'perm' must be ints, got floats"));
+  Fixture c; // Cast needs `to`
+  c.g.mutableNodes()[0].op = OpKind::Cast;
+  EXPECT_TRUE(failsWith(c.g, "node 'relu_node' (Cast): missing required attribute 'to'"));
+  c.g.mutableNodes()[0].attrs.set("to", int64_t(1));
+  EXPECT_TRUE(verifyGraph(c.g, structural()).ok());
+  // An int where a float is expected (Attrs::getFloat converts it), syms where ints are.
+  Fixture l;
+  l.g.mutableNodes()[0].op = OpKind::LeakyRelu;
+  l.g.mutableNodes()[0].attrs.set("alpha", int64_t(1));
+  EXPECT_TRUE(verifyGraph(l.g, structural()).ok());
+  l.g.mutableNodes()[0].attrs.set("alpha", std::vector<double>{1.0});
+  EXPECT_TRUE(
+      failsWith(l.g, "node 'relu_node' (LeakyRelu): attribute 'alpha' must be float, got floats"));
+  Fixture s;
+  s.g.mutableNodes()[0].op = OpKind::Transpose;
+  s.g.mutableNodes()[0].attrs.set("perm", std::vector<SymInt>{1, 0});
+  EXPECT_TRUE(verifyGraph(s.g, structural()).ok());
+  // Attributes of the opset-13 form and of the newest form are both accepted.
+  Fixture r;
+  r.g.mutableNodes()[0].op = OpKind::ReduceMean;
+  r.g.mutableNodes()[0].attrs.set("axes", std::vector<int64_t>{1});
+  r.g.mutableNodes()[0].attrs.set("noop_with_empty_axes", int64_t(0));
+  EXPECT_TRUE(verifyGraph(r.g, structural()).ok());
+}
+
+TEST(Verifier, SchemaCheckCanBeTurnedOff) {
+  Fixture f;
+  f.g.mutableNodes()[0].attrs.set("anything", std::string("x"));
+  f.g.mutableNodes()[1].inputs.pop_back();
+  VerifyOptions o = structural();
+  o.checkSchema = false;
+  EXPECT_TRUE(verifyGraph(f.g, o).ok());
+  EXPECT_FALSE(verifyGraph(f.g, structural()).ok());
+}
+
+TEST(Verifier, SchemaErrorsInTextAreUserErrorsAtTheNode) {
+  // With the registry's inference, these used to reach COIL_CHECK in the inference functions.
+  auto g =
+      parseGraph("graph @g(%x: f32[2, 3]) -> (%y) {\n  %y = Slice(%x) : f32[2, 3]\n}\n", "s.coil");
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.error().kind(), ErrorKind::User) << g.error().render();
+  EXPECT_EQ(g.error().render(),
+            "error: s.coil:2:3: node of value 'y' (Slice): needs at least 3 inputs, got 1");
+  auto t = parseGraph("graph @g(%x: f32[2, 3]) -> (%y) {\n  %y = Transpose(%x) {perm = [1.0, "
+                      "0.0]} : f32[3, 2] name \"tr\"\n}\n",
+                      "t.coil");
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.error().kind(), ErrorKind::User) << t.error().render();
+  EXPECT_EQ(t.error().render(),
+            "error: t.coil:2:3: node 'tr' (Transpose): attribute 'perm' must be ints, got floats");
+  auto ok = parseGraph("graph @g(%x: f32[2, 3]) -> (%y) {\n  %y = Transpose(%x) {perm = [1, 0]} "
+                       ": f32[3, 2]\n}\n",
+                       "ok.coil");
+  EXPECT_TRUE(ok.ok()) << ok.error().render();
 }
 
 } // namespace
