@@ -120,7 +120,6 @@ std::optional<AttrKind> attrKindFromOnnxType(int onnxType) {
 
 bool attrKindAccepts(AttrKind expected, AttrKind actual) {
   if (expected == actual) return true;
-  if (expected == AttrKind::Ints && actual == AttrKind::Syms) return true;
   if (expected == AttrKind::Float && actual == AttrKind::Int) return true;
   return false;
 }

@@ -46,7 +46,7 @@ int64_t newestOpset();
 /// INTS=7, STRINGS=8), or nullopt.
 std::optional<AttrKind> attrKindFromOnnxType(int onnxType);
 /// Whether an attribute of kind `actual` may stand where the schema says `expected`: the same
-/// kind, `syms` for `ints`, and `int` for `float` (Attrs::getFloat converts it).
+/// kind, and `int` for `float` (Attrs::getFloat converts it). No ONNX attribute takes `syms`.
 bool attrKindAccepts(AttrKind expected, AttrKind actual);
 
 /// Every version of `op`'s schema, oldest first (empty if ONNX has none).
