@@ -620,6 +620,22 @@ TEST(LinalgEinsum, MatMulDiagonalTransposeAndImplicit) {
   auto impl = runOp(OpKind::Einsum, attrs({{"equation", std::string("ji,jk")}}), {sq, sq});
   ASSERT_TRUE(impl.ok()); // implicit output "ik": sq^T sq
   expectNear((*impl)[0], {3, 3}, {66, 78, 90, 78, 93, 108, 90, 108, 126});
+  // A repeated output label would ask for a diagonal output, which einsum does not define.
+  auto repeated = runOp(OpKind::Einsum, attrs({{"equation", std::string("ii->ii")}}), {sq});
+  ASSERT_FALSE(repeated.ok());
+  EXPECT_NE(repeated.error().message().find("einsum output repeats dim 'i'"), std::string::npos)
+      << repeated.error().render();
+}
+
+TEST(LinalgGemm, IntegerIsExactBeyondDoublePrecision) {
+  // 2^53 + 1 is not a double; an exact integer Gemm keeps the + 1.
+  int64_t big = (int64_t(1) << 53) + 1;
+  Tensor a = Tensor::fromInts(DType::I64, {1, 2}, {big, 1});
+  Tensor b = Tensor::fromInts(DType::I64, {2, 1}, {1, 2});
+  Tensor c = Tensor::fromInts(DType::I64, {1}, {3});
+  auto r = runOp(OpKind::Gemm, {}, {a, b, c});
+  ASSERT_TRUE(r.ok()) << r.error().render();
+  EXPECT_EQ((*r)[0].toInts(), std::vector<int64_t>{big + 2 + 3});
 }
 
 TEST(LinalgDet, SmallMatrices) {

@@ -242,6 +242,23 @@ Expected<std::vector<Tensor>> gemmKernel(KernelContext &ctx) {
     cv = c.toDoubles();
     cIdx = broadcastIndex(c.shape(), outShape);
   }
+  if (isInteger(a.dtype()) && alpha == 1.0 && beta == 1.0) {
+    // Integer Gemm without scaling is exact, wrapping modulo 2^64 as the output type does;
+    // going through double would round values above 2^53.
+    std::vector<int64_t> ai = a.toInts(), bi = b.toInts(), ci;
+    if (ctx.hasInput(2)) ci = ctx.input(2).toInts();
+    std::vector<int64_t> outI(size_t(m * n));
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        uint64_t acc = 0;
+        for (int64_t kk = 0; kk < k; ++kk)
+          acc += uint64_t(ai[size_t(ta ? kk * m + i : i * k + kk)]) *
+                 uint64_t(bi[size_t(tb ? j * k + kk : kk * n + j)]);
+        if (!ci.empty()) acc += uint64_t(ci[size_t(cIdx[size_t(i * n + j)])]);
+        outI[size_t(i * n + j)] = int64_t(acc);
+      }
+    return std::vector<Tensor>{Tensor::fromInts(a.dtype(), outShape, outI)};
+  }
   std::vector<double> out(size_t(m * n));
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {

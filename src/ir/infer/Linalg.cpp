@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <string>
 
 namespace coil {
@@ -621,7 +622,11 @@ Expected<Types> inferEinsum(InferContext &ctx) {
   }
   (void)outEll;
   Dims out;
+  std::set<char> seen;
   for (char ch : outLetters) {
+    if (ch != '.' && !seen.insert(ch).second)
+      return ctx.error(std::string("einsum output repeats dim '") + ch +
+                       "' (a diagonal output is not defined)");
     if (ch == '.') {
       out.insert(out.end(), ell.begin(), ell.end());
       continue;
