@@ -5,10 +5,10 @@
 ///     symbol N in [1, 64]
 ///     %w = constant f32[4] [1, 2.5, -inf, nan]
 ///     %big = constant f32[1000] hex "0000803f..."
-///     %shape = symconst i64[2] [(N*2), 2]
+///     %shape = symconst i64[2] [2*N, 2]
 ///     %y = Add(%x, %w) {alpha = 1.0, axes = [0, 1]} : f32[N, 4] name "add0" loc("m.onnx",
 ///          "add0", "Add")                   # (one line)
-///     %r = Resize(%x, _, _, %shape) {mode = "linear"} : f32[(N*2), 2]
+///     %r = Resize(%x, _, _, %shape) {mode = "linear"} : f32[2*N, 2]
 ///   }
 ///
 /// Grammar (`#` starts a comment that runs to the end of the line; whitespace, newlines
