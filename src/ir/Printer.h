@@ -5,9 +5,10 @@
 ///     symbol N in [1, 64]
 ///     %w = constant f32[4] [1, 2.5, -inf, nan]
 ///     %big = constant f32[1000] hex "0000803f..."
-///     %shape = symconst i64[2] [(N*2), 2]
-///     %y = Add(%x, %w) {alpha = 1.0, axes = [0, 1]} : f32[N, 4] name "add0" loc("m.onnx", "add0", "Add")
-///     %r = Resize(%x, _, _, %shape) {mode = "linear"} : f32[(N*2), 2]
+///     %shape = symconst i64[2] [2*N, 2]
+///     %y = Add(%x, %w) {alpha = 1.0, axes = [0, 1]} : f32[N, 4] name "add0" loc("m.onnx",
+///          "add0", "Add")                   # (one line)
+///     %r = Resize(%x, _, _, %shape) {mode = "linear"} : f32[2*N, 2]
 ///   }
 ///
 /// Grammar (`#` starts a comment that runs to the end of the line; whitespace, newlines
@@ -34,7 +35,8 @@
 ///               | type 'hex' STRING                  # raw little-endian bytes, 2 digits each
 ///   elem       := num | 'true' | 'false'
 ///   type       := DTYPE '[' (symint (',' symint)*)? ']'   # f64 f32 f16 bf16 i64 ... u8 bool
-///   symint     := sum ;  sum := term (('+' | '-') term)* ;  term := unary (('*' | '//' | '%') unary)*
+///   symint     := sum ;  sum := term (('+' | '-') term)*
+///   term       := unary (('*' | '//' | '%') unary)*
 ///   unary      := '-' unary | primary
 ///   primary    := INT | SYMNAME | ('min' | 'max') '(' sum (',' sum)+ ')' | '(' sum ')'
 ///   int        := '-'? INT ;  num := '-'? (INT | FLOAT | 'inf' | 'nan') | BITS
@@ -51,8 +53,9 @@
 /// Printing is exact: parse(print(g)) prints byte-identically and equals g structurally
 /// (floats print as the shortest decimal that reads back exactly, NaNs other than the default
 /// quiet NaN as their bit pattern; a constant with at most 32 elements prints as a list unless
-/// that cannot reproduce its bytes, e.g. a bool byte of 2; larger ones print as hex). Values are printed in the order: inputs, constants and symbolic
-/// constants (by ValueId), node outputs (node order); the parser numbers them in text order.
+/// that cannot reproduce its bytes, e.g. a bool byte of 2; larger ones print as hex). Values
+/// print in the order: inputs, constants and symbolic constants (by ValueId), node outputs
+/// (node order); the parser numbers them in text order.
 /// Names that do not fit the bare forms are printed quoted: %"onnx::Conv/0". The printer is
 /// deterministic: the same graph prints byte-identically.
 #pragma once
