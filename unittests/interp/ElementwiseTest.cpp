@@ -99,6 +99,18 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 } // namespace
 
+TEST(ElementwiseKernels, EveryOpOfTheFamilyIsRegistered) {
+  int n = 0;
+  for (size_t k = 0; k < kNumOps; ++k) {
+    OpKind op = OpKind(k);
+    if (opFamily(op) != OpFamily::Elementwise) continue;
+    ++n;
+    EXPECT_NE(inferFnFor(op), nullptr) << opName(op);
+    EXPECT_NE(kernelFor(op), nullptr) << opName(op);
+  }
+  EXPECT_EQ(n, 75);
+}
+
 TEST(ElementwiseKernels, IntegerDivTruncatesTowardZero) {
   Tensor r =
       one(OpKind::Div, {vec(DType::I32, {7, -7, 7, -7, 1}), vec(DType::I32, {2, 2, -2, -2, 3})});

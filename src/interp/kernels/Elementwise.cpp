@@ -642,27 +642,75 @@ Result kDropout(KernelContext &ctx) {
 
 void registerElementwiseKernels(KernelRegistry &r) {
   using namespace elementwise;
-#define COIL_REG(NAME) r.add(OpKind::NAME, k##NAME);
-  COIL_REG(Abs)
-  COIL_REG(Acos)
-  COIL_REG(Acosh)
-  COIL_REG(Add) COIL_REG(And) COIL_REG(Asin) COIL_REG(Asinh) COIL_REG(Atan) COIL_REG(Atanh)
-      COIL_REG(BitShift) COIL_REG(BitwiseAnd) COIL_REG(BitwiseNot) COIL_REG(BitwiseOr) COIL_REG(
-          BitwiseXor) COIL_REG(Ceil) COIL_REG(Celu) COIL_REG(Clip) COIL_REG(Cos) COIL_REG(Cosh)
-          COIL_REG(Div) COIL_REG(Dropout) COIL_REG(Elu) COIL_REG(Equal) COIL_REG(Erf) COIL_REG(Exp)
-              COIL_REG(Floor) COIL_REG(Gelu) COIL_REG(Greater) COIL_REG(GreaterOrEqual)
-                  COIL_REG(HardSigmoid) COIL_REG(HardSwish) COIL_REG(Identity) COIL_REG(IsInf)
-                      COIL_REG(IsNaN) COIL_REG(LeakyRelu) COIL_REG(Less) COIL_REG(LessOrEqual)
-                          COIL_REG(Log) COIL_REG(Mish) COIL_REG(Mod) COIL_REG(Mul) COIL_REG(Neg)
-                              COIL_REG(Not) COIL_REG(Or) COIL_REG(PRelu) COIL_REG(Pow) COIL_REG(
-                                  Reciprocal) COIL_REG(Relu) COIL_REG(Round) COIL_REG(Selu)
-                                  COIL_REG(Shrink) COIL_REG(Sigmoid) COIL_REG(Sign) COIL_REG(Sin)
-                                      COIL_REG(Sinh) COIL_REG(Softplus) COIL_REG(Softsign)
-                                          COIL_REG(Sqrt) COIL_REG(Sub) COIL_REG(Swish) COIL_REG(Tan)
-                                              COIL_REG(Tanh) COIL_REG(ThresholdedRelu)
-                                                  COIL_REG(Where) COIL_REG(Xor)
-#undef COIL_REG
-                                                      r.add(OpKind::Max, variadic<Fold::Max>);
+  const std::pair<OpKind, KernelFn> kernels[] = {
+      {OpKind::Abs, kAbs},
+      {OpKind::Acos, kAcos},
+      {OpKind::Acosh, kAcosh},
+      {OpKind::Add, kAdd},
+      {OpKind::And, kAnd},
+      {OpKind::Asin, kAsin},
+      {OpKind::Asinh, kAsinh},
+      {OpKind::Atan, kAtan},
+      {OpKind::Atanh, kAtanh},
+      {OpKind::BitShift, kBitShift},
+      {OpKind::BitwiseAnd, kBitwiseAnd},
+      {OpKind::BitwiseNot, kBitwiseNot},
+      {OpKind::BitwiseOr, kBitwiseOr},
+      {OpKind::BitwiseXor, kBitwiseXor},
+      {OpKind::Ceil, kCeil},
+      {OpKind::Celu, kCelu},
+      {OpKind::Clip, kClip},
+      {OpKind::Cos, kCos},
+      {OpKind::Cosh, kCosh},
+      {OpKind::Div, kDiv},
+      {OpKind::Dropout, kDropout},
+      {OpKind::Elu, kElu},
+      {OpKind::Equal, kEqual},
+      {OpKind::Erf, kErf},
+      {OpKind::Exp, kExp},
+      {OpKind::Floor, kFloor},
+      {OpKind::Gelu, kGelu},
+      {OpKind::Greater, kGreater},
+      {OpKind::GreaterOrEqual, kGreaterOrEqual},
+      {OpKind::HardSigmoid, kHardSigmoid},
+      {OpKind::HardSwish, kHardSwish},
+      {OpKind::Identity, kIdentity},
+      {OpKind::IsInf, kIsInf},
+      {OpKind::IsNaN, kIsNaN},
+      {OpKind::LeakyRelu, kLeakyRelu},
+      {OpKind::Less, kLess},
+      {OpKind::LessOrEqual, kLessOrEqual},
+      {OpKind::Log, kLog},
+      {OpKind::Mish, kMish},
+      {OpKind::Mod, kMod},
+      {OpKind::Mul, kMul},
+      {OpKind::Neg, kNeg},
+      {OpKind::Not, kNot},
+      {OpKind::Or, kOr},
+      {OpKind::PRelu, kPRelu},
+      {OpKind::Pow, kPow},
+      {OpKind::Reciprocal, kReciprocal},
+      {OpKind::Relu, kRelu},
+      {OpKind::Round, kRound},
+      {OpKind::Selu, kSelu},
+      {OpKind::Shrink, kShrink},
+      {OpKind::Sigmoid, kSigmoid},
+      {OpKind::Sign, kSign},
+      {OpKind::Sin, kSin},
+      {OpKind::Sinh, kSinh},
+      {OpKind::Softplus, kSoftplus},
+      {OpKind::Softsign, kSoftsign},
+      {OpKind::Sqrt, kSqrt},
+      {OpKind::Sub, kSub},
+      {OpKind::Swish, kSwish},
+      {OpKind::Tan, kTan},
+      {OpKind::Tanh, kTanh},
+      {OpKind::ThresholdedRelu, kThresholdedRelu},
+      {OpKind::Where, kWhere},
+      {OpKind::Xor, kXor},
+  };
+  for (const auto &[op, fn] : kernels) r.add(op, fn);
+  r.add(OpKind::Max, variadic<Fold::Max>);
   r.add(OpKind::Min, variadic<Fold::Min>);
   r.add(OpKind::Sum, variadic<Fold::Sum>);
   r.add(OpKind::Mean, variadic<Fold::Mean>);
