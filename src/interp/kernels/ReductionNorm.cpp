@@ -18,19 +18,10 @@ std::string opStr(const KernelContext &ctx) {
 
 Expected<DType> stashDType(const KernelContext &ctx) {
   int64_t s = ctx.attrs().getInt("stash_type", 1);
-  switch (s) {
-  case 1:
-    return DType::F32;
-  case 10:
-    return DType::F16;
-  case 11:
-    return DType::F64;
-  case 16:
-    return DType::BF16;
-  default:
-    return ctx.error("stash_type " + std::to_string(s) + " of " + opStr(ctx) +
-                     " is not a supported floating-point type");
-  }
+  if (auto t = dtypeFromOnnxCode(s); t && isFloat(*t))
+    return *t;
+  return ctx.error("stash_type " + std::to_string(s) + " of " + opStr(ctx) +
+                   " is not a supported floating-point type");
 }
 
 /// For each element of a tensor of shape `target`, the flat index of the element of `t` that

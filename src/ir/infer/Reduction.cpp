@@ -234,19 +234,10 @@ Expected<Types> inferTopK(InferContext &ctx) {
 
 Expected<DType> stashDType(const InferContext &ctx) {
   int64_t s = ctx.node.attrs.getInt("stash_type", 1);
-  switch (s) {
-  case 1:
-    return DType::F32;
-  case 10:
-    return DType::F16;
-  case 11:
-    return DType::F64;
-  case 16:
-    return DType::BF16;
-  default:
-    return ctx.error("stash_type " + std::to_string(s) + " of " + opStr(ctx) +
-                     " is not a supported floating-point type");
-  }
+  if (auto t = dtypeFromOnnxCode(s); t && isFloat(*t))
+    return *t;
+  return ctx.error("stash_type " + std::to_string(s) + " of " + opStr(ctx) +
+                   " is not a supported floating-point type");
 }
 
 /// Checks that input `i` broadcasts unidirectionally to `target`.
