@@ -3,7 +3,6 @@
 
 #include "support/Check.h"
 
-#include <functional>
 
 namespace coil {
 

@@ -91,6 +91,18 @@ Expected<int64_t> normalizeAxis(int64_t axis, int64_t rank, const char *what) {
   return axis < 0 ? axis + rank : axis;
 }
 
+bool isPermutation(const std::vector<int64_t> &perm, int64_t rank) {
+  if (int64_t(perm.size()) != rank)
+    return false;
+  std::vector<bool> seen(perm.size(), false);
+  for (int64_t p : perm) {
+    if (p < 0 || p >= rank || seen[size_t(p)])
+      return false;
+    seen[size_t(p)] = true;
+  }
+  return true;
+}
+
 SymInt symNumel(const std::vector<SymInt> &shape) {
   SymInt n = 1;
   for (const SymInt &d : shape) n = n * d;

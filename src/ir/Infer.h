@@ -72,6 +72,8 @@ Expected<std::vector<SymInt>> broadcastShapes(const std::vector<SymInt> &a,
                                               const std::vector<SymInt> &b);
 /// Maps a possibly negative axis into [0, rank); error when out of range.
 Expected<int64_t> normalizeAxis(int64_t axis, int64_t rank, const char *what = "axis");
+/// Whether `perm` holds each of 0..rank-1 exactly once.
+bool isPermutation(const std::vector<int64_t> &perm, int64_t rank);
 /// Product of dims.
 SymInt symNumel(const std::vector<SymInt> &shape);
 

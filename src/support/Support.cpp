@@ -53,14 +53,11 @@ int Error::exitCode() const {
 
 Error Diagnostics::combined() const {
   COIL_CHECK(!errors_.empty()) << "Diagnostics::combined() with no errors";
-  std::string text;
-  for (size_t i = 0; i < errors_.size(); ++i) {
-    if (i) text += "\n";
-    // The first error's prefix is added by render(); later lines carry their own.
-    text += i == 0 ? errors_[i].render().substr(errors_[i].render().find(' ') + 1)
-                   : errors_[i].render();
-  }
-  return Error(errors_[0].kind(), text);
+  // The first error keeps its location (render() prints it); later ones carry their own.
+  std::string text = errors_[0].message();
+  for (size_t i = 1; i < errors_.size(); ++i)
+    text += "\n" + errors_[i].render();
+  return Error(errors_[0].kind(), text, errors_[0].loc());
 }
 
 void Diagnostics::print(std::ostream &os) const {

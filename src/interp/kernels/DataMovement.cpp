@@ -3,6 +3,7 @@
 // a float. The data-dependent ops (NonZero, Compress, Unique, OneHot, NonMaxSuppression) and
 // the window generators are in DataMovementDynamic.cpp.
 #include "interp/kernels/DataMovementUtil.h"
+#include "ir/Infer.h"
 
 #include <algorithm>
 
@@ -49,13 +50,7 @@ Expected<std::vector<Tensor>> transposeKernel(KernelContext &ctx) {
   std::vector<int64_t> perm = ctx.attrs().getInts("perm");
   if (!ctx.attrs().has("perm"))
     for (int64_t i = r - 1; i >= 0; --i) perm.push_back(i);
-  std::vector<bool> seen(size_t(r), false);
-  bool ok = int64_t(perm.size()) == r;
-  for (int64_t p : perm) {
-    ok = ok && p >= 0 && p < r && !seen[size_t(p)];
-    if (ok) seen[size_t(p)] = true;
-  }
-  if (!ok)
+  if (!isPermutation(perm, r))
     return ctx.error("perm must be a permutation of 0.." + std::to_string(r - 1) + ", got " +
                      intsStr(perm));
   Shape out(static_cast<size_t>(r));

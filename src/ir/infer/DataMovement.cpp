@@ -85,13 +85,7 @@ Expected<Types> inferTranspose(InferContext &ctx) {
     perm = *p;
   else
     for (int64_t i = r - 1; i >= 0; --i) perm.push_back(i);
-  std::vector<bool> seen(static_cast<size_t>(r), false);
-  bool ok = int64_t(perm.size()) == r;
-  for (int64_t p : perm) {
-    ok = ok && p >= 0 && p < r && !seen[size_t(p)];
-    if (ok) seen[size_t(p)] = true;
-  }
-  if (!ok)
+  if (!isPermutation(perm, r))
     return ctx.error("perm must be a permutation of 0.." + std::to_string(r - 1) + ", got " +
                      intsStr(perm));
   TensorType y{x.dtype, {}};
