@@ -1,0 +1,75 @@
+/// \file Fused kernels and schedules: what the scheduler hands to kernel codegen.
+///
+/// A Schedule is the LoopProgram's work in execution order: fused Kernels (generated code) and
+/// Extern steps (library calls). Nodes that are *realized* own a buffer (contiguous, row-major,
+/// of the node's dtype and shape); every other Pointwise node has been inlined into the bodies
+/// that read it, so kernel bodies load only realized nodes.
+///
+/// A Kernel runs, for every point of its outer ranges `vars` (the parallel iteration space: the
+/// CPU parallelizes it over threads, CUDA maps it to the grid), its phases in order. A phase is
+/// an inner loop nest (`vars`/`ranges`, possibly empty: one point) whose body is evaluated at
+/// every inner point; at each point it performs its `stores`, and it folds its `reductions`
+/// over all of its points. A reduction's result (per outer point) is available to later phases
+/// through `Stmt::Kind::Accumulator` statements. Examples:
+///  - a pointwise kernel: outer = all dims (or a prefix), one phase storing the value;
+///  - softmax over the last dim of [N, D]: outer = [N]; phase 0 reduces max over [D]; phase 1
+///    reduces sum of exp(x - acc0) over [D]; phase 2 stores exp(x - acc0) / acc1 over [D];
+///  - a plain reduction: outer = kept dims, phase 0 reduces over the reduced dims, phase 1 (no
+///    inner vars) stores acc0.
+/// Phase bodies may use the kernel's outer vars and their own inner vars; all loop variables of a
+/// kernel have distinct names.
+#pragma once
+
+#include "lower/LoopIR.h"
+
+#include <variant>
+
+namespace coil::sched {
+
+struct Store {
+  loop::NodeId node = -1;    ///< a realized node
+  std::vector<SymInt> index; ///< one per dim of the node's shape
+  loop::Val value = loop::kNoVal;
+};
+
+struct Accumulate {
+  loop::ReduceKind kind = loop::ReduceKind::Sum;
+  DType accDType = DType::F32;
+  loop::Val value = loop::kNoVal;
+  loop::Val position = loop::kNoVal; ///< ArgMax/ArgMin
+  bool selectLast = false;
+};
+
+struct Phase {
+  std::vector<std::string> vars;
+  std::vector<SymInt> ranges;
+  loop::Body body;
+  std::vector<Store> stores;
+  std::vector<Accumulate> reductions;
+};
+
+struct Kernel {
+  std::string name; ///< unique C identifier, e.g. "k3_softmax"
+  std::vector<std::string> vars;
+  std::vector<SymInt> ranges;
+  std::vector<Phase> phases;
+  std::vector<loop::NodeId> reads;  ///< realized nodes loaded (sorted, unique)
+  std::vector<loop::NodeId> writes; ///< realized nodes stored (sorted, unique)
+  std::vector<loop::NodeId> fused;  ///< Loop IR nodes computed by this kernel (report)
+};
+
+struct ExternStep {
+  loop::NodeId node = -1; ///< an Extern node of the program
+};
+
+using Step = std::variant<Kernel, ExternStep>;
+
+struct Schedule {
+  const loop::LoopProgram *program = nullptr;
+  std::vector<Step> steps;
+  /// Per Loop IR node: does it own a buffer? (Inputs, constants, externs, their outputs,
+  /// reductions and graph outputs always do.)
+  std::vector<bool> realized;
+};
+
+} // namespace coil::sched

@@ -1,0 +1,171 @@
+/// \file Wrapper IR: the host program that allocates buffers and launches kernels, as data.
+///
+/// A WrapperProgram is a table of buffers, a table of kernels, and a list of *lines*. Each line
+/// is a plain struct (no printing, no code text inside); passes (memory planning, debug
+/// instrumentation, the verifier) read and rewrite the lines, and backends (C++ wrapper, Python
+/// wrapper, JSON/DOT export) only print them. Executing the lines in order runs the model:
+///  - Comment: documentation only.
+///  - BindSymbol: size symbol `symbol` = dim `dim` of input buffer `buffer`.
+///  - Allocate: buffer `buffer` gets storage (intermediates only; inputs, outputs and constants
+///    are provided by the runtime). After memory planning, its storage is `arenaOffset` bytes
+///    into the run's arena.
+///  - Reuse: buffer `to` takes over the storage of buffer `from`, which is dead from here on
+///    (the planner proved size(to) <= size(from)); `from` is not freed.
+///  - Reinterpret: buffer `buffer` is a view of `base` starting `offsetBytes` in (no storage).
+///  - Free: buffer's storage is released. FreeIfNotReused: released unless a later Reuse took it
+///    (memory planning turns these into Free or removes them).
+///  - KernelDefinition: kernel `kernel` is defined (its source belongs to the package).
+///  - KernelCall: runs kernel `kernel` with `args` (buffers and SymInt sizes, in the order of the
+///    kernel's params); the kernel's launcher computes its own grid from the sizes. `config`
+///    is the index of the config chosen at compile time.
+///  - ExternKernelOut: library call `function` writing into pre-allocated output buffers.
+///  - ExternKernelAlloc: library call that allocates its outputs (data-dependent shapes) and
+///    defines the size symbols `outSymbols`.
+///  - MultiOutput: buffer `buffer` is output `index` of the ExternKernelAlloc line that defined
+///    `source` (its output 0).
+/// Buffer sizes are SymInts over the program's size symbols; a symbol is defined by a
+/// BindSymbol or ExternKernelAlloc line before any line that uses it.
+#pragma once
+
+#include "ir/DType.h"
+#include "support/SymInt.h"
+
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace coil::wrapper {
+
+using BufferId = int32_t;
+using KernelId = int32_t;
+
+enum class BufferKind : uint8_t { Input, Output, Constant, Intermediate };
+
+struct Buffer {
+  std::string name; ///< unique C identifier
+  DType dtype = DType::F32;
+  std::vector<SymInt> shape; ///< contiguous, row-major
+  BufferKind kind = BufferKind::Intermediate;
+  int32_t index = -1; ///< position among the program's inputs / outputs / constants
+  /// Byte offset in the arena, set by memory planning for planned intermediates.
+  std::optional<SymInt> arenaOffset;
+
+  SymInt numel() const;
+  SymInt bytes() const;
+};
+
+struct KernelParam {
+  enum class Kind : uint8_t { Buffer, Size };
+  Kind kind = Kind::Buffer;
+  std::string name;
+  DType dtype = DType::F32; ///< Buffer: element type
+  bool written = false;     ///< Buffer: the kernel stores into it
+};
+
+struct KernelConfig {
+  std::string name;                                    ///< e.g. "block1024_vec8"
+  std::vector<std::pair<std::string, int64_t>> values; ///< e.g. {{"block", 1024}, {"vec", 8}}
+};
+
+struct KernelInfo {
+  std::string name; ///< C identifier; the launcher is named after it
+  std::vector<KernelParam> params;
+  std::vector<KernelConfig> configs;
+  /// Per dim of the iteration space, as a SymInt over the Size params (for reports/exports):
+  /// the grid each config's launcher computes.
+  std::vector<SymInt> iterationSpace;
+  std::string sourceFile;       ///< package-relative, e.g. "src/kernels.cpp"
+  std::vector<int32_t> origins; ///< graph nodes fused into it
+};
+
+struct CallArg {
+  enum class Kind : uint8_t { Buffer, Size, Float };
+  Kind kind = Kind::Buffer;
+  BufferId buffer = -1;
+  SymInt size;
+  double number = 0;
+};
+
+struct Comment {
+  std::string text;
+};
+struct BindSymbol {
+  std::string symbol;
+  BufferId buffer = -1;
+  int32_t dim = 0;
+};
+struct Allocate {
+  BufferId buffer = -1;
+};
+struct Reuse {
+  BufferId from = -1;
+  BufferId to = -1;
+};
+struct Reinterpret {
+  BufferId buffer = -1;
+  BufferId base = -1;
+  SymInt offsetBytes;
+};
+struct Free {
+  BufferId buffer = -1;
+};
+struct FreeIfNotReused {
+  BufferId buffer = -1;
+};
+struct KernelDefinition {
+  KernelId kernel = -1;
+};
+struct KernelCall {
+  KernelId kernel = -1;
+  std::vector<CallArg> args;
+  int32_t config = 0;
+};
+/// Arguments of extern calls: buffers read, buffers written, sizes, float attributes.
+/// Their C signature follows the kinds: Buffer -> `const void *`, Output -> `void *` (or
+/// `void **` in allocating calls, which store the pointer they allocated), Size -> `int64_t`,
+/// Float -> `double`, OutSymbol -> `int64_t *`.
+struct ExternArg {
+  enum class Kind : uint8_t { Buffer, Output, Size, Float, OutSymbol };
+  Kind kind = Kind::Buffer;
+  BufferId buffer = -1;
+  SymInt size;
+  double number = 0;
+  std::string symbol;
+};
+struct ExternKernelOut {
+  std::string function;
+  std::vector<ExternArg> args;
+  std::vector<int32_t> origins;
+};
+struct ExternKernelAlloc {
+  std::string function;
+  std::vector<ExternArg> args;
+  std::vector<std::string> outSymbols;
+  std::vector<int32_t> origins;
+};
+struct MultiOutput {
+  BufferId buffer = -1;
+  BufferId source = -1;
+  int32_t index = 0;
+};
+
+using Line =
+    std::variant<Comment, BindSymbol, Allocate, Reuse, Reinterpret, Free, FreeIfNotReused,
+                 KernelDefinition, KernelCall, ExternKernelOut, ExternKernelAlloc, MultiOutput>;
+
+struct WrapperProgram {
+  std::string name;
+  std::vector<Buffer> buffers;
+  std::vector<KernelInfo> kernels;
+  std::vector<Line> lines;
+  std::vector<BufferId> inputs, outputs, constants;
+  SymRanges symbols;
+  /// Set by memory planning: the arena's size in bytes (0 before planning).
+  SymInt arenaBytes;
+};
+
+/// The name of a line's kind ("KernelCall", ...), for reports and the JSON export.
+const char *lineKindName(const Line &l);
+
+} // namespace coil::wrapper
