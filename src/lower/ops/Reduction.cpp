@@ -37,6 +37,11 @@ Expected<int64_t> normAxis(const LowerContext &ctx, int64_t axis, int64_t rank) 
   return axis < 0 ? axis + rank : axis;
 }
 
+/// Whether output i is present (an optional output may be absent).
+bool hasOutput(const LowerContext &ctx, size_t i) {
+  return i < ctx.numOutputs() && ctx.gnode().outputs[i] != kNoValue;
+}
+
 Val ldCast(BodyBuilder &b, const TensorRef &t, const std::vector<SymInt> &idx, DType ct) {
   return b.cast(b.load(t, idx), ct);
 }
@@ -273,8 +278,10 @@ Status lowerArg(LowerContext &ctx) {
 
 // --- Softmax / LogSoftmax / Hardmax
 
-/// Log-softmax (or softmax) of `x` along `axis`, computed in `ct` (not rounded to x's dtype).
-TensorRef softmaxOf(LowerContext &ctx, const TensorRef &x, int64_t axis, bool log, DType ct) {
+/// Log-softmax (or softmax) of `x` along `axis`, computed in `ct`, stored as `outT`: a max
+/// reduction, a sum-of-exp reduction and a pointwise epilogue, all over the same outer point.
+TensorRef softmaxOf(LowerContext &ctx, const TensorRef &x, int64_t axis, bool log, DType ct,
+                    DType outT) {
   AxesSplit s = splitAxes(x.shape, {axis}, false);
   TensorRef m = ctx.reduce(
       ReduceKind::Max, ct, ct, s.outer(), s.rranges(),
@@ -289,12 +296,13 @@ TensorRef softmaxOf(LowerContext &ctx, const TensorRef &x, int64_t axis, bool lo
         return b.op(ScalarOp::Exp, b.op(ScalarOp::Sub, v, b.load(m, o)));
       },
       false, "sumexp");
-  return ctx.pointwise(ct, x.shape, [&](BodyBuilder &b, const std::vector<SymInt> &idx) {
+  return ctx.pointwise(outT, x.shape, [&](BodyBuilder &b, const std::vector<SymInt> &idx) {
     std::vector<SymInt> o = s.outerOf(idx);
     Val d = b.op(ScalarOp::Sub, ldCast(b, x, idx, ct), b.load(m, o));
     Val sv = b.load(sum, o);
-    if (log) return b.op(ScalarOp::Sub, d, b.op(ScalarOp::Log, sv));
-    return b.op(ScalarOp::Div, b.op(ScalarOp::Exp, d), sv);
+    Val y = log ? b.op(ScalarOp::Sub, d, b.op(ScalarOp::Log, sv))
+                : b.op(ScalarOp::Div, b.op(ScalarOp::Exp, d), sv);
+    return b.cast(y, outT);
   });
 }
 
@@ -323,12 +331,7 @@ Status lowerSoftmax(LowerContext &ctx) {
         }));
     return okStatus();
   }
-  TensorRef y = softmaxOf(ctx, x, axis, n.op == OpKind::LogSoftmax, ct);
-  if (outT != ct)
-    y = ctx.pointwise(outT, x.shape, [&](BodyBuilder &b, const std::vector<SymInt> &idx) {
-      return b.cast(b.load(y, idx), outT);
-    });
-  ctx.setOutput(0, y);
+  ctx.setOutput(0, softmaxOf(ctx, x, axis, n.op == OpKind::LogSoftmax, ct, outT));
   return okStatus();
 }
 
@@ -393,9 +396,12 @@ Moments moments(LowerContext &ctx, const TensorRef &x, const AxesSplit &s, DType
     TensorRef sum = sumOver(
         ctx, s, ct, [&](BodyBuilder &b, const std::vector<SymInt> &i) { return b.load(x, i); },
         "sum");
-    mean = ctx.pointwise(ct, s.outer(), [&](BodyBuilder &b, const std::vector<SymInt> &o) {
-      return b.op(ScalarOp::Div, b.load(sum, o), b.index(count, ct));
-    });
+    mean = ctx.pointwise(
+        ct, s.outer(),
+        [&](BodyBuilder &b, const std::vector<SymInt> &o) {
+          return b.op(ScalarOp::Div, b.load(sum, o), b.index(count, ct));
+        },
+        "mean");
   }
   TensorRef sq = sumOver(
       ctx, s, ct,
@@ -405,17 +411,23 @@ Moments moments(LowerContext &ctx, const TensorRef &x, const AxesSplit &s, DType
         return b.op(ScalarOp::Mul, d, d);
       },
       "sumsq");
-  TensorRef var = ctx.pointwise(ct, s.outer(), [&](BodyBuilder &b, const std::vector<SymInt> &o) {
-    return b.op(ScalarOp::Div, b.load(sq, o), b.index(count, ct));
-  });
-  TensorRef inv = ctx.pointwise(ct, s.outer(), [&](BodyBuilder &b, const std::vector<SymInt> &o) {
-    Val sd = b.op(ScalarOp::Sqrt, b.op(ScalarOp::Add, b.load(var, o), b.constant(ct, eps)));
-    return b.op(ScalarOp::Div, b.constant(ct, 1), sd);
-  });
+  TensorRef var = ctx.pointwise(
+      ct, s.outer(),
+      [&](BodyBuilder &b, const std::vector<SymInt> &o) {
+        return b.op(ScalarOp::Div, b.load(sq, o), b.index(count, ct));
+      },
+      "var");
+  TensorRef inv = ctx.pointwise(
+      ct, s.outer(),
+      [&](BodyBuilder &b, const std::vector<SymInt> &o) {
+        Val sd = b.op(ScalarOp::Sqrt, b.op(ScalarOp::Add, b.load(var, o), b.constant(ct, eps)));
+        return b.op(ScalarOp::Div, b.constant(ct, 1), sd);
+      },
+      "rstd");
   if (!mean)
-    mean = ctx.pointwise(ct, s.outer(), [&](BodyBuilder &b, const std::vector<SymInt> &) {
-      return b.constant(ct, 0);
-    });
+    mean = ctx.pointwise(
+        ct, s.outer(),
+        [&](BodyBuilder &b, const std::vector<SymInt> &) { return b.constant(ct, 0); }, "mean");
   return {*mean, var, inv};
 }
 
@@ -448,7 +460,8 @@ Status lowerLayerNorm(LowerContext &ctx) {
                 }));
   if (rms) return okStatus();
   // Mean and InvStdDev have shape x.shape[:axis] + [1] * (rank - axis), in the stash type.
-  for (size_t i = 1; i < ctx.numOutputs() && i < 3; ++i) {
+  for (size_t i = 1; i < 3; ++i) {
+    if (!hasOutput(ctx, i)) continue;
     const TensorType &ot = ctx.outputType(i);
     TensorRef stat = i == 1 ? m.mean : m.inv;
     if (ot.dtype != ct)
@@ -486,7 +499,8 @@ Status lowerBatchNorm(LowerContext &ctx) {
     AxesSplit s = splitAxes(x.shape, dims, false);
     Moments st = moments(ctx, x, s, ct, 0.0, false);
     TensorRef bm = st.mean, bv = st.var;
-    for (size_t i = 1; i < 3 && i < ctx.numOutputs(); ++i) {
+    for (size_t i = 1; i < 3; ++i) {
+      if (!hasOutput(ctx, i)) continue;
       const TensorRef &running = i == 1 ? mean : var;
       const TensorRef &batch = i == 1 ? bm : bv;
       DType ot = ctx.outputType(i).dtype;
@@ -782,9 +796,9 @@ Status lowerSoftmaxCrossEntropy(LowerContext &ctx) {
     return ctx.error("input 0 of SoftmaxCrossEntropyLoss must have rank >= 2, got rank " +
                      std::to_string(x.rank()));
   DType ct = floatAcc(x.dtype);
-  TensorRef lp = softmaxOf(ctx, x, 1, /*log=*/true, ct);
+  TensorRef lp = softmaxOf(ctx, x, 1, /*log=*/true, ct, ct);
   COIL_TRY_STATUS(lowerNll(ctx, lp, ct));
-  if (ctx.numOutputs() > 1) {
+  if (hasOutput(ctx, 1)) {
     DType ot = ctx.outputType(1).dtype;
     if (ot != ct)
       lp = ctx.pointwise(ot, x.shape, [&](BodyBuilder &b, const std::vector<SymInt> &i) {
