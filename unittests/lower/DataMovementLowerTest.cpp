@@ -385,3 +385,24 @@ TEST(DataMovementLower, OneHotFloatDepth) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(DataMovementLower, HalfPrecisionGatherScatter) {
+  for (std::string red : {"none", "add", "max"}) {
+    SCOPED_TRACE(red);
+    Builder b;
+    b.symbol("N", 1, 64);
+    ValueId x = b.input(DType::F16, {N(), 5});
+    ValueId ind = b.input(DType::I64, {2, 4});
+    ValueId upd = b.input(DType::F16, {2, 4});
+    ValueId s = b.node1(OpKind::ScatterElements, {x, ind, upd},
+                        attrs({{"axis", int64_t(1)}, {"reduction", red}}));
+    b.outputs({s, b.node1(OpKind::GatherElements, {s, ind}, attrs({{"axis", int64_t(1)}}))});
+    Tensor i = Tensor::fromInts(DType::I64, {2, 4}, {0, 4, 4, -1, 2, 2, 2, 1});
+    // f16 accumulates in f32 here and rounds once; the interpreter rounds after every update.
+    check(b.g, {{random(DType::F16, {3, 5}), i, random(DType::F16, {2, 4}, -2, 2, 2)}}, 4e-3, 4e-3);
+  }
+}
+
+} // namespace

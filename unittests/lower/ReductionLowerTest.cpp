@@ -434,3 +434,43 @@ TEST(ReductionLower, LossesWeightedSumAndHalf) {
 }
 
 } // namespace
+
+namespace {
+
+/// x with NaN, +-inf and +-0 sprinkled in.
+Tensor withSpecials(Shape s, unsigned seed) {
+  Tensor x = random(DType::F32, s, -3, 3, seed);
+  std::mt19937 rng(seed + 100);
+  std::uniform_int_distribution<int> pick(0, 9);
+  const double specials[] = {std::numeric_limits<double>::quiet_NaN(),
+                             std::numeric_limits<double>::infinity(),
+                             -std::numeric_limits<double>::infinity(), 0.0, -0.0};
+  for (int64_t i = 0; i < x.numel(); ++i)
+    if (int k = pick(rng); k < 5) x.setDouble(i, specials[k]);
+  return x;
+}
+
+TEST(ReductionLower, SpecialValuesMatchTheInterpreter) {
+  std::vector<OpKind> ops = kReduceOps;
+  ops.insert(ops.end(), {OpKind::ArgMax, OpKind::ArgMin, OpKind::Softmax, OpKind::LogSoftmax,
+                         OpKind::Hardmax, OpKind::CumSum, OpKind::LpNormalization});
+  for (OpKind op : ops) {
+    SCOPED_TRACE(std::string(opName(op)));
+    Builder b;
+    b.symbol("N", 1, 64);
+    ValueId x = b.input(DType::F32, {SymInt::symbol("N"), 6});
+    std::vector<ValueId> ins{x};
+    Attrs a;
+    if (op == OpKind::CumSum)
+      ins.push_back(b.ints({1}, /*scalar=*/true));
+    else if (op == OpKind::ArgMax || op == OpKind::ArgMin)
+      a.set("axis", int64_t(1));
+    else if (op != OpKind::Softmax && op != OpKind::LogSoftmax && op != OpKind::Hardmax &&
+             op != OpKind::LpNormalization)
+      ins.push_back(b.ints({1}));
+    b.outputs({b.node1(op, ins, a)});
+    check(b.g, {{withSpecials({8, 6}, 1)}, {withSpecials({5, 6}, 2)}});
+  }
+}
+
+} // namespace
