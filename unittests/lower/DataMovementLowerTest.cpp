@@ -406,3 +406,18 @@ TEST(DataMovementLower, HalfPrecisionGatherScatter) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(DataMovementLower, PadThatOnlyCropsIsAView) {
+  Builder b;
+  b.symbol("N", 3, 64);
+  ValueId x = b.input(DType::F32, {N(), 6});
+  ValueId p = b.node1(OpKind::Pad, {x, b.ints({-1, 0, -2, -3})});
+  b.outputs({b.node1(OpKind::ReduceSum, {p, b.ints({1})})});
+  auto prog = check(b.g, {{random(DType::F32, {4, 6})}, {random(DType::F32, {7, 6})}});
+  ASSERT_TRUE(prog);
+  EXPECT_EQ(computeNodes(*prog), 1); // the reduction alone
+}
+
+} // namespace

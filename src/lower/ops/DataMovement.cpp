@@ -214,7 +214,22 @@ Status lowerPad(LowerContext &ctx) {
     }));
     return okStatus();
   }
-  // Constant: the fill value where any coordinate falls outside the kept region.
+  // Constant: the fill value where a coordinate falls outside the kept region. A dim whose pads
+  // are both <= 0 is only cropped (no fill): when every dim is, the Pad is a view.
+  const SymRanges &ranges = ctx.program().symbols;
+  auto fills = [&](size_t d) {
+    return padded(d) && !(proveLE(begin[d], 0, ranges) && proveLE(end[d], 0, ranges));
+  };
+  bool anyFill = false;
+  for (size_t d = 0; d < size_t(r); ++d) anyFill = anyFill || fills(d);
+  if (!anyFill) {
+    ctx.setOutput(0, ctx.view(x, shape, [&](const Idx &idx) {
+      Idx src;
+      for (size_t d = 0; d < idx.size(); ++d) src.push_back(idx[d] + cropBegin[d]);
+      return src;
+    }));
+    return okStatus();
+  }
   std::optional<TensorRef> fillT;
   double fillAttr = 0;
   if (ctx.hasInput(2) && !(ctx.inputType(2).rank() == 1 && ctx.inputType(2).shape[0] == SymInt(0)))
@@ -226,8 +241,8 @@ Status lowerPad(LowerContext &ctx) {
     Idx src;
     Val in = kNoVal;
     for (size_t d = 0; d < idx.size(); ++d) {
-      if (!padded(d)) {
-        src.push_back(idx[d]);
+      if (!fills(d)) {
+        src.push_back(idx[d] + cropBegin[d]);
         continue;
       }
       SymInt c = idx[d] - padBegin[d];
@@ -236,7 +251,6 @@ Status lowerPad(LowerContext &ctx) {
       in = in == kNoVal ? ok : b.op(ScalarOp::And, in, ok);
     }
     Val v = b.load(x, src);
-    if (in == kNoVal) return v;
     Val fill =
         fillT ? b.cast(loadFirst(b, *fillT), t) : b.cast(b.constant(DType::F64, fillAttr), t);
     return b.op(ScalarOp::Select, in, v, fill);
