@@ -108,12 +108,12 @@ AxesSplit splitAxes(const std::vector<SymInt> &shape, const std::vector<int64_t>
   return s;
 }
 
-/// Sum over the split of `value(b, inputIndex)` (cast to acc).
+/// Sum over the split of `value(b, inputIndex)`, accumulated and stored in `acc`.
 TensorRef sumOver(LowerContext &ctx, const AxesSplit &s, DType acc,
                   const std::function<Val(BodyBuilder &, const std::vector<SymInt> &)> &value,
-                  const std::string &hint, DType outT = DType::F32, bool outIsAcc = true) {
+                  const std::string &hint) {
   return ctx.reduce(
-      ReduceKind::Sum, outIsAcc ? acc : outT, acc, s.outer(), s.rranges(),
+      ReduceKind::Sum, acc, acc, s.outer(), s.rranges(),
       [&](BodyBuilder &b, const std::vector<SymInt> &o, const std::vector<SymInt> &r, Val *) {
         return b.cast(value(b, s.compose(o, r)), acc);
       },
