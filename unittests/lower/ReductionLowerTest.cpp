@@ -233,7 +233,7 @@ TEST(ReductionLower, Cumulative) {
 // --- normalizations
 
 TEST(ReductionLower, LayerNormalization) {
-  for (int64_t axis : {-1, -2, 1})
+  for (int64_t axis : {-1, -2, 1, 0})
     for (bool withBias : {true, false})
       for (DType t : {DType::F32, DType::F16}) {
         SCOPED_TRACE("axis " + std::to_string(axis) + " bias " + std::to_string(withBias) + " " +
@@ -242,12 +242,14 @@ TEST(ReductionLower, LayerNormalization) {
         b.symbol("N", 1, 64);
         ValueId x = b.input(t, {SymInt::symbol("N"), 3, 8});
         std::vector<SymInt> ns = axis == -1 ? std::vector<SymInt>{8} : std::vector<SymInt>{3, 8};
+        if (axis == 0) ns.insert(ns.begin(), SymInt::symbol("N"));
         ValueId scale = b.input(t, ns);
         ValueId bias = withBias ? b.input(t, ns) : kNoValue;
         auto outs = b.node(OpKind::LayerNormalization, {x, scale, bias},
                            attrs({{"axis", axis}, {"epsilon", 1e-3}}), 3);
         b.outputs(outs);
         Shape nsc = axis == -1 ? Shape{8} : Shape{3, 8};
+        if (axis == 0) nsc.insert(nsc.begin(), 4);
         std::vector<Tensor> in{random(t, {4, 3, 8}, -2, 2, 1), random(t, nsc, -2, 2, 2)};
         if (withBias) in.push_back(random(t, nsc, -2, 2, 3));
         double tol = t == DType::F16 ? 3e-3 : 1e-5;

@@ -464,13 +464,18 @@ Status lowerLayerNorm(LowerContext &ctx) {
     if (!hasOutput(ctx, i)) continue;
     const TensorType &ot = ctx.outputType(i);
     TensorRef stat = i == 1 ? m.mean : m.inv;
-    if (ot.dtype != ct)
-      stat = ctx.pointwise(ot.dtype, s.outer(), [&](BodyBuilder &b, const std::vector<SymInt> &o) {
-        return b.cast(b.load(stat, o), ot.dtype);
-      });
-    ctx.setOutput(i, ctx.view(stat, ot.shape, [axis](const std::vector<SymInt> &idx) {
+    auto statIndex = [axis](const std::vector<SymInt> &idx) {
       return std::vector<SymInt>(idx.begin(), idx.begin() + axis);
-    }));
+    };
+    if (ot.dtype != ct || axis == 0) {
+      // (A view of a rank-0 tensor cannot be told from the identity: compute axis 0 instead.)
+      ctx.setOutput(
+          i, ctx.pointwise(ot.dtype, ot.shape, [&](BodyBuilder &b, const std::vector<SymInt> &idx) {
+            return b.cast(b.load(stat, statIndex(idx)), ot.dtype);
+          }));
+      continue;
+    }
+    ctx.setOutput(i, ctx.view(stat, ot.shape, statIndex));
   }
   return okStatus();
 }
