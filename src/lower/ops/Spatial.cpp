@@ -450,15 +450,18 @@ Val resizeSource(BodyBuilder &b, const ResizeParams &p, const ResizeAxis &a, con
     *extrapolate = b.op(ScalarOp::Or, b.op(ScalarOp::Lt, r, c(0)), b.op(ScalarOp::Gt, r, inM1));
     return r;
   }
+  if (m == "half_pixel_symmetric") {
+    // center * (1 - adjustment) + (x + 0.5) / scale - 0.5, associated as the interpreter.
+    Val adjustment = b.op(ScalarOp::Div, b.index(a.out, t), outW);
+    Val center = b.op(ScalarOp::Div, in, c(2));
+    Val shifted =
+        b.op(ScalarOp::Add, b.op(ScalarOp::Mul, center, b.op(ScalarOp::Sub, c(1), adjustment)),
+             b.op(ScalarOp::Div, b.op(ScalarOp::Add, x, c(0.5)), scale));
+    return b.op(ScalarOp::Sub, shifted, c(0.5));
+  }
   Val half =
       b.op(ScalarOp::Sub, b.op(ScalarOp::Div, b.op(ScalarOp::Add, x, c(0.5)), scale), c(0.5));
   if (m == "pytorch_half_pixel") return b.op(ScalarOp::Select, outIsOne, c(-0.5), half);
-  if (m == "half_pixel_symmetric") {
-    Val adjustment = b.op(ScalarOp::Div, b.index(a.out, t), outW);
-    Val center = b.op(ScalarOp::Div, in, c(2));
-    return b.op(ScalarOp::Add, b.op(ScalarOp::Mul, center, b.op(ScalarOp::Sub, c(1), adjustment)),
-                half);
-  }
   return half;
 }
 
@@ -1149,8 +1152,13 @@ Status lowerCol2Im(LowerContext &ctx) {
   COIL_TRY(SymWindow w, symWindow(ctx, *img, blk, false));
   size_t nd = w.nd;
   DType dt = xt.dtype, ct = calcType(dt);
-  SymInt kSize = 1;
+  SymInt kSize = 1, blocks = 1;
   for (int64_t k : blk) kSize = kSize * k;
+  for (const SymInt &o : w.out) blocks = blocks * o;
+  auto lc = xt.shape[2].maybeConstant(), bc = blocks.maybeConstant();
+  if (lc && bc && *lc != *bc)
+    return ctx.error("input dim 2 must be the number of blocks " + std::to_string(*bc) + ", got " +
+                     std::to_string(*lc));
   Syms outStride(nd, 1);
   for (size_t d = nd - 1; d-- > 0;) outStride[d] = outStride[d + 1] * w.out[d + 1];
   TensorRef x = ctx.input(0);
