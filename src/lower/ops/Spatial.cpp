@@ -16,8 +16,6 @@
 
 namespace coil::loop {
 
-void registerSpatialLowerings(LowerRegistry &r);
-
 namespace {
 
 using Syms = std::vector<SymInt>;
