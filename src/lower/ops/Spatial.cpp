@@ -430,27 +430,34 @@ Val resizeSource(BodyBuilder &b, const ResizeParams &p, const ResizeAxis &a, con
   auto c = [&](double v) { return b.constant(t, v); };
   Val scale = resizeScale(b, a);
   Val in = b.index(a.in, t), x = b.index(j, t);
-  Val outW = b.op(ScalarOp::Mul, scale, in);
-  Val outIsOne = b.op(ScalarOp::Eq, outW, c(1));
-  Val inM1 = b.op(ScalarOp::Sub, in, c(1));
-  Val outWM1 = b.op(ScalarOp::Sub, outW, c(1));
+  // Built on first use, so that each mode's body holds only what it reads.
+  Val outW = kNoVal;
+  auto outWidth = [&] {
+    if (outW == kNoVal) outW = b.op(ScalarOp::Mul, scale, in);
+    return outW;
+  };
+  auto outIsOne = [&] { return b.op(ScalarOp::Eq, outWidth(), c(1)); };
+  auto inM1 = [&] { return b.op(ScalarOp::Sub, in, c(1)); };
+  auto outWM1 = [&] { return b.op(ScalarOp::Sub, outWidth(), c(1)); };
   const std::string &m = p.coordMode;
   if (m == "align_corners")
-    return b.op(ScalarOp::Select, outIsOne, c(0),
-                b.op(ScalarOp::Div, b.op(ScalarOp::Mul, x, inM1), outWM1));
+    return b.op(ScalarOp::Select, outIsOne(), c(0),
+                b.op(ScalarOp::Div, b.op(ScalarOp::Mul, x, inM1()), outWM1()));
   if (m == "asymmetric") return b.op(ScalarOp::Div, x, scale);
   if (m == "tf_crop_and_resize") {
     Val span = c(a.roiEnd - a.roiStart);
-    Val one = b.op(ScalarOp::Div, b.op(ScalarOp::Mul, span, inM1), c(2));
-    Val many = b.op(ScalarOp::Div, b.op(ScalarOp::Mul, b.op(ScalarOp::Mul, x, span), inM1), outWM1);
-    Val r = b.op(ScalarOp::Select, outIsOne, one, many);
-    r = b.op(ScalarOp::Add, r, b.op(ScalarOp::Mul, c(a.roiStart), inM1));
-    *extrapolate = b.op(ScalarOp::Or, b.op(ScalarOp::Lt, r, c(0)), b.op(ScalarOp::Gt, r, inM1));
+    Val one = b.op(ScalarOp::Div, b.op(ScalarOp::Mul, span, inM1()), c(2));
+    Val many =
+        b.op(ScalarOp::Div, b.op(ScalarOp::Mul, b.op(ScalarOp::Mul, x, span), inM1()), outWM1());
+    Val r = b.op(ScalarOp::Select, outIsOne(), one, many);
+    Val last = inM1();
+    r = b.op(ScalarOp::Add, r, b.op(ScalarOp::Mul, c(a.roiStart), last));
+    *extrapolate = b.op(ScalarOp::Or, b.op(ScalarOp::Lt, r, c(0)), b.op(ScalarOp::Gt, r, last));
     return r;
   }
   if (m == "half_pixel_symmetric") {
     // center * (1 - adjustment) + (x + 0.5) / scale - 0.5, associated as the interpreter.
-    Val adjustment = b.op(ScalarOp::Div, b.index(a.out, t), outW);
+    Val adjustment = b.op(ScalarOp::Div, b.index(a.out, t), outWidth());
     Val center = b.op(ScalarOp::Div, in, c(2));
     Val shifted =
         b.op(ScalarOp::Add, b.op(ScalarOp::Mul, center, b.op(ScalarOp::Sub, c(1), adjustment)),
@@ -459,7 +466,7 @@ Val resizeSource(BodyBuilder &b, const ResizeParams &p, const ResizeAxis &a, con
   }
   Val half =
       b.op(ScalarOp::Sub, b.op(ScalarOp::Div, b.op(ScalarOp::Add, x, c(0.5)), scale), c(0.5));
-  if (m == "pytorch_half_pixel") return b.op(ScalarOp::Select, outIsOne, c(-0.5), half);
+  if (m == "pytorch_half_pixel") return b.op(ScalarOp::Select, outIsOne(), c(-0.5), half);
   return half;
 }
 
@@ -540,9 +547,12 @@ TensorRef resizeAxis(LowerContext &ctx, const ResizeParams &p, const ResizeAxis 
       for (Val &cv : coeffs) cv = b.op(ScalarOp::Div, cv, sum);
     }
     int64_t n = int64_t(coeffs.size());
-    Val first = b.op(ScalarOp::Add, base, c(double(-(n / 2) + 1)));
+    auto offset = [&](Val v, int64_t k) {
+      return k == 0 ? v : b.op(ScalarOp::Add, v, c(double(k)));
+    };
+    Val first = offset(base, -(n / 2) + 1);
     std::vector<Val> tapIdx;
-    for (int64_t i = 0; i < n; ++i) tapIdx.push_back(b.op(ScalarOp::Add, first, c(double(i))));
+    for (int64_t i = 0; i < n; ++i) tapIdx.push_back(offset(first, i));
     if (p.excludeOutside) {
       Val inF = b.index(a.in, t);
       for (int64_t i = 0; i < n; ++i) {
