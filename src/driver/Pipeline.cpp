@@ -12,7 +12,7 @@
 #include <iostream>
 
 #ifndef COIL_INCLUDE_DIR
-#error COIL_INCLUDE_DIR must name coil's include/ directory
+#error "COIL_INCLUDE_DIR must name the include directory of coil"
 #endif
 
 namespace coil {
