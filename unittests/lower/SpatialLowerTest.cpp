@@ -604,4 +604,24 @@ TEST(SpatialLower, GridSample3dAndDynamicViews) {
   expectMatches(d2s, {randomTensor(DType::F32, {2, 12, 3, 1}, 183)});
 }
 
+TEST(SpatialLower, MaxPoolIndicesAtNegativeInfinityNextToPadding) {
+  // Every value -inf: the index is the first tap inside the input, never a padded one.
+  Tensor x = Tensor::fromDoubles(DType::F32, {1, 1, 3, 4}, std::vector<double>(12, -INFINITY));
+  x.setDouble(5, 2.0);
+  expectMatches(R"(graph @g(%x: f32[1, 1, 3, 4]) -> (%y, %i) {
+    %y, %i = MaxPool(%x) {kernel_shape = [3, 3], pads = [2, 2, 2, 2], strides = [2, 2]} : ?
+  })",
+                {x});
+}
+
+TEST(SpatialLower, RuntimeSizesAreReported) {
+  std::string err = lowerError(R"(graph @g(%t: f32[1, 2, 3], %sz: i64[4]) -> (%y) {
+    %y = AffineGrid(%t, %sz) {} : f32[a, b, c, 2]
+  })");
+  EXPECT_NE(err.find("AffineGrid with an output shape computed from tensor data at run time is "
+                     "not supported by the compiler yet (output 0 is f32["),
+            std::string::npos)
+      << err;
+}
+
 } // namespace

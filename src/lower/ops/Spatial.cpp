@@ -13,6 +13,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <set>
 
 namespace coil::loop {
 
@@ -224,8 +225,9 @@ Status lowerPool(LowerContext &ctx, PoolKind kind) {
         false, "maxpool");
     ctx.setOutput(0, y);
     if (ctx.numOutputs() > 1 && ctx.gnode().outputs[1] != kNoValue) {
-      // Row-major (or, with storage_order 1, column-major) flat index of the first maximum in
-      // the whole input tensor.
+      // Row-major (or, with storage_order 1, column-major) flat index, in the whole input
+      // tensor, of the first tap inside the input that holds the maximum (the first NaN when
+      // there is one); -1 when no tap is inside the input.
       Syms rowStride(nd, 1), colStride(nd, 1);
       for (size_t d = nd - 1; d-- > 0;) rowStride[d] = rowStride[d + 1] * w.in[d + 1];
       for (size_t d = 1; d < nd; ++d) colStride[d] = colStride[d - 1] * w.in[d - 1];
@@ -233,17 +235,25 @@ Status lowerPool(LowerContext &ctx, PoolKind kind) {
       for (const SymInt &s : w.in) inSize = inSize * s;
       SymInt channels = xt.shape[1];
       TensorRef ind = ctx.reduce(
-          ReduceKind::ArgMax, DType::I64, ct, outShape, rr,
+          ReduceKind::ArgMax, DType::I64, DType::I32, outShape, rr,
           [&](BodyBuilder &b, const Syms &o, const Syms &r, Val *position) {
             auto [v, inside] = tap(b, o, r);
             v = b.cast(v, ct);
-            if (inside != kNoVal) v = b.op(ScalarOp::Select, inside, v, lowestOf(b, ct));
+            Val m = b.cast(b.load(y, o), ct);
+            Val hit = b.op(ScalarOp::Eq, v, m);
+            if (isFloat(ct))
+              hit = b.op(ScalarOp::Or, hit,
+                         b.op(ScalarOp::And, b.op(ScalarOp::IsNaN, v), b.op(ScalarOp::IsNaN, m)));
             SymInt flat = (o[0] * channels + o[1]) * inSize;
             for (size_t d = 0; d < nd; ++d)
               flat = flat + tapCoord(w, d, o[2 + d], r[d]) *
                                 (storageOrder == 1 ? colStride[d] : rowStride[d]);
             *position = b.index(flat);
-            return v;
+            if (inside != kNoVal) {
+              hit = b.op(ScalarOp::And, inside, hit);
+              *position = b.op(ScalarOp::Select, inside, *position, b.intConstant(DType::I64, -1));
+            }
+            return b.cast(hit, DType::I32);
           },
           false, "maxpool_indices");
       ctx.setOutput(1, ind);
@@ -1577,28 +1587,67 @@ Status lowerMaxUnpool(LowerContext &ctx) {
   return okStatus();
 }
 
+// ----------------------------------------------------------------------------- registration
+
+/// The symbols bound before the node runs: those of the program's input shapes and those the
+/// extern calls lowered so far define.
+std::set<std::string> boundSymbols(LowerContext &ctx) {
+  std::set<std::string> s;
+  const LoopProgram &p = ctx.program();
+  for (NodeId i : p.inputs)
+    for (const SymInt &d : p.nodes[size_t(i)].shape) d.collectSymbols(s);
+  for (const Node &n : p.nodes)
+    if (const auto *e = std::get_if<ExternNode>(&n.kind))
+      for (const ExternArg &a : e->args)
+        if (a.kind == ExternArg::Kind::OutSymbol) s.insert(a.symbol);
+  return s;
+}
+
+/// Runs lowering F, then checks that its output shapes use only bound symbols: a size read
+/// from tensor data at run time (AffineGrid's `size` input, MaxUnpool's `output_shape`, ...)
+/// has no value in a loop nest.
+template <Status (*F)(LowerContext &)> Status withBoundShapes(LowerContext &ctx) {
+  COIL_TRY_STATUS(F(ctx));
+  std::set<std::string> bound;
+  bool haveBound = false;
+  for (size_t i = 0; i < ctx.numOutputs(); ++i) {
+    if (ctx.gnode().outputs[i] == kNoValue) continue;
+    std::set<std::string> used;
+    for (const SymInt &d : ctx.outputType(i).shape) d.collectSymbols(used);
+    if (used.empty()) continue;
+    if (!haveBound) bound = boundSymbols(ctx), haveBound = true;
+    for (const std::string &sym : used)
+      if (!bound.count(sym))
+        return ctx.error(std::string(opName(ctx.gnode().op)) +
+                         " with an output shape computed from tensor data at run time is not "
+                         "supported by the compiler yet (output " +
+                         std::to_string(i) + " is " + ctx.outputType(i).str() + ")");
+  }
+  return okStatus();
+}
+
 } // namespace
 
 void registerSpatialLowerings(LowerRegistry &r) {
-  r.add(OpKind::MaxPool, lowerMaxPool);
-  r.add(OpKind::AveragePool, lowerAveragePool);
-  r.add(OpKind::LpPool, lowerLpPool);
-  r.add(OpKind::GlobalAveragePool, lowerGlobalAveragePool);
-  r.add(OpKind::GlobalMaxPool, lowerGlobalMaxPool);
-  r.add(OpKind::GlobalLpPool, lowerGlobalLpPool);
-  r.add(OpKind::DepthToSpace, lowerDepthToSpace);
-  r.add(OpKind::SpaceToDepth, lowerSpaceToDepth);
-  r.add(OpKind::Resize, lowerResize);
-  r.add(OpKind::RNN, lowerRnn);
-  r.add(OpKind::GRU, lowerGru);
-  r.add(OpKind::LSTM, lowerLstm);
-  r.add(OpKind::RotaryEmbedding, lowerRotaryEmbedding);
-  r.add(OpKind::AffineGrid, lowerAffineGrid);
-  r.add(OpKind::Col2Im, lowerCol2Im);
-  r.add(OpKind::GridSample, lowerGridSample);
-  r.add(OpKind::MaxRoiPool, lowerMaxRoiPool);
-  r.add(OpKind::RoiAlign, lowerRoiAlign);
-  r.add(OpKind::MaxUnpool, lowerMaxUnpool);
+  r.add(OpKind::MaxPool, withBoundShapes<lowerMaxPool>);
+  r.add(OpKind::AveragePool, withBoundShapes<lowerAveragePool>);
+  r.add(OpKind::LpPool, withBoundShapes<lowerLpPool>);
+  r.add(OpKind::GlobalAveragePool, withBoundShapes<lowerGlobalAveragePool>);
+  r.add(OpKind::GlobalMaxPool, withBoundShapes<lowerGlobalMaxPool>);
+  r.add(OpKind::GlobalLpPool, withBoundShapes<lowerGlobalLpPool>);
+  r.add(OpKind::DepthToSpace, withBoundShapes<lowerDepthToSpace>);
+  r.add(OpKind::SpaceToDepth, withBoundShapes<lowerSpaceToDepth>);
+  r.add(OpKind::Resize, withBoundShapes<lowerResize>);
+  r.add(OpKind::RNN, withBoundShapes<lowerRnn>);
+  r.add(OpKind::GRU, withBoundShapes<lowerGru>);
+  r.add(OpKind::LSTM, withBoundShapes<lowerLstm>);
+  r.add(OpKind::RotaryEmbedding, withBoundShapes<lowerRotaryEmbedding>);
+  r.add(OpKind::AffineGrid, withBoundShapes<lowerAffineGrid>);
+  r.add(OpKind::Col2Im, withBoundShapes<lowerCol2Im>);
+  r.add(OpKind::GridSample, withBoundShapes<lowerGridSample>);
+  r.add(OpKind::MaxRoiPool, withBoundShapes<lowerMaxRoiPool>);
+  r.add(OpKind::RoiAlign, withBoundShapes<lowerRoiAlign>);
+  r.add(OpKind::MaxUnpool, withBoundShapes<lowerMaxUnpool>);
 }
 
 } // namespace coil::loop
