@@ -10,6 +10,7 @@
 #include <cmath>
 #include <gtest/gtest.h>
 #include <random>
+#include <sstream>
 
 using namespace coil;
 
@@ -622,6 +623,70 @@ TEST(SpatialLower, RuntimeSizesAreReported) {
                      "not supported by the compiler yet (output 0 is f32["),
             std::string::npos)
       << err;
+}
+
+TEST(SpatialLower, ResizeRandomSweep) {
+  // Random modes, scales and shapes from a fixed seed.
+  std::mt19937 rng(2024);
+  const char *modes[] = {"nearest", "linear", "cubic"};
+  const char *coords[] = {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel",
+                          "half_pixel_symmetric"};
+  const char *nearest[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
+  int ran = 0;
+  for (int it = 0; it < 60; ++it) {
+    std::string mode = modes[rng() % 3];
+    int64_t h = 1 + int64_t(rng() % 6), w = 1 + int64_t(rng() % 6);
+    // Scales that are exact in f32 (multiples of 1/8) so that the interpreter's and the
+    // compiled coordinates agree bit for bit.
+    double sh = double(2 + rng() % 22) / 8, sw = double(2 + rng() % 22) / 8;
+    std::string attrs = "mode = \"" + mode + "\", coordinate_transformation_mode = \"" +
+                        coords[rng() % 5] + "\", nearest_mode = \"" + nearest[rng() % 4] + "\"";
+    if (mode != "nearest" && rng() % 3 == 0) attrs += ", antialias = 1";
+    if (mode == "cubic" && rng() % 2) attrs += ", exclude_outside = 1, cubic_coeff_a = -0.5";
+    std::ostringstream sc;
+    sc << "f32[4] [1, 1, " << sh << ", " << sw << "]";
+    std::string shape = "1, 2, " + std::to_string(h) + ", " + std::to_string(w);
+    if (std::floor(sh * double(h)) < 1 || std::floor(sw * double(w)) < 1) continue;
+    expectMatches(resizeGraph(shape, sc.str(), attrs),
+                  {randomTensor(DType::F32, {1, 2, h, w}, uint32_t(200 + it))});
+    ++ran;
+  }
+  EXPECT_GE(ran, 40);
+}
+
+TEST(SpatialLower, PoolRandomSweep) {
+  std::mt19937 rng(7);
+  const char *ops[] = {"MaxPool", "AveragePool", "LpPool"};
+  const char *autoPads[] = {"NOTSET", "NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"};
+  int ran = 0;
+  for (int it = 0; it < 60; ++it) {
+    std::string op = ops[rng() % 3], autoPad = autoPads[rng() % 5];
+    int64_t h = 2 + int64_t(rng() % 7), w = 2 + int64_t(rng() % 7);
+    int64_t kh = 1 + int64_t(rng() % 3), kw = 1 + int64_t(rng() % 3);
+    int64_t sh = 1 + int64_t(rng() % 3), sw = 1 + int64_t(rng() % 3);
+    int64_t dh = op == "LpPool" ? 1 : 1 + int64_t(rng() % 2),
+            dw = op == "LpPool" ? 1 : 1 + int64_t(rng() % 2);
+    int64_t p[4] = {int64_t(rng() % kh), int64_t(rng() % kw), int64_t(rng() % kh),
+                    int64_t(rng() % kw)};
+    if ((kh - 1) * dh + 1 > h + p[0] + p[2] || (kw - 1) * dw + 1 > w + p[1] + p[3]) continue;
+    if (autoPad == "VALID" && ((kh - 1) * dh + 1 > h || (kw - 1) * dw + 1 > w)) continue;
+    std::ostringstream a;
+    a << "kernel_shape = [" << kh << ", " << kw << "], strides = [" << sh << ", " << sw
+      << "], auto_pad = \"" << autoPad << "\"";
+    if (op != "LpPool") a << ", dilations = [" << dh << ", " << dw << "]";
+    if (autoPad == "NOTSET")
+      a << ", pads = [" << p[0] << ", " << p[1] << ", " << p[2] << ", " << p[3] << "]";
+    if (op != "LpPool" && rng() % 2) a << ", ceil_mode = 1";
+    if (op == "AveragePool" && rng() % 2) a << ", count_include_pad = 1";
+    if (op == "MaxPool" && rng() % 2) a << ", storage_order = 1";
+    std::string outs = op == "MaxPool" ? "%y, %i" : "%y";
+    std::string text = "graph @g(%x: f32[2, 2, " + std::to_string(h) + ", " + std::to_string(w) +
+                       "]) -> (" + outs + ") {\n  " + outs + " = " + op + "(%x) {" + a.str() +
+                       "} : ?\n}";
+    expectMatches(text, {randomTensor(DType::F32, {2, 2, h, w}, uint32_t(300 + it))});
+    ++ran;
+  }
+  EXPECT_GE(ran, 40);
 }
 
 } // namespace

@@ -943,7 +943,8 @@ Status lowerRecurrent(LowerContext &ctx, Cell cell) {
       }
       TensorRef hNew = ctx.pointwise(ct, {batch, hid}, [&](BodyBuilder &b, const Syms &o) {
         SymInt t = timeOf(b, o[0]);
-        Val hv = b.load(h, o);
+        // The previous state, read only where the cell or the masking needs it.
+        Val hv = cell == Cell::Gru || lens ? b.load(h, o) : kNoVal;
         Val nh;
         if (cell == Cell::Rnn) {
           nh = applyActivation(b, f[0], clipped(b, gateSum(b, t, o[0], 0, o[1])));
