@@ -689,4 +689,51 @@ TEST(SpatialLower, PoolRandomSweep) {
   EXPECT_GE(ran, 40);
 }
 
+TEST(SpatialLower, GlobalPoolsWithoutSpatialDims) {
+  for (const char *op : {"GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool"})
+    expectMatches(std::string(R"(graph @g(%x: f32[3, 4]) -> (%y) {
+      %y = )") + op + R"((%x) {} : ?
+    })",
+                  {randomTensor(DType::F32, {3, 4}, 400)});
+}
+
+TEST(SpatialLower, DynamicDimsOfTheOtherOps) {
+  std::string rot = R"(graph @g(%x: f32[B, 2, S, 4], %c: f32[B, S, 2], %s: f32[B, S, 2]) -> (%y) {
+    %y = RotaryEmbedding(%x, %c, %s) {} : ?
+  })";
+  expectMatches(rot, {randomTensor(DType::F32, {1, 2, 3, 4}, 410),
+                      randomTensor(DType::F32, {1, 3, 2}, 411),
+                      randomTensor(DType::F32, {1, 3, 2}, 412)});
+  expectMatches(rot, {randomTensor(DType::F32, {2, 2, 5, 4}, 413),
+                      randomTensor(DType::F32, {2, 5, 2}, 414),
+                      randomTensor(DType::F32, {2, 5, 2}, 415)});
+  std::string gs = R"(graph @g(%x: f32[N, 2, H, W], %gr: f32[N, P, Q, 2]) -> (%y) {
+    %y = GridSample(%x, %gr) {mode = "cubic", padding_mode = "border"} : ?
+  })";
+  expectMatches(gs, {randomTensor(DType::F32, {2, 2, 3, 4}, 416),
+                     randomTensor(DType::F32, {2, 2, 3, 2}, 417, -1.3, 1.3)});
+  expectMatches(gs, {randomTensor(DType::F32, {1, 2, 5, 2}, 418),
+                     randomTensor(DType::F32, {1, 4, 1, 2}, 419, -1.3, 1.3)});
+  std::string roi = R"(graph @g(%x: f32[N, 2, H, W], %r: f32[R, 4], %b: i64[R]) -> (%y) {
+    %y = RoiAlign(%x, %r, %b) {output_height = 2, output_width = 2, sampling_ratio = 3, mode = "max"} : ?
+  })";
+  expectMatches(roi, {randomTensor(DType::F32, {2, 2, 5, 6}, 420),
+                      Tensor::fromDoubles(DType::F32, {2, 4}, {0.5, 0.5, 4, 3, 1, 0, 5.5, 4.5}),
+                      ints(DType::I64, {2}, {1, 0})});
+  std::string c2i = R"(graph @g(%x: f32[N, 4, 6]) -> (%y) {
+    %img = constant i64[2] [3, 4]
+    %blk = constant i64[2] [2, 2]
+    %y = Col2Im(%x, %img, %blk) {} : ?
+  })";
+  expectMatches(c2i, {randomTensor(DType::F32, {1, 4, 6}, 421)});
+  expectMatches(c2i, {randomTensor(DType::F32, {3, 4, 6}, 422)});
+  std::string unpool = R"(graph @g(%x: f32[N, 2, H, 4]) -> (%u) {
+    symbol H in [2, 16]
+    %y, %i = MaxPool(%x) {kernel_shape = [2, 2], strides = [2, 2]} : ?
+    %u = MaxUnpool(%y, %i) {kernel_shape = [2, 2], strides = [2, 2]} : ?
+  })";
+  expectMatches(unpool, {randomTensor(DType::F32, {2, 2, 4, 4}, 423)});
+  expectMatches(unpool, {randomTensor(DType::F32, {1, 2, 6, 4}, 424)});
+}
+
 } // namespace
