@@ -49,6 +49,15 @@ Val select(BodyBuilder &b, Val c, Val x, Val y) {
   return b.op(ScalarOp::Select, c, x, y);
 }
 
+/// std::max(a, b) and std::min(a, b) as the reference kernels use them: `a < b ? b : a` and
+/// `b < a ? b : a` (a NaN operand does not always propagate, unlike ScalarOp::Max/Min).
+Val stdMax(BodyBuilder &b, Val x, Val y) {
+  return select(b, b.op(ScalarOp::Lt, x, y), y, x);
+}
+Val stdMin(BodyBuilder &b, Val x, Val y) {
+  return select(b, b.op(ScalarOp::Lt, y, x), y, x);
+}
+
 /// log(1 + exp(x)) without overflow: max(x, 0) + log(1 + exp(-|x|)).
 Val softplus(BodyBuilder &b, Val x) {
   Val zero = cst(b, x, 0), one = cst(b, x, 1);
@@ -93,7 +102,7 @@ Status lSoftsign(LowerContext &ctx) {
 Status lHardSwish(LowerContext &ctx) {
   return unaryFloat(ctx, [](BodyBuilder &b, Val x) {
     Val t = add(b, div(b, x, cst(b, x, 6)), cst(b, x, 0.5));
-    t = b.op(ScalarOp::Max, cst(b, x, 0), b.op(ScalarOp::Min, cst(b, x, 1), t));
+    t = stdMax(b, cst(b, x, 0), stdMin(b, cst(b, x, 1), t));
     return mul(b, x, t);
   });
 }
@@ -115,7 +124,7 @@ Status lCelu(LowerContext &ctx) {
   return unaryFloat(ctx, [alpha](BodyBuilder &b, Val x) {
     Val zero = cst(b, x, 0), a = cst(b, x, alpha);
     Val e = sub(b, b.op(ScalarOp::Exp, div(b, x, a)), cst(b, x, 1));
-    return add(b, b.op(ScalarOp::Max, zero, x), b.op(ScalarOp::Min, zero, mul(b, a, e)));
+    return add(b, stdMax(b, zero, x), stdMin(b, zero, mul(b, a, e)));
   });
 }
 Status lElu(LowerContext &ctx) {
@@ -140,7 +149,7 @@ Status lHardSigmoid(LowerContext &ctx) {
   double alpha = attrF(ctx, "alpha", 0.2), beta = attrF(ctx, "beta", 0.5);
   return unaryFloat(ctx, [alpha, beta](BodyBuilder &b, Val x) {
     Val t = add(b, mul(b, cst(b, x, alpha), x), cst(b, x, beta));
-    return b.op(ScalarOp::Max, cst(b, x, 0), b.op(ScalarOp::Min, cst(b, x, 1), t));
+    return stdMax(b, cst(b, x, 0), stdMin(b, cst(b, x, 1), t));
   });
 }
 Status lLeakyRelu(LowerContext &ctx) {
