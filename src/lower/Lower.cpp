@@ -408,6 +408,16 @@ TensorRef LowerContext::view(
   std::vector<SymInt> inner = srcIndex(vars);
   COIL_CHECK(inner.size() == src.shape.size())
       << "view index of rank " << inner.size() << " into rank " << src.shape.size();
+  const Node &srcNode = program_.nodes.at(size_t(src.node));
+  if (srcNode.shape.empty() && !shape.empty()) {
+    // A scalar node seen with a rank: its map would be empty, which means the identity, so the
+    // broadcast is a Pointwise node instead (inlined by the scheduler like a view).
+    TensorRef scalar{src.node, src.dtype, {}, {}};
+    return pointwise(
+        src.dtype, std::move(shape),
+        [&](BodyBuilder &b, const std::vector<SymInt> &) { return b.load(scalar, {}); },
+        srcNode.name);
+  }
   std::vector<SymInt> map = src.sourceIndex(inner);
   SymRanges ranges = viewRanges(program_.symbols, shape);
   for (SymInt &e : map) e = simplify(e, ranges);
@@ -515,11 +525,29 @@ TensorRef LowerContext::broadcastTo(const TensorRef &src, std::vector<SymInt> sh
   COIL_CHECK(src.shape.size() <= shape.size())
       << "broadcast of rank " << src.shape.size() << " to rank " << shape.size();
   size_t off = shape.size() - src.shape.size();
+  // Per source dim: 0 where it is 1, the target index where it provably equals the target dim,
+  // and otherwise min(index, dim - 1): right both when the dim turns out to be 1 at run time
+  // and when it equals the target dim (a symbol broadcast against another symbol).
+  enum class How { Zero, Same, Clamp };
+  std::vector<How> how;
+  for (size_t i = 0; i < src.shape.size(); ++i) {
+    const SymInt &d = src.shape[i], &t = shape[off + i];
+    if (d == SymInt(1))
+      how.push_back(How::Zero);
+    else if (d == t || proveEQ(d, t, program_.symbols))
+      how.push_back(How::Same);
+    else
+      how.push_back(How::Clamp);
+  }
   std::vector<SymInt> srcShape = src.shape;
   return view(src, shape, [&](const std::vector<SymInt> &v) {
     std::vector<SymInt> idx;
-    for (size_t i = 0; i < srcShape.size(); ++i)
-      idx.push_back(srcShape[i] == SymInt(1) ? SymInt(0) : v[off + i]);
+    for (size_t i = 0; i < srcShape.size(); ++i) {
+      const SymInt &x = v[off + i];
+      idx.push_back(how[i] == How::Zero   ? SymInt(0)
+                    : how[i] == How::Same ? x
+                                          : min(x, srcShape[i] - 1));
+    }
     return idx;
   });
 }

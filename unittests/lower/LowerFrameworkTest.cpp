@@ -108,6 +108,42 @@ TEST(LowerFramework, BroadcastingAndDynamicDims) {
             {{{"B", 3}, {"S", 7}}});
 }
 
+TEST(LowerFramework, SymbolAgainstSymbolBroadcast) {
+  // [N] + [M] types as [max(N, M)]; at run time one of them is 1.
+  GraphBuilder b;
+  ValueId x = b.input("x", DType::F32, {SymInt::symbol("N")});
+  ValueId y = b.input("y", DType::F32, {SymInt::symbol("M")});
+  b.output(b.op(OpKind::Add, {x, y}));
+  checkGraph(b.g, {{{"N", 1}, {"M", 4}}, {{"N", 3}, {"M", 1}}, {{"N", 5}, {"M", 5}}});
+}
+
+TEST(LowerFramework, SymbolicReshapeRuns) {
+  SymInt B = SymInt::symbol("B"), S = SymInt::symbol("S");
+  struct Case {
+    std::vector<SymInt> from, to;
+    std::string load; ///< expected load of the input in Neg's body
+  };
+  const Case cases[] = {
+      {{B, S, 768}, {B, S, 12, 64}, "x[%x0, %x1, 64*%x2 + %x3]"},
+      {{B, S, 12, 64}, {B, S, 768}, "x[%x0, %x1, %x2 // 64, %x2 % 64]"},
+      {{B * S, 64}, {B, S, 64}, "x[%x0*S + %x1, %x2]"},
+      {{B, S, 64}, {B * S, 64}, "x[%x0 // S, %x0 % S, %x1]"},
+      {{B, 1, S}, {B, S, 1}, "x[%x0, 0, %x1]"},
+  };
+  for (const Case &c : cases) {
+    GraphBuilder b;
+    b.input("dims", DType::F32, {B, S}); // binds B and S before x, whose dims may be products
+    ValueId x = b.input("x", DType::F32, c.from);
+    ValueId shape = b.symconst("shape", c.to);
+    b.output(b.op(OpKind::Neg, {b.op(OpKind::Reshape, {x, shape})}));
+    auto p = lowerGraph(b.g);
+    ASSERT_TRUE(p.ok()) << p.error().render();
+    std::string text = printLoopProgram(*p);
+    EXPECT_NE(text.find("load f32 " + c.load), std::string::npos) << text;
+    checkGraph(b.g, {{{"B", 2}, {"S", 3}}, {{"B", 1}, {"S", 5}}});
+  }
+}
+
 TEST(LowerFramework, ViewOutputsAndInputOutputs) {
   // A view as an output, an input as an output, a constant as an output.
   checkText(R"(graph @g(%x: f32[2, 3]) -> (%y, %x, %w) {
