@@ -1,11 +1,13 @@
 // Tests of the spatial and recurrent lowerings (lower/ops/Spatial.cpp): each graph is lowered to
 // Loop IR, evaluated by the Loop IR evaluator on random inputs and compared with the reference
 // interpreter.
+#include "codegen/cpu/CpuCodegen.h"
 #include "interp/Interpreter.h"
 #include "ir/Infer.h"
 #include "ir/Parser.h"
 #include "lower/LoopEval.h"
 #include "lower/Lower.h"
+#include "sched/Schedule.h"
 
 #include <cmath>
 #include <gtest/gtest.h>
@@ -97,6 +99,18 @@ void expectMatches(const std::string &text, const std::vector<Tensor> &inputs, d
   ASSERT_TRUE(want.ok()) << want.error().render();
   auto prog = loop::lowerGraph(*g);
   ASSERT_TRUE(prog.ok()) << prog.error().render();
+  {
+    loop::LoopProgram copy = *prog;
+    // The rest of the pipeline accepts the program: it schedules and every kernel generates.
+    auto sch = sched::scheduleProgram(copy);
+    EXPECT_TRUE(sch.ok()) << sch.error().render();
+    if (sch.ok())
+      for (const sched::Step &st : sch->steps)
+        if (const auto *k = std::get_if<sched::Kernel>(&st)) {
+          auto src = codegen::generateCpuKernel(*k, copy);
+          EXPECT_TRUE(src.ok()) << src.error().render();
+        }
+  }
   auto got = loop::evaluateLoopProgram(*prog, inputs);
   ASSERT_TRUE(got.ok()) << got.error().render() << "\n" << loop::printLoopProgram(*prog);
   ASSERT_EQ(got->size(), want->size());
