@@ -750,4 +750,21 @@ TEST(SpatialLower, DynamicDimsOfTheOtherOps) {
   expectMatches(unpool, {randomTensor(DType::F32, {1, 2, 6, 4}, 424)});
 }
 
+TEST(SpatialLower, HalfAndDoubleTypes) {
+  expectMatches(
+      R"(graph @g(%x: f16[2, 2, 3], %w: f16[1, 8, 3], %r: f16[1, 8, 2]) -> (%y, %yh, %yc) {
+    %y, %yh, %yc = LSTM(%x, %w, %r) {hidden_size = 2} : ?
+  })",
+      {randomTensor(DType::F16, {2, 2, 3}, 500), randomTensor(DType::F16, {1, 8, 3}, 501),
+       randomTensor(DType::F16, {1, 8, 2}, 502)},
+      3e-3);
+  expectMatches(R"(graph @g(%x: f64[1, 2, 5, 6]) -> (%y, %z) {
+    %y = AveragePool(%x) {kernel_shape = [2, 3], pads = [1, 1, 1, 1], ceil_mode = 1, strides = [2, 2]} : ?
+    %z = LpPool(%x) {kernel_shape = [2, 2], p = 2} : ?
+  })",
+                {randomTensor(DType::F64, {1, 2, 5, 6}, 503)}, 1e-12);
+  expectMatches(resizeGraph("1, 1, 3, 4", "f32[4] [1, 1, 1.75, 2.5]", "mode = \"cubic\"", "bf16"),
+                {randomTensor(DType::BF16, {1, 1, 3, 4}, 504)}, 1e-2);
+}
+
 } // namespace
