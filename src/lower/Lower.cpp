@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <map>
 #include <set>
 
 namespace coil::loop {
@@ -216,15 +217,40 @@ std::string sanitize(const std::string &s) {
   return out;
 }
 
-std::string uniqueNodeName(const LoopProgram &p, const std::string &base) {
+/// The names of a program's nodes, kept incrementally across calls (lowering names thousands of
+/// nodes; rescanning the program for each would be quadratic). The cache is rebuilt whenever it
+/// may not describe `p`: another program, a reallocated node array, or fewer nodes than seen.
+struct NameCache {
+  const LoopProgram *program = nullptr;
+  const Node *data = nullptr;
+  size_t scanned = 0;
+  std::string last;
   std::set<std::string> used;
-  for (const Node &n : p.nodes) used.insert(n.name);
+  std::map<std::string, int> nextSuffix;
+
+  void sync(const LoopProgram &p) {
+    bool valid = program == &p && data == p.nodes.data() && scanned <= p.nodes.size() &&
+                 (scanned == 0 || p.nodes[scanned - 1].name == last);
+    if (!valid) {
+      program = &p;
+      scanned = 0;
+      used.clear();
+      nextSuffix.clear();
+    }
+    data = p.nodes.data();
+    for (; scanned < p.nodes.size(); ++scanned) used.insert(p.nodes[scanned].name);
+    last = scanned ? p.nodes[scanned - 1].name : "";
+  }
+};
+
+std::string uniqueNodeName(const LoopProgram &p, const std::string &base) {
+  thread_local NameCache cache;
+  cache.sync(p);
   std::string b = sanitize(base);
-  if (!used.count(b) && !(b.size() > 1 && std::isdigit(static_cast<unsigned char>(b.back()))))
-    return b;
-  for (int k = 1;; ++k) {
-    std::string c = b + "_" + std::to_string(k);
-    if (!used.count(c)) return c;
+  if (!cache.used.count(b)) return b;
+  for (int &k = cache.nextSuffix[b];;) {
+    std::string c = b + "_" + std::to_string(++k);
+    if (!cache.used.count(c)) return c;
   }
 }
 
@@ -324,6 +350,7 @@ TensorRef LowerContext::input(size_t i) const {
 }
 
 void LowerContext::setOutput(size_t i, TensorRef t) {
+  if (i < gnode().outputs.size() && gnode().outputs[i] == kNoValue) return; // not requested
   const TensorType &ty = outputType(i);
   COIL_CHECK(t.dtype == ty.dtype) << opName(gnode().op) << " output " << i << " lowered as "
                                   << dtypeName(t.dtype) << ", inferred " << dtypeName(ty.dtype);
@@ -680,7 +707,7 @@ Expected<LoopProgram> lowerGraph(const Graph &g) {
       continue;
     }
     for (size_t k = 0; k < gn.outputs.size(); ++k)
-      COIL_CHECK(refs[size_t(gn.outputs[k])])
+      COIL_CHECK(gn.outputs[k] == kNoValue || refs[size_t(gn.outputs[k])])
           << "lowering of " << opName(gn.op) << " left output " << k << " undefined";
   }
   if (diags.hasErrors()) return diags.combined();

@@ -406,4 +406,15 @@ TEST(LoopEval, ExternAdapters) {
       << printLoopProgram(p);
 }
 
+TEST(LoopEval, ModerateSizes) {
+  // 64K points through two nodes, one of them read through a reshape view.
+  GraphBuilder b;
+  ValueId x = b.input("x", DType::F32, {SymInt::symbol("N"), 256});
+  ValueId s = b.op(OpKind::Sigmoid, {x});
+  ValueId r = b.op(OpKind::Reshape, {x, b.ints("shape", {-1, 128, 2})});
+  ValueId t = b.op(OpKind::Reshape, {r, b.ints("back", {0, 256})});
+  b.output(b.op(OpKind::Mul, {s, t}));
+  checkGraph(b.g, {{{"N", 256}}});
+}
+
 } // namespace
