@@ -156,9 +156,7 @@ int64_t intPow(int64_t base, int64_t e) {
   return int64_t(r);
 }
 
-V applyFloat(ScalarOp op, const std::vector<double> &a) {
-  double x = a[0];
-  double y = a.size() > 1 ? a[1] : 0;
+V applyFloat(ScalarOp op, double x, double y = 0) {
   auto B = [](bool b) { return V{0, b ? 1 : 0}; };
   auto F = [](double d) { return V{d, 0}; };
   switch (op) {
@@ -263,16 +261,14 @@ V applyFloat(ScalarOp op, const std::vector<double> &a) {
   return {};
 }
 
-V applyInt(ScalarOp op, DType t, const std::vector<int64_t> &a) {
+V applyInt(ScalarOp op, DType t, int64_t x, int64_t y = 0) {
   bool uns = isUnsignedInt(t);
-  int64_t x = a[0];
-  int64_t y = a.size() > 1 ? a[1] : 0;
   uint64_t ux = uint64_t(x), uy = uint64_t(y);
   auto B = [](bool b) { return V{0, b ? 1 : 0}; };
   auto I = [&](int64_t v) { return V{0, wrap(t, v)}; };
   auto viaDouble = [&](ScalarOp o) {
     double dx = uns ? double(ux) : double(x);
-    V r = applyFloat(o, {dx});
+    V r = applyFloat(o, dx);
     return fromDouble(t, r.f);
   };
   int bits = bitsOf(t);
@@ -676,14 +672,12 @@ struct Evaluator {
         }
         DType at = body.stmts[size_t(s.args[0])].dtype;
         if (isFloat(at)) {
-          std::vector<double> a;
-          for (Val v : s.args) a.push_back(vals[size_t(v)].f);
-          r = applyFloat(s.op, a);
+          r = applyFloat(s.op, vals[size_t(s.args[0])].f,
+                         s.args.size() > 1 ? vals[size_t(s.args[1])].f : 0.0);
           if (isFloat(s.dtype)) r.f = roundCompute(s.dtype, r.f);
         } else {
-          std::vector<int64_t> a;
-          for (Val v : s.args) a.push_back(vals[size_t(v)].i);
-          r = applyInt(s.op, at, a);
+          r = applyInt(s.op, at, vals[size_t(s.args[0])].i,
+                       s.args.size() > 1 ? vals[size_t(s.args[1])].i : 0);
         }
         break;
       }
@@ -813,16 +807,16 @@ struct Evaluator {
         V v = vals[size_t(rn.value)];
         switch (rn.kind) {
         case ReduceKind::Sum:
-          a = fl ? V{roundCompute(acc, a.f + v.f), 0} : applyInt(ScalarOp::Add, acc, {a.i, v.i});
+          a = fl ? V{roundCompute(acc, a.f + v.f), 0} : applyInt(ScalarOp::Add, acc, a.i, v.i);
           break;
         case ReduceKind::Prod:
-          a = fl ? V{roundCompute(acc, a.f * v.f), 0} : applyInt(ScalarOp::Mul, acc, {a.i, v.i});
+          a = fl ? V{roundCompute(acc, a.f * v.f), 0} : applyInt(ScalarOp::Mul, acc, a.i, v.i);
           break;
         case ReduceKind::Max:
-          a = fl ? applyFloat(ScalarOp::Max, {a.f, v.f}) : applyInt(ScalarOp::Max, acc, {a.i, v.i});
+          a = fl ? applyFloat(ScalarOp::Max, a.f, v.f) : applyInt(ScalarOp::Max, acc, a.i, v.i);
           break;
         case ReduceKind::Min:
-          a = fl ? applyFloat(ScalarOp::Min, {a.f, v.f}) : applyInt(ScalarOp::Min, acc, {a.i, v.i});
+          a = fl ? applyFloat(ScalarOp::Min, a.f, v.f) : applyInt(ScalarOp::Min, acc, a.i, v.i);
           break;
         case ReduceKind::ArgMax:
         case ReduceKind::ArgMin: {
@@ -840,8 +834,8 @@ struct Evaluator {
             else
               better = rn.selectLast ? v.f <= a.f : v.f < a.f;
           } else {
-            bool gt = applyInt(ScalarOp::Gt, acc, {v.i, a.i}).i != 0;
-            bool lt = applyInt(ScalarOp::Lt, acc, {v.i, a.i}).i != 0;
+            bool gt = applyInt(ScalarOp::Gt, acc, v.i, a.i).i != 0;
+            bool lt = applyInt(ScalarOp::Lt, acc, v.i, a.i).i != 0;
             bool eq = v.i == a.i;
             if (rn.kind == ReduceKind::ArgMax)
               better = gt || (rn.selectLast && eq);
