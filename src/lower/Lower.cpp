@@ -644,6 +644,7 @@ const LowerRegistry &registry() {
     registerLinalgLowerings(reg);
     registerDataMovementLowerings(reg);
     registerShapeOpsLowerings(reg);
+    registerSpatialLowerings(reg);
     return reg;
   }();
   return r;
