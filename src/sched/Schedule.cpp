@@ -492,7 +492,17 @@ private:
         return false;
       }
     }
-    if (!readsK) return false;
+    if (!readsK) {
+      // A sibling reduction over the same outer space that reads what K reads (layer norm's
+      // mean next to softmax's max over the same rows) joins K too, point by point.
+      if (!C.isReduction || C.k.ranges.size() != K.k.ranges.size()) return false;
+      std::map<NodeId, std::vector<const Stmt *>> kLoads;
+      for (const Phase &ph : K.k.phases) collectLoads(ph.body, kLoads);
+      bool shares = false;
+      for (auto &[node, _] : loads) shares = shares || kLoads.count(node);
+      if (!shares) return false;
+      for (size_t d = 0; d < K.k.ranges.size(); ++d) dimToVar[d] = C.k.vars[d];
+    }
     // Every outer dim of K that is not trivially 1 must be pinned to a distinct var of C with
     // the same extent.
     std::set<std::string> used;

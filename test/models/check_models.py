@@ -96,7 +96,7 @@ def main():
             got = np.load(out)
             if args.mode == "compile":
                 m = subprocess.run([args.coil, "inspect", path, "--memory", "--inputs", inp], capture_output=True, text=True)
-                mm = re.search(r"ratio ([0-9.]+)", m.stdout)
+                mm = re.search(r"ratio:? ([0-9.]+)", m.stdout)
                 if m.returncode != 0 or not mm:
                     print("FAIL %s (%s): coil inspect --memory: %s" % (name, shape_desc, (m.stderr or m.stdout).strip()[:300]))
                     failures += 1

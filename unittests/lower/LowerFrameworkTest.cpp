@@ -406,4 +406,45 @@ TEST(LoopEval, ExternAdapters) {
       << printLoopProgram(p);
 }
 
+TEST(LoopEval, MalformedProgramsAreInternalErrors) {
+  // A load past the end and a reference to a loop variable of another node.
+  for (int bad = 0; bad < 2; ++bad) {
+    LoopProgram p;
+    loop::Node in;
+    in.name = "x";
+    in.dtype = DType::F32;
+    in.shape = {4};
+    in.kind = InputNode{0};
+    p.inputs = {p.add(in)};
+    loop::Node pw;
+    pw.name = "y";
+    pw.dtype = DType::F32;
+    pw.shape = {4};
+    PointwiseNode body;
+    body.vars = {loopVar(0)};
+    BodyBuilder b(body.body);
+    SymInt i = bad == 0 ? SymInt::symbol(loopVar(0)) + 1 : SymInt::symbol(loopVar(1));
+    body.result = b.load(TensorRef{p.inputs[0], DType::F32, {4}, {}}, {i});
+    pw.kind = body;
+    p.outputs = {p.add(pw)};
+    auto out = evaluateLoopProgram(p, {Tensor::fromDoubles(DType::F32, {4}, {1, 2, 3, 4})});
+    ASSERT_FALSE(out.ok());
+    EXPECT_EQ(out.error().kind(), ErrorKind::Internal) << out.error().render();
+    EXPECT_NE(out.error().render().find(bad == 0 ? "out of bounds" : "unbound symbol '%x1'"),
+              std::string::npos)
+        << out.error().render();
+  }
+}
+
+TEST(LoopEval, ModerateSizes) {
+  // 64K points through two nodes, one of them read through a reshape view.
+  GraphBuilder b;
+  ValueId x = b.input("x", DType::F32, {SymInt::symbol("N"), 256});
+  ValueId s = b.op(OpKind::Sigmoid, {x});
+  ValueId r = b.op(OpKind::Reshape, {x, b.ints("shape", {-1, 128, 2})});
+  ValueId t = b.op(OpKind::Reshape, {r, b.ints("back", {0, 256})});
+  b.output(b.op(OpKind::Mul, {s, t}));
+  checkGraph(b.g, {{{"N", 256}}});
+}
+
 } // namespace

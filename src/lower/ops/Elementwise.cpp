@@ -610,9 +610,8 @@ Status lDynamicQuantizeLinear(LowerContext &ctx) {
       },
       "dql_zero_point");
   TensorRef y = ctx.pointwise(DType::U8, x.shape, [&](BodyBuilder &b, const Idx &idx) {
-    auto [sc, lo] = scaleOf(b);
-    Val z = zeroPointOf(b, sc, lo);
-    Val q = add(b, b.op(ScalarOp::Round, div(b, b.load(x, idx), sc)), z);
+    Val z = b.cast(b.load(zp, {}), DType::F32); // exact: an integer in [0, 255]
+    Val q = add(b, b.op(ScalarOp::Round, div(b, b.load(x, idx), b.load(scale, {}))), z);
     q = b.op(ScalarOp::Max, b.constant(DType::F32, 0),
              b.op(ScalarOp::Min, b.constant(DType::F32, 255), q));
     return b.cast(q, DType::U8);
