@@ -633,8 +633,8 @@ TEST(SpatialLower, RuntimeSizesAreReported) {
   std::string err = lowerError(R"(graph @g(%t: f32[1, 2, 3], %sz: i64[4]) -> (%y) {
     %y = AffineGrid(%t, %sz) {} : f32[a, b, c, 2]
   })");
-  EXPECT_NE(err.find("AffineGrid with an output shape computed from tensor data at run time is "
-                     "not supported by the compiler yet (output 0 is f32["),
+  EXPECT_NE(err.find("AffineGrid whose output size 'grid_0' (in f32[grid_0, grid_1, grid_2, 2]) "
+                     "depends on tensor data at run time is not supported by the compiler yet"),
             std::string::npos)
       << err;
 }

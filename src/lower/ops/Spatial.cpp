@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <set>
 
 namespace coil::loop {
 namespace spatial {
@@ -518,55 +517,22 @@ Status lowerMaxUnpool(LowerContext &ctx) {
   return okStatus();
 }
 
-/// The symbols bound before the node runs: those of the program's input shapes and those the
-/// extern calls lowered so far define.
-std::set<std::string> boundSymbols(LowerContext &ctx) {
-  std::set<std::string> s;
-  const LoopProgram &p = ctx.program();
-  for (NodeId i : p.inputs)
-    for (const SymInt &d : p.nodes[size_t(i)].shape) d.collectSymbols(s);
-  for (const Node &n : p.nodes)
-    if (const auto *e = std::get_if<ExternNode>(&n.kind))
-      for (const ExternArg &a : e->args)
-        if (a.kind == ExternArg::Kind::OutSymbol) s.insert(a.symbol);
-  return s;
-}
-
 } // namespace
-
-Status checkOutputShapesBound(LowerContext &ctx) {
-  std::set<std::string> bound;
-  bool haveBound = false;
-  for (size_t i = 0; i < ctx.numOutputs(); ++i) {
-    if (ctx.gnode().outputs[i] == kNoValue) continue;
-    std::set<std::string> used;
-    for (const SymInt &d : ctx.outputType(i).shape) d.collectSymbols(used);
-    if (used.empty()) continue;
-    if (!haveBound) bound = boundSymbols(ctx), haveBound = true;
-    for (const std::string &sym : used)
-      if (!bound.count(sym))
-        return ctx.error(std::string(opName(ctx.gnode().op)) +
-                         " with an output shape computed from tensor data at run time is not "
-                         "supported by the compiler yet (output " +
-                         std::to_string(i) + " is " + ctx.outputType(i).str() + ")");
-  }
-  return okStatus();
-}
 
 } // namespace spatial
 
 void registerSpatialLowerings(LowerRegistry &r) {
   using namespace spatial;
-  r.add(OpKind::MaxPool, withBoundShapes<lowerMaxPool>);
-  r.add(OpKind::AveragePool, withBoundShapes<lowerAveragePool>);
-  r.add(OpKind::LpPool, withBoundShapes<lowerLpPool>);
-  r.add(OpKind::GlobalAveragePool, withBoundShapes<lowerGlobalAveragePool>);
-  r.add(OpKind::GlobalMaxPool, withBoundShapes<lowerGlobalMaxPool>);
-  r.add(OpKind::GlobalLpPool, withBoundShapes<lowerGlobalLpPool>);
-  r.add(OpKind::DepthToSpace, withBoundShapes<lowerDepthToSpace>);
-  r.add(OpKind::SpaceToDepth, withBoundShapes<lowerSpaceToDepth>);
-  r.add(OpKind::Col2Im, withBoundShapes<lowerCol2Im>);
-  r.add(OpKind::MaxUnpool, withBoundShapes<lowerMaxUnpool>);
+  r.add(OpKind::MaxPool, lowerMaxPool);
+  r.add(OpKind::AveragePool, lowerAveragePool);
+  r.add(OpKind::LpPool, lowerLpPool);
+  r.add(OpKind::GlobalAveragePool, lowerGlobalAveragePool);
+  r.add(OpKind::GlobalMaxPool, lowerGlobalMaxPool);
+  r.add(OpKind::GlobalLpPool, lowerGlobalLpPool);
+  r.add(OpKind::DepthToSpace, lowerDepthToSpace);
+  r.add(OpKind::SpaceToDepth, lowerSpaceToDepth);
+  r.add(OpKind::Col2Im, lowerCol2Im);
+  r.add(OpKind::MaxUnpool, lowerMaxUnpool);
   registerSpatialSampleLowerings(r);
   registerSpatialRnnLowerings(r);
 }

@@ -405,10 +405,10 @@ Status lowerRotaryEmbedding(LowerContext &ctx) {
 } // namespace
 
 void registerSpatialRnnLowerings(LowerRegistry &r) {
-  r.add(OpKind::RNN, withBoundShapes<lowerRnn>);
-  r.add(OpKind::GRU, withBoundShapes<lowerGru>);
-  r.add(OpKind::LSTM, withBoundShapes<lowerLstm>);
-  r.add(OpKind::RotaryEmbedding, withBoundShapes<lowerRotaryEmbedding>);
+  r.add(OpKind::RNN, lowerRnn);
+  r.add(OpKind::GRU, lowerGru);
+  r.add(OpKind::LSTM, lowerLstm);
+  r.add(OpKind::RotaryEmbedding, lowerRotaryEmbedding);
 }
 
 } // namespace coil::loop::spatial

@@ -685,11 +685,11 @@ Status lowerRoiAlign(LowerContext &ctx) {
 } // namespace
 
 void registerSpatialSampleLowerings(LowerRegistry &r) {
-  r.add(OpKind::Resize, withBoundShapes<lowerResize>);
-  r.add(OpKind::AffineGrid, withBoundShapes<lowerAffineGrid>);
-  r.add(OpKind::GridSample, withBoundShapes<lowerGridSample>);
-  r.add(OpKind::MaxRoiPool, withBoundShapes<lowerMaxRoiPool>);
-  r.add(OpKind::RoiAlign, withBoundShapes<lowerRoiAlign>);
+  r.add(OpKind::Resize, lowerResize);
+  r.add(OpKind::AffineGrid, lowerAffineGrid);
+  r.add(OpKind::GridSample, lowerGridSample);
+  r.add(OpKind::MaxRoiPool, lowerMaxRoiPool);
+  r.add(OpKind::RoiAlign, lowerRoiAlign);
 }
 
 } // namespace coil::loop::spatial

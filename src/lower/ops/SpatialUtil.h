@@ -3,7 +3,6 @@
 
 #include "lower/Lower.h"
 
-#include <set>
 #include <string>
 #include <vector>
 
@@ -24,16 +23,6 @@ Val lowestOf(BodyBuilder &b, DType t);
 /// Converts a computed value `v` back to `t` as the interpreter stores its double results:
 /// floats are converted, integers rounded half to even and saturated (saturateRound).
 Val storeAs(BodyBuilder &b, Val v, DType t);
-
-/// Runs lowering F, then checks that its output shapes use only bound symbols (those of the
-/// program's input shapes and those that extern calls define): a size read from tensor data at
-/// run time (AffineGrid's `size` input, MaxUnpool's `output_shape`, ...) has no value in a loop
-/// nest.
-Status checkOutputShapesBound(LowerContext &ctx);
-template <Status (*F)(LowerContext &)> Status withBoundShapes(LowerContext &ctx) {
-  COIL_TRY_STATUS(F(ctx));
-  return checkOutputShapesBound(ctx);
-}
 
 // One per file besides Spatial.cpp.
 void registerSpatialSampleLowerings(LowerRegistry &r); ///< SpatialSample.cpp
