@@ -158,7 +158,8 @@ bool makeGeom(ConvGeom &g, int64_t n, int64_t c, int64_t m, int64_t group, int64
     bool used = i < nd;
     g.in[i] = used ? in[i] : 1, g.k[i] = used ? k[i] : 1, g.out[i] = used ? out[i] : 1;
     g.s[i] = used ? s[i] : 1, g.d[i] = used ? d[i] : 1, g.p[i] = used ? p[i] : 0;
-    if (g.in[i] < 0 || g.k[i] < 0 || g.out[i] < 0 || g.s[i] < 1 || g.d[i] < 1 || g.p[i] < 0)
+    if (g.in[i] < 0 || g.k[i] < 0 || g.out[i] < 0 || g.s[i] < 1 || g.d[i] < 1 ||
+        g.p[i] < -(INT64_MAX >> 2))
       return false;
     // Coordinates o*s - p + kk*d (and i*s - p + kk*d) must stay far from overflow.
     int64_t a, b, e;
@@ -195,10 +196,14 @@ template <typename T> void im2col(const ConvGeom &g, const T *x, T *col) {
         int64_t i1 = o1 * g.s[1] - g.p[1] + k1 * g.d[1];
         bool in1 = in0 && i1 >= 0 && i1 < g.in[1];
         T *d = dst + (o0 * g.out[1] + o1) * g.out[2];
+        if (!in1) {
+          std::fill(d, d + g.out[2], T(0));
+          continue;
+        }
         const T *src = xc + (i0 * g.in[1] + i1) * g.in[2];
         for (int64_t o2 = 0; o2 < g.out[2]; ++o2) {
           int64_t i2 = o2 * g.s[2] - g.p[2] + k2 * g.d[2];
-          d[o2] = in1 && i2 >= 0 && i2 < g.in[2] ? src[i2] : T(0);
+          d[o2] = i2 >= 0 && i2 < g.in[2] ? src[i2] : T(0);
         }
       }
     }

@@ -67,7 +67,8 @@ void coil_cpu_gemm_c_f64(const void *a, const void *b, const void *c, void *y, i
 /// Output position o of dim d reads input o*s_d - p_d + kk*d_d (zero outside [0, in_d)); p_d is
 /// the begin padding (the end padding is implied by out_d). Computed per (image, group) as
 /// im2col + GEMM. No-op when group < 1 does not divide c and m, when nd is not 1..3, or a size,
-/// stride or dilation is out of range (sizes >= 0, strides and dilations >= 1, pads >= 0).
+/// stride or dilation is out of range (sizes >= 0, strides and dilations >= 1, |pads| < 2^61; a
+/// negative pad crops).
 void coil_cpu_conv_f32(const void *x, const void *w, void *y, int64_t n, int64_t c, int64_t m,
                        int64_t group, int64_t nd, int64_t in0, int64_t in1, int64_t in2, int64_t k0,
                        int64_t k1, int64_t k2, int64_t out0, int64_t out1, int64_t out2, int64_t s0,
