@@ -453,3 +453,86 @@ TEST(LinalgLower, UnsupportedCasesAreUserErrors) {
 }
 
 } // namespace
+
+// --- Attention
+
+struct AttnCase {
+  DType t = DType::F32;
+  bool threeD = false;
+  int64_t hq = 4, hkv = 2;
+  std::optional<DType> mask;     ///< attn_mask dtype
+  std::vector<SymInt> maskShape; ///< attn_mask shape
+  bool past = false, nonpad = false;
+  Attrs at;
+  size_t outputs = 1;
+};
+
+void checkAttention(const AttnCase &c, Tolerance tol, const std::string &name) {
+  Builder b;
+  SymInt S = N, T = 5, D = 3, DV = 2, P = 2;
+  ValueId q, k, v;
+  Attrs at = c.at;
+  if (c.threeD) {
+    q = b.input("q", c.t, {2, S, c.hq * D});
+    k = b.input("k", c.t, {2, T, c.hkv * D});
+    v = b.input("v", c.t, {2, T, c.hkv * DV});
+    at.set("q_num_heads", c.hq);
+    at.set("kv_num_heads", c.hkv);
+  } else {
+    q = b.input("q", c.t, {2, c.hq, S, D});
+    k = b.input("k", c.t, {2, c.hkv, T, D});
+    v = b.input("v", c.t, {2, c.hkv, T, DV});
+  }
+  std::vector<ValueId> ins{q, k, v};
+  ins.push_back(c.mask ? b.input("mask", *c.mask, c.maskShape) : kNoValue);
+  ins.push_back(c.past ? b.input("pk", c.t, {2, c.hkv, P, D}) : kNoValue);
+  ins.push_back(c.past ? b.input("pv", c.t, {2, c.hkv, P, DV}) : kNoValue);
+  if (c.nonpad) ins.push_back(b.constant("np", Tensor::fromInts(DType::I64, {2}, {3, 5})));
+  while (!ins.empty() && ins.back() == kNoValue) ins.pop_back();
+  auto outs = b.node(OpKind::Attention, ins, at, c.outputs);
+  for (ValueId o : outs) b.output(o);
+  checkGraph(b.g, kSizes, tol, {}, "Attention " + name);
+}
+
+TEST(LinalgLower, Attention) {
+  for (DType t : {DType::F32, DType::F64}) {
+    Tolerance tol = t == DType::F32 ? kF32 : kF64;
+    AttnCase c;
+    c.t = t;
+    checkAttention(c, tol, "plain GQA");
+    c.threeD = true;
+    c.outputs = 4;
+    checkAttention(c, tol, "3-D with every output");
+    c = AttnCase();
+    c.t = t;
+    c.hkv = 4;
+    c.at = attrs({{"is_causal", int64_t(1)}, {"scale", 0.7}, {"softcap", 2.0}});
+    c.past = true;
+    c.outputs = 4;
+    checkAttention(c, tol, "causal with a past cache and softcap");
+    for (int64_t mode : {1, 2, 3}) {
+      c = AttnCase();
+      c.t = t;
+      c.mask = DType::Bool;
+      c.maskShape = {N, 5};
+      c.outputs = 4;
+      c.at = attrs({{"qk_matmul_output_mode", mode}});
+      checkAttention(c, tol, "bool mask, qk mode " + std::to_string(mode));
+    }
+    c = AttnCase();
+    c.t = t;
+    c.mask = t;
+    c.maskShape = {2, 1, N, 3}; // short last dim: keys 3.. masked
+    c.at = attrs({{"left_window_size", int64_t(1)}, {"right_window_size", int64_t(2)}});
+    checkAttention(c, tol, "float mask with a short last dim and windows");
+    c = AttnCase();
+    c.t = t;
+    c.nonpad = true;
+    c.at = attrs({{"is_causal", int64_t(1)}});
+    checkAttention(c, tol, "nonpad_kv_seqlen");
+  }
+  AttnCase h;
+  h.t = DType::F16;
+  h.at = attrs({{"is_causal", int64_t(1)}});
+  checkAttention(h, Tolerance{3e-3, 3e-3}, "f16");
+}

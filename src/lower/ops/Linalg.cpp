@@ -104,21 +104,7 @@ Val requantize(BodyBuilder &b, Val v, Val zeroPoint, DType outT) {
   return b.cast(r, outT);
 }
 
-} // namespace linalg
-
-namespace {
-
-using namespace linalg;
-
 // --- matrix products
-
-/// An operand of the GEMM extern: a contiguous node, read transposed or not, and the distance
-/// between the matrices of consecutive batches (0: one matrix shared by every batch).
-struct MatOperand {
-  TensorRef ref;
-  bool trans = false;
-  SymInt stride;
-};
 
 /// Prepares `t` ([batch..., rows, cols], batch dims right-aligned against `batch`) for the
 /// GEMM extern: shared when its batch dims are all 1, used in place when it already has the
@@ -173,8 +159,6 @@ TensorRef gemmExtern(LowerContext &ctx, const TensorRef &a, const TensorRef &b,
   return ctx.externCall("coil_cpu_gemm_" + suffix(dt), std::move(args), {{dt, shape}})[0];
 }
 
-/// The value of one operand element, converted to the accumulation type; `rc` is its row
-/// (operand a) or column (operand b) in the output.
 using ElemFn = std::function<Val(BodyBuilder &, const std::vector<SymInt> &idx, const SymInt &rc)>;
 
 /// out [batch..., m, n] (outT) = sum over k of fa(a[.., i, k]) * fb(b[.., k, j]) in accT, with
@@ -204,6 +188,12 @@ ElemFn plainElem(const TensorRef &t, DType acc) {
     return b.cast(b.loadBroadcast(t, idx), acc);
   };
 }
+} // namespace linalg
+
+namespace {
+
+using namespace linalg;
+
 /// t[idx] - zeroPoint[rc] (zero point scalar or per row/column; absent: 0), as i64.
 ElemFn zeroPointElem(const TensorRef &t, std::optional<TensorRef> zp) {
   return [t, zp](BodyBuilder &b, const std::vector<SymInt> &idx, const SymInt &rc) {

@@ -74,6 +74,32 @@ Val loadPerIndex(BodyBuilder &b, const TensorRef &t, const SymInt &i, DType acc)
 /// requantization of QLinearMatMul / QLinearConv); `v` and `zeroPoint` are f64.
 Val requantize(BodyBuilder &b, Val v, Val zeroPoint, DType outT);
 
+/// An operand of the GEMM extern: a contiguous node, read transposed or not, and the distance
+/// between the matrices of consecutive batches (0: one matrix shared by every batch).
+struct MatOperand {
+  TensorRef ref;
+  bool trans = false;
+  SymInt stride;
+};
+/// Prepares `t` ([batch..., rows, cols], batch dims right-aligned against `batch`) for the GEMM
+/// extern (see Linalg.cpp).
+MatOperand prepareOperand(LowerContext &ctx, TensorRef t, const std::vector<SymInt> &batch);
+/// y [batch..., m, n] = alpha * a [.., m, k] * b [.., k, n] through the GEMM extern (f32, f64).
+TensorRef gemmExtern(LowerContext &ctx, const TensorRef &a, const TensorRef &b,
+                     const std::vector<SymInt> &batch, const SymInt &m, const SymInt &n,
+                     const SymInt &k, double alpha);
+/// The value of one operand element, converted to the accumulation type; `rc` is its row
+/// (operand a) or column (operand b) in the output.
+using ElemFn = std::function<Val(BodyBuilder &, const std::vector<SymInt> &idx, const SymInt &rc)>;
+/// out [batch..., m, n] (outT) = sum over k of fa(a[.., i, k]) * fb(b[.., k, j]) in accT, with
+/// the batch dims of a and b broadcast (any dtype).
+TensorRef matmulReduction(LowerContext &ctx, const TensorRef &a, const TensorRef &b,
+                          const std::vector<SymInt> &batch, const SymInt &m, const SymInt &n,
+                          const SymInt &k, DType outT, DType accT, const ElemFn &fa,
+                          const ElemFn &fb);
+/// An element converted to `acc` (operands broadcast by their batch dims).
+ElemFn plainElem(const TensorRef &t, DType acc);
+
 void registerLinalgConvLowerings(LowerRegistry &r);
 void registerLinalgDynamicLowerings(LowerRegistry &r);
 void registerLinalgAttentionLowerings(LowerRegistry &r);
