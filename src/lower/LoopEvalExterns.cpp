@@ -151,6 +151,31 @@ EvalExternFn topkAdapter(TopKFn fn) {
   };
 }
 
+// --- scans with a run-time axis: x, axis, shape, y, rank, axisIsI32, exclusive, reverse
+
+using ScanDynFn = void (*)(const void *, const void *, const void *, void *, int64_t, int64_t,
+                           int64_t, int64_t);
+EvalExternFn scanDynAdapter(ScanDynFn fn) {
+  return [fn](const ExternNode &en, Args &a) -> Status {
+    COIL_TRY_STATUS(checkSignature(en, a, "NNNOIIII"));
+    const Tensor &x = *a[0].tensor, &axis = *a[1].tensor, &shape = *a[2].tensor;
+    int64_t rank = a[4].i;
+    if (shape.dtype() != DType::I64 || shape.numel() != rank || rank != x.rank() ||
+        axis.numel() != 1 || axis.dtype() != (a[5].i ? DType::I32 : DType::I64))
+      return Error::internal("extern '" + en.function + "': shape or axis buffers do not fit");
+    for (int64_t d = 0; d < rank; ++d)
+      if (shape.getInt(d) != x.dim(d))
+        return Error::internal("extern '" + en.function + "': the shape buffer is not x's");
+    int64_t ax = axis.getInt(0);
+    if (ax < -rank || ax >= rank)
+      return Error::user("axis " + std::to_string(ax) + " is out of range for rank " +
+                         std::to_string(rank));
+    COIL_TRY_STATUS(checkNumel(en, *a[3].output, x.numel(), "the output"));
+    fn(x.data(), axis.data(), shape.data(), out(a, 3), rank, a[5].i, a[6].i, a[7].i);
+    return okStatus();
+  };
+}
+
 // --- allocating calls
 
 /// Blocks handed out by the allocator of one call.
@@ -217,19 +242,59 @@ EvalExternFn uniqueAdapter(UniqueFn fn) {
   };
 }
 
-// NonMaxSuppression: boxes, scores, selected, count, batches, classes, nboxes, maxPerClass,
-// iou, scoreThreshold, hasScoreThreshold, centerPointBox
+// NonMaxSuppression: boxes, scores, maxOut, iou, scoreThreshold, selected, count, batches,
+// classes, nboxes, maxCount, iouCount, scoreCount, centerPointBox
 EvalExternFn nmsAdapter() {
   return [](const ExternNode &en, Args &a) -> Status {
-    COIL_TRY_STATUS(checkSignature(en, a, "NNOSIIIIFFII"));
-    int64_t nb = a[4].i, nc = a[5].i, n = a[6].i;
+    COIL_TRY_STATUS(checkSignature(en, a, "NNNNNOSIIIIIII"));
+    int64_t nb = a[7].i, nc = a[8].i, n = a[9].i;
     COIL_TRY_STATUS(checkNumel(en, *a[0].tensor, prod({nb, n, 4}), "boxes"));
     COIL_TRY_STATUS(checkNumel(en, *a[1].tensor, prod({nb, nc, n}), "scores"));
+    const DType want[3] = {DType::I64, DType::F32, DType::F32};
+    for (size_t i = 0; i < 3; ++i) {
+      int64_t count = a[10 + i].i;
+      const Tensor &t = *a[2 + i].tensor;
+      if (count > 0 && (t.numel() != count || t.dtype() != want[i]))
+        return Error::internal("extern '" + en.function + "': scalar input " +
+                               std::to_string(2 + i) + " does not fit its count");
+    }
     Blocks blocks;
     void *p = nullptr;
-    coil_cpu_nms_f32(&Blocks::alloc, &blocks, in(a, 0), in(a, 1), &p, a[3].outSymbol, nb, nc, n,
-                     a[7].i, a[8].number, a[9].number, a[10].i, a[11].i);
-    return adopt(en, a[2].output, DType::I64, {*a[3].outSymbol, 3}, p);
+    coil_cpu_nms_dyn_f32(&Blocks::alloc, &blocks, in(a, 0), in(a, 1), in(a, 2), in(a, 3), in(a, 4),
+                         &p, a[6].outSymbol, nb, nc, n, a[10].i, a[11].i, a[12].i, a[13].i);
+    return adopt(en, a[5].output, DType::I64, {*a[6].outSymbol, 3}, p);
+  };
+}
+
+// TopK with a run-time K: x, k, values, indices, count, outer, len, inner, largest
+using TopKDynFn = void (*)(coil_alloc_fn, void *, const void *, const void *, void **, void **,
+                           int64_t *, int64_t, int64_t, int64_t, int64_t);
+EvalExternFn topkDynAdapter(TopKDynFn fn) {
+  return [fn](const ExternNode &en, Args &a) -> Status {
+    COIL_TRY_STATUS(checkSignature(en, a, "NNOOSIIII"));
+    const Tensor &x = *a[0].tensor, &kt = *a[1].tensor;
+    int64_t outer = a[5].i, len = a[6].i, inner = a[7].i;
+    COIL_TRY_STATUS(checkNumel(en, x, prod({outer, len, inner}), "the input"));
+    if (kt.numel() != 1 || kt.dtype() != DType::I64)
+      return Error::internal("extern '" + en.function + "': K must be one i64");
+    int64_t k = kt.getInt(0);
+    if (k < 0 || k > len)
+      return Error::user("K of TopK must be in [0, " + std::to_string(len) + "], got " +
+                         std::to_string(k));
+    const auto &vShape = en.outputs.at(0).shape;
+    size_t axis = vShape.size();
+    for (size_t d = 0; d < vShape.size(); ++d)
+      if (vShape[d].isSymbol() && vShape[d].symbolName() == en.args[4].symbol) axis = d;
+    if (axis == vShape.size() || int64_t(vShape.size()) != x.rank())
+      return Error::internal("extern '" + en.function + "': no dim of the values is K");
+    Blocks blocks;
+    void *pv = nullptr, *pi = nullptr;
+    fn(&Blocks::alloc, &blocks, x.data(), kt.data(), &pv, &pi, a[4].outSymbol, outer, len, inner,
+       a[8].i);
+    Shape s = x.shape();
+    s[axis] = *a[4].outSymbol;
+    COIL_TRY_STATUS(adopt(en, a[2].output, x.dtype(), s, pv));
+    return adopt(en, a[3].output, DType::I64, s, pi);
   };
 }
 
@@ -247,7 +312,10 @@ void registerCpuKernelEvalExterns() {
 #define COIL_REGISTER_NUMERIC(S)                                                                   \
   registerEvalExtern("coil_cpu_cumsum_" #S, scanAdapter(coil_cpu_cumsum_##S));                     \
   registerEvalExtern("coil_cpu_cumprod_" #S, scanAdapter(coil_cpu_cumprod_##S));                   \
-  registerEvalExtern("coil_cpu_topk_" #S, topkAdapter(coil_cpu_topk_##S));
+  registerEvalExtern("coil_cpu_topk_" #S, topkAdapter(coil_cpu_topk_##S));                         \
+  registerEvalExtern("coil_cpu_cumsum_dyn_" #S, scanDynAdapter(coil_cpu_cumsum_dyn_##S));          \
+  registerEvalExtern("coil_cpu_cumprod_dyn_" #S, scanDynAdapter(coil_cpu_cumprod_dyn_##S));        \
+  registerEvalExtern("coil_cpu_topk_dyn_" #S, topkDynAdapter(coil_cpu_topk_dyn_##S));
 #define COIL_REGISTER_DYNAMIC(S)                                                                   \
   registerEvalExtern("coil_cpu_nonzero_" #S, nonzeroAdapter(coil_cpu_nonzero_##S));                \
   registerEvalExtern("coil_cpu_unique_" #S, uniqueAdapter(coil_cpu_unique_##S));
@@ -268,7 +336,7 @@ void registerCpuKernelEvalExterns() {
 #undef COIL_REGISTER_ALL
 #undef COIL_REGISTER_DYNAMIC
 #undef COIL_REGISTER_NUMERIC
-  registerEvalExtern("coil_cpu_nms_f32", nmsAdapter());
+  registerEvalExtern("coil_cpu_nms_dyn_f32", nmsAdapter());
 }
 
 } // namespace coil::loop

@@ -13,6 +13,12 @@ namespace {
 /// GraphBuilder whose nodes tell inference how many outputs they have (inference trims its
 /// result to the node's outputs).
 struct Builder : GraphBuilder {
+  /// Graph::addInput already lists the input (GraphBuilder::input lists it twice).
+  ValueId input(const std::string &name, DType t, std::vector<SymInt> shape) {
+    ValueId v = GraphBuilder::input(name, t, std::move(shape));
+    g.inputs.pop_back();
+    return v;
+  }
   std::vector<ValueId> node(OpKind op, std::vector<ValueId> inputs, Attrs at = {},
                             size_t numOutputs = 1) {
     Node n{op, "", std::move(inputs), {}, std::move(at), {}};
@@ -440,19 +446,60 @@ TEST(LinalgLower, NonMaxSuppression) {
   }
 }
 
-TEST(LinalgLower, UnsupportedCasesAreUserErrors) {
-  // TopK with K computed at run time.
-  Builder b;
-  ValueId x = b.input("x", DType::F32, {5});
-  ValueId k = b.input("k", DType::I64, {1});
-  auto outs = b.node(OpKind::TopK, {x, k}, {}, 2);
-  for (ValueId o : outs) b.output(o);
-  auto p = loop::lowerGraph(b.g);
-  ASSERT_FALSE(p.ok());
-  EXPECT_NE(p.error().render().find("K is known"), std::string::npos) << p.error().render();
+TEST(LinalgLower, RunTimeScalarInputs) {
+  std::mt19937_64 rng(5);
+  {
+    // TopK with K read at run time (an allocating call defines the K dim).
+    Builder b;
+    ValueId x = b.input("x", DType::F32, {3, N});
+    ValueId k = b.input("k", DType::I64, {1});
+    auto outs = b.node(OpKind::TopK, {x, k}, attrs({{"axis", int64_t(1)}}), 2);
+    for (ValueId o : outs) b.output(o);
+    for (int64_t kv : {0, 2, 4}) {
+      Tensor xt = randomTensor(DType::F32, {3, 4}, rng);
+      expectMatchesInterpreter(b.g, {xt, Tensor::fromInts(DType::I64, {1}, {kv})}, kExact,
+                               "TopK with K " + std::to_string(kv));
+    }
+    auto p = loop::lowerGraph(b.g);
+    ASSERT_TRUE(p.ok());
+    auto bad = loop::evaluateLoopProgram(
+        *p, {randomTensor(DType::F32, {3, 4}, rng), Tensor::fromInts(DType::I64, {1}, {5})});
+    ASSERT_FALSE(bad.ok());
+    EXPECT_NE(bad.error().render().find("K of TopK must be in [0, 4], got 5"), std::string::npos)
+        << bad.error().render();
+  }
+  for (DType at : {DType::I32, DType::I64}) {
+    // CumSum with the axis read at run time.
+    Builder b;
+    ValueId x = b.input("x", DType::I32, {3, N, 2});
+    ValueId axis = b.input("axis", at, {});
+    b.output(b.op(OpKind::CumSum, {x, axis}, attrs({{"reverse", int64_t(1)}})));
+    for (int64_t a : {0, 1, -1, -3}) {
+      Tensor xt = randomTensor(DType::I32, {3, 4, 2}, rng);
+      expectMatchesInterpreter(b.g, {xt, Tensor::fromInts(at, {}, {a})}, kExact,
+                               "CumSum along axis " + std::to_string(a));
+    }
+  }
+  {
+    // NonMaxSuppression with every scalar input given at run time.
+    Builder b;
+    ValueId boxes = b.input("boxes", DType::F32, {1, N, 4});
+    ValueId scores = b.input("scores", DType::F32, {1, 2, N});
+    ValueId maxOut = b.input("max", DType::I64, {1});
+    ValueId iou = b.input("iou", DType::F32, {1});
+    ValueId thr = b.input("thr", DType::F32, {1});
+    b.output(b.op(OpKind::NonMaxSuppression, {boxes, scores, maxOut, iou, thr}));
+    RandomOptions o;
+    o.lo = -1, o.hi = 1;
+    for (int64_t m : {1, 3}) {
+      auto ins = randomInputs(b.g, {{"N", 6}}, uint64_t(m), o);
+      ins[2] = Tensor::fromInts(DType::I64, {1}, {m});
+      ins[3] = Tensor::fromDoubles(DType::F32, {1}, {0.2});
+      ins[4] = Tensor::fromDoubles(DType::F32, {1}, {-0.3});
+      expectMatchesInterpreter(b.g, ins, kExact, "NonMaxSuppression at run time");
+    }
+  }
 }
-
-} // namespace
 
 // --- Attention
 
@@ -536,3 +583,5 @@ TEST(LinalgLower, Attention) {
   h.at = attrs({{"is_causal", int64_t(1)}});
   checkAttention(h, Tolerance{3e-3, 3e-3}, "f16");
 }
+
+} // namespace

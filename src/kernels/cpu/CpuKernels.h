@@ -123,7 +123,27 @@ void coil_cpu_det_f64(const void *x, void *y, int64_t batch, int64_t n);
 #define COIL_CPU_DECLARE_TOPK(S)                                                                   \
   void coil_cpu_topk_##S(const void *x, void *values, void *indices, int64_t outer, int64_t len,   \
                          int64_t inner, int64_t k, int64_t largest);
-#define COIL_CPU_DECLARE_NUMERIC(S) COIL_CPU_DECLARE_SCAN(S) COIL_CPU_DECLARE_TOPK(S)
+/// The same scans with the axis known only at run time: x has shape `shape` (an int64 buffer of
+/// `rank` dims) and the axis is the one element of `axis` (int32 when axisIsI32 != 0, else
+/// int64), negative values counting from the end. No-op when the axis is out of range or a
+/// dim is negative.
+#define COIL_CPU_DECLARE_SCAN_DYN(S)                                                               \
+  void coil_cpu_cumsum_dyn_##S(const void *x, const void *axis, const void *shape, void *y,        \
+                               int64_t rank, int64_t axisIsI32, int64_t exclusive,                 \
+                               int64_t reverse);                                                   \
+  void coil_cpu_cumprod_dyn_##S(const void *x, const void *axis, const void *shape, void *y,       \
+                                int64_t rank, int64_t axisIsI32, int64_t exclusive,                \
+                                int64_t reverse);
+/// TopK with K known only at run time (the one int64 element of `k`), allocating: values and
+/// indices [outer, *count, inner] as coil_cpu_topk_*; *count is K, or 0 when K is not in
+/// [0, len].
+#define COIL_CPU_DECLARE_TOPK_DYN(S)                                                               \
+  void coil_cpu_topk_dyn_##S(coil_alloc_fn alloc, void *alloc_ctx, const void *x, const void *k,   \
+                             void **values, void **indices, int64_t *count, int64_t outer,         \
+                             int64_t len, int64_t inner, int64_t largest);
+#define COIL_CPU_DECLARE_NUMERIC(S)                                                                \
+  COIL_CPU_DECLARE_SCAN(S)                                                                         \
+  COIL_CPU_DECLARE_TOPK(S) COIL_CPU_DECLARE_SCAN_DYN(S) COIL_CPU_DECLARE_TOPK_DYN(S)
 COIL_CPU_DECLARE_NUMERIC(f64)
 COIL_CPU_DECLARE_NUMERIC(f32)
 COIL_CPU_DECLARE_NUMERIC(f16)
@@ -137,6 +157,8 @@ COIL_CPU_DECLARE_NUMERIC(u32)
 COIL_CPU_DECLARE_NUMERIC(u16)
 COIL_CPU_DECLARE_NUMERIC(u8)
 #undef COIL_CPU_DECLARE_NUMERIC
+#undef COIL_CPU_DECLARE_TOPK_DYN
+#undef COIL_CPU_DECLARE_SCAN_DYN
 #undef COIL_CPU_DECLARE_TOPK
 #undef COIL_CPU_DECLARE_SCAN
 
@@ -185,6 +207,15 @@ void coil_cpu_nms_f32(coil_alloc_fn alloc, void *alloc_ctx, const void *boxes, c
                       void **selected, int64_t *count, int64_t batches, int64_t classes,
                       int64_t nboxes, int64_t maxPerClass, double iouThreshold,
                       double scoreThreshold, int64_t hasScoreThreshold, int64_t centerPointBox);
+/// NonMaxSuppression with its scalar inputs read at run time: maxOut (int64), iou and
+/// scoreThreshold (float) hold `maxCount`, `iouCount`, `scoreCount` elements; a count of 0
+/// stands for an absent input (max 0, IoU threshold 0, no score filter), otherwise element 0 is
+/// read. Callers pass any buffer (e.g. boxes) for an absent input.
+void coil_cpu_nms_dyn_f32(coil_alloc_fn alloc, void *alloc_ctx, const void *boxes,
+                          const void *scores, const void *maxOut, const void *iou,
+                          const void *scoreThreshold, void **selected, int64_t *count,
+                          int64_t batches, int64_t classes, int64_t nboxes, int64_t maxCount,
+                          int64_t iouCount, int64_t scoreCount, int64_t centerPointBox);
 
 #ifdef __cplusplus
 } // extern "C"

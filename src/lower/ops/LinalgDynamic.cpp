@@ -24,14 +24,26 @@ Status lowerTopK(LowerContext &ctx) {
   const Attrs &at = ctx.gnode().attrs;
   COIL_TRY(int64_t axis, normalizeAxis(at.getInt("axis", -1), x.rank()));
   auto kv = ctx.intValue(1);
-  if (!kv || kv->size() != 1)
-    return ctx.error("TopK is compiled only when K is known before run time (a constant or a "
-                     "size expression)");
   const TensorType &vt = ctx.outputType(0);
   SymInt k = vt.shape[size_t(axis)];
   x = ctx.realize(x);
   AxisSplit s = splitAt(x.shape, size_t(axis));
   bool largest = at.getInt("largest", 1) != 0;
+  if (!kv || kv->size() != 1) {
+    // K is read at run time: the allocating form defines the symbol of the K dim.
+    if (ctx.inputType(1).dtype != DType::I64) return ctx.error("K of TopK must be i64");
+    std::string sym = dataDependentSymbol(ctx, k, "topk");
+    std::vector<SymInt> shape = x.shape;
+    shape[size_t(axis)] = SymInt::symbol(sym);
+    auto outs = ctx.externCall("coil_cpu_topk_dyn_" + suffix(x.dtype),
+                               {nodeArg(x), nodeArg(ctx.realize(ctx.input(1))), outArg(0),
+                                outArg(1), outSymbolArg(sym), intArg(s.outer), intArg(s.len),
+                                intArg(s.inner), intArg(largest ? 1 : 0)},
+                               {{x.dtype, shape}, {DType::I64, shape}}, true);
+    ctx.setOutput(0, outs[0]);
+    ctx.setOutput(1, outs[1]);
+    return okStatus();
+  }
   // The result is always sorted: a valid answer for sorted=0 too, and the interpreter's.
   auto outs = ctx.externCall("coil_cpu_topk_" + suffix(x.dtype),
                              {nodeArg(x), outArg(0), outArg(1), intArg(s.outer), intArg(s.len),
@@ -47,16 +59,37 @@ Status lowerCumulative(LowerContext &ctx) {
   if (x.rank() == 0)
     return ctx.error("input 0 of " + std::string(opName(ctx.gnode().op)) +
                      " must have rank >= 1, got rank 0");
-  auto av = ctx.intValue(1);
-  if (!av || av->size() != 1 || !(*av)[0].isConstant())
-    return ctx.error("the axis of " + std::string(opName(ctx.gnode().op)) +
-                     " must be a constant to be compiled");
-  COIL_TRY(int64_t axis, normalizeAxis((*av)[0].constant(), x.rank()));
   const Attrs &at = ctx.gnode().attrs;
   bool exclusive = at.getInt("exclusive", 0) != 0, reverse = at.getInt("reverse", 0) != 0;
-  x = ctx.realize(x);
-  AxisSplit s = splitAt(x.shape, size_t(axis));
   std::string fn = ctx.gnode().op == OpKind::CumProd ? "coil_cpu_cumprod_" : "coil_cpu_cumsum_";
+  x = ctx.realize(x);
+  auto av = ctx.intValue(1);
+  if (!av || av->size() != 1 || !(*av)[0].isConstant()) {
+    // The axis is read at run time, with the shape passed as a tensor of its dims.
+    DType at1 = ctx.inputType(1).dtype;
+    if (at1 != DType::I32 && at1 != DType::I64) return ctx.error("the axis must be i32 or i64");
+    int64_t r = x.rank();
+    std::vector<SymInt> dims = x.shape;
+    TensorRef shape = ctx.pointwise(
+        DType::I64, {r},
+        [&](BodyBuilder &b, const std::vector<SymInt> &i) {
+          Val v = b.intConstant(DType::I64, 0);
+          for (int64_t d = 0; d < r; ++d)
+            v = b.op(ScalarOp::Select, b.op(ScalarOp::Eq, b.index(i[0]), b.index(d)),
+                     b.index(dims[size_t(d)]), v);
+          return v;
+        },
+        "shape");
+    auto outs = ctx.externCall(fn + "dyn_" + suffix(x.dtype),
+                               {nodeArg(x), nodeArg(ctx.realize(ctx.input(1))), nodeArg(shape),
+                                outArg(0), intArg(r), intArg(at1 == DType::I32 ? 1 : 0),
+                                intArg(exclusive ? 1 : 0), intArg(reverse ? 1 : 0)},
+                               {ctx.outputType(0)});
+    ctx.setOutput(0, outs[0]);
+    return okStatus();
+  }
+  COIL_TRY(int64_t axis, normalizeAxis((*av)[0].constant(), x.rank()));
+  AxisSplit s = splitAt(x.shape, size_t(axis));
   auto outs = ctx.externCall(fn + suffix(x.dtype),
                              {nodeArg(x), outArg(0), intArg(s.outer), intArg(s.len),
                               intArg(s.inner), intArg(exclusive ? 1 : 0), intArg(reverse ? 1 : 0)},
@@ -152,42 +185,44 @@ Status lowerUnique(LowerContext &ctx) {
   return okStatus();
 }
 
-/// The value of a scalar input that must be a constant; nullopt when absent or empty.
-Expected<std::optional<double>> constantScalar(LowerContext &ctx, size_t i, const char *what) {
-  if (!ctx.hasInput(i)) return std::optional<double>();
-  const Tensor *t = ctx.constant(i);
-  if (!t)
-    return ctx.error(std::string(what) + " of NonMaxSuppression must be a constant to be compiled");
-  if (t->numel() == 0) return std::optional<double>();
-  return std::optional<double>(t->getDouble(0));
-}
-
 Status lowerNonMaxSuppression(LowerContext &ctx) {
   TensorRef boxes = ctx.input(0), scores = ctx.input(1);
   if (boxes.rank() != 3 || scores.rank() != 3)
     return ctx.error("boxes and scores must have rank 3");
   if (boxes.dtype != DType::F32 || scores.dtype != DType::F32)
     return ctx.error("NonMaxSuppression is compiled for f32 boxes and scores only");
-  COIL_TRY(auto maxOut, constantScalar(ctx, 2, "max_output_boxes_per_class"));
-  COIL_TRY(auto iou, constantScalar(ctx, 3, "iou_threshold"));
-  COIL_TRY(auto score, constantScalar(ctx, 4, "score_threshold"));
-  int64_t maxPerClass = 0;
-  if (maxOut) { // an i64 constant: read exactly
-    const Tensor *t = ctx.constant(2);
-    maxPerClass = std::max<int64_t>(0, t->getInt(0));
-  }
   bool center = ctx.gnode().attrs.getInt("center_point_box", 0) != 0;
   boxes = ctx.realize(boxes);
   scores = ctx.realize(scores);
+  // The scalar inputs are read at run time; an absent one passes boxes with a count of 0.
+  std::vector<ExternArg> scalars, counts;
+  for (size_t i = 2; i <= 4; ++i) {
+    if (ctx.hasInput(i)) {
+      TensorRef t = ctx.realize(ctx.input(i));
+      DType want = i == 2 ? DType::I64 : DType::F32;
+      if (t.dtype != want)
+        return ctx.error("input " + std::to_string(i) + " of NonMaxSuppression must be " +
+                         std::string(dtypeName(want)));
+      scalars.push_back(nodeArg(t));
+      counts.push_back(intArg(symNumel(t.shape)));
+    } else {
+      scalars.push_back(nodeArg(boxes));
+      counts.push_back(intArg(0));
+    }
+  }
   const TensorType &yt = ctx.outputType(0);
   std::string sym = dataDependentSymbol(ctx, yt.shape[0], "selected");
-  auto outs =
-      ctx.externCall("coil_cpu_nms_f32",
-                     {nodeArg(boxes), nodeArg(scores), outArg(0), outSymbolArg(sym),
-                      intArg(boxes.shape[0]), intArg(scores.shape[1]), intArg(boxes.shape[1]),
-                      intArg(maxPerClass), floatArg(iou.value_or(0.0)),
-                      floatArg(score.value_or(0.0)), intArg(score ? 1 : 0), intArg(center ? 1 : 0)},
-                     {{DType::I64, {SymInt::symbol(sym), 3}}}, true);
+  std::vector<ExternArg> args{nodeArg(boxes), nodeArg(scores)};
+  args.insert(args.end(), scalars.begin(), scalars.end());
+  args.push_back(outArg(0));
+  args.push_back(outSymbolArg(sym));
+  args.push_back(intArg(boxes.shape[0]));
+  args.push_back(intArg(scores.shape[1]));
+  args.push_back(intArg(boxes.shape[1]));
+  args.insert(args.end(), counts.begin(), counts.end());
+  args.push_back(intArg(center ? 1 : 0));
+  auto outs = ctx.externCall("coil_cpu_nms_dyn_f32", std::move(args),
+                             {{DType::I64, {SymInt::symbol(sym), 3}}}, true);
   ctx.setOutput(0, outs[0]);
   return okStatus();
 }
