@@ -442,4 +442,81 @@ TEST(CpuKernelsDynamic, FailedAllocationReportsZero) {
   EXPECT_EQ(count, 0);
 }
 
+TEST(CpuKernelsDynamic, RunTimeAxisAndK) {
+  Allocs a;
+  // x [2, 3] cumsum along axis -1 given as int32, then along 0 as int64.
+  std::vector<float> x{1, 2, 3, 4, 5, 6}, y(6, 0);
+  std::vector<int64_t> shape{2, 3};
+  int32_t ax32 = -1;
+  coil_cpu_cumsum_dyn_f32(x.data(), &ax32, shape.data(), y.data(), 2, 1, 0, 0);
+  EXPECT_EQ(y, (std::vector<float>{1, 3, 6, 4, 9, 15}));
+  int64_t ax64 = 0;
+  coil_cpu_cumprod_dyn_f32(x.data(), &ax64, shape.data(), y.data(), 2, 0, 1, 0);
+  EXPECT_EQ(y, (std::vector<float>{1, 1, 1, 1, 2, 3}));
+  std::vector<float> keep(6, 7);
+  int64_t bad = 2;
+  coil_cpu_cumsum_dyn_f32(x.data(), &bad, shape.data(), keep.data(), 2, 0, 0, 0);
+  EXPECT_EQ(keep, std::vector<float>(6, 7)); // axis out of range: no-op
+  // TopK with K read from a buffer.
+  void *vals, *idx;
+  int64_t count = -1, k = 2;
+  coil_cpu_topk_dyn_f32(testAlloc, &a.ptrs, x.data(), &k, &vals, &idx, &count, 2, 3, 1, 1);
+  ASSERT_EQ(count, 2);
+  auto *v = static_cast<float *>(vals);
+  EXPECT_EQ(std::vector<float>(v, v + 4), (std::vector<float>{3, 2, 6, 5}));
+  EXPECT_EQ(ints(idx, 4), (std::vector<int64_t>{2, 1, 2, 1}));
+  k = 4;
+  coil_cpu_topk_dyn_f32(testAlloc, &a.ptrs, x.data(), &k, &vals, &idx, &count, 2, 3, 1, 1);
+  EXPECT_EQ(count, 0);
+}
+
+TEST(CpuKernelsDynamic, NonMaxSuppressionScalarsFromBuffers) {
+  Allocs a;
+  std::vector<float> boxes{0, 0, 1, 1, 0, 0.1f, 1, 1.1f, 0, 10, 1, 11};
+  std::vector<float> scores{0.9f, 0.8f, 0.7f};
+  int64_t maxOut = 5;
+  float iou = 0.5f, thr = 0.75f;
+  void *sel;
+  int64_t count = -1;
+  coil_cpu_nms_dyn_f32(testAlloc, &a.ptrs, boxes.data(), scores.data(), &maxOut, &iou, &thr, &sel,
+                       &count, 1, 1, 3, 1, 1, 1, 0);
+  ASSERT_EQ(count, 1); // box 1 overlaps box 0; box 2 scores below the threshold
+  EXPECT_EQ(ints(sel, 3), (std::vector<int64_t>{0, 0, 0}));
+  // Without the score threshold (count 0), box 2 is kept too; without max_output_boxes, none.
+  coil_cpu_nms_dyn_f32(testAlloc, &a.ptrs, boxes.data(), scores.data(), &maxOut, &iou, boxes.data(),
+                       &sel, &count, 1, 1, 3, 1, 1, 0, 0);
+  ASSERT_EQ(count, 2);
+  EXPECT_EQ(ints(sel, 6), (std::vector<int64_t>{0, 0, 0, 0, 0, 2}));
+  coil_cpu_nms_dyn_f32(testAlloc, &a.ptrs, boxes.data(), scores.data(), boxes.data(), boxes.data(),
+                       boxes.data(), &sel, &count, 1, 1, 3, 0, 0, 0, 0);
+  EXPECT_EQ(count, 0);
+}
+
+TEST(CpuKernelsValidation, HostileSizesNeverTouchMemory) {
+  // Null buffers with sizes that are negative or overflow: every call must return untouched.
+  const int64_t big = INT64_MAX / 2, sizes[] = {-1, -INT64_MAX, big, INT64_MAX};
+  Allocs a;
+  for (int64_t s : sizes) {
+    coil_cpu_gemm_f64(nullptr, nullptr, nullptr, s, 3, 3, 3, 0, 0, 9, 9, 1.0);
+    coil_cpu_gemm_f32(nullptr, nullptr, nullptr, 2, s, s, 3, 0, 0, 9, 9, 1.0);
+    coil_cpu_conv_f32(nullptr, nullptr, nullptr, 1, 1, 1, 1, 2, s, s, 1, 2, 2, 1, s, s, 1, 1, 1, 1,
+                      1, 1, 1, 0, 0, 0);
+    coil_cpu_conv_transpose_f64(nullptr, nullptr, nullptr, s, 2, 2, 1, 1, 3, 1, 1, 2, 1, 1, 4, 1, 1,
+                                1, 1, 1, 1, 1, 1, 0, 0, 0);
+    coil_cpu_det_f32(nullptr, nullptr, s, s);
+    coil_cpu_cumsum_i16(nullptr, nullptr, s, s, 2, 0, 0);
+    coil_cpu_topk_u8(nullptr, nullptr, nullptr, 2, s, s, 1, 1);
+    void *p1 = nullptr, *p2 = nullptr, *p3 = nullptr, *p4 = nullptr;
+    int64_t count = -1;
+    coil_cpu_unique_bf16(testAlloc, &a.ptrs, nullptr, &p1, &p2, &p3, &p4, &count, s, s, s, 1);
+    EXPECT_EQ(count, 0);
+    count = -1;
+    coil_cpu_nonzero_i8(testAlloc, &a.ptrs, nullptr, &p1, &count, s < 0 ? s : -s);
+    EXPECT_EQ(count, 0);
+    count = -1;
+    coil_cpu_nms_f32(testAlloc, &a.ptrs, nullptr, nullptr, &p1, &count, s, s, s, 3, 0.5, 0, 0, 0);
+    EXPECT_EQ(count, 0);
+  }
+}
+
 } // namespace
