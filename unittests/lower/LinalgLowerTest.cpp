@@ -321,7 +321,20 @@ TEST(LinalgLower, Einsum) {
     checkEinsum(t, "i,i->", {{5}, {5}}, tol);
     checkEinsum(t, "ij->ji", {{N, 3}}, tol);
     checkEinsum(t, "abc,cd,a->bd", {{2, 3, 4}, {4, N}, {2}}, tol);
+    checkEinsum(t, "ij,kj->ik", {{N, 3}, {4, 3}}, tol);
+    checkEinsum(t, "bhqd,bhkd->bhqk", {{2, N, 3, 4}, {2, N, 5, 4}}, tol);
+    checkEinsum(t, "ik,kj->ji", {{N, 3}, {3, 2}}, tol);
+    checkEinsum(t, "ij,ij->ij", {{N, 3}, {N, 3}}, tol);
+    checkEinsum(t, "abk,kc->bac", {{2, N, 3}, {3, 4}}, tol);
+    checkEinsum(t, "ij,j->i", {{N, 3}, {3}}, tol);
+    checkEinsum(t, "ij,jk->k", {{N, 3}, {3, 4}}, tol); // i summed within one operand
   }
+  // Two-operand contractions become one GEMM extern.
+  Builder b;
+  ValueId x = b.input("x", DType::F32, {N, 2, 3}), y = b.input("y", DType::F32, {N, 4, 3});
+  b.output(b.op(OpKind::Einsum, {x, y}, attrs({{"equation", std::string("bij,bkj->bik")}})));
+  EXPECT_EQ(countNodes(b.g, [](const loop::Node &n) { return n.isExtern(); }), 1);
+  EXPECT_EQ(countNodes(b.g, [](const loop::Node &n) { return n.isReduction(); }), 0);
   checkEinsum(DType::I32, "ij,jk->ik", {{N, 3}, {3, 4}}, kExact);
   checkEinsum(DType::F16, "bij,bkj->bik", {{N, 2, 3}, {N, 4, 3}}, Tolerance{2e-3, 2e-3});
 }

@@ -352,6 +352,75 @@ Expected<std::vector<std::vector<int>>> parseTerms(LowerContext &ctx, const std:
   return terms;
 }
 
+/// A two-operand Einsum as one batched GEMM when every label is a batch label (in both operands
+/// and the output), an M or N label (in one operand and the output) or a K label (in both
+/// operands, summed): the operands are permuted and reshaped to [batch..., M, K] and
+/// [batch..., K, N] views (read in place when they lie in memory that way), the result viewed
+/// back in the output's label order. nullopt when the equation does not have that form
+/// (diagonals, broadcast dims, labels summed within one operand).
+std::optional<TensorRef> einsumAsGemm(LowerContext &ctx, const std::vector<TensorRef> &ops,
+                                      const std::vector<std::vector<int>> &labels,
+                                      const std::vector<int> &outLabels,
+                                      std::map<int, SymInt> &size) {
+  auto has = [](const std::vector<int> &v, int l) {
+    return std::find(v.begin(), v.end(), l) != v.end();
+  };
+  for (size_t t = 0; t < 2; ++t)
+    for (size_t d = 0; d < labels[t].size(); ++d) {
+      int l = labels[t][d];
+      if (std::count(labels[t].begin(), labels[t].end(), l) != 1) return std::nullopt;
+      if (!sameDim(ctx, ops[t].shape[d], size[l])) return std::nullopt;
+    }
+  const auto &la = labels[0], &lb = labels[1];
+  std::vector<int> batch, ms, ns, ks;
+  for (int l : la) {
+    bool inB = has(lb, l), inOut = has(outLabels, l);
+    if (inB && inOut)
+      batch.push_back(l);
+    else if (inOut)
+      ms.push_back(l);
+    else if (inB)
+      ks.push_back(l);
+    else
+      return std::nullopt; // summed within A alone
+  }
+  for (int l : lb)
+    if (!has(la, l)) {
+      if (!has(outLabels, l)) return std::nullopt;
+      ns.push_back(l);
+    }
+  auto arrange = [&](const TensorRef &t, const std::vector<int> &lt,
+                     const std::vector<std::vector<int>> &groups) {
+    std::vector<int64_t> perm;
+    for (const auto &g : groups)
+      for (int l : g) perm.push_back(int64_t(std::find(lt.begin(), lt.end(), l) - lt.begin()));
+    TensorRef p = ctx.permute(t, perm);
+    std::vector<SymInt> shape;
+    for (int l : groups[0]) shape.push_back(size[l]);
+    for (size_t g = 1; g < groups.size(); ++g) {
+      SymInt n = 1;
+      for (int l : groups[g]) n = n * size[l];
+      shape.push_back(n);
+    }
+    return ctx.reshape(p, shape);
+  };
+  TensorRef a = arrange(ops[0], la, {batch, ms, ks}), b = arrange(ops[1], lb, {batch, ks, ns});
+  std::vector<SymInt> batchShape(a.shape.begin(), a.shape.end() - 2);
+  SymInt m = a.shape[a.shape.size() - 2], k = a.shape.back(), n = b.shape.back();
+  TensorRef y = gemmExtern(ctx, a, b, batchShape, m, n, k, 1.0);
+  // [batch..., M, N] -> [batch..., ms..., ns...] -> the output's label order.
+  std::vector<int> yLabels = batch;
+  yLabels.insert(yLabels.end(), ms.begin(), ms.end());
+  yLabels.insert(yLabels.end(), ns.begin(), ns.end());
+  std::vector<SymInt> yShape;
+  for (int l : yLabels) yShape.push_back(size[l]);
+  y = ctx.reshape(y, yShape);
+  std::vector<int64_t> perm;
+  for (int l : outLabels)
+    perm.push_back(int64_t(std::find(yLabels.begin(), yLabels.end(), l) - yLabels.begin()));
+  return ctx.permute(y, perm);
+}
+
 /// Einsum as one Reduction: the output labels are the outer point, the summed labels the
 /// reduced point, the body the product of the operands (f64 for floats, i64 for integers).
 /// Operand dims of size 1 broadcast; a label repeated within a term reads a diagonal.
@@ -423,6 +492,11 @@ Status lowerEinsum(LowerContext &ctx) {
   for (int l : outLabels) outShape.push_back(size[l]);
   for (int l : sumLabels) sumShape.push_back(size[l]);
   DType dt = ctx.outputType(0).dtype, acc = accTypeOf(dt);
+  if (nIn == 2 && isGemmType(dt))
+    if (auto y = einsumAsGemm(ctx, ops, labels, outLabels, size)) {
+      ctx.setOutput(0, *y);
+      return okStatus();
+    }
   auto product = [&](BodyBuilder &b, const std::vector<SymInt> &o, const std::vector<SymInt> &r) {
     std::map<int, SymInt> var;
     for (size_t j = 0; j < outLabels.size(); ++j) var[outLabels[j]] = o[j];
