@@ -108,6 +108,42 @@ TEST(LowerFramework, BroadcastingAndDynamicDims) {
             {{{"B", 3}, {"S", 7}}});
 }
 
+TEST(LowerFramework, SymbolAgainstSymbolBroadcast) {
+  // [N] + [M] types as [max(N, M)]; at run time one of them is 1.
+  GraphBuilder b;
+  ValueId x = b.input("x", DType::F32, {SymInt::symbol("N")});
+  ValueId y = b.input("y", DType::F32, {SymInt::symbol("M")});
+  b.output(b.op(OpKind::Add, {x, y}));
+  checkGraph(b.g, {{{"N", 1}, {"M", 4}}, {{"N", 3}, {"M", 1}}, {{"N", 5}, {"M", 5}}});
+}
+
+TEST(LowerFramework, SymbolicReshapeRuns) {
+  SymInt B = SymInt::symbol("B"), S = SymInt::symbol("S");
+  struct Case {
+    std::vector<SymInt> from, to;
+    std::string load; ///< expected load of the input in Neg's body
+  };
+  const Case cases[] = {
+      {{B, S, 768}, {B, S, 12, 64}, "x[%x0, %x1, 64*%x2 + %x3]"},
+      {{B, S, 12, 64}, {B, S, 768}, "x[%x0, %x1, %x2 // 64, %x2 % 64]"},
+      {{B * S, 64}, {B, S, 64}, "x[%x0*S + %x1, %x2]"},
+      {{B, S, 64}, {B * S, 64}, "x[%x0 // S, %x0 % S, %x1]"},
+      {{B, 1, S}, {B, S, 1}, "x[%x0, 0, %x1]"},
+  };
+  for (const Case &c : cases) {
+    GraphBuilder b;
+    b.input("dims", DType::F32, {B, S}); // binds B and S before x, whose dims may be products
+    ValueId x = b.input("x", DType::F32, c.from);
+    ValueId shape = b.symconst("shape", c.to);
+    b.output(b.op(OpKind::Neg, {b.op(OpKind::Reshape, {x, shape})}));
+    auto p = lowerGraph(b.g);
+    ASSERT_TRUE(p.ok()) << p.error().render();
+    std::string text = printLoopProgram(*p);
+    EXPECT_NE(text.find("load f32 " + c.load), std::string::npos) << text;
+    checkGraph(b.g, {{{"B", 2}, {"S", 3}}, {{"B", 1}, {"S", 5}}});
+  }
+}
+
 TEST(LowerFramework, ViewOutputsAndInputOutputs) {
   // A view as an output, an input as an output, a constant as an output.
   checkText(R"(graph @g(%x: f32[2, 3]) -> (%y, %x, %w) {
@@ -368,6 +404,47 @@ TEST(LoopEval, ExternAdapters) {
   EXPECT_NE(printLoopProgram(p).find("extern test_positive_f32(x, out 0, outsym pos) allocates"),
             std::string::npos)
       << printLoopProgram(p);
+}
+
+TEST(LoopEval, MalformedProgramsAreInternalErrors) {
+  // A load past the end and a reference to a loop variable of another node.
+  for (int bad = 0; bad < 2; ++bad) {
+    LoopProgram p;
+    loop::Node in;
+    in.name = "x";
+    in.dtype = DType::F32;
+    in.shape = {4};
+    in.kind = InputNode{0};
+    p.inputs = {p.add(in)};
+    loop::Node pw;
+    pw.name = "y";
+    pw.dtype = DType::F32;
+    pw.shape = {4};
+    PointwiseNode body;
+    body.vars = {loopVar(0)};
+    BodyBuilder b(body.body);
+    SymInt i = bad == 0 ? SymInt::symbol(loopVar(0)) + 1 : SymInt::symbol(loopVar(1));
+    body.result = b.load(TensorRef{p.inputs[0], DType::F32, {4}, {}}, {i});
+    pw.kind = body;
+    p.outputs = {p.add(pw)};
+    auto out = evaluateLoopProgram(p, {Tensor::fromDoubles(DType::F32, {4}, {1, 2, 3, 4})});
+    ASSERT_FALSE(out.ok());
+    EXPECT_EQ(out.error().kind(), ErrorKind::Internal) << out.error().render();
+    EXPECT_NE(out.error().render().find(bad == 0 ? "out of bounds" : "unbound symbol '%x1'"),
+              std::string::npos)
+        << out.error().render();
+  }
+}
+
+TEST(LoopEval, ModerateSizes) {
+  // 64K points through two nodes, one of them read through a reshape view.
+  GraphBuilder b;
+  ValueId x = b.input("x", DType::F32, {SymInt::symbol("N"), 256});
+  ValueId s = b.op(OpKind::Sigmoid, {x});
+  ValueId r = b.op(OpKind::Reshape, {x, b.ints("shape", {-1, 128, 2})});
+  ValueId t = b.op(OpKind::Reshape, {r, b.ints("back", {0, 256})});
+  b.output(b.op(OpKind::Mul, {s, t}));
+  checkGraph(b.g, {{{"N", 256}}});
 }
 
 } // namespace

@@ -148,9 +148,7 @@ struct GraphBuilder {
       for (const std::string &s : syms)
         if (!g.symbols.count(s)) g.symbols[s] = SymRange{1, 1 << 20};
     }
-    ValueId v = g.addInput(name, TensorType{t, std::move(shape)});
-    g.inputs.push_back(v);
-    return v;
+    return g.addInput(name, TensorType{t, std::move(shape)}); // also a graph input
   }
   ValueId constant(const std::string &name, Tensor t) { return g.addConstant(name, std::move(t)); }
   ValueId ints(const std::string &name, std::vector<int64_t> v) {
@@ -162,7 +160,9 @@ struct GraphBuilder {
   /// Adds a node; returns its outputs (empty after a failure, which the test reports).
   std::vector<ValueId> node(OpKind op, std::vector<ValueId> inputs, Attrs attrs = {},
                             size_t numOutputs = 1, const std::string &name = "") {
-    Node n{op, name, std::move(inputs), {}, std::move(attrs), {}};
+    Node n{
+        op, name, std::move(inputs), std::vector<ValueId>(numOutputs, kNoValue), std::move(attrs),
+        {}};
     InferContext ctx{n, {}, {}, {}, {}};
     for (ValueId v : n.inputs) {
       ctx.inputTypes.push_back(v == kNoValue ? nullptr : &g.value(v).type);
@@ -187,9 +187,10 @@ struct GraphBuilder {
     auto types = inferNode(ctx);
     EXPECT_TRUE(types.ok()) << opName(op) << ": " << (types.ok() ? "" : types.error().render());
     if (!types.ok()) return {};
-    for (size_t k = 0; k < types->size() && k < std::max<size_t>(numOutputs, 1); ++k)
-      n.outputs.push_back(g.addValue(g.uniqueName(std::string(opName(op)) + "_out"), (*types)[k],
-                                     ValueKind::NodeOutput));
+    n.outputs.resize(types->size());
+    for (size_t k = 0; k < types->size(); ++k)
+      n.outputs[k] = g.addValue(g.uniqueName(std::string(opName(op)) + "_out"), (*types)[k],
+                                ValueKind::NodeOutput);
     std::vector<ValueId> outs = n.outputs;
     g.addNode(std::move(n));
     return outs;

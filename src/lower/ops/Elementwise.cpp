@@ -28,6 +28,11 @@ void pointwiseOut(LowerContext &ctx, const PointwiseFn &fn, size_t out = 0) {
   ctx.setOutput(out, ctx.pointwise(t.dtype, t.shape, fn));
 }
 
+/// Input i broadcast to output 0's shape (a view).
+TensorRef broadcastInput(LowerContext &ctx, size_t i) {
+  return ctx.broadcastTo(ctx.input(i), ctx.outputType(0).shape);
+}
+
 // --- small body helpers
 
 Val cst(BodyBuilder &b, Val like, double v) {
@@ -47,6 +52,15 @@ Val div(BodyBuilder &b, Val x, Val y) {
 }
 Val select(BodyBuilder &b, Val c, Val x, Val y) {
   return b.op(ScalarOp::Select, c, x, y);
+}
+
+/// std::max(a, b) and std::min(a, b) as the reference kernels use them: `a < b ? b : a` and
+/// `b < a ? b : a` (a NaN operand does not always propagate, unlike ScalarOp::Max/Min).
+Val stdMax(BodyBuilder &b, Val x, Val y) {
+  return select(b, b.op(ScalarOp::Lt, x, y), y, x);
+}
+Val stdMin(BodyBuilder &b, Val x, Val y) {
+  return select(b, b.op(ScalarOp::Lt, y, x), y, x);
 }
 
 /// log(1 + exp(x)) without overflow: max(x, 0) + log(1 + exp(-|x|)).
@@ -93,7 +107,7 @@ Status lSoftsign(LowerContext &ctx) {
 Status lHardSwish(LowerContext &ctx) {
   return unaryFloat(ctx, [](BodyBuilder &b, Val x) {
     Val t = add(b, div(b, x, cst(b, x, 6)), cst(b, x, 0.5));
-    t = b.op(ScalarOp::Max, cst(b, x, 0), b.op(ScalarOp::Min, cst(b, x, 1), t));
+    t = stdMax(b, cst(b, x, 0), stdMin(b, cst(b, x, 1), t));
     return mul(b, x, t);
   });
 }
@@ -115,7 +129,7 @@ Status lCelu(LowerContext &ctx) {
   return unaryFloat(ctx, [alpha](BodyBuilder &b, Val x) {
     Val zero = cst(b, x, 0), a = cst(b, x, alpha);
     Val e = sub(b, b.op(ScalarOp::Exp, div(b, x, a)), cst(b, x, 1));
-    return add(b, b.op(ScalarOp::Max, zero, x), b.op(ScalarOp::Min, zero, mul(b, a, e)));
+    return add(b, stdMax(b, zero, x), stdMin(b, zero, mul(b, a, e)));
   });
 }
 Status lElu(LowerContext &ctx) {
@@ -140,7 +154,7 @@ Status lHardSigmoid(LowerContext &ctx) {
   double alpha = attrF(ctx, "alpha", 0.2), beta = attrF(ctx, "beta", 0.5);
   return unaryFloat(ctx, [alpha, beta](BodyBuilder &b, Val x) {
     Val t = add(b, mul(b, cst(b, x, alpha), x), cst(b, x, beta));
-    return b.op(ScalarOp::Max, cst(b, x, 0), b.op(ScalarOp::Min, cst(b, x, 1), t));
+    return stdMax(b, cst(b, x, 0), stdMin(b, cst(b, x, 1), t));
   });
 }
 Status lLeakyRelu(LowerContext &ctx) {
@@ -255,13 +269,12 @@ using BinaryBody = std::function<Val(BodyBuilder &, Val, Val)>;
 
 Status binary(LowerContext &ctx, const BinaryBody &f) {
   COIL_TRY_STATUS(needInputs(ctx, 2));
-  TensorRef x = ctx.input(0), y = ctx.input(1);
+  TensorRef x = broadcastInput(ctx, 0), y = broadcastInput(ctx, 1);
   if (x.dtype != y.dtype && ctx.gnode().op != OpKind::Pow)
     return ctx.error("inputs 0 and 1 must have the same dtype, got " +
                      std::string(dtypeName(x.dtype)) + " and " + std::string(dtypeName(y.dtype)));
-  pointwiseOut(ctx, [&](BodyBuilder &b, const Idx &idx) {
-    return f(b, b.loadBroadcast(x, idx), b.loadBroadcast(y, idx));
-  });
+  pointwiseOut(
+      ctx, [&](BodyBuilder &b, const Idx &idx) { return f(b, b.load(x, idx), b.load(y, idx)); });
   return okStatus();
 }
 
@@ -313,7 +326,7 @@ template <Fold F> Status lVariadic(LowerContext &ctx) {
   COIL_TRY_STATUS(needInputs(ctx, m));
   std::vector<TensorRef> xs;
   for (size_t k = 0; k < m; ++k) {
-    xs.push_back(ctx.input(k));
+    xs.push_back(broadcastInput(ctx, k));
     if (xs.back().dtype != xs[0].dtype)
       return ctx.error("inputs 0 and " + std::to_string(k) + " must have the same dtype, got " +
                        std::string(dtypeName(xs[0].dtype)) + " and " +
@@ -324,7 +337,7 @@ template <Fold F> Status lVariadic(LowerContext &ctx) {
     // Float sums and means accumulate in f64, as the reference kernel.
     bool wide = isFloat(t) && (F == Fold::Sum || F == Fold::Mean) && m > 1;
     auto ld = [&](size_t k) {
-      Val v = b.loadBroadcast(xs[k], idx);
+      Val v = b.load(xs[k], idx);
       return wide ? b.cast(v, DType::F64) : v;
     };
     Val acc = ld(0);
@@ -343,12 +356,12 @@ template <Fold F> Status lVariadic(LowerContext &ctx) {
 
 Status lWhere(LowerContext &ctx) {
   COIL_TRY_STATUS(needInputs(ctx, 3));
-  TensorRef c = ctx.input(0), x = ctx.input(1), y = ctx.input(2);
+  TensorRef c = broadcastInput(ctx, 0), x = broadcastInput(ctx, 1), y = broadcastInput(ctx, 2);
   if (x.dtype != y.dtype)
     return ctx.error("inputs 1 and 2 must have the same dtype, got " +
                      std::string(dtypeName(x.dtype)) + " and " + std::string(dtypeName(y.dtype)));
   pointwiseOut(ctx, [&](BodyBuilder &b, const Idx &idx) {
-    return select(b, b.loadBroadcast(c, idx), b.loadBroadcast(x, idx), b.loadBroadcast(y, idx));
+    return select(b, b.load(c, idx), b.load(x, idx), b.load(y, idx));
   });
   return okStatus();
 }
@@ -597,9 +610,8 @@ Status lDynamicQuantizeLinear(LowerContext &ctx) {
       },
       "dql_zero_point");
   TensorRef y = ctx.pointwise(DType::U8, x.shape, [&](BodyBuilder &b, const Idx &idx) {
-    auto [sc, lo] = scaleOf(b);
-    Val z = zeroPointOf(b, sc, lo);
-    Val q = add(b, b.op(ScalarOp::Round, div(b, b.load(x, idx), sc)), z);
+    Val z = b.cast(b.load(zp, {}), DType::F32); // exact: an integer in [0, 255]
+    Val q = add(b, b.op(ScalarOp::Round, div(b, b.load(x, idx), b.load(scale, {}))), z);
     q = b.op(ScalarOp::Max, b.constant(DType::F32, 0),
              b.op(ScalarOp::Min, b.constant(DType::F32, 255), q));
     return b.cast(q, DType::U8);
