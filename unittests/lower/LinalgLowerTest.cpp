@@ -10,57 +10,6 @@ using namespace coil::lowertest;
 
 namespace {
 
-/// GraphBuilder whose nodes tell inference how many outputs they have (inference trims its
-/// result to the node's outputs).
-struct Builder : GraphBuilder {
-  /// Graph::addInput already lists the input (GraphBuilder::input lists it twice).
-  ValueId input(const std::string &name, DType t, std::vector<SymInt> shape) {
-    ValueId v = GraphBuilder::input(name, t, std::move(shape));
-    g.inputs.pop_back();
-    return v;
-  }
-  std::vector<ValueId> node(OpKind op, std::vector<ValueId> inputs, Attrs at = {},
-                            size_t numOutputs = 1) {
-    Node n{op, "", std::move(inputs), {}, std::move(at), {}};
-    n.outputs.assign(std::max<size_t>(numOutputs, 1), kNoValue);
-    InferContext ctx{n, {}, {}, {}, {}};
-    for (ValueId v : n.inputs) {
-      ctx.inputTypes.push_back(v == kNoValue ? nullptr : &g.value(v).type);
-      std::optional<std::vector<SymInt>> iv;
-      const Tensor *c = nullptr;
-      if (v != kNoValue && g.isSymConstant(v)) iv = g.symConstant(v);
-      if (v != kNoValue && g.isConstant(v)) {
-        c = &g.constant(v);
-        if (!isFloat(c->dtype())) {
-          iv.emplace();
-          for (int64_t x : c->toInts()) iv->push_back(x);
-        }
-      }
-      ctx.intValues.push_back(iv);
-      ctx.constants.push_back(c);
-    }
-    ctx.freshSymbol = [this](const std::string &hint) {
-      std::string s = hint + "_" + std::to_string(fresh++);
-      g.symbols[s] = SymRange{};
-      return SymInt::symbol(s);
-    };
-    auto types = inferNode(ctx);
-    EXPECT_TRUE(types.ok()) << opName(op) << ": " << (types.ok() ? "" : types.error().render());
-    if (!types.ok()) return {};
-    n.outputs.clear();
-    for (size_t k = 0; k < types->size(); ++k)
-      n.outputs.push_back(g.addValue(g.uniqueName(std::string(opName(op)) + "_out"), (*types)[k],
-                                     ValueKind::NodeOutput));
-    std::vector<ValueId> outs = n.outputs;
-    g.addNode(std::move(n));
-    return outs;
-  }
-  ValueId op(OpKind op, std::vector<ValueId> inputs, Attrs at = {}) {
-    auto o = node(op, std::move(inputs), std::move(at));
-    return o.empty() ? kNoValue : o[0];
-  }
-};
-
 const SymInt N = SymInt::symbol("N");
 const std::vector<SymBindings> kSizes = {{{"N", 1}}, {{"N", 3}}};
 const Tolerance kF32{1e-4, 1e-4};
@@ -84,7 +33,7 @@ template <typename P> int countNodes(const Graph &g, P pred) {
 // --- MatMul
 
 void checkMatMul(DType t, std::vector<SymInt> sa, std::vector<SymInt> sb, Tolerance tol) {
-  Builder b;
+  GraphBuilder b;
   ValueId x = b.input("a", t, sa), y = b.input("b", t, sb);
   b.output(b.op(OpKind::MatMul, {x, y}));
   checkGraph(b.g, kSizes, tol, {}, what(OpKind::MatMul, t));
@@ -112,7 +61,7 @@ TEST(LinalgLower, MatMulOtherDTypesAsReduction) {
 }
 
 TEST(LinalgLower, GemmTransposesFoldIntoFlags) {
-  Builder b;
+  GraphBuilder b;
   ValueId x = b.input("a", DType::F32, {5, N}), y = b.input("b", DType::F32, {4, 5});
   b.output(b.op(OpKind::Gemm, {x, y}, attrs({{"transA", int64_t(1)}, {"transB", int64_t(1)}})));
   checkGraph(b.g, kSizes, kF32, {}, "Gemm of transposes");
@@ -123,7 +72,7 @@ TEST(LinalgLower, GemmTransposesFoldIntoFlags) {
 
 TEST(LinalgLower, TransposeFoldsIntoGemmFlags) {
   if (!loop::lowerFnFor(OpKind::Transpose)) GTEST_SKIP() << "Transpose is not lowered yet";
-  Builder b;
+  GraphBuilder b;
   ValueId x = b.input("a", DType::F32, {N, 5, 3}), y = b.input("b", DType::F32, {4, 5});
   ValueId xt = b.op(OpKind::Transpose, {x}, attrs({{"perm", std::vector<int64_t>{0, 2, 1}}}));
   ValueId yt = b.op(OpKind::Transpose, {y}, attrs({{"perm", std::vector<int64_t>{1, 0}}}));
@@ -138,7 +87,7 @@ TEST(LinalgLower, TransposeFoldsIntoGemmFlags) {
 
 void checkGemm(DType t, bool ta, bool tb, double alpha, double beta,
                std::optional<std::vector<SymInt>> cShape, Tolerance tol) {
-  Builder b;
+  GraphBuilder b;
   SymInt m = N, k = 5, n = 4;
   ValueId a = b.input("a", t, ta ? std::vector<SymInt>{k, m} : std::vector<SymInt>{m, k});
   ValueId bb = b.input("b", t, tb ? std::vector<SymInt>{n, k} : std::vector<SymInt>{k, n});
@@ -168,13 +117,13 @@ TEST(LinalgLower, GemmTransposesScalesAndC) {
 
 TEST(LinalgLower, MatMulIntegerWithZeroPoints) {
   for (DType t : {DType::U8, DType::I8}) {
-    Builder b;
+    GraphBuilder b;
     ValueId a = b.input("a", t, {N, 3, 5}), bb = b.input("b", t, {5, 4});
     ValueId az = b.input("az", t, {}), bz = b.input("bz", t, {4});
     b.output(b.op(OpKind::MatMulInteger, {a, bb, az, bz}));
     checkGraph(b.g, kSizes, kExact, {}, what(OpKind::MatMulInteger, t));
   }
-  Builder b;
+  GraphBuilder b;
   ValueId a = b.input("a", DType::U8, {3, 5}), bb = b.input("b", DType::U8, {5, 4});
   b.output(b.op(OpKind::MatMulInteger, {a, bb}));
   checkGraph(b.g, {{}}, kExact, {}, "MatMulInteger without zero points");
@@ -182,7 +131,7 @@ TEST(LinalgLower, MatMulIntegerWithZeroPoints) {
 
 TEST(LinalgLower, QLinearMatMul) {
   for (DType t : {DType::U8, DType::I8}) {
-    Builder b;
+    GraphBuilder b;
     ValueId a = b.input("a", t, {N, 3, 5}), bb = b.input("b", t, {5, 4});
     ValueId as = b.constant("as", Tensor::fromDoubles(DType::F32, {}, {0.05}));
     ValueId az = b.input("az", t, {});
@@ -199,7 +148,7 @@ TEST(LinalgLower, QLinearMatMul) {
 
 void checkConv(DType t, std::vector<SymInt> xs, std::vector<SymInt> ws, Attrs at, bool bias,
                Tolerance tol) {
-  Builder b;
+  GraphBuilder b;
   ValueId x = b.input("x", t, xs), w = b.input("w", t, ws);
   std::vector<ValueId> ins{x, w};
   if (bias) ins.push_back(b.input("bias", t, {ws[0]}));
@@ -240,7 +189,7 @@ TEST(LinalgLower, ConvAsReduction) {
 
 TEST(LinalgLower, ConvIntegerAndQLinearConv) {
   for (DType t : {DType::U8, DType::I8}) {
-    Builder b;
+    GraphBuilder b;
     ValueId x = b.input("x", t, {N, 4, 6, 5}), w = b.input("w", t, {6, 2, 3, 3});
     ValueId xz = b.input("xz", t, {}), wz = b.input("wz", t, {6});
     b.output(b.op(OpKind::ConvInteger, {x, w, xz, wz},
@@ -248,7 +197,7 @@ TEST(LinalgLower, ConvIntegerAndQLinearConv) {
     checkGraph(b.g, kSizes, kExact, {}, what(OpKind::ConvInteger, t));
   }
   for (DType t : {DType::U8, DType::I8}) {
-    Builder b;
+    GraphBuilder b;
     ValueId x = b.input("x", t, {N, 2, 5, 5});
     ValueId xs = b.constant("xs", Tensor::fromDoubles(DType::F32, {}, {0.04}));
     ValueId xz = b.input("xz", t, {});
@@ -266,7 +215,7 @@ TEST(LinalgLower, ConvIntegerAndQLinearConv) {
 
 void checkConvTranspose(DType t, std::vector<SymInt> xs, std::vector<SymInt> ws, Attrs at,
                         bool bias, Tolerance tol) {
-  Builder b;
+  GraphBuilder b;
   ValueId x = b.input("x", t, xs), w = b.input("w", t, ws);
   std::vector<ValueId> ins{x, w};
   if (bias) {
@@ -302,7 +251,7 @@ TEST(LinalgLower, ConvTranspose) {
 
 void checkEinsum(DType t, const std::string &eq, std::vector<std::vector<SymInt>> shapes,
                  Tolerance tol) {
-  Builder b;
+  GraphBuilder b;
   std::vector<ValueId> ins;
   for (size_t i = 0; i < shapes.size(); ++i)
     ins.push_back(b.input("x" + std::to_string(i), t, shapes[i]));
@@ -330,7 +279,7 @@ TEST(LinalgLower, Einsum) {
     checkEinsum(t, "ij,jk->k", {{N, 3}, {3, 4}}, tol); // i summed within one operand
   }
   // Two-operand contractions become one GEMM extern.
-  Builder b;
+  GraphBuilder b;
   ValueId x = b.input("x", DType::F32, {N, 2, 3}), y = b.input("y", DType::F32, {N, 4, 3});
   b.output(b.op(OpKind::Einsum, {x, y}, attrs({{"equation", std::string("bij,bkj->bik")}})));
   EXPECT_EQ(countNodes(b.g, [](const loop::Node &n) { return n.isExtern(); }), 1);
@@ -341,13 +290,13 @@ TEST(LinalgLower, Einsum) {
 
 TEST(LinalgLower, Det) {
   for (DType t : {DType::F32, DType::F64, DType::F16}) {
-    Builder b;
+    GraphBuilder b;
     ValueId x = b.input("x", t, {N, 2, 4, 4});
     b.output(b.op(OpKind::Det, {x}));
     // The kernel computes as the interpreter does (double, same pivoting): exact.
     checkGraph(b.g, kSizes, kExact, {}, what(OpKind::Det, t));
   }
-  Builder b;
+  GraphBuilder b;
   ValueId x = b.input("x", DType::F64, {3, 3});
   b.output(b.op(OpKind::Det, {x}));
   checkGraph(b.g, {{}}, kExact, {}, "Det of one matrix");
@@ -359,7 +308,7 @@ TEST(LinalgLower, TopK) {
   for (DType t : {DType::F32, DType::F64, DType::I32, DType::U8, DType::F16, DType::I64})
     for (int64_t axis : {0, 1, -1})
       for (int64_t largest : {0, 1}) {
-        Builder b;
+        GraphBuilder b;
         ValueId x = b.input("x", t, {4, N, 6});
         ValueId k = b.ints("k", {axis == 1 ? 1 : 3});
         auto outs = b.node(OpKind::TopK, {x, k}, attrs({{"axis", axis}, {"largest", largest}}), 2);
@@ -375,7 +324,7 @@ TEST(LinalgLower, CumSumCumProd) {
     for (DType t : {DType::F32, DType::F64, DType::I32, DType::U8, DType::F16, DType::I64})
       for (int64_t ex : {0, 1})
         for (int64_t rev : {0, 1}) {
-          Builder b;
+          GraphBuilder b;
           ValueId x = b.input("x", t, {3, N, 5});
           ValueId axis = b.ints("axis", {rev ? -1 : 1});
           b.output(b.op(op, {x, axis}, attrs({{"exclusive", ex}, {"reverse", rev}})));
@@ -387,14 +336,14 @@ TEST(LinalgLower, CumSumCumProd) {
 
 TEST(LinalgLower, NonZero) {
   for (DType t : {DType::F32, DType::Bool, DType::I32, DType::U8, DType::F16}) {
-    Builder b;
+    GraphBuilder b;
     ValueId x = b.input("x", t, {N, 3, 4});
     b.output(b.op(OpKind::NonZero, {x}));
     RandomOptions o;
     o.lo = -1, o.hi = 1, o.ilo = -1, o.ihi = 1, o.uhi = 1, o.specials = true;
     checkGraph(b.g, kSizes, kExact, o, what(OpKind::NonZero, t));
   }
-  Builder b;
+  GraphBuilder b;
   ValueId x = b.input("x", DType::I64, {});
   b.output(b.op(OpKind::NonZero, {x}));
   checkGraph(b.g, {{}}, kExact, {}, "NonZero of a scalar");
@@ -403,7 +352,7 @@ TEST(LinalgLower, NonZero) {
 TEST(LinalgLower, Compress) {
   for (std::optional<int64_t> axis :
        {std::optional<int64_t>(), std::optional<int64_t>(1), std::optional<int64_t>(-1)}) {
-    Builder b;
+    GraphBuilder b;
     ValueId x = b.input("x", DType::F32, {N, 4, 3});
     ValueId c = b.input("c", DType::Bool, {axis && *axis == 1 ? 4 : 3});
     Attrs at;
@@ -412,7 +361,7 @@ TEST(LinalgLower, Compress) {
     checkGraph(b.g, kSizes, kExact, {}, "Compress");
   }
   // A constant condition (inference knows the size).
-  Builder b;
+  GraphBuilder b;
   ValueId x = b.input("x", DType::I32, {N, 5});
   ValueId c = b.constant("c", Tensor::fromInts(DType::Bool, {4}, {1, 0, 1, 1}));
   b.output(b.op(OpKind::Compress, {x, c}, attrs({{"axis", int64_t(1)}})));
@@ -423,7 +372,7 @@ TEST(LinalgLower, UniqueAllOutputs) {
   for (DType t : {DType::F32, DType::I32, DType::Bool})
     for (int64_t sorted : {0, 1})
       for (std::optional<int64_t> axis : {std::optional<int64_t>(), std::optional<int64_t>(1)}) {
-        Builder b;
+        GraphBuilder b;
         ValueId x = b.input("x", t, {2, N, 3});
         Attrs at = attrs({{"sorted", sorted}});
         if (axis) at.set("axis", *axis);
@@ -445,7 +394,7 @@ TEST(LinalgLower, UniqueAllOutputs) {
 
 TEST(LinalgLower, NonMaxSuppression) {
   for (int64_t center : {0, 1}) {
-    Builder b;
+    GraphBuilder b;
     ValueId boxes = b.input("boxes", DType::F32, {2, N, 4});
     ValueId scores = b.input("scores", DType::F32, {2, 3, N});
     ValueId maxOut = b.ints("max", {2});
@@ -463,7 +412,7 @@ TEST(LinalgLower, RunTimeScalarInputs) {
   std::mt19937_64 rng(5);
   {
     // TopK with K read at run time (an allocating call defines the K dim).
-    Builder b;
+    GraphBuilder b;
     ValueId x = b.input("x", DType::F32, {3, N});
     ValueId k = b.input("k", DType::I64, {1});
     auto outs = b.node(OpKind::TopK, {x, k}, attrs({{"axis", int64_t(1)}}), 2);
@@ -483,7 +432,7 @@ TEST(LinalgLower, RunTimeScalarInputs) {
   }
   for (DType at : {DType::I32, DType::I64}) {
     // CumSum with the axis read at run time.
-    Builder b;
+    GraphBuilder b;
     ValueId x = b.input("x", DType::I32, {3, N, 2});
     ValueId axis = b.input("axis", at, {});
     b.output(b.op(OpKind::CumSum, {x, axis}, attrs({{"reverse", int64_t(1)}})));
@@ -495,7 +444,7 @@ TEST(LinalgLower, RunTimeScalarInputs) {
   }
   {
     // NonMaxSuppression with every scalar input given at run time.
-    Builder b;
+    GraphBuilder b;
     ValueId boxes = b.input("boxes", DType::F32, {1, N, 4});
     ValueId scores = b.input("scores", DType::F32, {1, 2, N});
     ValueId maxOut = b.input("max", DType::I64, {1});
@@ -528,7 +477,7 @@ struct AttnCase {
 };
 
 void checkAttention(const AttnCase &c, Tolerance tol, const std::string &name) {
-  Builder b;
+  GraphBuilder b;
   SymInt S = N, T = 5, D = 3, DV = 2, P = 2;
   ValueId q, k, v;
   Attrs at = c.at;
