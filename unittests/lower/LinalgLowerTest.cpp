@@ -245,6 +245,10 @@ TEST(LinalgLower, ConvTranspose) {
                               {"strides", std::vector<int64_t>{2, 2, 1}}}),
                        true, tol);
   }
+  // f16/bf16 through the f64 kernel, rounded once.
+  checkConvTranspose(DType::F16, {N, 2, 3, 3}, {2, 2, 2, 2},
+                     attrs({{"strides", std::vector<int64_t>{2, 2}}}), true, kExact);
+  checkConvTranspose(DType::BF16, {N, 2, 4}, {2, 3, 3}, {}, false, kExact);
 }
 
 // --- Einsum, Det

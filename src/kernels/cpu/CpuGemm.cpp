@@ -247,21 +247,36 @@ bool isPointwiseConv(const ConvGeom &g) {
 template <typename T> void conv(const T *x, T *y, const T *w, const ConvGeom &g) {
   if (g.n == 0 || g.m == 0 || g.outSize == 0) return;
   bool direct = isPointwiseConv(g);
-  std::vector<T> col;
-  if (!direct) col.resize(size_t(g.colRows * g.outSize));
-  for (int64_t b = 0; b < g.n; ++b)
-    for (int64_t gr = 0; gr < g.group; ++gr) {
-      const T *xg = x + (b * g.c + gr * g.cg) * g.inSize;
-      T *yg = y + (b * g.m + gr * g.mg) * g.outSize;
-      const T *wg = w + gr * g.mg * g.colRows;
-      const T *cols = xg;
-      if (!direct) {
-        im2col(g, xg, col.data());
-        cols = col.data();
-      }
-      // y_g [mg, O] = w_g [mg, cg*K] * col [cg*K, O]
-      gemmOne<T>(wg, cols, yg, g.mg, g.outSize, g.colRows, false, false, T(1), T(0));
+  int64_t items = g.n * g.group; // (image, group) pairs, each one GEMM
+  // One (image, group): im2col into `col` (unless 1x1), then y_g [mg, O] = w_g [mg, cg*K] *
+  // col [cg*K, O].
+  auto one = [&](int64_t item, std::vector<T> &col) {
+    int64_t b = item / g.group, gr = item % g.group;
+    const T *xg = x + (b * g.c + gr * g.cg) * g.inSize;
+    T *yg = y + (b * g.m + gr * g.mg) * g.outSize;
+    const T *wg = w + gr * g.mg * g.colRows;
+    const T *cols = xg;
+    if (!direct) {
+      col.resize(size_t(g.colRows * g.outSize));
+      im2col(g, xg, col.data());
+      cols = col.data();
     }
+    gemmOne<T>(wg, cols, yg, g.mg, g.outSize, g.colRows, false, false, T(1), T(0));
+  };
+  int64_t work; // multiply-adds per item
+  if (!mulSizes({g.mg, g.outSize, g.colRows}, &work)) work = INT64_MAX;
+  if (items > 1 && work < kSmallGemm * 4) {
+    // Small images: one item per thread (BLAS would run each on one thread anyway).
+#pragma omp parallel
+    {
+      std::vector<T> col;
+#pragma omp for schedule(dynamic)
+      for (int64_t i = 0; i < items; ++i) one(i, col);
+    }
+  } else {
+    std::vector<T> col;
+    for (int64_t i = 0; i < items; ++i) one(i, col);
+  }
 }
 
 template <typename T> void convTranspose(const T *x, T *y, const T *w, const ConvGeom &g) {

@@ -235,10 +235,12 @@ Status lowerConvTranspose(LowerContext &ctx) {
     return ctx.error("conv_transpose needs input [N, C, spatial...] and weights of the same rank");
   size_t nd = size_t(x.rank() - 2);
   DType dt = ctx.outputType(0).dtype;
-  if (!isExternType(dt) || nd > 3)
-    return ctx.error("ConvTranspose is compiled for f32 and f64 with 1 to 3 spatial dims only, "
-                     "got " +
+  if (!isFloat(dt) || nd > 3)
+    return ctx.error("ConvTranspose is compiled for floating-point inputs with 1 to 3 spatial "
+                     "dims only, got " +
                      std::string(dtypeName(dt)) + " with " + std::to_string(nd));
+  // f16/bf16 go through the f64 kernel: the interpreter computes in double and rounds once.
+  DType kt = isExternType(dt) ? dt : DType::F64;
   const Attrs &at = ctx.gnode().attrs;
   int64_t group = at.getInt("group", 1);
   if (group < 1) return ctx.error("group must be positive, got " + std::to_string(group));
@@ -271,14 +273,25 @@ Status lowerConvTranspose(LowerContext &ctx) {
     }
   }
   SymInt n = x.shape[0], c = x.shape[1], m = yt.shape[1];
-  x = ctx.realize(x);
-  w = ctx.realize(w);
+  auto prepare = [&](const TensorRef &t) {
+    if (t.dtype == kt) return ctx.realize(t);
+    return ctx.pointwise(kt, t.shape, [&](BodyBuilder &b, const std::vector<SymInt> &i) {
+      return b.cast(b.load(t, i), kt);
+    });
+  };
+  x = prepare(x);
+  w = prepare(w);
   std::vector<ExternArg> args{nodeArg(x), nodeArg(w), outArg(0)};
   auto g = geometryArgs(n, c, m, group, nd, in, k, out, s, d, pb);
   args.insert(args.end(), g.begin(), g.end());
   TensorRef y =
-      ctx.externCall("coil_cpu_conv_transpose_" + suffix(dt), std::move(args), {{dt, yt.shape}})[0];
-  if (ctx.hasInput(2)) y = addChannelBias(ctx, y, ctx.input(2), dt, dt);
+      ctx.externCall("coil_cpu_conv_transpose_" + suffix(kt), std::move(args), {{kt, yt.shape}})[0];
+  if (ctx.hasInput(2))
+    y = addChannelBias(ctx, y, ctx.input(2), kt, dt);
+  else if (kt != dt)
+    y = ctx.pointwise(dt, yt.shape, [&](BodyBuilder &b, const std::vector<SymInt> &i) {
+      return b.cast(b.load(y, i), dt);
+    });
   ctx.setOutput(0, y);
   return okStatus();
 }
