@@ -111,8 +111,9 @@ void gemmOne(const T *a, const T *b, T *y, int64_t m, int64_t n, int64_t k, bool
     }
 }
 
-/// Below this many multiply-adds per matrix, batches run in parallel (BLAS would run each one
-/// on a single thread anyway).
+/// Up to this many multiply-adds per matrix, batches run in parallel, one matrix per thread:
+/// OpenBLAS runs such sizes on a single thread anyway (its multithreading threshold is
+/// 4 * 65536), so threads never nest.
 constexpr int64_t kSmallGemm = int64_t(1) << 18;
 
 template <typename T>
@@ -131,7 +132,7 @@ void gemmBatched(const T *a, const T *b, const T *c, T *y, int64_t batch, int64_
     if (c) std::memmove(yb, c + i * sc, size_t(mn) * sizeof(T));
     gemmOne<T>(a + i * sa, b + i * sb, yb, m, n, k, ta != 0, tb != 0, T(alpha), c ? T(beta) : T(0));
   };
-  if (batch > 1 && work < kSmallGemm) {
+  if (batch > 1 && work <= kSmallGemm) {
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < batch; ++i) one(i);
   } else {
@@ -265,7 +266,7 @@ template <typename T> void conv(const T *x, T *y, const T *w, const ConvGeom &g)
   };
   int64_t work; // multiply-adds per item
   if (!mulSizes({g.mg, g.outSize, g.colRows}, &work)) work = INT64_MAX;
-  if (items > 1 && work < kSmallGemm * 4) {
+  if (items > 1 && work <= kSmallGemm) {
     // Small images: one item per thread (BLAS would run each on one thread anyway).
 #pragma omp parallel
     {
