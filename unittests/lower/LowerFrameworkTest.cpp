@@ -2,6 +2,7 @@
 // evaluator (lower/LoopEval.cpp).
 #include "LowerTestUtil.h"
 
+#include <deque>
 #include <gtest/gtest.h>
 
 using namespace coil;
@@ -11,7 +12,8 @@ using namespace coil::lowertest;
 namespace {
 
 LoopProgram lowerText(const std::string &text) {
-  Graph *g = new Graph(parseOrDie(text)); // kept alive: the program points at it
+  static std::deque<Graph> graphs; // kept alive: the program points at its graph
+  Graph *g = &graphs.emplace_back(parseOrDie(text));
   auto p = lowerGraph(*g);
   EXPECT_TRUE(p.ok()) << (p.ok() ? "" : p.error().render());
   return p.ok() ? std::move(p).value() : LoopProgram();
@@ -84,6 +86,14 @@ output y = gelu
 output g = gather
 )";
   EXPECT_EQ(printLoopProgram(p), want);
+}
+
+TEST(LowerFramework, EveryElementwiseAndShapeOpHasALowering) {
+  for (size_t k = 0; k < kNumOps; ++k) {
+    OpKind op = OpKind(k);
+    if (opFamily(op) == OpFamily::Elementwise || opFamily(op) == OpFamily::ShapeOps)
+      EXPECT_NE(lowerFnFor(op), nullptr) << opName(op);
+  }
 }
 
 TEST(LowerFramework, NodeNamesAreUniqueCIdentifiers) {
