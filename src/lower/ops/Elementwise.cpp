@@ -5,6 +5,7 @@
 #include "lower/Lower.h"
 
 #include <cmath>
+#include <limits>
 
 namespace coil::loop {
 namespace {
@@ -331,10 +332,14 @@ Status lPow(LowerContext &ctx) {
   DType bt = ctx.inputType(0).dtype, et = ctx.inputType(1).dtype;
   return binary(ctx, [=](BodyBuilder &b, Val x, Val y) {
     if (bt == et && isFloat(bt)) return b.op(ScalarOp::Pow, x, y);
-    if (!isFloat(bt) && !isFloat(et)) // integer power, wrapping, in i64
-    {
+    if (!isFloat(bt) && !isFloat(et)) { // integer power, wrapping, in i64
       Val xi = b.cast(x, DType::I64);
-      return b.cast(b.op(ScalarOp::Pow, xi, b.cast(y, DType::I64)), bt);
+      Val yi = b.cast(y, DType::I64);
+      if (et == DType::U64) { // exponents >= 2^63 act as 2^63 - 1, as in the reference kernel
+        Val big = b.op(ScalarOp::Lt, yi, b.intConstant(DType::I64, 0));
+        yi = select(b, big, b.intConstant(DType::I64, std::numeric_limits<int64_t>::max()), yi);
+      }
+      return b.cast(b.op(ScalarOp::Pow, xi, yi), bt);
     }
     // Mixed: as the reference kernel, in double, rounded (or truncated) to the base type.
     Val xd = b.cast(x, DType::F64);
