@@ -744,7 +744,8 @@ Expected<LoopProgram> lowerGraph(const Graph &g) {
                                locOf(g, gn)));
       continue;
     }
-    if (diags.hasErrors()) continue; // only look for more unsupported ops
+    // After an error, nodes that do not depend on the failed ones still lower, so that one
+    // run reports every problem.
     bool ready = true;
     for (ValueId in : gn.inputs)
       if (in != kNoValue && !refs[size_t(in)] && g.value(in).kind == ValueKind::NodeOutput)
