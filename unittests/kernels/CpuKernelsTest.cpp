@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <numeric>
 #include <random>
+#include <sys/resource.h>
 #include <vector>
 
 namespace {
@@ -517,6 +518,57 @@ TEST(CpuKernelsValidation, HostileSizesNeverTouchMemory) {
     coil_cpu_nms_f32(testAlloc, &a.ptrs, nullptr, nullptr, &p1, &count, s, s, s, 3, 0.5, 0, 0, 0);
     EXPECT_EQ(count, 0);
   }
+}
+
+/// Runs the conv and conv-transpose kernels in a child process whose address space is capped
+/// below what their column buffers need: they must fall back to direct loops and still be right.
+TEST(CpuKernelsConvDeathTest, FallBackToDirectLoopsWithoutMemory) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto run = [] {
+    // conv: one 1-channel 160x160 image, 41x41 kernel, pads 20: columns of 1681 x 25600 floats
+    // (172 MB); transposed: 48x48 input, 41x41 kernel: columns of 1681 x 2304 doubles (31 MB).
+    const int64_t H = 160, K = 41, P = 20, T = 48, TO = T + K - 1;
+    auto x = cast<float>(randomDoubles(size_t(H * H), 21));
+    auto w = cast<float>(randomDoubles(size_t(K * K), 22));
+    auto xt = randomDoubles(size_t(T * T), 23), wt = randomDoubles(size_t(K * K), 24);
+    std::vector<float> y(size_t(H * H), 9), ref(size_t(H * H), 0);
+    std::vector<double> yt(size_t(TO * TO), 9), reft(size_t(TO * TO), 0);
+    for (int64_t o0 = 0; o0 < H; ++o0)
+      for (int64_t o1 = 0; o1 < H; ++o1)
+        for (int64_t k0 = 0; k0 < K; ++k0)
+          for (int64_t k1 = 0; k1 < K; ++k1) {
+            int64_t i0 = o0 - P + k0, i1 = o1 - P + k1;
+            if (i0 >= 0 && i0 < H && i1 >= 0 && i1 < H)
+              ref[size_t(o0 * H + o1)] += x[size_t(i0 * H + i1)] * w[size_t(k0 * K + k1)];
+          }
+    for (int64_t i0 = 0; i0 < T; ++i0)
+      for (int64_t i1 = 0; i1 < T; ++i1)
+        for (int64_t k0 = 0; k0 < K; ++k0)
+          for (int64_t k1 = 0; k1 < K; ++k1)
+            reft[size_t((i0 + k0) * TO + i1 + k1)] +=
+                xt[size_t(i0 * T + i1)] * wt[size_t(k0 * K + k1)];
+    rlimit lim{};
+    getrlimit(RLIMIT_AS, &lim);
+    rlimit cap = lim;
+    cap.rlim_cur = 0;
+    // The current address space plus 24 MB: the inputs fit, the columns do not.
+    FILE *f = std::fopen("/proc/self/statm", "r");
+    unsigned long pages = 0;
+    if (!f || std::fscanf(f, "%lu", &pages) != 1) std::exit(3);
+    std::fclose(f);
+    cap.rlim_cur = rlim_t(pages) * 4096 + (24u << 20);
+    if (setrlimit(RLIMIT_AS, &cap) != 0) std::exit(4);
+    coil_cpu_conv_f32(x.data(), w.data(), y.data(), 1, 1, 1, 1, 2, H, H, 1, K, K, 1, H, H, 1, 1, 1,
+                      1, 1, 1, 1, P, P, 0);
+    coil_cpu_conv_transpose_f64(xt.data(), wt.data(), yt.data(), 1, 1, 1, 1, 2, T, T, 1, K, K, 1,
+                                TO, TO, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0);
+    for (size_t i = 0; i < y.size(); ++i)
+      if (std::fabs(y[i] - ref[i]) > 1e-3) std::exit(5);
+    for (size_t i = 0; i < yt.size(); ++i)
+      if (std::fabs(yt[i] - reft[i]) > 1e-9) std::exit(6);
+    std::exit(0);
+  };
+  EXPECT_EXIT(run(), ::testing::ExitedWithCode(0), "");
 }
 
 } // namespace

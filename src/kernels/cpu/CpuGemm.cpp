@@ -7,6 +7,7 @@
 #include <cblas.h>
 #include <climits>
 #include <cstdlib>
+#include <new>
 #include <vector>
 
 namespace coil::cpu {
@@ -245,6 +246,27 @@ bool isPointwiseConv(const ConvGeom &g) {
   return true;
 }
 
+/// Calls fn(fromFlat, kk, toFlat) for every position `f` of the `from` grid and kernel position
+/// kk whose target t = f*s - p + kk*d lies inside the `to` grid (conv: from = output, to =
+/// input; transposed conv: from = input, to = output). The workspace-free fallback of the
+/// GEMM formulations when their column buffer cannot be allocated.
+template <typename F>
+void forEachTap(const ConvGeom &g, const int64_t from[3], const int64_t to[3], F fn) {
+  for (int64_t f0 = 0; f0 < from[0]; ++f0)
+    for (int64_t f1 = 0; f1 < from[1]; ++f1)
+      for (int64_t f2 = 0; f2 < from[2]; ++f2)
+        for (int64_t k0 = 0; k0 < g.k[0]; ++k0)
+          for (int64_t k1 = 0; k1 < g.k[1]; ++k1)
+            for (int64_t k2 = 0; k2 < g.k[2]; ++k2) {
+              int64_t t0 = f0 * g.s[0] - g.p[0] + k0 * g.d[0];
+              int64_t t1 = f1 * g.s[1] - g.p[1] + k1 * g.d[1];
+              int64_t t2 = f2 * g.s[2] - g.p[2] + k2 * g.d[2];
+              if (t0 < 0 || t0 >= to[0] || t1 < 0 || t1 >= to[1] || t2 < 0 || t2 >= to[2]) continue;
+              fn((f0 * from[1] + f1) * from[2] + f2, (k0 * g.k[1] + k1) * g.k[2] + k2,
+                 (t0 * to[1] + t1) * to[2] + t2);
+            }
+}
+
 template <typename T> void conv(const T *x, T *y, const T *w, const ConvGeom &g) {
   if (g.n == 0 || g.m == 0 || g.outSize == 0) return;
   bool direct = isPointwiseConv(g);
@@ -258,7 +280,17 @@ template <typename T> void conv(const T *x, T *y, const T *w, const ConvGeom &g)
     const T *wg = w + gr * g.mg * g.colRows;
     const T *cols = xg;
     if (!direct) {
-      col.resize(size_t(g.colRows * g.outSize));
+      try {
+        col.resize(size_t(g.colRows * g.outSize));
+      } catch (const std::bad_alloc &) { // no memory for the columns: direct loops
+        std::fill(yg, yg + g.mg * g.outSize, T(0));
+        for (int64_t oc = 0; oc < g.mg; ++oc)
+          for (int64_t ic = 0; ic < g.cg; ++ic)
+            forEachTap(g, g.out, g.in, [&](int64_t o, int64_t kk, int64_t i) {
+              yg[oc * g.outSize + o] += xg[ic * g.inSize + i] * wg[(oc * g.cg + ic) * g.kSize + kk];
+            });
+        return;
+      }
       im2col(g, xg, col.data());
       cols = col.data();
     }
@@ -285,7 +317,22 @@ template <typename T> void convTranspose(const T *x, T *y, const T *w, const Con
   std::fill(y, y + total, T(0));
   if (g.n == 0 || g.c == 0 || g.inSize == 0) return;
   int64_t rows = g.mg * g.kSize; // col [mg*K, inSize]
-  std::vector<T> col(size_t(rows * g.inSize));
+  std::vector<T> col;
+  try {
+    col.resize(size_t(rows * g.inSize));
+  } catch (const std::bad_alloc &) { // no memory for the columns: direct loops
+    for (int64_t b = 0; b < g.n; ++b)
+      for (int64_t gr = 0; gr < g.group; ++gr)
+        for (int64_t ic = 0; ic < g.cg; ++ic)
+          for (int64_t oc = 0; oc < g.mg; ++oc) {
+            const T *xc = x + (b * g.c + gr * g.cg + ic) * g.inSize;
+            const T *wc = w + ((gr * g.cg + ic) * g.mg + oc) * g.kSize;
+            T *yc = y + (b * g.m + gr * g.mg + oc) * g.outSize;
+            forEachTap(g, g.in, g.out,
+                       [&](int64_t i, int64_t kk, int64_t o) { yc[o] += xc[i] * wc[kk]; });
+          }
+    return;
+  }
   for (int64_t b = 0; b < g.n; ++b)
     for (int64_t gr = 0; gr < g.group; ++gr) {
       const T *xg = x + (b * g.c + gr * g.cg) * g.inSize; // [cg, inSize]
