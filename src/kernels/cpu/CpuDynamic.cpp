@@ -4,6 +4,7 @@
 #include "kernels/cpu/CpuKernelsImpl.h"
 
 #include <algorithm>
+#include <new>
 #include <numeric>
 #include <vector>
 
@@ -48,7 +49,12 @@ void topk(const void *x, void *values, void *indices, int64_t outer, int64_t len
 #pragma omp parallel for schedule(dynamic, 16) if (lines > 1 && all > 16384)
   for (int64_t line = 0; line < lines; ++line) {
     int64_t o = line / inner, i = line % inner;
-    std::vector<int64_t> order(static_cast<size_t>(len));
+    std::vector<int64_t> order;
+    try {
+      order.resize(static_cast<size_t>(len));
+    } catch (const std::bad_alloc &) {
+      continue; // out of memory: this line stays unwritten (never an exception out of here)
+    }
     std::iota(order.begin(), order.end(), 0);
     auto at = [&](int64_t j) { return load<E>(x, (o * len + j) * inner + i); };
     auto before = [&](int64_t a, int64_t b) {
@@ -309,8 +315,12 @@ COIL_CPU_FOR_EACH_NUMERIC(COIL_CPU_DEFINE_NUMERIC_DYN)
   void coil_cpu_unique_##S(coil_alloc_fn alloc, void *alloc_ctx, const void *x, void **y,          \
                            void **indices, void **inverse, void **counts, int64_t *count,          \
                            int64_t outer, int64_t len, int64_t inner, int64_t sorted) {            \
-    unique<E>(alloc, alloc_ctx, x, y, indices, inverse, counts, count, outer, len, inner,          \
-              sorted != 0);                                                                        \
+    try {                                                                                          \
+      unique<E>(alloc, alloc_ctx, x, y, indices, inverse, counts, count, outer, len, inner,        \
+                sorted != 0);                                                                      \
+    } catch (const std::bad_alloc &) {                                                             \
+      *count = 0; /* out of memory: an empty result */                                             \
+    }                                                                                              \
   }
 COIL_CPU_FOR_EACH_DTYPE(COIL_CPU_DEFINE_DYNAMIC)
 #undef COIL_CPU_DEFINE_DYNAMIC
@@ -319,9 +329,13 @@ void coil_cpu_nms_f32(coil_alloc_fn alloc, void *alloc_ctx, const void *boxes, c
                       void **selected, int64_t *count, int64_t batches, int64_t classes,
                       int64_t nboxes, int64_t maxPerClass, double iouThreshold,
                       double scoreThreshold, int64_t hasScoreThreshold, int64_t centerPointBox) {
-  nms(alloc, alloc_ctx, static_cast<const float *>(boxes), static_cast<const float *>(scores),
-      selected, count, batches, classes, nboxes, maxPerClass, iouThreshold, scoreThreshold,
-      hasScoreThreshold != 0, centerPointBox != 0);
+  try {
+    nms(alloc, alloc_ctx, static_cast<const float *>(boxes), static_cast<const float *>(scores),
+        selected, count, batches, classes, nboxes, maxPerClass, iouThreshold, scoreThreshold,
+        hasScoreThreshold != 0, centerPointBox != 0);
+  } catch (const std::bad_alloc &) {
+    *count = 0; // out of memory: an empty result
+  }
 }
 
 void coil_cpu_nms_dyn_f32(coil_alloc_fn alloc, void *alloc_ctx, const void *boxes,

@@ -348,7 +348,13 @@ template <typename T> void det(const T *x, T *y, int64_t batch, int64_t n) {
   if (batch < 0 || !mulSize(n, n, &nn) || !mulSize(batch, nn, &all)) return;
 #pragma omp parallel for schedule(static) if (batch > 16)
   for (int64_t b = 0; b < batch; ++b) {
-    std::vector<double> m(x + b * nn, x + (b + 1) * nn);
+    std::vector<double> m;
+    try {
+      m.assign(x + b * nn, x + (b + 1) * nn);
+    } catch (const std::bad_alloc &) {
+      y[b] = T(NAN); // out of memory: no determinant (never an exception out of here)
+      continue;
+    }
     double r = 1;
     for (int64_t c = 0; c < n && r != 0; ++c) {
       int64_t piv = c;

@@ -19,6 +19,9 @@
 /// a size product that overflows, a stride below 1 or an out-of-range attribute makes the call a
 /// no-op (documented per function) instead of reading or writing out of bounds. The caller is
 /// responsible only for passing buffers that hold the number of elements the sizes describe.
+/// No C++ exception leaves a function: when memory for a workspace runs out, convolutions fall
+/// back to direct loops, allocating calls report empty results, Det writes NaN and TopK leaves
+/// the affected lines unwritten.
 /// Floating results are computed as the reference interpreter defines them where that is cheap
 /// (double accumulation for scans and Det); GEMM and convolution accumulate in their own type
 /// through BLAS.

@@ -113,6 +113,7 @@ template <typename E> bool isNonZero(typename E::S v) {
   X(f64, F64T)                                                                                     \
   X(f32, F32T)                                                                                     \
   X(f16, F16T)                                                                                     \
-  X(bf16, BF16T) X(i64, I64T) X(i32, I32T) X(i16, I16T) X(i8, I8T) X(u64, U64T) X(u32, U32T)       \
-      X(u16, U16T) X(u8, U8T)
+  X(bf16, BF16T)                                                                                   \
+  X(i64, I64T) X(i32, I32T) X(i16, I16T) X(i8, I8T) X(u64, U64T) X(u32, U32T) X(u16, U16T)         \
+      X(u8, U8T)
 #define COIL_CPU_FOR_EACH_DTYPE(X) COIL_CPU_FOR_EACH_NUMERIC(X) X(bool, BoolT)
