@@ -197,14 +197,14 @@ bool isCKeyword(const std::string &s) {
   return kw.count(s) != 0;
 }
 
-/// A C identifier derived from `s`: lowercase letters, digits and '_', not starting with a
-/// digit or '_', not a keyword, at most 48 characters.
+/// A C identifier derived from `s`: letters, digits and '_' (other characters become '_'), not
+/// starting with a digit or '_', not a keyword, at most 48 characters.
 std::string sanitize(const std::string &s) {
   std::string out;
   for (char c : s) {
     unsigned char u = static_cast<unsigned char>(c);
     if (std::isalnum(u))
-      out += char(std::tolower(u));
+      out += c;
     else if (!out.empty() && out.back() != '_')
       out += '_';
   }
@@ -242,6 +242,13 @@ struct NameCache {
     last = scanned ? p.nodes[scanned - 1].name : "";
   }
 };
+
+/// "relu" for Relu: node names derived from an op are lowercase.
+std::string opBaseName(OpKind op) {
+  std::string s(opName(op));
+  for (char &c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
 
 std::string uniqueNodeName(const LoopProgram &p, const std::string &base) {
   thread_local NameCache cache;
@@ -366,7 +373,7 @@ namespace {
 std::string baseName(const Graph &g, const coil::Node &gn, const std::string &hint) {
   if (!hint.empty()) return hint;
   (void)g;
-  return std::string(opName(gn.op));
+  return opBaseName(gn.op);
 }
 } // namespace
 
@@ -591,7 +598,7 @@ std::vector<TensorRef> LowerContext::externCall(std::string function, std::vecto
                                                 std::vector<TensorType> outputs, bool allocates) {
   COIL_CHECK(!outputs.empty()) << "extern call " << function << " without outputs";
   Node n;
-  n.name = uniqueNodeName(program_, std::string(opName(gnode().op)));
+  n.name = uniqueNodeName(program_, opBaseName(gnode().op));
   n.dtype = outputs[0].dtype;
   n.shape = outputs[0].shape;
   n.origins = {nodeIndex_};
@@ -737,7 +744,8 @@ Expected<LoopProgram> lowerGraph(const Graph &g) {
                                locOf(g, gn)));
       continue;
     }
-    if (diags.hasErrors()) continue; // only look for more unsupported ops
+    // After an error, nodes that do not depend on the failed ones still lower, so that one
+    // run reports every problem.
     bool ready = true;
     for (ValueId in : gn.inputs)
       if (in != kNoValue && !refs[size_t(in)] && g.value(in).kind == ValueKind::NodeOutput)

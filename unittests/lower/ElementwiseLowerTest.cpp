@@ -174,6 +174,14 @@ TEST(ElementwiseLower, PowWithMixedTypes) {
   checkBinary(OpKind::Pow, DType::I64, DType::I8, {N, 3}, {3}, {}, small, Tolerance{0, 0});
   checkBinary(OpKind::Pow, DType::I64, DType::U8, {N, 3}, {3}, {}, small, Tolerance{0, 0});
   checkBinary(OpKind::Pow, DType::I32, DType::F32, {N, 3}, {3}, {}, pos, Tolerance{0, 0});
+  {
+    GraphBuilder b; // u64 exponents of 2^63 and more
+    ValueId x = b.input("x", DType::I64, {4}), y = b.input("y", DType::U64, {4});
+    b.output(b.op(OpKind::Pow, {x, y}));
+    Tensor xs = Tensor::fromInts(DType::I64, {4}, {3, -3, 5, 2});
+    Tensor ys = Tensor::fromInts(DType::U64, {4}, {-1, INT64_MIN, 7, -2});
+    expectMatchesInterpreter(b.g, {xs, ys}, Tolerance{0, 0});
+  }
   // negative integer exponents: 1 / x**-y truncated
   RandomOptions neg;
   neg.ilo = -3, neg.ihi = 3;

@@ -2,6 +2,7 @@
 // evaluator (lower/LoopEval.cpp).
 #include "LowerTestUtil.h"
 
+#include <deque>
 #include <gtest/gtest.h>
 
 using namespace coil;
@@ -11,7 +12,8 @@ using namespace coil::lowertest;
 namespace {
 
 LoopProgram lowerText(const std::string &text) {
-  Graph *g = new Graph(parseOrDie(text)); // kept alive: the program points at it
+  static std::deque<Graph> graphs; // kept alive: the program points at its graph
+  Graph *g = &graphs.emplace_back(parseOrDie(text));
   auto p = lowerGraph(*g);
   EXPECT_TRUE(p.ok()) << (p.ok() ? "" : p.error().render());
   return p.ok() ? std::move(p).value() : LoopProgram();
@@ -31,6 +33,67 @@ TEST(LowerFramework, ReluPrintsReadably) {
   EXPECT_EQ(text, printLoopProgram(p)); // deterministic
   ASSERT_EQ(p.nodes.size(), 2u);
   EXPECT_EQ(p.nodes[1].origins, std::vector<int32_t>{0});
+}
+
+TEST(LowerFramework, PrintedProgramGolden) {
+  LoopProgram p = lowerText(R"(graph @g(%x: f32[N, 4], %i: i64[2]) -> (%y, %g) {
+    symbol N in [1, 16]
+    %c = constant f32[4] [0.5, -1, 2, 0.1]
+    %s = Add(%x, %c) : f32[N, 4] name "add0"
+    %y = Gelu(%s) {approximate = "tanh"} : f32[N, 4]
+    %g = Gather(%x, %i) {axis = 1} : f32[N, 2]
+  })");
+  const char *want = R"(symbols N in [1, 16]
+
+x: f32[N, 4] = input 'x'
+
+i: i64[2] = input 'i'
+
+c: f32[4] = constant 'c'
+
+add: f32[N, 4] = pointwise (%x0, %x1)
+  %0 = load f32 x[%x0, %x1]
+  %1 = load f32 c[%x1]
+  %2 = add f32 %0, %1
+  result %2
+
+gelu: f32[N, 4] = pointwise (%x0, %x1)
+  %0 = load f32 add[%x0, %x1]
+  %1 = const f32 0.5
+  %2 = const f32 1
+  %3 = const f32 0.7978845608028654
+  %4 = const f32 0.044715
+  %5 = mul f32 %0, %0
+  %6 = mul f32 %5, %0
+  %7 = mul f32 %4, %6
+  %8 = add f32 %0, %7
+  %9 = mul f32 %3, %8
+  %10 = mul f32 %1, %0
+  %11 = tanh f32 %9
+  %12 = add f32 %2, %11
+  %13 = mul f32 %10, %12
+  result %13
+
+gather: f32[N, 2] = pointwise (%x0, %x1)
+  %0 = load i64 i[%x1]
+  %1 = indirect %i0 = %0 in [0, 4) wrap
+  %2 = load f32 x[%x0, %i0]
+  result %2
+
+input x = x
+input i = i
+output y = gelu
+output g = gather
+)";
+  EXPECT_EQ(printLoopProgram(p), want);
+}
+
+TEST(LowerFramework, EveryElementwiseAndShapeOpHasALowering) {
+  for (size_t k = 0; k < kNumOps; ++k) {
+    OpKind op = OpKind(k);
+    if (opFamily(op) == OpFamily::Elementwise || opFamily(op) == OpFamily::ShapeOps)
+      EXPECT_NE(lowerFnFor(op), nullptr) << opName(op);
+  }
 }
 
 TEST(LowerFramework, NodeNamesAreUniqueCIdentifiers) {
