@@ -154,8 +154,15 @@ struct Fixture {
   NodeId table, ids, gath;              // gather [13, 8] from [10, 8] by [13]
   NodeId hx, hout, bout, hin, hsum;     // f16/bf16
   NodeId mx, mred, colx, colsum;        // max with NaN, column sum i32 with wrap
+  NodeId ux, uy;                        // unary and binary float ops, one row of uy per op
 };
 
+/// Float ops of the unary test kernel, in the rows of its output.
+const std::vector<ScalarOp> kUnaryOps = {
+    ScalarOp::Exp, ScalarOp::Tanh,  ScalarOp::Sigmoid,    ScalarOp::Log,  ScalarOp::Sqrt,
+    ScalarOp::Erf, ScalarOp::Round, ScalarOp::Floor,      ScalarOp::Ceil, ScalarOp::Sign,
+    ScalarOp::Abs, ScalarOp::Neg,   ScalarOp::Reciprocal, ScalarOp::Sin,  ScalarOp::Atan};
+constexpr int64_t kUN = 64;
 constexpr int64_t kCols = 37, kSmR = 6, kSmD = 100, kAR = 5, kAD = 9, kIN = 40, kV = 10, kE = 8,
                   kT = 13, kHN = 50, kMR = 4, kMD = 33, kCR = 7, kCC = 5;
 
@@ -411,6 +418,43 @@ Fixture buildFixture() {
     k.phases = {p0, p1};
     k.reads = {fx.colx};
     k.writes = {fx.colsum};
+    fx.kernels.push_back(k);
+  }
+
+  // 8. Float ops: each unary op of kUnaryOps, then binary ops and an f64 round trip.
+  int64_t rows = int64_t(kUnaryOps.size()) + 6;
+  fx.ux = addNode(p, "ux", DType::F32, {kUN}, true);
+  fx.uy = addNode(p, "uy", DType::F32, {rows, kUN}, false);
+  {
+    sched::Kernel k;
+    k.name = "k_unary";
+    k.vars = {"%x0"};
+    k.ranges = {kUN};
+    sched::Phase ph;
+    B b;
+    Val x = b.load(p, fx.ux, {X0});
+    int64_t row = 0;
+    for (ScalarOp op : kUnaryOps) ph.stores.push_back(store(fx.uy, {row++, X0}, b.op(op, {x})));
+    Val c = b.cnst(DType::F32, 0.7);
+    ph.stores.push_back(store(fx.uy, {row++, X0}, b.op(ScalarOp::Mod, {x, c})));
+    ph.stores.push_back(store(fx.uy, {row++, X0}, b.op(ScalarOp::FMod, {x, c})));
+    ph.stores.push_back(store(fx.uy, {row++, X0}, b.op(ScalarOp::Min, {x, c})));
+    Val ax = b.op(ScalarOp::Abs, {x});
+    ph.stores.push_back(
+        store(fx.uy, {row++, X0}, b.op(ScalarOp::Pow, {ax, b.cnst(DType::F32, 1.5)})));
+    Val d = b.op(ScalarOp::Exp, {b.cast(x, DType::F64)});
+    ph.stores.push_back(store(fx.uy, {row++, X0}, b.cast(d, DType::F32)));
+    // isnan(x) ? -1 : (x > 0 && !(x > 5) ? 1 : 0), through bool ops
+    Val gt0 = b.op(ScalarOp::Gt, {x, b.cnst(DType::F32, 0)});
+    Val gt5 = b.op(ScalarOp::Gt, {x, b.cnst(DType::F32, 5)});
+    Val in = b.op(ScalarOp::And, {gt0, b.op(ScalarOp::Not, {gt5})});
+    Val sel = b.op(ScalarOp::Select,
+                   {b.op(ScalarOp::IsNaN, {x}), b.cnst(DType::F32, -1), b.cast(in, DType::F32)});
+    ph.stores.push_back(store(fx.uy, {row++, X0}, sel));
+    ph.body = b.body;
+    k.phases = {ph};
+    k.reads = {fx.ux};
+    k.writes = {fx.uy};
     fx.kernels.push_back(k);
   }
   return fx;
@@ -716,6 +760,77 @@ TEST_F(CpuCodegenTest, MaxWithNaNAndWrappingIntSum) {
       uint32_t want = 0;
       for (int64_t r = 0; r < kCR * 2; ++r) want += uint32_t(cx[size_t(r * kCC + c)]);
       EXPECT_EQ(s[size_t(c)], int32_t(want)) << c;
+    }
+  }
+}
+
+TEST_F(CpuCodegenTest, FloatOps) {
+  using Fn = void (*)(const float *, float *);
+  std::mt19937 rng(8);
+  auto x = randomFloats(rng, kUN, -12, 12);
+  const float special[] = {kNaN,   kInf,    -kInf, 0.0f,  -0.0f, 0.5f,  1.5f,  2.5f,  -2.5f,
+                           100.0f, -100.0f, 1e-3f, -0.3f, 0.54f, 0.56f, 89.0f, -90.0f};
+  std::copy(std::begin(special), std::end(special), x.begin());
+  size_t rows = kUnaryOps.size() + 6;
+  auto ref = [](ScalarOp op, double v) -> double {
+    switch (op) {
+    case ScalarOp::Exp:
+      return std::exp(v);
+    case ScalarOp::Tanh:
+      return std::tanh(v);
+    case ScalarOp::Sigmoid:
+      return 1 / (1 + std::exp(-v));
+    case ScalarOp::Log:
+      return std::log(v);
+    case ScalarOp::Sqrt:
+      return std::sqrt(v);
+    case ScalarOp::Erf:
+      return std::erf(v);
+    case ScalarOp::Round:
+      return std::nearbyint(v);
+    case ScalarOp::Floor:
+      return std::floor(v);
+    case ScalarOp::Ceil:
+      return std::ceil(v);
+    case ScalarOp::Sign:
+      return v > 0 ? 1 : v < 0 ? -1 : v;
+    case ScalarOp::Abs:
+      return std::fabs(v);
+    case ScalarOp::Neg:
+      return -v;
+    case ScalarOp::Reciprocal:
+      return 1 / v;
+    case ScalarOp::Sin:
+      return std::sin(v);
+    case ScalarOp::Atan:
+      return std::atan(v);
+    default:
+      return 0;
+    }
+  };
+  for (size_t cfg = 0; cfg < configs("k_unary"); ++cfg) {
+    std::vector<float> y(rows * kUN, 12345.0f);
+    lib_->get<Fn>("k_unary_c" + std::to_string(cfg))(x.data(), y.data());
+    for (size_t i = 0; i < size_t(kUN); ++i) {
+      double v = x[i];
+      auto got = [&](size_t row) { return y[row * kUN + i]; };
+      std::string at = " of " + std::to_string(v);
+      for (size_t o = 0; o < kUnaryOps.size(); ++o)
+        expectClose(got(o), float(ref(kUnaryOps[o], v)), 2e-6f,
+                    std::string(scalarOpName(kUnaryOps[o])) + at);
+      size_t r = kUnaryOps.size();
+      double fm = std::fmod(v, double(0.7f));
+      double md = fm != 0 && ((fm < 0) != (0.7f < 0)) ? fm + double(0.7f) : fm;
+      expectClose(got(r), float(md), 1e-6f, "mod" + at);
+      expectClose(got(r + 1), float(fm), 1e-6f, "fmod" + at);
+      expectClose(got(r + 2), std::isnan(v) ? kNaN : std::min(float(v), 0.7f), 0, "min" + at);
+      expectClose(got(r + 3), float(std::pow(std::fabs(v), 1.5)), 2e-6f, "pow" + at);
+      expectClose(got(r + 4), float(std::exp(v)), 0, "exp in f64" + at);
+      expectClose(got(r + 5),
+                  std::isnan(v)         ? -1.0f
+                  : (v > 0 && !(v > 5)) ? 1.0f
+                                        : 0.0f,
+                  0, "bool ops" + at);
     }
   }
 }

@@ -563,8 +563,8 @@ Expected<std::string> Emitter::opExpr(const Stmt &s, const std::vector<std::stri
   case ScalarOp::Reciprocal:
     if (bo) return bad();
     return fl ? one() + " / " + a : "coil_div<" + T + ">(" + T + "(1), " + a + ")";
-  case ScalarOp::Exp:
-    return fn("exp");
+  case ScalarOp::Exp: // f32: coil's vectorizable exp
+    return t == DType::F64 ? fn("exp") : fl ? Expected<std::string>("coil_expf(" + a + ")") : bad();
   case ScalarOp::Log:
     return fn("log");
   case ScalarOp::Sqrt:
@@ -586,7 +586,9 @@ Expected<std::string> Emitter::opExpr(const Stmt &s, const std::vector<std::stri
   case ScalarOp::Cosh:
     return fn("cosh");
   case ScalarOp::Tanh:
-    return fn("tanh");
+    return t == DType::F64 ? fn("tanh")
+           : fl            ? Expected<std::string>("coil_tanhf(" + a + ")")
+                           : bad();
   case ScalarOp::Asinh:
     return fn("asinh");
   case ScalarOp::Acosh:
@@ -641,10 +643,10 @@ Expected<std::string> Emitter::opExpr(const Stmt &s, const std::vector<std::stri
     return tmpl("coil_min");
   case ScalarOp::Max:
     return tmpl("coil_max");
-  case ScalarOp::And:
-    return "(" + castExpr(a, t, DType::Bool) + " && " + castExpr(x, t, DType::Bool) + ")";
+  case ScalarOp::And: // & and | on bools: both sides are computed already, and no branch
+    return "bool(" + castExpr(a, t, DType::Bool) + " & " + castExpr(x, t, DType::Bool) + ")";
   case ScalarOp::Or:
-    return "(" + castExpr(a, t, DType::Bool) + " || " + castExpr(x, t, DType::Bool) + ")";
+    return "bool(" + castExpr(a, t, DType::Bool) + " | " + castExpr(x, t, DType::Bool) + ")";
   case ScalarOp::Xor:
     return "(" + castExpr(a, t, DType::Bool) + " != " + castExpr(x, t, DType::Bool) + ")";
   case ScalarOp::BitAnd:
