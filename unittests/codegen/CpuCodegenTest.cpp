@@ -155,6 +155,8 @@ struct Fixture {
   NodeId hx, hout, bout, hin, hsum;     // f16/bf16
   NodeId mx, mred, colx, colsum;        // max with NaN, column sum i32 with wrap
   NodeId ux, uy;                        // unary and binary float ops, one row of uy per op
+  NodeId f3, fs, fy;                    // flat pointwise [3, 5, 7] plus a rank-0 scalar
+  NodeId lx, lsum;                      // long f32 row sums accumulated in double
 };
 
 /// Float ops of the unary test kernel, in the rows of its output.
@@ -162,7 +164,7 @@ const std::vector<ScalarOp> kUnaryOps = {
     ScalarOp::Exp, ScalarOp::Tanh,  ScalarOp::Sigmoid,    ScalarOp::Log,  ScalarOp::Sqrt,
     ScalarOp::Erf, ScalarOp::Round, ScalarOp::Floor,      ScalarOp::Ceil, ScalarOp::Sign,
     ScalarOp::Abs, ScalarOp::Neg,   ScalarOp::Reciprocal, ScalarOp::Sin,  ScalarOp::Atan};
-constexpr int64_t kUN = 64;
+constexpr int64_t kUN = 64, kLong = 200000;
 constexpr int64_t kCols = 37, kSmR = 6, kSmD = 100, kAR = 5, kAD = 9, kIN = 40, kV = 10, kE = 8,
                   kT = 13, kHN = 50, kMR = 4, kMD = 33, kCR = 7, kCC = 5;
 
@@ -457,6 +459,52 @@ Fixture buildFixture() {
     k.writes = {fx.uy};
     fx.kernels.push_back(k);
   }
+
+  // 9. Flat pointwise: same-shape accesses and a rank-0 broadcast, no index decomposition.
+  fx.f3 = addNode(p, "f3", DType::F32, {3, 5, 7}, true);
+  fx.fs = addNode(p, "fs", DType::F32, {}, true);
+  fx.fy = addNode(p, "fy", DType::F32, {3, 5, 7}, false);
+  {
+    sched::Kernel k;
+    k.name = "k_flat";
+    k.vars = {"%x0", "%x1", "%x2"};
+    k.ranges = {3, 5, 7};
+    SymInt X2 = SymInt::symbol("%x2");
+    sched::Phase ph;
+    B b;
+    Val v = b.op(ScalarOp::Sub, {b.load(p, fx.f3, {X0, X1, X2}), b.load(p, fx.fs, {})});
+    ph.body = b.body;
+    ph.stores = {store(fx.fy, {X0, X1, X2}, v)};
+    k.phases = {ph};
+    k.reads = {fx.f3, fx.fs};
+    k.writes = {fx.fy};
+    fx.kernels.push_back(k);
+  }
+
+  // 10. Long row sums (f32 accumulated in double with sumF32InDouble).
+  fx.lx = addNode(p, "lx", DType::F32, {2, kLong}, true);
+  fx.lsum = addNode(p, "lsum", DType::F32, {2}, false);
+  {
+    sched::Kernel k;
+    k.name = "k_sumd";
+    k.vars = {"%x0"};
+    k.ranges = {2};
+    sched::Phase p0, p1;
+    p0.vars = {"%r0"};
+    p0.ranges = {kLong};
+    B b0;
+    Val v = b0.load(p, fx.lx, {X0, R0});
+    p0.body = b0.body;
+    p0.reductions = {reduce(ReduceKind::Sum, DType::F32, v)};
+    B b1;
+    Val a = b1.acc(0, 0, DType::F32);
+    p1.body = b1.body;
+    p1.stores = {store(fx.lsum, {X0}, a)};
+    k.phases = {p0, p1};
+    k.reads = {fx.lx};
+    k.writes = {fx.lsum};
+    fx.kernels.push_back(k);
+  }
   return fx;
 }
 
@@ -471,7 +519,9 @@ CpuCodegenOptions testOptions() {
 std::string generateAll(const Fixture &fx, std::vector<CpuKernelSource> *sources = nullptr) {
   std::string code = codegen::cpuKernelPrelude();
   for (const sched::Kernel &k : fx.kernels) {
-    auto r = generateCpuKernel(k, fx.p, testOptions());
+    CpuCodegenOptions o = testOptions();
+    o.sumF32InDouble = k.name == "k_sumd";
+    auto r = generateCpuKernel(k, fx.p, o);
     EXPECT_TRUE(r.ok()) << k.name << ": " << (r.ok() ? "" : r.error().message());
     if (!r.ok()) continue;
     code += "\n" + r->code;
@@ -497,7 +547,9 @@ public:
     std::ifstream log(dir_ / "log.txt");
     log_.assign(std::istreambuf_iterator<char>(log), {});
     if (rc != 0) return;
-    handle_ = dlopen((dir_ / "kernels.so").c_str(), RTLD_NOW | RTLD_LOCAL);
+    // RTLD_NODELETE: when this library brought libgomp in, unloading it would unload libgomp
+    // under its idle worker threads.
+    handle_ = dlopen((dir_ / "kernels.so").c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   }
   ~Library() {
     if (handle_) dlclose(handle_);
@@ -833,6 +885,33 @@ TEST_F(CpuCodegenTest, FloatOps) {
                   0, "bool ops" + at);
     }
   }
+}
+
+TEST_F(CpuCodegenTest, FlatPointwiseAndDoubleSums) {
+  using Fn = void (*)(const float *, const float *, float *);
+  std::mt19937 rng(9);
+  auto x = randomFloats(rng, 3 * 5 * 7);
+  float sc = 0.25f;
+  for (size_t cfg = 0; cfg < configs("k_flat"); ++cfg) {
+    std::vector<float> y(x.size(), 0);
+    lib_->get<Fn>("k_flat_c" + std::to_string(cfg))(x.data(), &sc, y.data());
+    for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(y[i], x[i] - sc) << i;
+  }
+  EXPECT_NE(source("k_flat").code.find("fy[f] = "), std::string::npos) << source("k_flat").code;
+
+  using SumFn = void (*)(const float *, float *);
+  auto lx = randomFloats(rng, 2 * kLong, 0, 1);
+  for (float &v : lx) v = 1.0f + v * 1e-3f; // a float accumulator loses digits here
+  for (size_t cfg = 0; cfg < configs("k_sumd"); ++cfg) {
+    std::vector<float> s(2, 0);
+    lib_->get<SumFn>("k_sumd_c" + std::to_string(cfg))(lx.data(), s.data());
+    for (int64_t r = 0; r < 2; ++r) {
+      double want = 0;
+      for (int64_t i = 0; i < kLong; ++i) want += lx[size_t(r * kLong + i)];
+      EXPECT_EQ(s[size_t(r)], float(want)) << r;
+    }
+  }
+  EXPECT_NE(source("k_sumd").code.find("double red0_0"), std::string::npos);
 }
 
 TEST_F(CpuCodegenTest, KernelInfoAndText) {
