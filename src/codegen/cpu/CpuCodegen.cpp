@@ -676,8 +676,8 @@ Expected<std::string> Emitter::opExpr(const Stmt &s, const std::vector<std::stri
     return "(" + a + " > " + x + ")";
   case ScalarOp::Ge:
     return "(" + a + " >= " + x + ")";
-  case ScalarOp::Select:
-    return "(" + castExpr(a, at, DType::Bool) + " ? " + x + " : " + y + ")";
+  case ScalarOp::Select: // both sides are computed values: a mask select, no branch
+    return "coil_select<" + T + ">(" + castExpr(a, at, DType::Bool) + ", " + x + ", " + y + ")";
   }
   return bad();
 }
