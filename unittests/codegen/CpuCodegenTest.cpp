@@ -164,7 +164,7 @@ const std::vector<ScalarOp> kUnaryOps = {
     ScalarOp::Exp, ScalarOp::Tanh,  ScalarOp::Sigmoid,    ScalarOp::Log,  ScalarOp::Sqrt,
     ScalarOp::Erf, ScalarOp::Round, ScalarOp::Floor,      ScalarOp::Ceil, ScalarOp::Sign,
     ScalarOp::Abs, ScalarOp::Neg,   ScalarOp::Reciprocal, ScalarOp::Sin,  ScalarOp::Atan};
-constexpr int64_t kUN = 64, kLong = 200000;
+constexpr int64_t kUN = 256, kLong = 200000;
 constexpr int64_t kCols = 37, kSmR = 6, kSmD = 100, kAR = 5, kAD = 9, kIN = 40, kV = 10, kE = 8,
                   kT = 13, kHN = 50, kMR = 4, kMD = 33, kCR = 7, kCC = 5;
 
@@ -823,6 +823,8 @@ TEST_F(CpuCodegenTest, FloatOps) {
   const float special[] = {kNaN,   kInf,    -kInf, 0.0f,  -0.0f, 0.5f,  1.5f,  2.5f,  -2.5f,
                            100.0f, -100.0f, 1e-3f, -0.3f, 0.54f, 0.56f, 89.0f, -90.0f};
   std::copy(std::begin(special), std::end(special), x.begin());
+  auto near = randomFloats(rng, kUN / 2, -2, 2); // where the piecewise approximations switch
+  std::copy(near.begin(), near.end(), x.begin() + kUN / 2);
   size_t rows = kUnaryOps.size() + 6;
   auto ref = [](ScalarOp op, double v) -> double {
     switch (op) {

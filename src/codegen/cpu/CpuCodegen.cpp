@@ -598,7 +598,7 @@ Expected<std::string> Emitter::opExpr(const Stmt &s, const std::vector<std::stri
   case ScalarOp::Atanh:
     return fn("atanh");
   case ScalarOp::Erf:
-    return fn("erf");
+    return t == DType::F64 ? fn("erf") : fl ? Expected<std::string>("coil_erff(" + a + ")") : bad();
   case ScalarOp::Floor:
     return fl ? "std::floor(" + a + ")" : a;
   case ScalarOp::Ceil:
