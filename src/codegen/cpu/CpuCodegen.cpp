@@ -188,6 +188,8 @@ private:
 
   // --- kernel structure
   Status emitPointwise(CodeWriter &w);
+  bool planFlat(LoopCtx &ctx, const std::vector<bool> &live);
+  Status emitFlat(CodeWriter &w, LoopCtx &ctx, const std::vector<bool> &live);
   Status emitRows(CodeWriter &w);
   Status emitPhase(CodeWriter &w, size_t pi);
   void emitStartPoint(CodeWriter &w, size_t lastDim);
@@ -563,8 +565,8 @@ Expected<std::string> Emitter::opExpr(const Stmt &s, const std::vector<std::stri
   case ScalarOp::Reciprocal:
     if (bo) return bad();
     return fl ? one() + " / " + a : "coil_div<" + T + ">(" + T + "(1), " + a + ")";
-  case ScalarOp::Exp:
-    return fn("exp");
+  case ScalarOp::Exp: // f32: coil's vectorizable exp
+    return t == DType::F64 ? fn("exp") : fl ? Expected<std::string>("coil_expf(" + a + ")") : bad();
   case ScalarOp::Log:
     return fn("log");
   case ScalarOp::Sqrt:
@@ -586,7 +588,9 @@ Expected<std::string> Emitter::opExpr(const Stmt &s, const std::vector<std::stri
   case ScalarOp::Cosh:
     return fn("cosh");
   case ScalarOp::Tanh:
-    return fn("tanh");
+    return t == DType::F64 ? fn("tanh")
+           : fl            ? Expected<std::string>("coil_tanhf(" + a + ")")
+                           : bad();
   case ScalarOp::Asinh:
     return fn("asinh");
   case ScalarOp::Acosh:
@@ -594,7 +598,7 @@ Expected<std::string> Emitter::opExpr(const Stmt &s, const std::vector<std::stri
   case ScalarOp::Atanh:
     return fn("atanh");
   case ScalarOp::Erf:
-    return fn("erf");
+    return t == DType::F64 ? fn("erf") : fl ? Expected<std::string>("coil_erff(" + a + ")") : bad();
   case ScalarOp::Floor:
     return fl ? "std::floor(" + a + ")" : a;
   case ScalarOp::Ceil:
@@ -641,10 +645,10 @@ Expected<std::string> Emitter::opExpr(const Stmt &s, const std::vector<std::stri
     return tmpl("coil_min");
   case ScalarOp::Max:
     return tmpl("coil_max");
-  case ScalarOp::And:
-    return "(" + castExpr(a, t, DType::Bool) + " && " + castExpr(x, t, DType::Bool) + ")";
+  case ScalarOp::And: // & and | on bools: both sides are computed already, and no branch
+    return "bool(" + castExpr(a, t, DType::Bool) + " & " + castExpr(x, t, DType::Bool) + ")";
   case ScalarOp::Or:
-    return "(" + castExpr(a, t, DType::Bool) + " || " + castExpr(x, t, DType::Bool) + ")";
+    return "bool(" + castExpr(a, t, DType::Bool) + " | " + castExpr(x, t, DType::Bool) + ")";
   case ScalarOp::Xor:
     return "(" + castExpr(a, t, DType::Bool) + " != " + castExpr(x, t, DType::Bool) + ")";
   case ScalarOp::BitAnd:
@@ -672,8 +676,8 @@ Expected<std::string> Emitter::opExpr(const Stmt &s, const std::vector<std::stri
     return "(" + a + " > " + x + ")";
   case ScalarOp::Ge:
     return "(" + a + " >= " + x + ")";
-  case ScalarOp::Select:
-    return "(" + castExpr(a, at, DType::Bool) + " ? " + x + " : " + y + ")";
+  case ScalarOp::Select: // both sides are computed values: a mask select, no branch
+    return "coil_select<" + T + ">(" + castExpr(a, at, DType::Bool) + ", " + x + ", " + y + ")";
   }
   return bad();
 }
@@ -769,7 +773,7 @@ std::string Emitter::paramList(bool restrict) const {
   }
   for (const std::string &sym : sizeSyms_) {
     if (!s.empty()) s += ", ";
-    s += "int64_t " + cname_.at(sym);
+    s += std::string(restrict ? "[[maybe_unused]] " : "") + "int64_t " + cname_.at(sym);
   }
   return s;
 }
@@ -837,6 +841,64 @@ Status Emitter::emitPointwise(CodeWriter &w) {
   w.line("f += hi - lo;");
   w.line("lo = 0;");
   emitCarry(w, rank - 1);
+  w.close();
+  return okStatus();
+}
+
+/// A pointwise kernel whose every access is either the row-major flat index of the outer space
+/// (same shape, no broadcast or view) or independent of the outer point runs as one flat loop:
+/// no row segments, no index decomposition. Fills ctx.offsets; false when not flat.
+bool Emitter::planFlat(LoopCtx &ctx, const std::vector<bool> &live) {
+  const sched::Phase &ph = k_.phases[0];
+  std::vector<SymInt> vars, extents;
+  std::set<std::string> outer;
+  for (size_t d = 0; d < k_.vars.size(); ++d) {
+    vars.push_back(SymInt::symbol(cname_[k_.vars[d]]));
+    extents.push_back(renamed(k_.ranges[d]));
+    outer.insert(cname_[k_.vars[d]]);
+  }
+  SymInt flat = simplify(linearIndex(extents, vars), ranges_);
+  auto usesOuter = [&](const SymInt &e) {
+    std::set<std::string> syms;
+    e.collectSymbols(syms);
+    for (const std::string &v : syms)
+      if (outer.count(v)) return true;
+    return false;
+  };
+  auto offset = [&](NodeId node, const std::vector<SymInt> &idx, bool isStore, std::string &out) {
+    std::vector<SymInt> ridx, shape;
+    for (const SymInt &e : idx) ridx.push_back(renamed(e));
+    for (const SymInt &d : p_.nodes[size_t(node)].shape) shape.push_back(renamed(d));
+    SymInt lin = simplify(linearIndex(shape, ridx), ranges_);
+    if (lin == flat) {
+      out = "f";
+      return true;
+    }
+    if (isStore || usesOuter(lin)) return false;
+    out = lin.toCpp(ranges_);
+    return true;
+  };
+  for (size_t i = 0; i < ph.body.stmts.size(); ++i) {
+    const Stmt &s = ph.body.stmts[i];
+    if (!live[i]) continue;
+    if (s.kind == Stmt::Kind::Index && usesOuter(renamed(s.expr))) return false;
+    if (s.kind == Stmt::Kind::Load && !offset(s.node, s.index, false, ctx.offsets[&s]))
+      return false;
+  }
+  for (const sched::Store &st : ph.stores) {
+    if (!offset(st.node, st.index, true, ctx.offsets[&st])) return false;
+    if (readSet_.count(st.node)) ctx.simd = false;
+  }
+  return true;
+}
+
+Status Emitter::emitFlat(CodeWriter &w, LoopCtx &ctx, const std::vector<bool> &live) {
+  const sched::Phase &ph = k_.phases[0];
+  if (ctx.simd) w.line("#pragma omp simd");
+  w.open("for (int64_t f = begin; f < end; ++f)");
+  std::vector<std::string> valName;
+  COIL_TRY_STATUS(emitBody(w, ctx, ph.body, live, valName));
+  COIL_TRY_STATUS(emitStores(w, ctx, ph.stores, ph.body, valName));
   w.close();
   return okStatus();
 }
@@ -1069,19 +1131,30 @@ Expected<CpuKernelSource> Emitter::run() {
     info.configs.push_back(wrapper::KernelConfig{"block" + std::to_string(blk), {{"block", blk}}});
   }
 
+  LoopCtx flatCtx;
+  std::vector<bool> flatLive;
+  bool flat = false;
+  if (pointwise) {
+    flatLive = liveStmts(k_.phases[0].body, &k_.phases[0]);
+    flat = planFlat(flatCtx, flatLive);
+  }
   CodeWriter w;
   std::string fusedNames;
   for (NodeId n : k_.fused)
     if (n >= 0 && size_t(n) < p_.nodes.size())
       fusedNames += (fusedNames.empty() ? "" : ", ") + p_.nodes[size_t(n)].name;
   w.line("// kernel " + k_.name + (fusedNames.empty() ? "" : " (" + fusedNames + ")") + ": " +
-         (pointwise ? "pointwise, blocks of elements"
-                    : "per outer point, " + std::to_string(k_.phases.size()) + " phase(s)"));
+         (flat        ? "pointwise, flat"
+          : pointwise ? "pointwise, blocks of rows"
+                      : "per outer point, " + std::to_string(k_.phases.size()) + " phase(s)"));
   w.open("static void " + k_.name + "_body(int64_t begin, int64_t end" +
          (buffers_.empty() && sizeSyms_.empty() ? "" : ", ") + paramList(true) + ")");
-  for (size_t d = 0; d < k_.vars.size(); ++d)
+  // Extents of the outer dims the body walks (the outermost one only bounds a pointwise row).
+  for (size_t d = pointwise && k_.vars.size() == 1 ? 0 : 1; d < k_.vars.size() && !flat; ++d)
     w.line("const int64_t " + extent_[d] + " = " + cpp(k_.ranges[d]) + ";");
-  COIL_TRY_STATUS(pointwise ? emitPointwise(w) : emitRows(w));
+  COIL_TRY_STATUS(flat        ? emitFlat(w, flatCtx, flatLive)
+                  : pointwise ? emitPointwise(w)
+                              : emitRows(w));
   w.close();
   for (size_t c = 0; c < blocks.size(); ++c) {
     w.blank();
