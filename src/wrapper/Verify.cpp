@@ -352,6 +352,7 @@ private:
               return err("extern '" + ext.function + "' has no output " + std::to_string(l.index));
             BufferId target = outs[l.index];
             COIL_TRY_STATUS(use(target));
+            if (target == l.buffer) return okStatus(); // names the extern's own output buffer
             if (p_.buffers[target].dtype != p_.buffers[l.buffer].dtype)
               return err(name(l.buffer) + " is " +
                          std::string(dtypeName(p_.buffers[l.buffer].dtype)) + ", output " +
