@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <set>
 #include <sstream>
 
@@ -24,7 +25,10 @@ std::string doubleLiteral(double v) {
   if (std::isnan(v)) return "__builtin_nan(\"\")";
   if (std::isinf(v)) return v > 0 ? "__builtin_inf()" : "(-__builtin_inf())";
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
+  for (int prec = 15; prec <= 17; ++prec) { // the shortest text that reads back exactly
+    std::snprintf(buf, sizeof buf, "%.*g", prec, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
   std::string s = buf;
   if (s.find_first_of(".eE") == std::string::npos) s += ".0";
   return v < 0 ? "(" + s + ")" : s;
@@ -228,7 +232,7 @@ private:
         << "  (void)coil_arena;\n"
         << "  coil_alloc_tracker coil_tracker = {args, 0};\n";
     // symbols
-    for (const auto &[name, c] : syms_) os_ << "  int64_t " << c << " = 0;\n";
+    for (const auto &[name, c] : syms_) os_ << "  int64_t " << c << " = 0;\n  (void)" << c << ";\n";
     // buffers
     for (size_t b = 0; b < p_.buffers.size(); ++b) {
       const Buffer &buf = p_.buffers[b];
@@ -406,6 +410,11 @@ private:
               }
               COIL_CHECK(target >= 0) << "MultiOutput of '" << p_.buffers[l.buffer].name
                                       << "' has no source output " << l.index;
+              if (target == l.buffer) {
+                os_ << "  // " << p_.buffers[l.buffer].name << " is output " << l.index << " of "
+                    << p_.buffers[l.source].name << "\n";
+                return;
+              }
               os_ << "  " << var(l.buffer) << " = (" << ctype(l.buffer) << " *)" << var(target)
                   << "; // output " << l.index << " of " << p_.buffers[l.source].name << "\n";
             }},

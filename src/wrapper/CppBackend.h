@@ -15,8 +15,9 @@
 ///  - extern functions are declared from their arguments' kinds (`const void *`, `void *`,
 ///    `int64_t`, `double`, `int64_t *`); allocating ones take `coil_alloc_fn, void *` first and
 ///    their outputs as `void **`;
-///  - MultiOutput `buffer` aliases the `index`-th Output argument of the ExternKernelAlloc line
-///    whose first Output argument is `source`.
+///  - MultiOutput: `buffer` is the `index`-th Output argument of the ExternKernelAlloc line whose
+///    first Output argument is `source`: either that very buffer (a declaration, printed as a
+///    comment) or an intermediate aliasing it (a pointer copy).
 /// Deterministic: the text depends only on the program.
 #pragma once
 

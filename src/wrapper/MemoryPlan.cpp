@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <set>
 #include <sstream>
+#include <unordered_map>
 
 namespace coil::wrapper {
 
@@ -91,6 +93,8 @@ public:
       if (const auto *f = std::get_if<FreeIfNotReused>(&l)) l = Free{f->buffer};
     return verifyWrapper(p_);
   }
+
+  int64_t hintOf(const SymInt &e) const { return hint(e); }
 
 private:
   int64_t hint(const SymInt &e) const {
@@ -178,10 +182,14 @@ private:
     life_ = bufferLifetimes(p_);
   }
 
+  /// A chain of blocks stacked on each other: its sum of aligned sizes is a lower bound of the
+  /// end of its last block, for every value of the symbols. Sorted group indices.
+  using Path = std::vector<int32_t>;
+
   struct Placed {
-    int32_t group;
+    std::vector<Path> paths; ///< offset = max over paths of their sums
     SymInt off, end;
-    int64_t offHint, endHint;
+    int64_t offHint = 0, endHint = 0;
   };
 
   bool overlapsInTime(const Group &a, const Group &b) const {
@@ -191,68 +199,189 @@ private:
     return false;
   }
 
+  const SymInt &pathSum(const Path &p) {
+    auto it = sums_.find(p);
+    if (it != sums_.end()) return it->second;
+    SymInt s = 0;
+    for (int32_t g : p) s = s + aligned_[g];
+    return sums_.emplace(p, s).first->second;
+  }
+
+  /// Drops paths that another one provably dominates (a subset, or a provably smaller sum) and
+  /// merges the rest down to kMaxPaths (the union of two paths bounds both from above).
+  void prune(std::vector<Path> &paths) {
+    std::sort(paths.begin(), paths.end());
+    paths.erase(std::unique(paths.begin(), paths.end()), paths.end());
+    { // subsets first: cheap, and most of what there is to drop
+      std::vector<bool> drop(paths.size(), false);
+      for (size_t i = 0; i < paths.size(); ++i)
+        for (size_t j = 0; j < paths.size() && !drop[i]; ++j)
+          if (i != j && !drop[j] && paths[j].size() > paths[i].size() &&
+              std::includes(paths[j].begin(), paths[j].end(), paths[i].begin(), paths[i].end()))
+            drop[i] = true;
+      std::vector<Path> kept;
+      for (size_t i = 0; i < paths.size(); ++i)
+        if (!drop[i]) kept.push_back(std::move(paths[i]));
+      paths = std::move(kept);
+    }
+    for (;;) {
+      std::vector<bool> drop(paths.size(), false);
+      std::vector<SymInt> sums;
+      for (const Path &p : paths) sums.push_back(pathSum(p));
+      for (size_t i = 0; i < paths.size(); ++i)
+        for (size_t j = 0; j < paths.size() && !drop[i]; ++j) {
+          if (i == j || drop[j]) continue;
+          bool subset =
+              std::includes(paths[j].begin(), paths[j].end(), paths[i].begin(), paths[i].end());
+          if (subset || le(sums[i], sums[j])) drop[i] = true;
+        }
+      std::vector<Path> kept;
+      for (size_t i = 0; i < paths.size(); ++i)
+        if (!drop[i]) kept.push_back(std::move(paths[i]));
+      paths = std::move(kept);
+      if (paths.size() <= kMaxPaths) return;
+      // Merge the two paths sharing the most blocks.
+      size_t bi = 0, bj = 1, best = 0;
+      for (size_t i = 0; i < paths.size(); ++i)
+        for (size_t j = i + 1; j < paths.size(); ++j) {
+          Path common;
+          std::set_intersection(paths[i].begin(), paths[i].end(), paths[j].begin(), paths[j].end(),
+                                std::back_inserter(common));
+          if (common.size() > best) best = common.size(), bi = i, bj = j;
+        }
+      Path u;
+      std::set_union(paths[bi].begin(), paths[bi].end(), paths[bj].begin(), paths[bj].end(),
+                     std::back_inserter(u));
+      paths.erase(paths.begin() + bj);
+      paths[bi] = std::move(u);
+    }
+  }
+
+  SymInt maxOfPaths(const std::vector<Path> &paths) {
+    if (paths.empty()) return 0;
+    SymInt m = pathSum(paths[0]);
+    for (size_t i = 1; i < paths.size(); ++i) m = max(m, pathSum(paths[i]));
+    return m;
+  }
+
+  /// Paths ending at the top of the blocks in `below` (each path extended by its block).
+  std::vector<Path> pathsAbove(const std::vector<int32_t> &below) {
+    std::vector<Path> out;
+    for (int32_t x : below)
+      for (const Path &q : placed_[x].paths) {
+        Path p = q;
+        p.insert(std::upper_bound(p.begin(), p.end(), x), x);
+        out.push_back(std::move(p));
+      }
+    if (out.empty()) out.push_back({});
+    prune(out);
+    return out;
+  }
+
+  /// Placement: blocks in order of decreasing size (at the hints); each goes to the lowest
+  /// position that is free at the hints among those just above a block it meets in time (or 0),
+  /// where its offset is the max over the chains of blocks below it, provided it provably ends
+  /// below every block above it; the topmost position needs no proof.
   void arena() {
-    std::vector<SymInt> aligned;
+    size_t ng = groups_.size();
     std::vector<int64_t> alignedHint, span;
     for (const Group &g : groups_) {
-      aligned.push_back(align64(g.size));
-      alignedHint.push_back(hint(aligned.back()));
+      aligned_.push_back(align64(g.size));
+      alignedHint.push_back(hint(aligned_.back()));
       int64_t s = 0;
       for (BufferId m : g.members) s += life_[m].last - life_[m].first + 1;
       span.push_back(s);
     }
-    std::vector<int32_t> order(groups_.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = int32_t(i);
+    std::vector<int32_t> order(ng);
+    for (size_t i = 0; i < ng; ++i) order[i] = int32_t(i);
     std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
       if (alignedHint[a] != alignedHint[b]) return alignedHint[a] > alignedHint[b];
       return span[a] > span[b];
     });
-    std::vector<Placed> placed;
-    SymInt total = 0;
+    placed_.assign(ng, Placed{});
+    std::vector<bool> isPlaced(ng, false);
+    std::vector<Path> ends;
     for (int32_t gi : order) {
-      const SymInt &A = aligned[gi];
       int64_t AH = alignedHint[gi];
-      std::vector<const Placed *> conflicts;
-      for (const Placed &pl : placed)
-        if (overlapsInTime(groups_[gi], groups_[pl.group])) conflicts.push_back(&pl);
-      std::vector<std::pair<int64_t, SymInt>> cands{{0, SymInt(0)}};
-      for (const Placed *c : conflicts) cands.push_back({c->endHint, c->end});
-      std::stable_sort(cands.begin(), cands.end(),
-                       [](const auto &a, const auto &b) { return a.first < b.first; });
-      std::optional<SymInt> chosen;
-      for (size_t ci = 0; ci < cands.size() && !chosen; ++ci) {
-        if (ci > 0 && cands[ci].second == cands[ci - 1].second) continue;
-        const auto &[cH, c] = cands[ci];
+      std::vector<int32_t> conflicts;
+      for (size_t x = 0; x < ng; ++x)
+        if (isPlaced[x] && overlapsInTime(groups_[gi], groups_[x])) conflicts.push_back(int32_t(x));
+      std::vector<int64_t> cands{0};
+      for (int32_t x : conflicts) cands.push_back(placed_[x].endHint);
+      std::sort(cands.begin(), cands.end());
+      cands.erase(std::unique(cands.begin(), cands.end()), cands.end());
+      bool done = false;
+      for (size_t ci = 0; ci < cands.size() && !done; ++ci) {
+        int64_t h = cands[ci];
+        std::vector<int32_t> below, above;
+        bool fits = true;
+        for (int32_t x : conflicts) {
+          const Placed &pl = placed_[x];
+          if (pl.endHint <= h)
+            below.push_back(x);
+          else if (pl.offHint >= h + AH)
+            above.push_back(x);
+          else
+            fits = false;
+        }
+        if (!fits) continue;
+        std::vector<Path> paths = pathsAbove(below);
+        SymInt off = maxOfPaths(paths);
+        SymInt end = off + aligned_[gi];
+        // Every chain below it, plus itself, must provably fit under some chain of each
+        // block above it.
         bool ok = true;
-        for (const Placed *x : conflicts)
-          if (AH > 0 && x->endHint > x->offHint && cH < x->endHint && x->offHint < cH + AH)
-            ok = false;
-        if (!ok) continue;
-        SymInt cEnd = c + A;
-        for (const Placed *x : conflicts)
-          if (!proveLE(cEnd, x->off, p_.symbols) && !proveLE(x->end, c, p_.symbols)) {
-            ok = false;
-            break;
+        for (int32_t x : above)
+          for (const Path &p : paths) {
+            SymInt e = pathSum(p) + aligned_[gi];
+            bool under = false;
+            for (const Path &q : placed_[x].paths) under = under || le(e, pathSum(q));
+            if (!under) ok = false;
+            if (!ok) break;
           }
-        if (ok) chosen = c;
+        if (!ok && ci + 1 < cands.size()) continue;
+        if (!ok) { // the top at the hints, yet some block is not provably above: go above all
+          paths = pathsAbove(conflicts);
+          off = maxOfPaths(paths);
+          end = off + aligned_[gi];
+        }
+        placed_[gi] = {paths, off, end, hint(off), hint(end)};
+        done = true;
       }
-      if (!chosen) {
-        SymInt top = 0;
-        for (const Placed *x : conflicts) top = maxOf(top, x->end);
-        chosen = top;
-      }
-      SymInt end = *chosen + A;
-      placed.push_back({gi, *chosen, end, hint(*chosen), hint(end)});
-      total = maxOf(total, end);
-      for (BufferId m : groups_[gi].members) p_.buffers[m].arenaOffset = *chosen;
+      isPlaced[gi] = true;
+      for (BufferId m : groups_[gi].members) p_.buffers[m].arenaOffset = placed_[gi].off;
+      std::vector<Path> mine = pathsAbove({gi});
+      ends.insert(ends.end(), mine.begin(), mine.end());
+      prune(ends);
     }
-    p_.arenaBytes = total;
+    p_.arenaBytes = maxOfPaths(ends);
   }
 
-  SymInt maxOf(const SymInt &a, const SymInt &b) const {
-    if (proveLE(b, a, p_.symbols)) return a;
-    if (proveLE(a, b, p_.symbols)) return b;
+  SymInt maxOf(const SymInt &a, const SymInt &b) {
+    if (le(b, a)) return a;
+    if (le(a, b)) return b;
     return max(a, b);
+  }
+
+  /// Offsets stay small: at most this many chains in the max() of an offset.
+  static constexpr size_t kMaxPaths = 6;
+
+  /// a <= b for every value of the symbols in their ranges: structural, then interval bounds
+  /// of the canonical difference, then proveLE. Memoized:
+  /// placement asks the same questions many times.
+  bool le(const SymInt &a, const SymInt &b) {
+    if (a == b) return true;
+    auto key = std::make_pair(a, b);
+    auto it = leCache_.find(key);
+    if (it != leCache_.end()) return it->second;
+    SymInt d = b - a;
+    bool r;
+    if (auto c = d.maybeConstant())
+      r = *c >= 0;
+    else
+      r = bounds(d, p_.symbols).min >= 0 || proveLE(a, b, p_.symbols);
+    leCache_.emplace(std::move(key), r);
+    return r;
   }
 
   WrapperProgram &p_;
@@ -263,12 +392,31 @@ private:
   std::vector<bool> plannable_;
   std::vector<int32_t> groupOf_;
   std::vector<Group> groups_;
+  std::vector<SymInt> aligned_;
+  std::vector<Placed> placed_;
+  struct PairHash {
+    size_t operator()(const std::pair<SymInt, SymInt> &p) const {
+      return p.first.hash() * 0x9E3779B97F4A7C15ull ^ p.second.hash();
+    }
+  };
+  std::unordered_map<std::pair<SymInt, SymInt>, bool, PairHash> leCache_;
+  std::map<Path, SymInt> sums_;
 };
 
 } // namespace
 
 Status planMemory(WrapperProgram &p, const MemoryPlanOptions &options) {
-  return Planner(p, options).run();
+  if (!options.reuse || !options.arena) return Planner(p, options).run();
+  // Reuse fixes blocks before the arena sees them, which can pack worse than the arena alone:
+  // plan both ways and keep the smaller arena at the hints (reuse on a tie).
+  WrapperProgram alone = p;
+  MemoryPlanOptions noReuse = options;
+  noReuse.reuse = false;
+  Planner withReuse(p, options), withoutReuse(alone, noReuse);
+  COIL_TRY_STATUS(withReuse.run());
+  COIL_TRY_STATUS(withoutReuse.run());
+  if (withoutReuse.hintOf(alone.arenaBytes) < withReuse.hintOf(p.arenaBytes)) p = std::move(alone);
+  return okStatus();
 }
 
 Expected<MemoryReport> memoryReport(const WrapperProgram &p, const SymBindings &bindings) {

@@ -32,6 +32,10 @@ const char *kindName(BufferKind k) {
   return "?";
 }
 
+std::string aKind(BufferKind k) {
+  return std::string(k == BufferKind::Constant ? "a " : "an ") + kindName(k);
+}
+
 enum class State : uint8_t { Undefined, Live, Released };
 
 class Verifier {
@@ -87,8 +91,7 @@ private:
         if (d.isConstant() && d.constant() < 0)
           return err("buffer '" + buf.name + "' has a negative dim " + d.str());
       if (buf.arenaOffset && buf.kind != BufferKind::Intermediate)
-        return err("buffer '" + buf.name + "' is an " + kindName(buf.kind) +
-                   " with an arena offset");
+        return err("buffer '" + buf.name + "' is " + aKind(buf.kind) + " with an arena offset");
     }
     auto list = [&](const std::vector<BufferId> &ids, BufferKind kind) -> Status {
       for (size_t i = 0; i < ids.size(); ++i) {
@@ -158,7 +161,7 @@ private:
     COIL_TRY_STATUS(buffer(b));
     BufferKind k = p_.buffers[b].kind;
     if (!(k == BufferKind::Intermediate || (allowOutput && k == BufferKind::Output)))
-      return err(name(b) + " is an " + kindName(k) + "; only " +
+      return err(name(b) + " is " + aKind(k) + "; only " +
                  (allowOutput ? "intermediates and outputs" : "intermediates") +
                  " get storage here");
     if (state_[b] != State::Undefined) return err(name(b) + " gets storage twice");
@@ -169,7 +172,7 @@ private:
   Status release(BufferId b) {
     COIL_TRY_STATUS(buffer(b));
     if (p_.buffers[b].kind != BufferKind::Intermediate)
-      return err(name(b) + " is an " + kindName(p_.buffers[b].kind) + " and is never released");
+      return err(name(b) + " is " + aKind(p_.buffers[b].kind) + " and is never released");
     if (state_[b] == State::Undefined) return err(name(b) + " is released before it gets storage");
     if (state_[b] == State::Released) return err(name(b) + " is released twice");
     if (!owner_[b]) return err(name(b) + " is a view and does not own storage to release");
@@ -264,7 +267,7 @@ private:
                              std::string(dtypeName(p_.buffers[a.buffer].dtype)));
                 BufferKind bk = p_.buffers[a.buffer].kind;
                 if (pr.written && (bk == BufferKind::Input || bk == BufferKind::Constant))
-                  return err(an + " is written but " + name(a.buffer) + " is an " + kindName(bk));
+                  return err(an + " is written but " + name(a.buffer) + " is " + aKind(bk));
               } else {
                 if (a.kind != CallArg::Kind::Size) return err(an + " must be a size");
                 COIL_TRY_STATUS(symbolsBound(a.size, an));
@@ -283,7 +286,7 @@ private:
                 COIL_TRY_STATUS(use(a.buffer));
                 BufferKind bk = p_.buffers[a.buffer].kind;
                 if (bk == BufferKind::Input || bk == BufferKind::Constant)
-                  return err(an + " writes " + name(a.buffer) + ", an " + kindName(bk));
+                  return err(an + " writes " + name(a.buffer) + ", " + aKind(bk));
                 break;
               }
               case ExternArg::Kind::Size:
@@ -352,6 +355,7 @@ private:
               return err("extern '" + ext.function + "' has no output " + std::to_string(l.index));
             BufferId target = outs[l.index];
             COIL_TRY_STATUS(use(target));
+            if (target == l.buffer) return okStatus(); // names the extern's own output buffer
             if (p_.buffers[target].dtype != p_.buffers[l.buffer].dtype)
               return err(name(l.buffer) + " is " +
                          std::string(dtypeName(p_.buffers[l.buffer].dtype)) + ", output " +
