@@ -83,14 +83,21 @@ private:
       BufferId b = addBuffer(n.name, n.dtype, n.shape, kind, index);
       bufferOf_[id] = b;
       if (kind == BufferKind::Constant) w_.constants.push_back(b);
-      if (kind == BufferKind::Input && index >= 0) w_.inputs[size_t(index)] = b;
-      if (kind == BufferKind::Output) w_.outputs[size_t(index)] = b;
+      if (kind == BufferKind::Input && index >= 0) {
+        w_.inputs[size_t(index)] = b;
+        w_.buffers[size_t(b)].ioName = p_.inputNames.at(size_t(index));
+      }
+      if (kind == BufferKind::Output) {
+        w_.outputs[size_t(index)] = b;
+        w_.buffers[size_t(b)].ioName = p_.outputNames.at(size_t(index));
+      }
     }
     // Graph inputs that nothing reads still appear in the signature.
     for (size_t i = 0; i < p_.inputs.size(); ++i)
       if (w_.inputs[i] < 0) {
         const loop::Node &n = p_.nodes[size_t(p_.inputs[i])];
         BufferId b = addBuffer(n.name, n.dtype, n.shape, BufferKind::Input, int32_t(i));
+        w_.buffers[size_t(b)].ioName = p_.inputNames.at(i);
         bufferOf_[p_.inputs[i]] = b;
         w_.inputs[i] = b;
       }

@@ -52,7 +52,7 @@ void tensorList(std::ostringstream &os, const WrapperProgram &p, const std::vect
   os << "[";
   for (size_t i = 0; i < ids.size(); ++i) {
     const Buffer &b = p.buffers[ids[i]];
-    os << (i ? ",\n    " : "\n    ") << "{\"name\": " << q(b.name)
+    os << (i ? ",\n    " : "\n    ") << "{\"name\": " << q(b.ioName.empty() ? b.name : b.ioName)
        << ", \"dtype\": " << q(dtypeName(b.dtype)) << ", \"shape\": [";
     for (size_t d = 0; d < b.shape.size(); ++d) os << (d ? ", " : "") << q(b.shape[d].str());
     os << "]}";

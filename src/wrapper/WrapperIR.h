@@ -44,6 +44,9 @@ enum class BufferKind : uint8_t { Input, Output, Constant, Intermediate };
 
 struct Buffer {
   std::string name; ///< unique C identifier
+  /// Inputs and outputs: the model's name for the tensor (any string; metadata.json and the
+  /// runtime use it). Empty: `name`.
+  std::string ioName;
   DType dtype = DType::F32;
   std::vector<SymInt> shape; ///< contiguous, row-major
   BufferKind kind = BufferKind::Intermediate;

@@ -20,6 +20,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 F = TensorProto.FLOAT
+COIL = None  # the coil binary under test (set by main; setups compile packages with it)
 
 
 def model(nodes, inputs, outputs, inits=(), opset=17, **kw):
@@ -204,6 +205,41 @@ def cases():
     add("coil-attr-kind", r"^error: .*g\.coil:2:3: node of value 'y' \(Transpose\): attribute 'perm' must be ints, got floats", coil_text("graph @g(%x: f32[2, 3]) -> (%y) {\n  %y = Transpose(%x) {perm = [1.0, 0.0]} : f32[3, 2]\n}\n"), ["inspect", "g.coil"])
     add("coil-bad-dtype", r"error: .*g\.coil:1:\d+: .*(dtype|f33)", coil_text("graph @g(%x: f33[2]) -> (%x) {\n}\n"), ["inspect", "g.coil"])
 
+    # --- compiled packages: bad inputs and damaged packages (coil compile / coil run)
+    def package(d, damage=None):
+        m = model([helper.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", ["N", 3])], [vi("y", ["N", 3])])
+        save(m, os.path.join(d, "m.onnx"))
+        subprocess.run([COIL, "compile", "m.onnx", "-o", "p.pkg", "--dynamic", "N=1:8"], cwd=d, check=True, capture_output=True)
+        if damage:
+            damage(os.path.join(d, "p.pkg"))
+
+    def with_inputs(**arrays):
+        def setup(d):
+            package(d)
+            np.savez(os.path.join(d, "in.npz"), **arrays)
+        return setup
+
+    rnd = lambda *shape: np.random.rand(*shape).astype(np.float32)
+    add("run-wrong-dtype", r"error: .*p\.pkg: input 0 'x' must have dtype f32, got f64", with_inputs(x=np.random.rand(2, 3)), ["run", "p.pkg", "--inputs", "in.npz"])
+    add("run-wrong-dim", r"error: .*p\.pkg: input 0 'x' dim 1 must be 3, got 4", with_inputs(x=rnd(2, 4)), ["run", "p.pkg", "--inputs", "in.npz"])
+    add("run-wrong-rank", r"error: .*p\.pkg: input 0 'x' must have rank 2, got 1", with_inputs(x=rnd(3)), ["run", "p.pkg", "--inputs", "in.npz"])
+    add("run-dim-outside-range", r"error: .*input 0 'x' dim 0 \(N\) is 9, outside N's range \[1, 8\]", with_inputs(x=rnd(9, 3)), ["run", "p.pkg", "--inputs", "in.npz"])
+    add("run-missing-input", r"error: .*in\.npz: missing input 'x'", with_inputs(z=rnd(2, 3)), ["run", "p.pkg", "--inputs", "in.npz"])
+    add("run-extra-input", r"error: .*in\.npz: 'z' is not an input of the model", with_inputs(x=rnd(2, 3), z=rnd(1)), ["run", "p.pkg", "--inputs", "in.npz"])
+
+    def damaged(fn):
+        def setup(d):
+            package(d, fn)
+            np.savez(os.path.join(d, "in.npz"), x=rnd(2, 3))
+        return setup
+    add("package-corrupt-metadata", r"error: .*p\.pkg.*(invalid json|metadata)", damaged(lambda p: open(os.path.join(p, "metadata.json"), "w").write("garbage")), ["run", "p.pkg", "--inputs", "in.npz"])
+    add("package-missing-model-so", r"error: .*p\.pkg.*model\.so", damaged(lambda p: os.remove(os.path.join(p, "model.so"))), ["run", "p.pkg", "--inputs", "in.npz"])
+    add("package-truncated-model-so", r"error: .*p\.pkg.*cannot load model\.so",
+        damaged(lambda p: open(os.path.join(p, "model.so"), "r+b").truncate(100)), ["run", "p.pkg", "--inputs", "in.npz"])
+    add("package-not-a-package", r"error: .*nopkg: not a coil package", lambda d: os.makedirs(os.path.join(d, "nopkg"), exist_ok=True), ["run", "nopkg", "--inputs", "in.npz"])
+    add("compile-needs-output", r"error: 'coil compile' needs -o PKG", lambda d: None, ["compile", "x.onnx"])
+    add("compile-unknown-device", r"error: .*--device tpu is not supported", lambda d: save(relu_model(), os.path.join(d, "m.onnx")), ["compile", "m.onnx", "-o", "p.pkg", "--device", "tpu"])
+
     # --- command line
     add("unknown-command", r"error: unknown command 'frobnicate'", lambda d: None, ["frobnicate"])
     add("unknown-option", r"error: unknown option '--bogus'", lambda d: None, ["inspect", "x.onnx", "--bogus"])
@@ -218,6 +254,8 @@ def main():
     ap.add_argument("--filter")
     args = ap.parse_args()
     coil = os.path.abspath(args.coil)
+    global COIL
+    COIL = coil
     passed = failed = 0
     for c in cases():
         if args.filter and not re.search(args.filter, c.name):

@@ -119,6 +119,12 @@ Expected<std::string> packageFor(const Args &a, const std::string &path) {
   key << fs::absolute(path).string() << "|" << size << "|"
       << fs::last_write_time(path, ec).time_since_epoch().count();
   for (const std::string &d : a.dynamic) key << "|" << d;
+  // A different coil binary may compile differently.
+  std::error_code selfEc;
+  fs::path self = fs::read_symlink("/proc/self/exe", selfEc);
+  if (!selfEc)
+    key << "|" << self.string() << "|" << fs::file_size(self, selfEc) << "|"
+        << fs::last_write_time(self, selfEc).time_since_epoch().count();
   const char *tmp = std::getenv("TMPDIR");
   std::string dir =
       std::string(tmp && *tmp ? tmp : "/tmp") + "/coil-run-" + contentHash(key.str()).substr(0, 16);
