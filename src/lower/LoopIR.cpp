@@ -111,7 +111,10 @@ void printBody(std::ostringstream &os, const LoopProgram &p, const Body &b) {
       os << "load " << t << " " << nodeName(p, s.node) << "[" << list(s.index) << "]";
       break;
     case Stmt::Kind::Constant:
-      os << "const " << t << " " << (s.isInt ? std::to_string(s.intNumber) : number(s.number));
+      os << "const " << t << " "
+         << (!s.isInt                ? number(s.number)
+             : s.dtype == DType::U64 ? std::to_string(uint64_t(s.intNumber))
+                                     : std::to_string(s.intNumber));
       break;
     case Stmt::Kind::Index:
       os << "index " << t << " " << s.expr.str();

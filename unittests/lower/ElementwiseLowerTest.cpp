@@ -352,6 +352,32 @@ TEST(ElementwiseLower, DynamicQuantizeLinear) {
   checkGraph(b.g, kSizes, Tolerance{0, 0}, positive);
 }
 
+TEST(ElementwiseLower, ScalarConstantsBecomeLiterals) {
+  GraphBuilder b;
+  ValueId x = b.input("x", DType::F32, {N, 3});
+  ValueId h = b.input("h", DType::F16, {N});
+  ValueId i = b.input("i", DType::I8, {N});
+  ValueId u = b.input("u", DType::U64, {N});
+  ValueId c = b.input("c", DType::Bool, {N, 1});
+  b.output(b.op(OpKind::Mul, {x, b.constant("half", Tensor::scalar(DType::F32, 0.1))}));
+  b.output(b.op(OpKind::Pow, {x, b.constant("two", Tensor::fromDoubles(DType::F32, {1}, {2}))}));
+  b.output(b.op(OpKind::Sub, {b.constant("hk", Tensor::scalar(DType::F16, 0.3)), h}));
+  b.output(b.op(OpKind::Add, {i, b.constant("ik", Tensor::fromInts(DType::I8, {}, {-100}))}));
+  b.output(b.op(OpKind::Max, {u, b.constant("uk", Tensor::fromInts(DType::U64, {}, {-5}))}));
+  b.output(b.op(OpKind::Where, {c, x, b.constant("ninf", Tensor::scalar(DType::F32, -INFINITY))}));
+  b.output(b.op(OpKind::Clip, {x, b.constant("lo", Tensor::scalar(DType::F32, -0.5)),
+                               b.constant("hi", Tensor::scalar(DType::F32, 0.25))}));
+  checkGraph(b.g, kSizes, Tolerance{0, 0}, specials());
+  auto p = loop::lowerGraph(b.g);
+  ASSERT_TRUE(p.ok());
+  for (const loop::Node &n : p->nodes)
+    EXPECT_FALSE(std::holds_alternative<loop::ConstantNode>(n.kind)) << n.name;
+  std::string text = loop::printLoopProgram(*p);
+  EXPECT_NE(text.find("const f32 0.10000000149011612"), std::string::npos) << text;
+  EXPECT_NE(text.find("const u64 18446744073709551611"), std::string::npos) << text;
+  EXPECT_NE(text.find("const f32 -inf"), std::string::npos) << text;
+}
+
 TEST(ElementwiseLower, ChainsShareNoState) {
   // A chain of ops over one dynamic input: every node is lowered and evaluated in order.
   GraphBuilder b;

@@ -247,6 +247,21 @@ TEST(LowerFramework, UnsupportedOpsAreReportedTogether) {
   EXPECT_NE(msg.find("nz"), std::string::npos) << msg;
 }
 
+TEST(LowerFramework, OneRunReportsUnsupportedOpsAndLoweringErrors) {
+  if (lowerFnFor(OpKind::NonZero)) GTEST_SKIP() << "NonZero has a lowering now";
+  GraphBuilder b;
+  ValueId x = b.input("x", DType::F32, {3});
+  ValueId lim = b.input("limit", DType::I64, {});
+  b.output(b.op(OpKind::Neg, {b.op(OpKind::NonZero, {x})}));
+  b.output(b.op(OpKind::Range, {b.constant("z", Tensor::fromInts(DType::I64, {}, {0})), lim,
+                                b.constant("o", Tensor::fromInts(DType::I64, {}, {1}))}));
+  auto p = lowerGraph(b.g);
+  ASSERT_FALSE(p.ok());
+  std::string msg = p.error().render();
+  EXPECT_NE(msg.find("'NonZero' is not supported"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("Range with a length computed from tensor data"), std::string::npos) << msg;
+}
+
 TEST(LowerFramework, LoweringErrorsNameTheNode) {
   Graph g = parseOrDie(R"(graph @g(%x: f32[2, 3]) -> (%y) {
     %y = Gelu(%x) {approximate = "cubic"} : f32[2, 3] name "g1"

@@ -181,6 +181,23 @@ TEST(ShapeOpsLower, ShapeSizeRangeConstants) {
   checkGraph(b.g, kSizes, kExact);
 }
 
+TEST(ShapeOpsLower, EmptyTensorsAndScalars) {
+  GraphBuilder b;
+  ValueId e = b.input("e", DType::F32, {0, 3});
+  ValueId v = b.input("v", DType::F32, {3});
+  ValueId s = b.input("s", DType::F32, {});
+  ValueId i = b.input("i", DType::I64, {0});
+  b.output(b.op(OpKind::Add, {e, v}));
+  b.output(b.op(OpKind::Concat, {e, e}, attrs({{"axis", int64_t(1)}})));
+  b.output(b.op(OpKind::Gather, {v, i}));
+  b.output(b.op(OpKind::Reshape, {e, b.ints("t", {3, 0})}, attrs({{"allowzero", int64_t(1)}})));
+  b.output(b.op(OpKind::Mul, {s, s}));
+  b.output(b.op(OpKind::Sub, {v, s}));
+  b.output(b.op(OpKind::Unsqueeze, {s, b.ints("ax", {0})}));
+  b.output(b.op(OpKind::Slice, {v, b.ints("st", {2}), b.ints("en", {2})}));
+  checkGraph(b.g, {{}}, kExact);
+}
+
 TEST(ShapeOpsLower, DataDependentShapesAreReported) {
   GraphBuilder b;
   ValueId lim = b.input("limit", DType::I64, {});

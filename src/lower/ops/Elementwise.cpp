@@ -34,6 +34,32 @@ TensorRef broadcastInput(LowerContext &ctx, size_t i) {
   return ctx.broadcastTo(ctx.input(i), ctx.outputType(0).shape);
 }
 
+/// An input as a body reads it: a one-element constant becomes a literal of the body (no node,
+/// no load); anything else is loaded, broadcast to output 0's shape.
+struct Operand {
+  DType dtype = DType::F32;
+  std::optional<TensorRef> ref;
+  std::optional<Tensor> scalar;
+
+  Val get(BodyBuilder &b, const Idx &idx) const {
+    if (scalar)
+      return isFloat(dtype) ? b.constant(dtype, scalar->getDouble(0))
+                            : b.intConstant(dtype, scalar->getInt(0));
+    return b.load(*ref, idx);
+  }
+};
+
+Operand operand(LowerContext &ctx, size_t i) {
+  Operand o;
+  o.dtype = ctx.inputType(i).dtype;
+  const Tensor *c = ctx.constant(i);
+  if (c && c->numel() == 1)
+    o.scalar = *c;
+  else
+    o.ref = broadcastInput(ctx, i);
+  return o;
+}
+
 // --- small body helpers
 
 Val cst(BodyBuilder &b, Val like, double v) {
@@ -297,13 +323,13 @@ using BinaryBody = std::function<Val(BodyBuilder &, Val, Val)>;
 
 Status binary(LowerContext &ctx, const BinaryBody &f) {
   COIL_TRY_STATUS(needInputs(ctx, 2));
-  TensorRef x = broadcastInput(ctx, 0), y = broadcastInput(ctx, 1);
+  Operand x = operand(ctx, 0), y = operand(ctx, 1);
   if (x.dtype != y.dtype && ctx.gnode().op != OpKind::Pow)
     return ctx.error("inputs 0 and 1 must have the same dtype, got " +
                      std::string(dtypeName(x.dtype)) + " and " + std::string(dtypeName(y.dtype)));
   pointwiseOut(ctx, [&](BodyBuilder &b, const Idx &idx) {
-    Val a = b.load(x, idx);
-    return f(b, a, b.load(y, idx));
+    Val a = x.get(b, idx);
+    return f(b, a, y.get(b, idx));
   });
   return okStatus();
 }
@@ -364,9 +390,9 @@ template <Fold F> Status lVariadic(LowerContext &ctx) {
   size_t m = ctx.numInputs();
   if (m == 0) return ctx.error(std::string(opName(ctx.gnode().op)) + " needs at least one input");
   COIL_TRY_STATUS(needInputs(ctx, m));
-  std::vector<TensorRef> xs;
+  std::vector<Operand> xs;
   for (size_t k = 0; k < m; ++k) {
-    xs.push_back(broadcastInput(ctx, k));
+    xs.push_back(operand(ctx, k));
     if (xs.back().dtype != xs[0].dtype)
       return ctx.error("inputs 0 and " + std::to_string(k) + " must have the same dtype, got " +
                        std::string(dtypeName(xs[0].dtype)) + " and " +
@@ -377,7 +403,7 @@ template <Fold F> Status lVariadic(LowerContext &ctx) {
     // Float sums and means accumulate in f64, as the reference kernel.
     bool wide = isFloat(t) && (F == Fold::Sum || F == Fold::Mean) && m > 1;
     auto ld = [&](size_t k) {
-      Val v = b.load(xs[k], idx);
+      Val v = xs[k].get(b, idx);
       return wide ? b.cast(v, DType::F64) : v;
     };
     Val acc = ld(0);
@@ -396,14 +422,14 @@ template <Fold F> Status lVariadic(LowerContext &ctx) {
 
 Status lWhere(LowerContext &ctx) {
   COIL_TRY_STATUS(needInputs(ctx, 3));
-  TensorRef c = broadcastInput(ctx, 0), x = broadcastInput(ctx, 1), y = broadcastInput(ctx, 2);
+  Operand c = operand(ctx, 0), x = operand(ctx, 1), y = operand(ctx, 2);
   if (x.dtype != y.dtype)
     return ctx.error("inputs 1 and 2 must have the same dtype, got " +
                      std::string(dtypeName(x.dtype)) + " and " + std::string(dtypeName(y.dtype)));
   pointwiseOut(ctx, [&](BodyBuilder &b, const Idx &idx) {
-    Val cv = b.load(c, idx);
-    Val xv = b.load(x, idx);
-    return select(b, cv, xv, b.load(y, idx));
+    Val cv = c.get(b, idx);
+    Val xv = x.get(b, idx);
+    return select(b, cv, xv, y.get(b, idx));
   });
   return okStatus();
 }
@@ -416,40 +442,54 @@ Val loadScalar(BodyBuilder &b, const TensorRef &t) {
 Status lClip(LowerContext &ctx) {
   COIL_TRY_STATUS(needInputs(ctx, 1));
   TensorRef x = ctx.input(0);
-  std::optional<TensorRef> lo, hi;
-  std::optional<double> loA, hiA;
+  // Each bound: input 1 / 2 (a one-element tensor: a literal when constant), or in older
+  // models attribute min / max, or absent.
+  struct Bound {
+    std::optional<TensorRef> ref;
+    std::optional<Tensor> lit;
+    std::optional<double> attr;
+    bool present() const { return ref || lit || attr; }
+  };
+  Bound bounds[2];
   for (size_t i : {size_t(1), size_t(2)}) {
+    Bound &bd = bounds[i - 1];
     if (ctx.hasInput(i)) {
-      TensorRef r = ctx.input(i);
+      const TensorType &t = ctx.inputType(i);
       SymInt n = 1;
-      for (const SymInt &d : r.shape) n = n * d;
+      for (const SymInt &d : t.shape) n = n * d;
       if (n != SymInt(1))
         return ctx.error("input " + std::to_string(i) + " of Clip must be a scalar, got shape " +
-                         TensorType{r.dtype, r.shape}.str());
-      if (r.dtype != x.dtype)
+                         t.str());
+      if (t.dtype != x.dtype)
         return ctx.error("inputs 0 and " + std::to_string(i) + " must have the same dtype, got " +
                          std::string(dtypeName(x.dtype)) + " and " +
-                         std::string(dtypeName(r.dtype)));
-      (i == 1 ? lo : hi) = r;
+                         std::string(dtypeName(t.dtype)));
+      if (const Tensor *c = ctx.constant(i))
+        bd.lit = *c;
+      else
+        bd.ref = ctx.input(i);
     } else {
       const char *attr = i == 1 ? "min" : "max";
-      if (ctx.gnode().attrs.has(attr)) (i == 1 ? loA : hiA) = attrF(ctx, attr, 0);
+      if (ctx.gnode().attrs.has(attr)) bd.attr = attrF(ctx, attr, 0);
     }
   }
   pointwiseOut(ctx, [&](BodyBuilder &b, const Idx &idx) {
     Val v = b.load(x, idx);
-    auto bound = [&](const std::optional<TensorRef> &r, const std::optional<double> &a) {
-      if (r) return loadScalar(b, *r);
+    auto bound = [&](const Bound &bd) {
+      if (bd.ref) return loadScalar(b, *bd.ref);
+      if (bd.lit)
+        return isFloat(x.dtype) ? b.constant(x.dtype, bd.lit->getDouble(0))
+                                : b.intConstant(x.dtype, bd.lit->getInt(0));
       // An attribute bound is stored in x's dtype (as the reference kernel's scalar tensor).
-      return b.cast(b.constant(DType::F64, *a), x.dtype);
+      return b.cast(b.constant(DType::F64, *bd.attr), x.dtype);
     };
     // max(x, lo) then min(., hi): when lo > hi every value becomes hi.
-    if (lo || loA) {
-      Val l = bound(lo, loA);
+    if (bounds[0].present()) {
+      Val l = bound(bounds[0]);
       v = select(b, b.op(ScalarOp::Lt, v, l), l, v);
     }
-    if (hi || hiA) {
-      Val h = bound(hi, hiA);
+    if (bounds[1].present()) {
+      Val h = bound(bounds[1]);
       v = select(b, b.op(ScalarOp::Gt, v, h), h, v);
     }
     return v;
