@@ -171,7 +171,13 @@ Status lowerConv(LowerContext &ctx) {
   std::optional<TensorRef> bias;
   if (ctx.hasInput(2)) bias = ctx.input(2);
   TensorRef y;
-  if (isExternType(dt) && p.nd <= 3) {
+  bool depthwise = p.group > 1 && p.cg == SymInt(1);
+  if (isExternType(dt) && depthwise) {
+    // One input channel per group: im2col + GEMM would make a GEMM of one row per group. A
+    // direct reduction over the kernel window, accumulated in the element type, is much faster.
+    y = convReduction(ctx, p, x, w, dt, dt, castElem(dt), castElem(dt));
+    if (bias) y = addChannelBias(ctx, y, *bias, dt, dt);
+  } else if (isExternType(dt) && p.nd <= 3) {
     x = ctx.realize(x);
     w = ctx.realize(w);
     std::vector<ExternArg> args{nodeArg(x), nodeArg(w), outArg(0)};
