@@ -704,6 +704,14 @@ Status Emitter::emitBody(CodeWriter &w, LoopCtx &ctx, const Body &b, const std::
       valName[i] = constantLiteral(s);
       continue;
     case Stmt::Kind::Index:
+      if (auto c = simplify(renamed(s.expr), ranges_).maybeConstant()) { // a literal
+        Stmt lit;
+        lit.dtype = s.dtype;
+        lit.isInt = true;
+        lit.intNumber = *c;
+        valName[i] = constantLiteral(lit);
+        continue;
+      }
       rhs = cpp(s.expr);
       if (s.dtype != DType::I64) rhs = castExpr("int64_t(" + rhs + ")", DType::I64, s.dtype);
       break;
