@@ -256,7 +256,7 @@ Fixture buildFixture() {
     Val x = b0.load(p, fx.ax, {X0, R0});
     Val pos = b0.index(R0);
     p0.body = b0.body;
-    p0.reductions = {reduce(ReduceKind::ArgMax, DType::F32, x, pos, false),
+    p0.reductions = {reduce(ReduceKind::ArgMax, DType::I64, x, pos, false),
                      reduce(ReduceKind::ArgMin, DType::F32, x, pos, true)};
     B b1;
     Val m0 = b1.acc(0, 0, DType::I64), m1 = b1.acc(0, 1, DType::I64);

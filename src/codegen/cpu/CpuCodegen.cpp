@@ -704,6 +704,14 @@ Status Emitter::emitBody(CodeWriter &w, LoopCtx &ctx, const Body &b, const std::
       valName[i] = constantLiteral(s);
       continue;
     case Stmt::Kind::Index:
+      if (auto c = simplify(renamed(s.expr), ranges_).maybeConstant()) { // a literal
+        Stmt lit;
+        lit.dtype = s.dtype;
+        lit.isInt = true;
+        lit.intNumber = *c;
+        valName[i] = constantLiteral(lit);
+        continue;
+      }
       rhs = cpp(s.expr);
       if (s.dtype != DType::I64) rhs = castExpr("int64_t(" + rhs + ")", DType::I64, s.dtype);
       break;
@@ -984,11 +992,12 @@ Status Emitter::emitPhase(CodeWriter &w, size_t pi) {
     }
     case ReduceKind::ArgMax:
     case ReduceKind::ArgMin:
+      // Compared in the value's own type (accDType may name the i64 result).
       argReduce = true;
-      red.W = T;
+      red.W = computeType(red.vt);
       red.pos = red.work + "i";
       red.seen = red.work + "s";
-      w.line(T + " " + red.work + " = " + T + "(0);");
+      w.line(red.W + " " + red.work + " = " + red.W + "(0);");
       w.line("int64_t " + red.pos + " = 0;");
       w.line("bool " + red.seen + " = false;");
       break;
@@ -1021,15 +1030,17 @@ Status Emitter::emitPhase(CodeWriter &w, size_t pi) {
   COIL_TRY_STATUS(emitStores(w, ctx, ph.stores, b, valName));
   for (const Red &red : reds) {
     const sched::Accumulate &r = *red.r;
-    std::string v = castExpr(valName[size_t(r.value)], red.vt, r.accDType);
-    bool fl = isFloat(r.accDType);
+    bool arg = r.kind == ReduceKind::ArgMax || r.kind == ReduceKind::ArgMin;
+    DType cmpType = arg ? red.vt : r.accDType;
+    std::string v = castExpr(valName[size_t(r.value)], red.vt, cmpType);
+    bool fl = isFloat(cmpType);
     // A temporary when the folded value is an expression used more than once.
     auto named = [&](std::string e) {
       if (e == valName[size_t(r.value)] && e.find_first_of("(-") == std::string::npos) return e;
       w.line("const " + red.W + " " + red.work + "v = " + e + ";");
       return red.work + "v";
     };
-    std::string wv = red.W == computeType(r.accDType) ? v : red.W + "(" + v + ")";
+    std::string wv = red.W == computeType(cmpType) ? v : red.W + "(" + v + ")";
     switch (r.kind) {
     case ReduceKind::Sum:
       w.line(red.work + " += " + wv + ";");
