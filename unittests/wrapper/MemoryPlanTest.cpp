@@ -274,8 +274,19 @@ TEST(MemoryPlan, RandomProgramsHaveValidArenas) {
 /// Transformer-like lifetimes over batch B and sequence S: per layer qkv, scores, probs, ctx,
 /// projection, residuals, FFN; the arena must stay within 1.25x of the lower bound at every
 /// tested value.
+void transformerLike(int layers, bool reuse);
+
 TEST(MemoryPlan, TransformerLikeProgramIsTight) {
-  for (bool reuse : {true, false}) {
+  for (bool reuse : {true, false}) transformerLike(4, reuse);
+}
+
+/// 48 layers, 528 intermediates: planning stays fast and tight.
+TEST(MemoryPlan, LargeTransformerLikeProgram) {
+  transformerLike(48, true);
+}
+
+void transformerLike(int layers, bool reuse) {
+  {
     Steps s;
     s.b.p.symbols.clear();
     s.b.p.symbols["N"] = {1, 16};  // batch
@@ -283,7 +294,7 @@ TEST(MemoryPlan, TransformerLikeProgramIsTight) {
     SymInt B = sym("N"), S = sym("M");
     const int64_t H = 256;
     std::vector<std::pair<int, int>> life;
-    for (int l = 0; l < 4; ++l) {
+    for (int l = 0; l < layers; ++l) {
       int b = 11 * l;
       auto t = [&](std::vector<SymInt> shape, int first, int last) {
         s.temp(std::move(shape));
