@@ -85,6 +85,23 @@ TEST(MemoryPlan, ReusesProvablyLargeEnoughBlocks) {
   EXPECT_EQ(*s.b.p.buffers[s.temps[0]].arenaOffset, *s.b.p.buffers[s.temps[2]].arenaOffset);
 }
 
+TEST(MemoryPlan, PlanningTwiceStartsOver) {
+  Steps s;
+  s.temp({sym("N"), 4});
+  s.temp({sym("N"), 4});
+  s.temp({4 * sym("N")});
+  s.temp({sym("M")});
+  s.build({{0, 1}, {1, 3}, {2, 3}, {1, 2}});
+  planAndVerify(s.b.p);
+  WrapperProgram once = s.b.p;
+  planAndVerify(s.b.p);
+  EXPECT_EQ(s.b.p.arenaBytes, once.arenaBytes);
+  for (size_t b = 0; b < once.buffers.size(); ++b)
+    EXPECT_EQ(s.b.p.buffers[b].arenaOffset.has_value(), once.buffers[b].arenaOffset.has_value());
+  for (int64_t n : {1, 100})
+    for (int64_t m : {1, 4000}) EXPECT_TRUE(verifyArena(s.b.p, {{"N", n}, {"M", m}}).ok());
+}
+
 TEST(MemoryPlan, NoReuseWithoutAProof) {
   Steps s;
   s.temp({sym("N")});
