@@ -238,46 +238,52 @@ coil_status validateInputs(const coil_model &m, const coil_tensor *inputs, int64
   for (int64_t i = 0; i < n; ++i) {
     const TensorSig &sig = md.inputs[i];
     const coil_tensor &t = inputs[i];
-    std::string in = "input " + std::to_string(i) + " '" + sig.name + "'";
+    auto in = [&] { return "input " + std::to_string(i) + " '" + sig.name + "'"; };
     if (int(t.dtype) < 0 || int(t.dtype) > int(COIL_DTYPE_BOOL) || int(t.dtype) != int(sig.dtype))
-      return fail(COIL_ERROR_INVALID_ARGUMENT, in + " must have dtype " +
+      return fail(COIL_ERROR_INVALID_ARGUMENT, in() + " must have dtype " +
                                                    std::string(rtDTypeName(sig.dtype)) + ", got " +
                                                    coil_dtype_name(t.dtype));
     if (t.rank != int64_t(sig.dims.size()))
-      return fail(COIL_ERROR_INVALID_ARGUMENT, in + " must have rank " +
+      return fail(COIL_ERROR_INVALID_ARGUMENT, in() + " must have rank " +
                                                    std::to_string(sig.dims.size()) + ", got " +
                                                    std::to_string(t.rank));
-    if (t.rank > 0 && !t.shape) return fail(COIL_ERROR_INVALID_ARGUMENT, in + ": shape is null");
+    if (t.rank > 0 && !t.shape) return fail(COIL_ERROR_INVALID_ARGUMENT, in() + ": shape is null");
     __int128 numel = 1;
     for (int64_t d = 0; d < t.rank; ++d) {
       if (t.shape[d] < 0)
-        return fail(COIL_ERROR_INVALID_ARGUMENT, in + " dim " + std::to_string(d) +
+        return fail(COIL_ERROR_INVALID_ARGUMENT, in() + " dim " + std::to_string(d) +
                                                      " must be >= 0, got " +
                                                      std::to_string(t.shape[d]));
       numel *= t.shape[d];
       if (numel > (__int128(1) << 62))
         return fail(COIL_ERROR_INVALID_ARGUMENT,
-                    in + " is too large: shape " + dimsText(t.shape, t.rank));
+                    in() + " is too large: shape " + dimsText(t.shape, t.rank));
     }
-    if (numel > 0 && !t.data) return fail(COIL_ERROR_INVALID_ARGUMENT, in + ": data is null");
+    if (numel > 0 && !t.data) return fail(COIL_ERROR_INVALID_ARGUMENT, in() + ": data is null");
   }
   // Bind symbols as the model does, then check every dim and each symbol's range.
+  // Messages are built only on failure: this runs before every run.
   SymBindings binds;
-  std::map<std::string, std::string> boundBy;
+  std::map<std::string, const BindingSig *> boundBy;
+  auto dimName = [&](int64_t input, int64_t dim) {
+    return "input " + std::to_string(input) + " '" + md.inputs[input].name + "' dim " +
+           std::to_string(dim);
+  };
   for (const BindingSig &b : md.bindings) {
     int64_t v = inputs[b.input].shape[b.dim];
-    std::string where = "input " + std::to_string(b.input) + " '" + md.inputs[b.input].name +
-                        "' dim " + std::to_string(b.dim);
     auto [it, fresh] = binds.emplace(b.symbol, v);
-    if (!fresh && it->second != v)
-      return fail(COIL_ERROR_INVALID_ARGUMENT, where + " is " + std::to_string(v) + ", but " +
-                                                   b.symbol + " is " + std::to_string(it->second) +
-                                                   " from " + boundBy[b.symbol]);
-    if (fresh) boundBy[b.symbol] = where;
+    if (!fresh && it->second != v) {
+      const BindingSig *first = boundBy[b.symbol];
+      return fail(COIL_ERROR_INVALID_ARGUMENT, dimName(b.input, b.dim) + " is " +
+                                                   std::to_string(v) + ", but " + b.symbol +
+                                                   " is " + std::to_string(it->second) + " from " +
+                                                   dimName(first->input, first->dim));
+    }
+    if (fresh) boundBy[b.symbol] = &b;
     auto r = m.ranges.find(b.symbol);
     SymRange range = r == m.ranges.end() ? SymRange{} : r->second;
     if (v < range.min || v > range.max)
-      return fail(COIL_ERROR_INVALID_ARGUMENT, where + " (" + b.symbol + ") is " +
+      return fail(COIL_ERROR_INVALID_ARGUMENT, dimName(b.input, b.dim) + " (" + b.symbol + ") is " +
                                                    std::to_string(v) + ", outside " + b.symbol +
                                                    "'s range [" + std::to_string(range.min) + ", " +
                                                    std::to_string(range.max) + "]");
@@ -285,9 +291,10 @@ coil_status validateInputs(const coil_model &m, const coil_tensor *inputs, int64
   for (int64_t i = 0; i < n; ++i) {
     const TensorSig &sig = md.inputs[i];
     for (size_t d = 0; d < sig.dims.size(); ++d) {
-      std::string where =
-          "input " + std::to_string(i) + " '" + sig.name + "' dim " + std::to_string(d);
+      if (sig.dims[d].isConstant() && sig.dims[d].constant() == inputs[i].shape[d]) continue;
       auto want = sig.dims[d].evaluate(binds);
+      if (want && *want == inputs[i].shape[d]) continue;
+      std::string where = dimName(i, int64_t(d));
       if (!want)
         return fail(COIL_ERROR_INVALID_ARGUMENT,
                     where + " (" + sig.dimText[d] + "): " + want.error().message());

@@ -62,6 +62,9 @@ public:
 
   Status run() {
     COIL_TRY_STATUS(verifyWrapper(p_));
+    // Planning again starts over (Reuse lines already in the program are kept).
+    for (Buffer &b : p_.buffers) b.arenaOffset.reset();
+    p_.arenaBytes = 0;
     for (const Line &l : p_.lines)
       if (const auto *b = std::get_if<BindSymbol>(&l)) static_.insert(b->symbol);
     for (const std::string &s : programSymbols(p_)) {
@@ -79,13 +82,12 @@ public:
         const Buffer &b = p_.buffers[a->buffer];
         std::set<std::string> syms;
         b.bytes().collectSymbols(syms);
-        bool ok = !b.arenaOffset;
+        bool ok = true;
         for (const std::string &s : syms) ok = ok && static_.count(s);
         plannable_[a->buffer] = ok;
       }
       // Reuse lines already in the program extend their block.
-      if (const auto *r = std::get_if<Reuse>(&l))
-        plannable_[r->to] = plannable_[r->from] && !p_.buffers[r->to].arenaOffset;
+      if (const auto *r = std::get_if<Reuse>(&l)) plannable_[r->to] = plannable_[r->from];
     }
     reuse();
     if (o_.arena) arena();

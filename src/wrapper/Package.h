@@ -1,4 +1,4 @@
-/// \file The package format: metadata.json and weights.bin (see docs/PACKAGE.md).
+/// \file The package format: metadata.json and weights.bin (docs/PACKAGE.md describes it).
 ///
 /// A package is a directory:
 ///   metadata.json  what a loader needs without model.so: inputs and outputs (names, dtypes,

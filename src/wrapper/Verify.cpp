@@ -9,6 +9,11 @@
 
 namespace coil::wrapper {
 
+// Comment is the only line carrying free text; every other kind is typed data. A new line kind
+// must be added to the checks below (std::visit over `if constexpr` would otherwise accept it
+// silently), to lineEffects() and to the backends.
+static_assert(std::variant_size_v<Line> == 12, "a new Wrapper IR line kind: extend the verifier");
+
 namespace {
 
 bool isCIdent(const std::string &s) {
@@ -366,6 +371,8 @@ private:
               return err("view " + name(l.buffer) + " has an arena offset");
             root_[l.buffer] = root_[target];
             return shapeBound(l.buffer);
+          } else {
+            static_assert(sizeof(T) == 0, "line kind without verifier checks");
           }
         },
         line);

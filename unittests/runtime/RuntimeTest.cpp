@@ -9,6 +9,7 @@
 #include <coil/coil.h>
 #include <coil/coil.hpp>
 #include <coil/model_abi.h>
+#include <dlfcn.h>
 #include <thread>
 
 namespace coil::wrapper::testing {
@@ -391,6 +392,224 @@ TEST(Runtime, AbiVersionsAgree) {
   EXPECT_EQ(coil_runtime_model_abi_version(), COIL_MODEL_ABI_VERSION);
   EXPECT_STREQ(coil_dtype_name(COIL_DTYPE_BF16), "bf16");
   EXPECT_STREQ(coil_dtype_name(coil_dtype(99)), "invalid");
+}
+
+} // namespace
+} // namespace coil::wrapper::testing
+
+namespace coil::wrapper::testing {
+namespace {
+
+/// y = a @ b through coil_cpu_gemm_f32 and idx = NonZero(y) through coil_cpu_nonzero_f32: extern
+/// kernels that live in libcoil_runtime.so, resolved when model.so is loaded.
+WrapperProgram runtimeExternProgram() {
+  ProgramBuilder b("runtime_externs");
+  BufferId a = b.input("a", DType::F32, {sym("N"), 3});
+  BufferId w = b.constant("w", DType::F32, {3, 2});
+  BufferId y = b.output("y", DType::F32, {sym("N"), 2});
+  BufferId idx = b.output("idx", DType::I64, {sym("u")});
+  b.p.symbols["N"] = {1, 100};
+  b.bind("N", a, 0);
+  b.line(ExternKernelOut{"coil_cpu_gemm_f32",
+                         {exIn(a), exIn(w), exOut(y), exSize(1), exSize(sym("N")), exSize(2),
+                          exSize(3), exSize(0), exSize(0), exSize(0), exSize(0), exFloat(1)},
+                         {}});
+  b.line(ExternKernelAlloc{
+      "coil_cpu_nonzero_f32", {exIn(y), exOut(idx), exSym("u"), exSize(2 * sym("N"))}, {"u"}, {}});
+  return b.p;
+}
+
+struct ExternPackage {
+  TempDir dir;
+  std::vector<float> w{1, 0, -1, 2, 0.5f, 0};
+};
+
+void buildExternPackage(ExternPackage &pkg) {
+  WrapperProgram p = runtimeExternProgram();
+  ASSERT_TRUE(planMemory(p, {}).ok());
+  ASSERT_TRUE(verifyWrapper(p).ok()) << verifyWrapper(p).error().render();
+  ASSERT_EQ(writePackage(pkg.dir.path, p, {{"w", DType::F32, {3, 2}, pkg.w.data(), 24}}, {}).ok(),
+            true);
+  ASSERT_EQ(compileModel(pkg.dir.path, {"src/wrapper.cpp"}), "");
+}
+
+TEST(Runtime, ModelCallsExternKernelsOfTheRuntime) {
+  ExternPackage pkg;
+  buildExternPackage(pkg);
+  coil::Model m(pkg.dir.path);
+  std::vector<float> a = {1, 2, 3, 0, 0, 0, -1, 0, 1}; // row 1 gives y = 0 0
+  auto outs = m.run({coil::Input(a.data(), COIL_DTYPE_F32, {3, 3})});
+  std::vector<float> want(6, 0);
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 2; ++j)
+      for (int k = 0; k < 3; ++k) want[i * 2 + j] += a[i * 3 + k] * pkg.w[k * 2 + j];
+  std::vector<int64_t> wantIdx;
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_FLOAT_EQ(outs[0].data<float>()[i], want[i]);
+    if (want[i] != 0) wantIdx.push_back(i);
+  }
+  ASSERT_EQ(outs[1].shape(), std::vector<int64_t>{int64_t(wantIdx.size())});
+  for (size_t i = 0; i < wantIdx.size(); ++i) EXPECT_EQ(outs[1].data<int64_t>()[i], wantIdx[i]);
+}
+
+/// A host that loads libcoil_runtime.so with RTLD_LOCAL (as Python's ctypes does) still runs a
+/// model whose extern kernels live in the runtime.
+TEST(Runtime, WorksWhenTheRuntimeIsLoadedLocally) {
+  ExternPackage pkg;
+  buildExternPackage(pkg);
+  Dl_info info;
+  ASSERT_TRUE(dladdr(reinterpret_cast<void *>(&coil_model_load), &info) && info.dli_fname);
+  std::string lib = info.dli_fname;
+  ASSERT_NE(lib.find("libcoil_runtime"), std::string::npos) << lib;
+  writeFile(pkg.dir.path + "/host.cpp", R"(
+#include <coil/coil.h>
+#include <dlfcn.h>
+#include <cstdio>
+int main(int argc, char **argv) {
+  void *h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+  if (!h) { std::printf("dlopen: %s\n", dlerror()); return 2; }
+  auto load = (coil_status(*)(const char *, coil_model **))dlsym(h, "coil_model_load");
+  auto run = (coil_status(*)(coil_model *, const coil_tensor *, int64_t, coil_output *, int64_t))
+      dlsym(h, "coil_model_run");
+  auto err = (const char *(*)())dlsym(h, "coil_last_error");
+  coil_model *m = nullptr;
+  if (load(argv[2], &m) != COIL_OK) { std::printf("load: %s\n", err()); return 3; }
+  float a[3] = {1, 2, 3};
+  int64_t shape[2] = {1, 3};
+  coil_tensor in = {a, COIL_DTYPE_F32, 2, shape};
+  float y[2];
+  int64_t idx[2];
+  coil_output out[2] = {};
+  out[0].data = y, out[0].capacity = sizeof y;
+  out[1].data = idx, out[1].capacity = sizeof idx;
+  if (run(m, &in, 1, out, 2) != COIL_OK) { std::printf("run: %s\n", err()); return 4; }
+  std::printf("%g %g %lld\n", y[0], y[1], (long long)out[1].shape[0]);
+  return 0;
+}
+)");
+  std::string exe = pkg.dir.path + "/host";
+  std::string cc = "c++ -std=c++17 -I" COIL_SOURCE_DIR "/include '" + pkg.dir.path +
+                   "/host.cpp' -o '" + exe + "' -ldl > '" + pkg.dir.path + "/host.log' 2>&1";
+  ASSERT_EQ(std::system(cc.c_str()), 0) << readFile(pkg.dir.path + "/host.log");
+  std::string run =
+      "'" + exe + "' '" + lib + "' '" + pkg.dir.path + "' > '" + pkg.dir.path + "/run.log' 2>&1";
+  int rc = std::system(run.c_str());
+  EXPECT_EQ(rc, 0) << readFile(pkg.dir.path + "/run.log");
+  // y = [1 2 3] @ [[1 0] [-1 2] [0.5 0]] = [0.5 4]
+  EXPECT_EQ(readFile(pkg.dir.path + "/run.log"), "0.5 4 2\n");
+}
+
+} // namespace
+} // namespace coil::wrapper::testing
+
+namespace coil::wrapper::testing {
+namespace {
+
+const char *kChainKernels = R"(
+#include <cstdint>
+extern "C" {
+void k_add2_c0(const float *a, const float *b, float *y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
+}
+void k_scale_c0(const float *a, float *y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = 2 * a[i] - 1;
+}
+}
+)";
+
+/// Random dataflow over temps of [N, 4] (f32) and views of them, planned and run; the results
+/// match the same arithmetic done here, so an arena plan that lets live buffers overlap fails.
+TEST(Runtime, RandomPlannedProgramsComputeTheRightValues) {
+  std::mt19937 rng(99);
+  for (int prog = 0; prog < 4; ++prog) {
+    ProgramBuilder b("chain" + std::to_string(prog));
+    SymInt n4 = sym("N") * 4;
+    BufferId x = b.input("x", DType::F32, {sym("N"), 4});
+    BufferId y = b.output("y", DType::F32, {sym("N"), 4});
+    KernelId add =
+        b.kernel("k_add2", {bufParam("a", DType::F32, false), bufParam("b", DType::F32, false),
+                            bufParam("y", DType::F32, true), sizeParam("n")});
+    KernelId scale = b.kernel("k_scale", {bufParam("a", DType::F32, false),
+                                          bufParam("y", DType::F32, true), sizeParam("n")});
+    b.p.symbols["N"] = {1, 64};
+    struct Op {
+      bool isAdd;
+      int a, b, out; // value ids: 0 = x, k >= 1 = temp k - 1, -1 = y
+    };
+    std::vector<Op> ops;
+    int steps = 6 + int(rng() % 14);
+    for (int s = 0; s < steps; ++s) {
+      int avail = s + 1;
+      int lo = std::max(0, avail - 4); // mostly recent values: overlapping lifetimes
+      auto pick = [&] {
+        return rng() % 5 == 0 ? int(rng() % avail) : lo + int(rng() % (avail - lo));
+      };
+      ops.push_back({rng() % 2 == 0, pick(), pick(), s == steps - 1 ? -1 : s + 1});
+    }
+    std::vector<BufferId> temps;
+    for (int s = 0; s + 1 < steps; ++s)
+      temps.push_back(b.temp("t" + std::to_string(s), DType::F32, {sym("N"), 4}));
+    // A view of each temp, used in place of it by later ops half of the time.
+    std::vector<BufferId> views;
+    for (int s = 0; s + 1 < steps; ++s)
+      views.push_back(b.temp("v" + std::to_string(s), DType::F32, {sym("N"), 4}));
+    auto buf = [&](int v, bool viaView) -> BufferId {
+      return v == 0 ? x : viaView ? views[v - 1] : temps[v - 1];
+    };
+    std::vector<int> lastUse(steps, -1);
+    for (int s = 0; s < steps; ++s) {
+      lastUse[ops[s].a] = s;
+      lastUse[ops[s].b] = s;
+    }
+    b.bind("N", x, 0);
+    b.line(KernelDefinition{add});
+    b.line(KernelDefinition{scale});
+    std::vector<bool> viewMade(steps, false);
+    for (int s = 0; s < steps; ++s) {
+      const Op &op = ops[s];
+      BufferId out = op.out < 0 ? y : temps[op.out - 1];
+      if (op.out > 0) b.alloc(out);
+      bool va = op.a > 0 && rng() % 2 == 0, vb = op.b > 0 && rng() % 2 == 0;
+      for (auto [v, use] : {std::pair{op.a, va}, std::pair{op.b, vb}})
+        if (use && !viewMade[v]) {
+          b.line(Reinterpret{views[v - 1], temps[v - 1], SymInt(0)});
+          viewMade[v] = true;
+        }
+      if (op.isAdd)
+        b.call(add, {bufArg(buf(op.a, va)), bufArg(buf(op.b, vb)), bufArg(out), sizeArg(n4)});
+      else
+        b.call(scale, {bufArg(buf(op.a, va)), bufArg(out), sizeArg(n4)});
+      for (int v = 1; v < steps; ++v)
+        if (lastUse[v] == s) b.free(temps[v - 1]);
+    }
+    for (int v = 1; v < steps; ++v)
+      if (lastUse[v] < 0) b.free(temps[v - 1]); // never read
+    ASSERT_TRUE(verifyWrapper(b.p).ok()) << verifyWrapper(b.p).error().render();
+    ASSERT_TRUE(planMemory(b.p, {}).ok());
+    for (int64_t n : {1, 7, 64}) ASSERT_TRUE(verifyArena(b.p, {{"N", n}}).ok());
+    TempDir dir;
+    ASSERT_EQ(buildPackage(dir.path, b.p, {}, kChainKernels), "");
+    coil::Model m(dir.path);
+    for (int64_t n : {1, 5, 33}) {
+      std::vector<float> xv = randomVec(size_t(n) * 4, unsigned(prog * 100 + n));
+      std::vector<std::vector<float>> val(steps + 1);
+      val[0] = xv;
+      std::vector<float> want;
+      for (int s = 0; s < steps; ++s) {
+        const Op &op = ops[s];
+        std::vector<float> r(xv.size());
+        for (size_t i = 0; i < r.size(); ++i)
+          r[i] = op.isAdd ? val[op.a][i] + val[op.b][i] : 2 * val[op.a][i] - 1;
+        if (op.out < 0)
+          want = r;
+        else
+          val[op.out] = r;
+      }
+      auto outs = m.run({coil::Input(xv.data(), COIL_DTYPE_F32, {n, 4})});
+      for (size_t i = 0; i < want.size(); ++i)
+        ASSERT_EQ(outs[0].data<float>()[i], want[i]) << "program " << prog << " N=" << n;
+    }
+  }
 }
 
 } // namespace

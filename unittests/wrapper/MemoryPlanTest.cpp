@@ -85,6 +85,23 @@ TEST(MemoryPlan, ReusesProvablyLargeEnoughBlocks) {
   EXPECT_EQ(*s.b.p.buffers[s.temps[0]].arenaOffset, *s.b.p.buffers[s.temps[2]].arenaOffset);
 }
 
+TEST(MemoryPlan, PlanningTwiceStartsOver) {
+  Steps s;
+  s.temp({sym("N"), 4});
+  s.temp({sym("N"), 4});
+  s.temp({4 * sym("N")});
+  s.temp({sym("M")});
+  s.build({{0, 1}, {1, 3}, {2, 3}, {1, 2}});
+  planAndVerify(s.b.p);
+  WrapperProgram once = s.b.p;
+  planAndVerify(s.b.p);
+  EXPECT_EQ(s.b.p.arenaBytes, once.arenaBytes);
+  for (size_t b = 0; b < once.buffers.size(); ++b)
+    EXPECT_EQ(s.b.p.buffers[b].arenaOffset.has_value(), once.buffers[b].arenaOffset.has_value());
+  for (int64_t n : {1, 100})
+    for (int64_t m : {1, 4000}) EXPECT_TRUE(verifyArena(s.b.p, {{"N", n}, {"M", m}}).ok());
+}
+
 TEST(MemoryPlan, NoReuseWithoutAProof) {
   Steps s;
   s.temp({sym("N")});
@@ -274,8 +291,19 @@ TEST(MemoryPlan, RandomProgramsHaveValidArenas) {
 /// Transformer-like lifetimes over batch B and sequence S: per layer qkv, scores, probs, ctx,
 /// projection, residuals, FFN; the arena must stay within 1.25x of the lower bound at every
 /// tested value.
+void transformerLike(int layers, bool reuse);
+
 TEST(MemoryPlan, TransformerLikeProgramIsTight) {
-  for (bool reuse : {true, false}) {
+  for (bool reuse : {true, false}) transformerLike(4, reuse);
+}
+
+/// 48 layers, 528 intermediates: planning stays fast and tight.
+TEST(MemoryPlan, LargeTransformerLikeProgram) {
+  transformerLike(48, true);
+}
+
+void transformerLike(int layers, bool reuse) {
+  {
     Steps s;
     s.b.p.symbols.clear();
     s.b.p.symbols["N"] = {1, 16};  // batch
@@ -283,7 +311,7 @@ TEST(MemoryPlan, TransformerLikeProgramIsTight) {
     SymInt B = sym("N"), S = sym("M");
     const int64_t H = 256;
     std::vector<std::pair<int, int>> life;
-    for (int l = 0; l < 4; ++l) {
+    for (int l = 0; l < layers; ++l) {
       int b = 11 * l;
       auto t = [&](std::vector<SymInt> shape, int first, int last) {
         s.temp(std::move(shape));
