@@ -465,8 +465,13 @@ TensorRef LowerContext::view(
   return TensorRef{src.node, src.dtype, std::move(shape), std::move(map)};
 }
 
-TensorRef LowerContext::reshape(const TensorRef &src, std::vector<SymInt> shape) {
-  const SymRanges &ranges = program_.symbols;
+namespace {
+
+/// Reshape of `src` to `shape` as a view: source and target dims are grouped into runs whose
+/// products are provably equal; a run of one dim on each side maps directly, a longer run goes
+/// through its linear index (flatten, then unflatten with // and %).
+TensorRef reshapeView(LowerContext &ctx, const TensorRef &src, std::vector<SymInt> shape) {
+  const SymRanges &ranges = ctx.program().symbols;
   const std::vector<SymInt> &from = src.shape;
   auto isOne = [&](const SymInt &d) { return d == SymInt(1); };
   // Non-unit dims of each side; unit dims take index 0 (source) or are ignored (target).
@@ -541,7 +546,25 @@ TensorRef LowerContext::reshape(const TensorRef &src, std::vector<SymInt> shape)
     }
     return idx;
   };
-  return view(src, shape, mapper);
+  return ctx.view(src, shape, mapper);
+}
+
+} // namespace
+
+TensorRef LowerContext::reshape(const TensorRef &src, std::vector<SymInt> shape) {
+  // A reshape of a reshape is a reshape of the node: composing the two maps instead would
+  // leave terms such as (a*S + b) // S that need b < S to simplify.
+  if (!src.map.empty()) {
+    const Node &node = program_.nodes.at(size_t(src.node));
+    TensorRef base{src.node, src.dtype, node.shape, {}};
+    SymInt a = 1, b = 1;
+    for (const SymInt &d : node.shape) a = a * d;
+    for (const SymInt &d : src.shape) b = b * d;
+    if ((a == b || proveEQ(a, b, program_.symbols)) &&
+        reshapeView(*this, base, src.shape).map == src.map)
+      return reshapeView(*this, base, std::move(shape));
+  }
+  return reshapeView(*this, src, std::move(shape));
 }
 
 TensorRef LowerContext::permute(const TensorRef &src, const std::vector<int64_t> &perm) {
