@@ -370,17 +370,16 @@ void LowerContext::setOutput(size_t i, TensorRef t) {
 }
 
 namespace {
-std::string baseName(const Graph &g, const coil::Node &gn, const std::string &hint) {
-  if (!hint.empty()) return hint;
-  (void)g;
-  return opBaseName(gn.op);
+/// The base of a node name: the caller's hint, else the op ("relu").
+std::string baseName(const coil::Node &gn, const std::string &hint) {
+  return hint.empty() ? opBaseName(gn.op) : hint;
 }
 } // namespace
 
 TensorRef LowerContext::pointwise(DType t, std::vector<SymInt> shape, const PointwiseFn &fn,
                                   const std::string &hint) {
   Node n;
-  n.name = uniqueNodeName(program_, baseName(graph_, gnode(), hint));
+  n.name = uniqueNodeName(program_, baseName(gnode(), hint));
   n.dtype = t;
   n.shape = shape;
   n.origins = {nodeIndex_};
@@ -403,7 +402,7 @@ TensorRef LowerContext::reduce(ReduceKind kind, DType outT, DType accT, std::vec
                                std::vector<SymInt> rranges, const ReduceFn &fn, bool selectLast,
                                const std::string &hint) {
   Node n;
-  n.name = uniqueNodeName(program_, baseName(graph_, gnode(), hint));
+  n.name = uniqueNodeName(program_, baseName(gnode(), hint));
   n.dtype = outT;
   n.shape = outer;
   n.origins = {nodeIndex_};
@@ -695,8 +694,7 @@ SourceLoc locOf(const Graph &g, const coil::Node &n) {
 /// node's outputs) use must have a value when they run. A size computed from tensor data needs
 /// an extern call that reports it (an OutSymbol argument); anything else cannot be compiled.
 Status checkSizesKnown(const LoopProgram &p, size_t first, std::set<std::string> &bound,
-                       const Graph &g, const coil::Node &gn,
-                       const std::vector<std::optional<TensorRef>> &refs) {
+                       const coil::Node &gn, const std::vector<std::optional<TensorRef>> &refs) {
   auto unknown = [&](const std::vector<SymInt> &shape) -> std::string {
     std::set<std::string> used;
     for (const SymInt &d : shape) d.collectSymbols(used);
@@ -725,7 +723,6 @@ Status checkSizesKnown(const LoopProgram &p, size_t first, std::set<std::string>
     std::string s = unknown(r->shape);
     if (!s.empty()) return refuse(s, r->dtype, r->shape);
   }
-  (void)g;
   return okStatus();
 }
 
@@ -777,7 +774,7 @@ Expected<LoopProgram> lowerGraph(const Graph &g) {
     size_t first = p.nodes.size();
     LowerContext ctx(p, g, int32_t(ni), refs);
     Status st = fn(ctx);
-    if (st.ok()) st = checkSizesKnown(p, first, bound, g, gn, refs);
+    if (st.ok()) st = checkSizesKnown(p, first, bound, gn, refs);
     if (!st.ok()) {
       diags.report(st.error().withDefaultLoc(locOf(g, gn)));
       continue;
