@@ -198,6 +198,46 @@ TEST(ShapeOpsLower, EmptyTensorsAndScalars) {
   checkGraph(b.g, {{}}, kExact);
 }
 
+/// A random shape of numel `n` (a product of its factors in a random order, with 1s).
+std::vector<int64_t> randomShapeOf(int64_t n, std::mt19937_64 &rng) {
+  std::vector<int64_t> dims;
+  for (int64_t p : {2, 3, 5})
+    while (n % p == 0) {
+      n /= p;
+      // merge into the last dim half of the time
+      if (!dims.empty() && rng() % 2)
+        dims.back() *= p;
+      else
+        dims.push_back(p);
+    }
+  if (rng() % 3 == 0) dims.insert(dims.begin() + int64_t(rng() % (dims.size() + 1)), 1);
+  std::shuffle(dims.begin(), dims.end(), rng);
+  return dims;
+}
+
+TEST(ShapeOpsLower, RandomReshapeChains) {
+  // Chains of reshapes over a dynamic leading dim: runs split, merge and regroup.
+  std::mt19937_64 rng(2024);
+  for (int trial = 0; trial < 60; ++trial) {
+    GraphBuilder b;
+    std::vector<SymInt> inShape = {N};
+    for (int64_t d : randomShapeOf(60, rng)) inShape.push_back(d);
+    ValueId v = b.input("x", DType::I32, inShape);
+    int steps = 1 + int(rng() % 3);
+    for (int k = 0; k < steps; ++k) {
+      std::vector<int64_t> t = {0}; // keep N
+      if (rng() % 4 == 0) {
+        t.push_back(-1); // flatten the rest
+      } else {
+        for (int64_t d : randomShapeOf(60, rng)) t.push_back(d);
+      }
+      v = b.op(OpKind::Reshape, {v, b.ints("t" + std::to_string(k), t)});
+    }
+    b.output(b.op(OpKind::Neg, {v}));
+    checkGraph(b.g, {{{"N", 1}}, {{"N", 3}}}, kExact, {}, "trial " + std::to_string(trial));
+  }
+}
+
 TEST(ShapeOpsLower, DataDependentShapesAreReported) {
   GraphBuilder b;
   ValueId lim = b.input("limit", DType::I64, {});
