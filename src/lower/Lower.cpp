@@ -370,17 +370,16 @@ void LowerContext::setOutput(size_t i, TensorRef t) {
 }
 
 namespace {
-std::string baseName(const Graph &g, const coil::Node &gn, const std::string &hint) {
-  if (!hint.empty()) return hint;
-  (void)g;
-  return opBaseName(gn.op);
+/// The base of a node name: the caller's hint, else the op ("relu").
+std::string baseName(const coil::Node &gn, const std::string &hint) {
+  return hint.empty() ? opBaseName(gn.op) : hint;
 }
 } // namespace
 
 TensorRef LowerContext::pointwise(DType t, std::vector<SymInt> shape, const PointwiseFn &fn,
                                   const std::string &hint) {
   Node n;
-  n.name = uniqueNodeName(program_, baseName(graph_, gnode(), hint));
+  n.name = uniqueNodeName(program_, baseName(gnode(), hint));
   n.dtype = t;
   n.shape = shape;
   n.origins = {nodeIndex_};
@@ -403,7 +402,7 @@ TensorRef LowerContext::reduce(ReduceKind kind, DType outT, DType accT, std::vec
                                std::vector<SymInt> rranges, const ReduceFn &fn, bool selectLast,
                                const std::string &hint) {
   Node n;
-  n.name = uniqueNodeName(program_, baseName(graph_, gnode(), hint));
+  n.name = uniqueNodeName(program_, baseName(gnode(), hint));
   n.dtype = outT;
   n.shape = outer;
   n.origins = {nodeIndex_};
@@ -465,8 +464,13 @@ TensorRef LowerContext::view(
   return TensorRef{src.node, src.dtype, std::move(shape), std::move(map)};
 }
 
-TensorRef LowerContext::reshape(const TensorRef &src, std::vector<SymInt> shape) {
-  const SymRanges &ranges = program_.symbols;
+namespace {
+
+/// Reshape of `src` to `shape` as a view: source and target dims are grouped into runs whose
+/// products are provably equal; a run of one dim on each side maps directly, a longer run goes
+/// through its linear index (flatten, then unflatten with // and %).
+TensorRef reshapeView(LowerContext &ctx, const TensorRef &src, std::vector<SymInt> shape) {
+  const SymRanges &ranges = ctx.program().symbols;
   const std::vector<SymInt> &from = src.shape;
   auto isOne = [&](const SymInt &d) { return d == SymInt(1); };
   // Non-unit dims of each side; unit dims take index 0 (source) or are ignored (target).
@@ -541,7 +545,25 @@ TensorRef LowerContext::reshape(const TensorRef &src, std::vector<SymInt> shape)
     }
     return idx;
   };
-  return view(src, shape, mapper);
+  return ctx.view(src, shape, mapper);
+}
+
+} // namespace
+
+TensorRef LowerContext::reshape(const TensorRef &src, std::vector<SymInt> shape) {
+  // A reshape of a reshape is a reshape of the node: composing the two maps instead would
+  // leave terms such as (a*S + b) // S that need b < S to simplify.
+  if (!src.map.empty()) {
+    const Node &node = program_.nodes.at(size_t(src.node));
+    TensorRef base{src.node, src.dtype, node.shape, {}};
+    SymInt a = 1, b = 1;
+    for (const SymInt &d : node.shape) a = a * d;
+    for (const SymInt &d : src.shape) b = b * d;
+    if ((a == b || proveEQ(a, b, program_.symbols)) &&
+        reshapeView(*this, base, src.shape).map == src.map)
+      return reshapeView(*this, base, std::move(shape));
+  }
+  return reshapeView(*this, src, std::move(shape));
 }
 
 TensorRef LowerContext::permute(const TensorRef &src, const std::vector<int64_t> &perm) {
@@ -672,8 +694,7 @@ SourceLoc locOf(const Graph &g, const coil::Node &n) {
 /// node's outputs) use must have a value when they run. A size computed from tensor data needs
 /// an extern call that reports it (an OutSymbol argument); anything else cannot be compiled.
 Status checkSizesKnown(const LoopProgram &p, size_t first, std::set<std::string> &bound,
-                       const Graph &g, const coil::Node &gn,
-                       const std::vector<std::optional<TensorRef>> &refs) {
+                       const coil::Node &gn, const std::vector<std::optional<TensorRef>> &refs) {
   auto unknown = [&](const std::vector<SymInt> &shape) -> std::string {
     std::set<std::string> used;
     for (const SymInt &d : shape) d.collectSymbols(used);
@@ -702,7 +723,6 @@ Status checkSizesKnown(const LoopProgram &p, size_t first, std::set<std::string>
     std::string s = unknown(r->shape);
     if (!s.empty()) return refuse(s, r->dtype, r->shape);
   }
-  (void)g;
   return okStatus();
 }
 
@@ -754,7 +774,7 @@ Expected<LoopProgram> lowerGraph(const Graph &g) {
     size_t first = p.nodes.size();
     LowerContext ctx(p, g, int32_t(ni), refs);
     Status st = fn(ctx);
-    if (st.ok()) st = checkSizesKnown(p, first, bound, g, gn, refs);
+    if (st.ok()) st = checkSizesKnown(p, first, bound, gn, refs);
     if (!st.ok()) {
       diags.report(st.error().withDefaultLoc(locOf(g, gn)));
       continue;

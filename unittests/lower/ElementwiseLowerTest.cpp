@@ -378,6 +378,33 @@ TEST(ElementwiseLower, ScalarConstantsBecomeLiterals) {
   EXPECT_NE(text.find("const f32 -inf"), std::string::npos) << text;
 }
 
+TEST(ElementwiseLower, RandomBroadcasts) {
+  std::mt19937_64 rng(5);
+  for (int trial = 0; trial < 60; ++trial) {
+    size_t rank = size_t(rng() % 4);
+    std::vector<SymInt> sa, sb, sc;
+    for (size_t d = 0; d < rank; ++d) {
+      SymInt full = rng() % 3 == 0 ? N : SymInt(int64_t(2 + rng() % 3));
+      // each operand has the full dim or 1
+      sa.push_back(rng() % 3 ? full : SymInt(1));
+      sb.push_back(rng() % 3 ? full : SymInt(1));
+      sc.push_back(rng() % 3 ? full : SymInt(1));
+    }
+    // drop leading dims of b and c (aligned right)
+    sb.erase(sb.begin(), sb.begin() + int64_t(rng() % (rank + 1)));
+    sc.erase(sc.begin(), sc.begin() + int64_t(rng() % (rank + 1)));
+    GraphBuilder b;
+    ValueId x = b.input("x", DType::F32, sa), y = b.input("y", DType::F32, sb);
+    ValueId c = b.input("c", DType::Bool, sc);
+    ValueId sum = b.op(OpKind::Add, {x, y});
+    b.output(sum);
+    b.output(b.op(OpKind::Where, {c, sum, x}));
+    b.output(b.op(OpKind::Max, {y, x, sum}));
+    checkGraph(b.g, {{{"N", 1}}, {{"N", 4}}}, Tolerance{0, 0}, specials(),
+               "trial " + std::to_string(trial));
+  }
+}
+
 TEST(ElementwiseLower, ChainsShareNoState) {
   // A chain of ops over one dynamic input: every node is lowered and evaluated in order.
   GraphBuilder b;

@@ -207,6 +207,27 @@ TEST(LowerFramework, SymbolicReshapeRuns) {
   }
 }
 
+TEST(LowerFramework, ReshapeOfReshapeIsOneReshape) {
+  // [B, 1, 1, S, 1] -> [B*S] -> [B, 1, 1, S] (as BERT's mask): no // or % remains.
+  SymInt B = SymInt::symbol("B"), S = SymInt::symbol("S");
+  GraphBuilder b;
+  ValueId x = b.input("x", DType::F32, {B, 1, 1, S, 1});
+  ValueId flat = b.op(OpKind::Reshape, {x, b.ints("f", {-1})});
+  ValueId back = b.op(OpKind::Reshape, {flat, b.symconst("t", {B, 1, 1, S})});
+  b.output(b.op(OpKind::Neg, {back}));
+  auto p = lowerGraph(b.g);
+  ASSERT_TRUE(p.ok()) << p.error().render();
+  std::string text = printLoopProgram(*p);
+  EXPECT_NE(text.find("load f32 x[%x0, 0, 0, %x3, 0]"), std::string::npos) << text;
+  checkGraph(b.g, {{{"B", 2}, {"S", 3}}, {{"B", 3}, {"S", 1}}});
+  // A reshape of a slice is not a reshape of the node.
+  GraphBuilder c;
+  ValueId y = c.input("y", DType::F32, {4, 6});
+  ValueId sl = c.op(OpKind::Slice, {y, c.ints("st", {1}), c.ints("en", {5}), c.ints("ax", {1})});
+  c.output(c.op(OpKind::Neg, {c.op(OpKind::Reshape, {sl, c.ints("r", {8, 2})})}));
+  checkGraph(c.g);
+}
+
 TEST(LowerFramework, ViewOutputsAndInputOutputs) {
   // A view as an output, an input as an output, a constant as an output.
   checkText(R"(graph @g(%x: f32[2, 3]) -> (%y, %x, %w) {
