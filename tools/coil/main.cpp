@@ -1,6 +1,7 @@
 // coil: the command-line driver. Diagnostics go to stderr, results to stdout.
 // Exit codes: 0 ok, 1 user error, 2 internal error, 3 runtime error.
 #include "driver/LoadModel.h"
+#include "evt/EvtCommand.h"
 #include "interp/Interpreter.h"
 #include "io/Npz.h"
 #include "ir/Printer.h"
@@ -27,6 +28,7 @@ commands:
       dtype, shape and statistics, and the time taken
   inspect MODEL [--graph] [--dynamic NAME=MIN:MAX]...
       print a summary of MODEL; --graph prints it in coil's text format
+  evt EPILOGUE.py --arch sm80|sm90 --shape M,N[,L] [...]   (see docs: coil evt)
   help
       print this message
 )";
@@ -205,6 +207,7 @@ Status run(int argc, char **argv) {
     COIL_TRY(Args a, parseArgs(argc, argv, {"--inputs", "--outputs"}, {}));
     return cmdInterpret(a);
   }
+  if (cmd == "evt") return evt::runEvtCommand(argc, argv);
   if (cmd == "inspect") {
     COIL_TRY(Args a, parseArgs(argc, argv, {}, {"--graph"}));
     return cmdInspect(a);
