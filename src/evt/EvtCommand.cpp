@@ -4,6 +4,8 @@
 #include "evt/EvtParser.h"
 #include "evt/EvtPasses.h"
 
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -15,7 +17,7 @@ namespace coil::evt {
 
 const char *kEvtUsage =
     "  evt EPILOGUE.py --arch sm80|sm90 --shape M,N[,L] [--dtype DT] [--dtype NAME=DT,...]\n"
-    "      [--compute DT] [--emit-kernel [--k K] [--inputs DT]] [--print-ir] [-o OUT]\n"
+    "      [--compute DT] [--emit-kernel [--k K] [--inputs DT]] [--print-ir] [--time] [-o OUT]\n"
     "      compile an epilogue (one Python function) into CUTLASS visitor code; --emit-kernel\n"
     "      writes a complete GEMM + host check program; DT is f32, f16 or bf16\n";
 
@@ -51,10 +53,11 @@ std::vector<std::string> split(const std::string &s, char c) {
 } // namespace
 
 Status runEvtCommand(int argc, char **argv) {
+  auto start = std::chrono::steady_clock::now();
   std::string file, archS, shapeS, out;
   std::vector<std::string> dtypeArgs;
   std::string computeS = "f32", inputsS, kS = "128";
-  bool kernel = false, printIr = false;
+  bool kernel = false, printIr = false, timing = false;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
     std::string key = a, val;
@@ -87,6 +90,8 @@ Status runEvtCommand(int argc, char **argv) {
       COIL_TRY(out, value());
     } else if (key == "--emit-kernel" && !hasVal) {
       kernel = true;
+    } else if (key == "--time" && !hasVal) {
+      timing = true;
     } else if (key == "--print-ir" && !hasVal) {
       printIr = true;
     } else if (a.rfind("-", 0) == 0) {
@@ -170,6 +175,11 @@ Status runEvtCommand(int argc, char **argv) {
     std::ofstream o(out, std::ios::binary);
     o << text;
     if (!o) return Error::runtime("cannot write '" + out + "'");
+  }
+  if (timing) {
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                    .count();
+    std::fprintf(stderr, "evt-time: %.3f ms\n", ms);
   }
   return okStatus();
 }

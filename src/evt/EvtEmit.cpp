@@ -145,7 +145,8 @@ public:
        << ", L=" << p_.problem.l << "). Do not edit.\n";
     os << "// Visitor plan: " << plan_.regions.size() << " topological region(s); "
        << plan_.topo.size() << " node(s).\n";
-    os << "#pragma once\n" << includes() << "\nnamespace " << ns_ << " {\n\n";
+    if (!o_.kernel) os << "#pragma once\n";
+    os << includes() << "\nnamespace " << ns_ << " {\n\n";
     os << prelude();
     os << functors();
     os << decls_.str();

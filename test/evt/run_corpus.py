@@ -71,7 +71,7 @@ def main():
     if a.only:
         keep = set(a.only.split(","))
         progs = [p for p in progs if p[:-3] in keep]
-    failures, times, rows = [], [], []
+    failures, times, rows, walls = [], [], [], []
     counts = {"accept": 0, "error": 0}
     for prog in progs:
         path = os.path.join(a.corpus, prog)
@@ -86,11 +86,14 @@ def main():
         for arch in ARCHS:
             exp = expect.get(arch, expect.get("*"))
             out = os.path.join(a.work, f"{prog[:-3]}.{arch}.h")
-            cmd = [a.coil, "evt", path, "--arch", arch, "-o", out] + args
+            cmd = [a.coil, "evt", path, "--arch", arch, "-o", out, "--time"] + args
             t0 = time.perf_counter()
             r = subprocess.run(cmd, capture_output=True, text=True)
-            ms = (time.perf_counter() - t0) * 1000
-            times.append((ms, prog, arch))
+            wall = (time.perf_counter() - t0) * 1000
+            m = re.search(r"evt-time: ([0-9.]+) ms", r.stderr)
+            if m:  # in-process time of an accepted program (parse, passes, emission, write)
+                times.append((float(m.group(1)), prog, arch))
+            walls.append(wall)
             ok, why = True, ""
             if exp == "accept":
                 counts["accept"] += 1
@@ -124,9 +127,12 @@ def main():
     if times:
         ts = sorted(t[0] for t in times)
         worst = max(times)
-        print(f"coil evt time per program: median {ts[len(ts) // 2]:.1f} ms, max {worst[0]:.1f} ms "
-              f"({worst[1]} {worst[2]}); budget 50 ms: "
-              f"{'within' if worst[0] < 50 else 'OVER (process start included)'}")
+        print(f"coil evt time per accepted program (in process): median {ts[len(ts) // 2]:.2f} ms, "
+              f"max {worst[0]:.2f} ms ({worst[1]} {worst[2]}); budget 50 ms: "
+              f"{'within' if worst[0] < 50 else 'OVER'}")
+        ws = sorted(walls)
+        print(f"coil evt wall time per run (process start included): median {ws[len(ws) // 2]:.1f} ms, "
+              f"max {ws[-1]:.1f} ms")
 
     if not a.no_compile:
         dirs = cutlass_dirs()
