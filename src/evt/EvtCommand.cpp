@@ -23,6 +23,22 @@ const char *kEvtUsage =
 
 namespace {
 
+const char *kEvtHelp = R"(
+The epilogue is one Python function:
+  def epi(accum, C, alpha: "scalar", bias: "1,N", scale: "M,1:f32"):
+      x = alpha * accum + C
+      D = relu(x + bias) * scale
+      r = sum(x, dim=1)
+      return D, r
+accum is the accumulator and C the GEMM source; other parameters are dense (M, N[, L]) tensors
+unless annotated with the dimensions they span ("1,N", "M,1", "1,N,L", "scalar"), optionally
+followed by :f32/:f16/:bf16. Operators: + - * / ** unary minus, < <= > >= == !=; functions: relu
+sigmoid tanh gelu silu exp log abs sqrt maximum minimum pow clamp where cast(x, "f16"); reductions
+sum / max with dim= over (M, N). Every epilogue returns D; every returned name is stored.
+--dtype DT sets the element type of A, B, C, D and tensors; --dtype NAME=DT one tensor's;
+--compute DT the compute type (default f32). --print-ir prints the compiled EVT IR.
+)";
+
 Expected<DType> dtypeArg(const std::string &s, const std::string &what) {
   if (s == "f32" || s == "float32") return DType::F32;
   if (s == "f16" || s == "float16") return DType::F16;
@@ -90,6 +106,9 @@ Status runEvtCommand(int argc, char **argv) {
       COIL_TRY(out, value());
     } else if (key == "--emit-kernel" && !hasVal) {
       kernel = true;
+    } else if (key == "--help" || key == "-h") {
+      std::cout << "usage: coil evt ...\n" << kEvtUsage << kEvtHelp;
+      return okStatus();
     } else if (key == "--time" && !hasVal) {
       timing = true;
     } else if (key == "--print-ir" && !hasVal) {

@@ -649,7 +649,6 @@ private:
 
   std::string mainFunction() const {
     std::ostringstream os;
-    std::string N = ns_ + "::";
     os << "\n// ---- host program: random inputs, the GEMM, and a reference on the host ----\n";
     os << "#define COIL_CUDA(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { "
           "std::printf(\"cuda error %s at %s:%d\\n\", cudaGetErrorString(e_), __FILE__, __LINE__); "
@@ -825,6 +824,9 @@ private:
       case Kind::Input:
         break;
       }
+      // A compute type narrower than f32 rounds every value the visitors pass on.
+      if (p_.compute != DType::F32 && !isStore(n.kind))
+        os << "    " << v << " = float(ElementCompute(" << v << "));\n";
     }
     if (sm90_) {
       os << "    { double r = float(ElementD(v" << p_.dValue

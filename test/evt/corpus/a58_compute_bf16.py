@@ -1,5 +1,5 @@
 # expect: accept
-# args: --compute f32 --dtype bf16
+# args: --compute bf16 --dtype bf16
 def epi(accum):
     D = accum / 3
     m = max(D, dim=0)
