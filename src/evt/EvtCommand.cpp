@@ -196,8 +196,8 @@ Status runEvtCommand(int argc, char **argv) {
     if (!o) return Error::runtime("cannot write '" + out + "'");
   }
   if (timing) {
-    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-                    .count();
+    double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     std::fprintf(stderr, "evt-time: %.3f ms\n", ms);
   }
   return okStatus();

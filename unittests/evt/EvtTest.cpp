@@ -155,7 +155,7 @@ TEST(EvtEmit, DeterministicAndCollisionFree) {
 
 TEST(EvtBuilder, RandomDagsCompileWithEveryStoreReachable) {
   std::mt19937 rng(1234);
-  for (int trial = 0; trial < 200; ++trial) {
+  for (int trial = 0; trial < 500; ++trial) {
     Builder b({128, 256, 1}, false);
     std::vector<int> vals{b.accum(), b.input("C", true, true, false, DType::BF16),
                           b.input("bias", false, true, false, DType::BF16), b.literal(0.5)};
@@ -168,6 +168,9 @@ TEST(EvtBuilder, RandomDagsCompileWithEveryStoreReachable) {
     int outs = 1 + static_cast<int>(rng() % 3);
     b.output("D", vals.back());
     for (int k = 1; k < outs; ++k) b.output("E" + std::to_string(k), vals[4 + rng() % n]);
+    if (rng() % 2)
+      b.output("r",
+               b.reduce(rng() % 2 ? RedFn::Sum : RedFn::Max, vals[4 + rng() % n], rng() % 2, true));
     auto p = b.finish();
     ASSERT_TRUE(p.ok());
     for (Arch arch : {Arch::Sm80, Arch::Sm90}) {
@@ -179,7 +182,8 @@ TEST(EvtBuilder, RandomDagsCompileWithEveryStoreReachable) {
       EXPECT_TRUE(verify(q, true).ok());
       EmitOptions eo;
       eo.arch = arch;
-      EXPECT_TRUE(emitCutlass(q, plan.value(), eo).ok());
+      auto code = emitCutlass(q, plan.value(), eo);
+      EXPECT_TRUE(code.ok()) << code.error().render() << "\n" << printProgram(q);
     }
   }
 }
