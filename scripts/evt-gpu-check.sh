@@ -69,7 +69,7 @@ compile_one() { # file.cu -> file.bin, log in file.nvcc.log
   else gencode="-gencode arch=compute_80,code=[sm_80,compute_80]"; fi
   local t0=$SECONDS
   # shellcheck disable=SC2086
-  if "$NVCC" -std=c++17 $gencode -O2 --expt-relaxed-constexpr -I"$OUT/cutlass/include" \
+  if "$NVCC" -std=c++17 $gencode -O2 -DNDEBUG --expt-relaxed-constexpr -I"$OUT/cutlass/include" \
       -I"$OUT/cutlass/util" -x cu "$cu" -o "${cu%.cu}.bin" -lcuda >"${cu%.cu}.nvcc.log" 2>&1; then
     echo "compiled $((SECONDS - t0))" >"${cu%.cu}.status"
   else

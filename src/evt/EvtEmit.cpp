@@ -785,14 +785,14 @@ private:
       std::string v = "v" + std::to_string(id);
       switch (n.kind) {
       case Kind::Accum:
-        os << "    float " << v << " = acc;\n";
+        os << "    [[maybe_unused]] float " << v << " = acc;\n";
         break;
       case Kind::Literal:
-        os << "    float " << v << " = " << floatLit(n.value) << ";\n";
+        os << "    [[maybe_unused]] float " << v << " = " << floatLit(n.value) << ";\n";
         break;
       case Kind::ScalarBcast:
         if (n.stride.l == 0) {
-          os << "    float " << v << " = h_" << field(n) << ";\n";
+          os << "    [[maybe_unused]] float " << v << " = h_" << field(n) << ";\n";
           break;
         }
         [[fallthrough]];
@@ -800,11 +800,12 @@ private:
       case Kind::AuxLoad:
       case Kind::RowBcast:
       case Kind::ColBcast:
-        os << "    float " << v << " = float(h_" << field(n) << "[" << hostIndex(n) << "]);\n";
+        os << "    [[maybe_unused]] float " << v << " = float(h_" << field(n) << "[" << hostIndex(n) << "]);\n";
         break;
       case Kind::Compute: {
-        os << "    float " << v << ";\n    {";
-        for (size_t k = 0; k < n.operands.size() && k < 3; ++k)
+        os << "    [[maybe_unused]] float " << v << ";\n    {";
+        size_t used = n.op == Op::First ? 1 : n.operands.size();
+        for (size_t k = 0; k < used && k < 3; ++k)
           os << " float a" << k << " = v" << n.operands[k] << ";";
         os << " " << v << " = " << scalarExpr(n.op) << ";";
         if (n.op == Op::First)
@@ -815,7 +816,7 @@ private:
         break;
       }
       case Kind::AuxStore:
-        os << "    float " << v << " = v" << n.operands[0] << ";\n";
+        os << "    [[maybe_unused]] float " << v << " = v" << n.operands[0] << ";\n";
         os << "    { double r = float(" << cppType(n.dtype) << "(" << v
            << ")); double e = coil_err("
            << "float(g_" << field(n) << "[" << hostIndex(n) << "]), r); if (!(e <= errs[\""
@@ -824,7 +825,7 @@ private:
       case Kind::RowRed:
       case Kind::ColRed:
       case Kind::ScalarRed: {
-        os << "    float " << v << " = v" << n.operands[0] << ";\n";
+        os << "    [[maybe_unused]] float " << v << " = v" << n.operands[0] << ";\n";
         std::string slot = "r_" + field(n) + "[" + hostIndex(n) + "]";
         if (n.red == RedFn::Sum)
           os << "    " << slot << " += " << v << ";\n";
