@@ -160,7 +160,56 @@ def static_faults(decl, callback, outputs, cc):
     return faults
 
 
-def trace_cutlass(src, args, cc):
+CU_HEAD = """// CUTLASS's Python tracer (cutlass_cppgen) output for {prog}, wrapped in a GEMM by
+// test/evt/cutlass_compare.py so that nvcc instantiates it. Compile only (-c); nothing runs.
+#include <cutlass/cutlass.h>
+#include <cutlass/numeric_types.h>
+#include <cutlass/functional.h>
+#include <cute/tensor.hpp>
+#include <cutlass/gemm/device/gemm_universal_adapter.h>
+"""
+
+CU_SM90 = """#include <cutlass/epilogue/collective/collective_builder.hpp>
+#include <cutlass/epilogue/fusion/sm90_callbacks_tma_warpspecialized.hpp>
+#include <cutlass/gemm/collective/collective_builder.hpp>
+#include <cutlass/gemm/kernel/gemm_universal.hpp>
+using namespace cute;
+{decl}
+using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cute::Shape<cute::_128, cute::_128, cute::_64>,
+    cute::Shape<cute::_1, cute::_1, cute::_1>, cutlass::epilogue::collective::EpilogueTileAuto, float, float,
+    ElementC, cutlass::layout::RowMajor, 8, ElementD, cutlass::layout::RowMajor, 8,
+    cutlass::epilogue::TmaWarpSpecializedCooperative, {name}>::CollectiveOp;
+using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cutlass::half_t, cutlass::layout::RowMajor, 8,
+    cutlass::half_t, cutlass::layout::ColumnMajor, 8, float, cute::Shape<cute::_128, cute::_128, cute::_64>,
+    cute::Shape<cute::_1, cute::_1, cute::_1>,
+    cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename CollectiveEpilogue::SharedStorage))>,
+    cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
+using GemmKernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, CollectiveMainloop, CollectiveEpilogue>;
+using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
+void coil_instantiate() {{ Gemm g; typename Gemm::Arguments a{{}}; g.initialize(a, nullptr); g.run(); }}
+"""
+
+CU_SM80 = """#include <cutlass/epilogue/threadblock/fusion/visitors.hpp>
+#include <cutlass/gemm/kernel/default_gemm_universal_with_visitor.h>
+using namespace cute;
+using OutputTileThreadMap = cutlass::epilogue::threadblock::OutputTileThreadLayout<
+    cutlass::gemm::GemmShape<128, 128, 32>, cutlass::gemm::GemmShape<64, 64, 32>, cutlass::half_t, 8, 1>;
+{decl}
+using GemmKernel = typename cutlass::gemm::kernel::DefaultGemmWithVisitor<
+    cutlass::half_t, cutlass::layout::RowMajor, cutlass::ComplexTransform::kNone, 8,
+    cutlass::half_t, cutlass::layout::ColumnMajor, cutlass::ComplexTransform::kNone, 8,
+    cutlass::half_t, cutlass::layout::RowMajor, 8, float, float, cutlass::arch::OpClassTensorOp,
+    cutlass::arch::Sm80, cutlass::gemm::GemmShape<128, 128, 32>, cutlass::gemm::GemmShape<64, 64, 32>,
+    cutlass::gemm::GemmShape<16, 8, 16>, {name}, cutlass::gemm::threadblock::GemmIdentityThreadblockSwizzle<>,
+    3, cutlass::arch::OpMultiplyAdd, 1>::GemmKernel;
+using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
+void coil_instantiate() {{ Gemm g; typename Gemm::Arguments a{{}}; g.initialize(a, nullptr); g.run(); }}
+"""
+
+
+def trace_cutlass(src, args, cc, cu_path=None, prog=""):
     import numpy as np
     from cutlass_cppgen.backend.evt.frontend.python_ast import PythonASTFrontend
     from cutlass_cppgen.backend.evt.backend.emitter_base import FusionCallbacks
@@ -182,6 +231,22 @@ def trace_cutlass(src, args, cc):
         f = Frontend(cc)
         f.trace(ex)
         decl, name = FusionCallbacks(f.dag_ir, cc, emit_CD=(cc < 90)).emit()
+        if cu_path:
+            if cc >= 90:
+                from cutlass_cppgen.backend.evt.backend.sm90_emitter import CollectiveEpilogue
+                from cutlass_library import DataType, EpilogueScheduleType
+
+                class Tile:
+                    threadblock_shape = (128, 128, 64)
+
+                el = DataType.f32 if isinstance(ex.get("D"), np.ndarray) and ex["D"].dtype == np.float32 else DataType.f16
+                name, decl = CollectiveEpilogue(Tile(), EpilogueScheduleType.TmaWarpSpecializedCooperative,
+                                                el, el, FusionCallbacks(f.dag_ir, cc, emit_CD=False)).emit()
+                text = CU_HEAD.format(prog=prog) + CU_SM90.format(decl=decl, name=name)
+            else:
+                text = CU_HEAD.format(prog=prog) + CU_SM80.format(decl=decl, name=name)
+            with open(cu_path, "w") as fh:
+                fh.write(text)
     except BaseException as e:  # noqa: the tracer raises anything from SyntaxError to KeyError
         msg = (str(e).strip().splitlines() or [type(e).__name__])[0]
         return "rejected: " + (type(e).__name__ + ": " + msg)[:90]
@@ -207,6 +272,8 @@ def main():
     ap.add_argument("--coil", required=True)
     ap.add_argument("--corpus", default=os.path.join(HERE, "corpus"))
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--emit-cu", default="", help="also write each traced program, wrapped in a "
+                    "GEMM, as DIR/<program>-cutlass.<arch>.cu (compiled by scripts/evt-gpu-check.sh)")
     a = ap.parse_args()
     rows = []
     for prog in sorted(p for p in os.listdir(a.corpus) if p.endswith(".py")):
@@ -216,7 +283,8 @@ def main():
         cells = [prog[:-3]]
         for arch, cc in (("sm80", 80), ("sm90", 90)):
             cells.append(coil_outcome(a.coil, path, args, arch))
-            cells.append(trace_cutlass(src, args, cc))
+            cu = os.path.join(a.emit_cu, f"{prog[:-3]}-cutlass.{arch}.cu") if a.emit_cu else None
+            cells.append(trace_cutlass(src, args, cc, cu, prog))
         rows.append(cells)
     heads = ["program", "coil sm80", "cutlass sm80", "coil sm90", "cutlass sm90"]
     if a.markdown:
