@@ -310,12 +310,16 @@ private:
       return {t, t + "(" + dyn + ")"};
     };
     bool dense = n.kind == Kind::AuxLoad || n.kind == Kind::Src || n.kind == Kind::AuxStore;
-    std::string mDyn = n.stride.m == 1 ? "1" : "p.N";
+    // Packed strides follow the run-time problem size; others are emitted as given.
+    std::string mDyn = n.stride.m == p_.problem.n ? "p.N" : std::to_string(n.stride.m);
     auto sm = one(n.stride.m, mDyn, false);
-    auto sn = one(n.stride.n, "p.M", false);
+    auto sn =
+        one(n.stride.n, n.stride.n == p_.problem.m ? "p.M" : std::to_string(n.stride.n), false);
     std::pair<std::string, std::string> sl;
     if (dense) {
-      sl = {"int64_t", "int64_t(p.M) * p.N"};
+      sl = {"int64_t", n.stride.l == p_.problem.m * p_.problem.n || n.stride.l == 0
+                           ? "int64_t(p.M) * p.N"
+                           : std::to_string(n.stride.l)};
     } else if (n.stride.l == 0) {
       sl = {"cute::_0", "cute::_0{}"};
     } else {
@@ -641,6 +645,13 @@ private:
   /// Host element index of tensor node `n` at (m, n, l) using its strides.
   std::string hostIndex(const Node &n) const {
     std::vector<std::string> t;
+    bool packed = (n.stride.m == 0 || n.stride.m == 1 || n.stride.m == p_.problem.n) &&
+                  (n.stride.n == 0 || n.stride.n == 1 || n.stride.n == p_.problem.m) &&
+                  (n.stride.l == 0 || n.stride.l == p_.problem.m * p_.problem.n ||
+                   !(n.kind == Kind::AuxLoad || n.kind == Kind::Src || n.kind == Kind::AuxStore));
+    if (!packed)
+      return "size_t(m) * " + std::to_string(n.stride.m) + " + size_t(n) * " +
+             std::to_string(n.stride.n) + " + size_t(l) * " + std::to_string(n.stride.l);
     if (n.stride.m != 0) t.push_back(n.stride.m == 1 ? "size_t(m)" : "size_t(m) * N");
     if (n.stride.n != 0) t.push_back(n.stride.n == 1 ? "size_t(n)" : "size_t(n) * M");
     if (n.stride.l != 0) {
@@ -656,7 +667,11 @@ private:
     return s.empty() ? "0" : s;
   }
 
-  int64_t elems(const Node &n) const { return n.shape.m * n.shape.n * n.shape.l; }
+  /// Elements a tensor node's buffer needs: one past its largest index.
+  int64_t elems(const Node &n) const {
+    return (n.shape.m - 1) * n.stride.m + (n.shape.n - 1) * n.stride.n +
+           (n.shape.l - 1) * n.stride.l + 1;
+  }
 
   std::string mainFunction() const {
     std::ostringstream os;
@@ -800,7 +815,8 @@ private:
       case Kind::AuxLoad:
       case Kind::RowBcast:
       case Kind::ColBcast:
-        os << "    [[maybe_unused]] float " << v << " = float(h_" << field(n) << "[" << hostIndex(n) << "]);\n";
+        os << "    [[maybe_unused]] float " << v << " = float(h_" << field(n) << "[" << hostIndex(n)
+           << "]);\n";
         break;
       case Kind::Compute: {
         os << "    [[maybe_unused]] float " << v << ";\n    {";

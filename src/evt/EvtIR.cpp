@@ -241,6 +241,12 @@ int Builder::input(const std::string &name, bool spansM, bool spansN, bool spans
   return id;
 }
 
+int Builder::inputStrided(const std::string &name, Strides strides, DType dtype, SourceLoc loc) {
+  int id = input(name, strides.m != 0, strides.n != 0, strides.l != 0, dtype, std::move(loc));
+  p_.at(id).stride = strides;
+  return id;
+}
+
 int Builder::scalar(const std::string &name, DType dtype, SourceLoc loc) {
   return input(name, false, false, false, dtype, std::move(loc));
 }

@@ -150,6 +150,9 @@ public:
   /// vector shared across the batch. `name` "C" is the GEMM source.
   int input(const std::string &name, bool spansM, bool spansN, bool spansL, DType dtype,
             SourceLoc loc = {});
+  /// A parameter with explicit strides over (M, N, L) (0 = broadcast), e.g. a column-major aux
+  /// tensor {1, M, M * N}; the node kind is chosen from them.
+  int inputStrided(const std::string &name, Strides strides, DType dtype, SourceLoc loc = {});
   int scalar(const std::string &name, DType dtype = DType::F32, SourceLoc loc = {});
   int literal(double v, SourceLoc loc = {});
   int compute(Op op, std::vector<int> operands, SourceLoc loc = {});

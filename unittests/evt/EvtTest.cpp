@@ -187,3 +187,37 @@ TEST(EvtBuilder, RandomDagsCompileWithEveryStoreReachable) {
     }
   }
 }
+
+TEST(EvtBuilder, KindsComeFromStrides) {
+  Builder b({128, 256, 1}, false);
+  int acc = b.accum();
+  int colMajor = b.inputStrided("Xt", {1, 128, 128 * 256}, DType::BF16);
+  int row = b.inputStrided("r", {0, 1, 0}, DType::F32);
+  int col = b.inputStrided("c", {1, 0, 0}, DType::F32);
+  int x = b.compute(Op::Add, {b.compute(Op::Mul, {acc, colMajor}), b.compute(Op::Sub, {row, col})});
+  b.output("D", x);
+  auto p = b.finish();
+  ASSERT_TRUE(p.ok());
+  Program q = p.value();
+  CompileOptions o;
+  auto plan = compileEpilogue(q, o);
+  ASSERT_TRUE(plan.ok()) << plan.error().render();
+  EXPECT_EQ(q.at(colMajor).kind, Kind::AuxLoad);
+  EXPECT_EQ(q.at(row).kind, Kind::RowBcast);
+  EXPECT_EQ(q.at(col).kind, Kind::ColBcast);
+  EmitOptions eo;
+  auto code = emitCutlass(q, plan.value(), eo);
+  ASSERT_TRUE(code.ok());
+  EXPECT_NE(code.value().find("cute::Stride<cute::_1, int64_t, int64_t>"), std::string::npos);
+  EXPECT_NE(code.value().find("{cute::_1{}, int64_t(p.M), int64_t(p.M) * p.N}"), std::string::npos)
+      << code.value();
+
+  Builder bad({128, 256, 1}, false);
+  int a2 = bad.accum();
+  int strided = bad.inputStrided("S", {512, 2, 0}, DType::BF16);
+  bad.output("D", bad.compute(Op::Add, {a2, strided}));
+  Program r = bad.finish().value();
+  auto plan2 = compileEpilogue(r, o);
+  ASSERT_FALSE(plan2.ok());
+  EXPECT_NE(plan2.error().message().find("rule load-stride"), std::string::npos);
+}
