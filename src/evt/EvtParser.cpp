@@ -377,7 +377,18 @@ private:
     return okStatus();
   }
 
+  /// Nesting guard: the recursive descent stays far from the native stack's limit.
+  struct Depth {
+    explicit Depth(int &d) : d_(d) { ++d_; }
+    ~Depth() { --d_; }
+    int &d_;
+  };
+
   Expected<Value> parseExpr() {
+    Depth guard(depth_);
+    if (depth_ > kMaxDepth)
+      return err(peek(),
+                 "expression nested more than " + std::to_string(kMaxDepth) + " levels deep");
     COIL_TRY(Value a, parseAdditive());
     static const std::map<std::string, Op> cmp = {{"<", Op::Lt},  {"<=", Op::Le}, {">", Op::Gt},
                                                   {">=", Op::Ge}, {"==", Op::Eq}, {"!=", Op::Ne}};
@@ -420,6 +431,10 @@ private:
   }
 
   Expected<Value> parseUnary() {
+    Depth guard(depth_);
+    if (depth_ > kMaxDepth)
+      return err(peek(),
+                 "expression nested more than " + std::to_string(kMaxDepth) + " levels deep");
     if (isOp("-")) {
       const Token &opTok = peek();
       ++pos_;
@@ -649,6 +664,8 @@ private:
   const ParseOptions &opts_;
   Builder b_;
   std::map<std::string, int> env_;
+  int depth_ = 0;
+  static constexpr int kMaxDepth = 200;
 };
 
 } // namespace

@@ -660,6 +660,12 @@ Expected<VisitorPlan> planVisitors(const Program &p) {
 
 Expected<VisitorPlan> compileEpilogue(Program &p, const CompileOptions &o,
                                       std::vector<std::string> *notes) {
+  // Passes and the emitter recurse over the DAG; an epilogue is small, so bound it.
+  constexpr size_t kMaxNodes = 2000;
+  if (p.nodes.size() > kMaxNodes)
+    return Error::user("the epilogue has " + std::to_string(p.nodes.size()) +
+                           " nodes; coil evt handles at most " + std::to_string(kMaxNodes),
+                       SourceLoc{p.file, "", "", 0, 0});
   COIL_TRY_STATUS(verify(p, false));
   COIL_TRY_STATUS(checkRules(p, o));
   COIL_TRY_STATUS(resolveKinds(p, o));
