@@ -221,7 +221,7 @@ private:
     os << "using LayoutC = cutlass::layout::RowMajor;\nusing LayoutD = "
           "cutlass::layout::RowMajor;\n";
     os << "constexpr int AlignmentD = 128 / cutlass::sizeof_bits<ElementD>::value;\n";
-    os << "constexpr int AlignmentC = AlignmentD;\n";
+    os << "[[maybe_unused]] constexpr int AlignmentC = AlignmentD;\n";
     os << "constexpr auto RoundStyle = cutlass::FloatRoundStyle::round_to_nearest;\n";
     if (sm90_) {
       bool f32 = o_.inputs == DType::F32;
