@@ -28,7 +28,7 @@ commands:
       dtype, shape and statistics, and the time taken
   inspect MODEL [--graph] [--dynamic NAME=MIN:MAX]...
       print a summary of MODEL; --graph prints it in coil's text format
-  evt EPILOGUE.py --arch sm80|sm90 --shape M,N[,L] [...]   (see docs: coil evt)
+  evt EPILOGUE.py --arch sm80|sm90 --shape M,N[,L] [...]   (see 'coil evt --help')
   help
       print this message
 )";
