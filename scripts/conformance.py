@@ -364,7 +364,7 @@ def compare_with_ort(res, got, out_dir, k, want, meta):
 
 def classify_error(rc, stderr):
     if rc == 1:
-        if re.search(r"not supported|unsupported|is older than 13", stderr):
+        if re.search(r"not supported|unsupported|is older than 13|no lowering|cannot be compiled", stderr):
             return "unsupported"
         return "user-error"
     if rc == 2:
@@ -398,11 +398,27 @@ def run_one(args, name, d, meta):
             res.update(status="fail", kind="text-roundtrip", detail="text changes after a round trip")
             return res
         model = text1
+    if args.mode == "compile":
+        pkg = os.path.join(out_dir, "pkg")
+        cmd = [args.coil, "compile", model, "-o", pkg]
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+        except subprocess.TimeoutExpired:
+            res.update(status="fail", kind="timeout", detail="compile: no result in %d s" % args.timeout)
+            return res
+        if r.returncode != 0:
+            lines = r.stderr.strip().splitlines()
+            res.update(status="fail", kind=classify_error(r.returncode, r.stderr), detail="compile: " + (lines[0] if lines else "rc %d" % r.returncode))
+            if res["kind"] == "crash":
+                res["detail"] = "compile: exit status %d: %s" % (r.returncode, " | ".join(lines[-3:]))
+            return res
+        model = pkg
     for k in range(meta["datasets"]):
         out = os.path.join(out_dir, "got%d.npz" % k)
         if os.path.exists(out):
             os.remove(out)
-        cmd = [args.coil, "interpret", model, "--inputs", os.path.join(d, "in%d.npz" % k), "--outputs", out]
+        verb = "run" if args.mode == "compile" else "interpret"
+        cmd = [args.coil, verb, model, "--inputs", os.path.join(d, "in%d.npz" % k), "--outputs", out]
         try:
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
         except subprocess.TimeoutExpired:
@@ -436,8 +452,9 @@ def main():
         return ort_worker(sys.argv[2])
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--coil", required=True)
-    ap.add_argument("--mode", choices=["interpret", "text", "ort"], default="interpret")
+    ap.add_argument("--mode", choices=["interpret", "text", "ort", "compile"], default="interpret")
     ap.add_argument("--work", required=True, help="folder for generated data and outputs")
+    ap.add_argument("--reference-baseline", help="baseline of another mode whose passing tests this mode should pass too (reported)")
     ap.add_argument("--ops", help="comma-separated op types to run (default: all)")
     ap.add_argument("--filter", help="regex on test names")
     ap.add_argument("--exclude", help="exclusion file: 'test_name  reason' per line")
@@ -568,6 +585,18 @@ def main():
             if regressed:
                 print("error: %d baseline tests no longer pass: %s" % (len(regressed), ", ".join(regressed[:30])))
                 status = 1
+    if args.reference_baseline and os.path.exists(args.reference_baseline):
+        # Tests that pass in the reference mode (e.g. interpret) must pass here too, except
+        # those excluded for this mode (each exclusion carries its reason).
+        ref = [l.strip() for l in open(args.reference_baseline) if l.strip() and not l.startswith("#")]
+        passed = {r["name"] for r in results if r["status"] == "pass"}
+        byname = {r["name"]: r for r in results}
+        ran_ref = [n for n in ref if n in byname]
+        excl = [n for n in ran_ref if byname[n]["status"] == "skip"]
+        missing = [n for n in ran_ref if n not in passed and byname[n]["status"] != "skip"]
+        print("reference %s: %d tests; %d pass here, %d excluded here (%.1f%%), %d fail here" % (
+            os.path.basename(args.reference_baseline), len(ran_ref), len(ran_ref) - len(excl) - len(missing),
+            len(excl), 100.0 * len(excl) / max(1, len(ran_ref)), len(missing)))
     if rate < args.min_supported_rate:
         print("error: supported-op pass rate %.1f%% is below %.1f%%" % (100 * rate, 100 * args.min_supported_rate))
         status = 1

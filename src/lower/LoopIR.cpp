@@ -2,6 +2,10 @@
 
 #include "support/Check.h"
 
+#include <cctype>
+#include <cstdio>
+#include <sstream>
+
 namespace coil::loop {
 
 const char *scalarOpName(ScalarOp op) {
@@ -56,6 +60,156 @@ std::string loopVar(int i) {
 }
 std::string reduceVar(int i) {
   return "%r" + std::to_string(i);
+}
+
+namespace {
+
+std::string lower(const char *s) {
+  std::string r(s);
+  for (char &c : r) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return r;
+}
+
+std::string number(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+std::string list(const std::vector<SymInt> &v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i].str();
+  return s;
+}
+
+std::string names(const std::vector<std::string> &v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
+  return s;
+}
+
+std::string nodeName(const LoopProgram &p, NodeId id) {
+  if (id < 0 || size_t(id) >= p.nodes.size()) return "<node " + std::to_string(id) + ">";
+  return p.nodes[size_t(id)].name;
+}
+
+std::string val(Val v) {
+  return "%" + std::to_string(v);
+}
+
+void printBody(std::ostringstream &os, const LoopProgram &p, const Body &b) {
+  for (size_t i = 0; i < b.stmts.size(); ++i) {
+    const Stmt &s = b.stmts[i];
+    os << "  " << val(Val(i)) << " = ";
+    std::string t(dtypeName(s.dtype));
+    switch (s.kind) {
+    case Stmt::Kind::Load:
+      os << "load " << t << " " << nodeName(p, s.node) << "[" << list(s.index) << "]";
+      break;
+    case Stmt::Kind::Constant:
+      os << "const " << t << " " << (s.isInt ? std::to_string(s.intNumber) : number(s.number));
+      break;
+    case Stmt::Kind::Index:
+      os << "index " << t << " " << s.expr.str();
+      break;
+    case Stmt::Kind::Op:
+      os << lower(scalarOpName(s.op)) << " " << t;
+      for (size_t k = 0; k < s.args.size(); ++k) os << (k ? ", " : " ") << val(s.args[k]);
+      break;
+    case Stmt::Kind::Cast:
+      os << "cast " << t << " " << val(s.args.at(0));
+      break;
+    case Stmt::Kind::BitCast:
+      os << "bitcast " << t << " " << val(s.args.at(0));
+      break;
+    case Stmt::Kind::IndirectIndex:
+      os << "indirect " << s.symbol << " = " << val(s.args.at(0)) << " in [0, " << s.extent.str()
+         << ")" << (s.wrapNegative ? " wrap" : "");
+      break;
+    case Stmt::Kind::Accumulator:
+      os << "accumulator " << t << " phase " << s.phase << " slot " << s.slot;
+      break;
+    }
+    os << "\n";
+  }
+}
+
+std::string externArg(const LoopProgram &p, const ExternArg &a) {
+  switch (a.kind) {
+  case ExternArg::Kind::Node:
+    return nodeName(p, a.node);
+  case ExternArg::Kind::Output:
+    return "out " + std::to_string(a.index);
+  case ExternArg::Kind::Int:
+    return "int " + a.sym.str();
+  case ExternArg::Kind::Float:
+    return "float " + number(a.number);
+  case ExternArg::Kind::OutSymbol:
+    return "outsym " + a.symbol;
+  }
+  return "?";
+}
+
+} // namespace
+
+std::string printLoopProgram(const LoopProgram &p) {
+  std::ostringstream os;
+  if (!p.symbols.empty()) {
+    os << "symbols";
+    bool first = true;
+    for (const auto &[name, r] : p.symbols) {
+      os << (first ? " " : ", ") << name << " in [" << r.min << ", " << r.max << "]";
+      first = false;
+    }
+    os << "\n";
+  }
+  for (size_t i = 0; i < p.nodes.size(); ++i) {
+    const Node &n = p.nodes[i];
+    os << "\n" << n.name << ": " << dtypeName(n.dtype) << "[" << list(n.shape) << "] = ";
+    if (const auto *in = std::get_if<InputNode>(&n.kind)) {
+      os << "input";
+      if (p.graph && in->graphValue >= 0 && size_t(in->graphValue) < p.graph->numValues())
+        os << " '" << p.graph->value(in->graphValue).name << "'";
+      os << "\n";
+    } else if (const auto *c = std::get_if<ConstantNode>(&n.kind)) {
+      os << "constant";
+      if (p.graph && c->graphValue >= 0 && size_t(c->graphValue) < p.graph->numValues())
+        os << " '" << p.graph->value(c->graphValue).name << "'";
+      os << "\n";
+    } else if (const auto *pw = std::get_if<PointwiseNode>(&n.kind)) {
+      os << "pointwise (" << names(pw->vars) << ")\n";
+      printBody(os, p, pw->body);
+      os << "  result " << val(pw->result) << "\n";
+    } else if (const auto *r = std::get_if<ReductionNode>(&n.kind)) {
+      os << "reduce " << reduceKindName(r->kind) << " " << dtypeName(r->accDType);
+      if (r->selectLast) os << " last";
+      os << " (" << names(r->vars) << ") over (";
+      for (size_t k = 0; k < r->rvars.size(); ++k)
+        os << (k ? ", " : "") << r->rvars[k] << " < "
+           << (k < r->rranges.size() ? r->rranges[k].str() : "?");
+      os << ")\n";
+      printBody(os, p, r->body);
+      os << "  value " << val(r->value);
+      if (r->position != kNoVal) os << " position " << val(r->position);
+      os << "\n";
+    } else if (const auto *e = std::get_if<ExternNode>(&n.kind)) {
+      os << "extern " << e->function << "(";
+      for (size_t k = 0; k < e->args.size(); ++k) os << (k ? ", " : "") << externArg(p, e->args[k]);
+      os << ")" << (e->allocates ? " allocates" : "") << "\n";
+      for (size_t k = 0; k < e->outputs.size(); ++k)
+        os << "  out " << k << ": " << e->outputs[k].str() << "\n";
+    } else if (const auto *m = std::get_if<MultiOutputNode>(&n.kind)) {
+      os << "output " << m->index << " of " << nodeName(p, m->source) << "\n";
+    }
+  }
+  os << "\n";
+  for (size_t k = 0; k < p.inputs.size(); ++k)
+    os << "input " << (k < p.inputNames.size() ? p.inputNames[k] : "?") << " = "
+       << nodeName(p, p.inputs[k]) << "\n";
+  for (size_t k = 0; k < p.outputs.size(); ++k)
+    os << "output " << (k < p.outputNames.size() ? p.outputNames[k] : "?") << " = "
+       << nodeName(p, p.outputs[k]) << "\n";
+  return os.str();
 }
 
 } // namespace coil::loop

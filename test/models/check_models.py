@@ -8,7 +8,11 @@ through onnxruntime (CPU) and `coil interpret`; the check is
 for every output. Prints node counts of the ONNX graph and of coil's graph after import
 (shape folding). Exit status 1 on any mismatch or failure.
 
-usage: check_models.py --coil BIN --work DIR [--models a,b]
+With --mode compile, each model is compiled once (`coil compile`) and the package runs at both
+sizes (`coil run`); `coil inspect PKG --memory` must report an arena within 1.25x of the lower
+bound at each size.
+
+usage: check_models.py --coil BIN --work DIR [--models a,b] [--mode interpret|compile]
 """
 import argparse
 import os
@@ -48,6 +52,7 @@ def main():
     ap.add_argument("--coil", required=True)
     ap.add_argument("--work", required=True)
     ap.add_argument("--models")
+    ap.add_argument("--mode", choices=["interpret", "compile"], default="interpret")
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
     names = args.models.split(",") if args.models else MODELS
@@ -64,6 +69,15 @@ def main():
         m = re.search(r"nodes: (\d+)", r.stdout)
         print("%s: %d ONNX nodes -> %s coil nodes after import" % (name, len(model.graph.node), m.group(1) if m else "?"))
         sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        runnable = path
+        if args.mode == "compile":
+            runnable = os.path.join(args.work, name + ".pkg")
+            r = subprocess.run([args.coil, "compile", path, "-o", runnable], capture_output=True, text=True)
+            if r.returncode != 0:
+                print("FAIL %s: coil compile: exit %d: %s" % (name, r.returncode, r.stderr.strip()[:800]))
+                failures += 1
+                continue
+            print("%s: compiled: %s" % (name, r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""))
         for sizes in SIZES:
             feeds = make_inputs(model, sizes, rng)
             want = sess.run(None, feeds)
@@ -72,13 +86,25 @@ def main():
             np.savez(inp, **feeds)
             if os.path.exists(out):
                 os.remove(out)
-            r = subprocess.run([args.coil, "interpret", path, "--inputs", inp, "--outputs", out], capture_output=True, text=True)
+            verb = "run" if args.mode == "compile" else "interpret"
+            r = subprocess.run([args.coil, verb, runnable, "--inputs", inp, "--outputs", out], capture_output=True, text=True)
             shape_desc = ", ".join("%s %s" % (k, v.shape) for k, v in feeds.items())
             if r.returncode != 0:
                 print("FAIL %s (%s): exit %d: %s" % (name, shape_desc, r.returncode, r.stderr.strip()[:500]))
                 failures += 1
                 continue
             got = np.load(out)
+            if args.mode == "compile":
+                m = subprocess.run([args.coil, "inspect", path, "--memory", "--inputs", inp], capture_output=True, text=True)
+                mm = re.search(r"ratio:? ([0-9.]+)", m.stdout)
+                if m.returncode != 0 or not mm:
+                    print("FAIL %s (%s): coil inspect --memory: %s" % (name, shape_desc, (m.stderr or m.stdout).strip()[:300]))
+                    failures += 1
+                else:
+                    ratio = float(mm.group(1))
+                    ok = ratio <= 1.25
+                    failures += 0 if ok else 1
+                    print("%s %s (%s): arena / lower bound = %.3f" % ("ok  " if ok else "FAIL", name, shape_desc, ratio))
             for o, w in zip(model.graph.output, want):
                 g = got[o.name]
                 if g.shape != w.shape:

@@ -1,5 +1,6 @@
 // coil: the command-line driver. Diagnostics go to stderr, results to stdout.
 // Exit codes: 0 ok, 1 user error, 2 internal error, 3 runtime error.
+#include "Commands.h"
 #include "driver/LoadModel.h"
 #include "evt/EvtCommand.h"
 #include "interp/Interpreter.h"
@@ -17,6 +18,12 @@
 #include <vector>
 
 using namespace coil;
+using namespace coil::cli;
+
+namespace coil::cli {
+Expected<ImportOptions> importOptions(const Args &a);
+std::string describeTensor(const std::string &name, const Tensor &t);
+} // namespace coil::cli
 
 namespace {
 
@@ -26,21 +33,24 @@ commands:
   interpret MODEL --inputs IN.npz [--outputs OUT.npz] [--dynamic NAME=MIN:MAX]...
       run MODEL (.onnx or .coil) with the reference interpreter; prints each output's
       dtype, shape and statistics, and the time taken
-  inspect MODEL [--graph] [--dynamic NAME=MIN:MAX]...
-      print a summary of MODEL; --graph prints it in coil's text format
+  compile MODEL -o PKG [--device cpu] [--dynamic NAME=MIN:MAX]... [--print-after STAGE] [-v]
+      compile MODEL into the package directory PKG (model.so, metadata.json, weights.bin,
+      src/); prints the kernel names; STAGE is lower, schedule or wrapper
+  run PKG|MODEL --inputs IN.npz [--outputs OUT.npz]
+      run a package (a MODEL is compiled first, through the compile cache)
+  verify MODEL [--inputs IN.npz] [--dynamic NAME=MIN:MAX]...
+      compile and run MODEL and compare every output with the interpreter (random inputs
+      unless --inputs is given)
+  bench PKG|MODEL --inputs IN.npz [--iters N] [--warmup W] [--json]
+      time N runs after W warm-up runs: median, min, max
+  inspect MODEL [--graph] [--loops] [--fusion] [--kernels] [--wrapper] [--memory [--inputs IN.npz]]
+      print a summary of MODEL; --graph prints it in coil's text format, --loops the Loop IR,
+      --fusion the kernels and what each fuses, --kernels the kernel names, --wrapper the C++
+      wrapper, --memory the arena plan against its lower bound (at the sizes of IN.npz)
   evt EPILOGUE.py --arch sm80|sm90 --shape M,N[,L] [...]   (see 'coil evt --help')
   help
       print this message
 )";
-
-/// Parsed command line: a command, positional arguments, and options.
-struct Args {
-  std::string command;
-  std::vector<std::string> positional;
-  std::map<std::string, std::string> values; // --inputs X
-  std::map<std::string, bool> flags;         // --graph
-  std::vector<std::string> dynamic;          // --dynamic N=1:8 (repeatable)
-};
 
 Expected<Args> parseArgs(int argc, char **argv, const std::vector<std::string> &valueOpts,
                          const std::vector<std::string> &flagOpts) {
@@ -48,6 +58,11 @@ Expected<Args> parseArgs(int argc, char **argv, const std::vector<std::string> &
   a.command = argv[1];
   for (int i = 2; i < argc; ++i) {
     std::string s = argv[i];
+    if (s == "-o")
+      s = "--output";
+    else if (s.rfind("-o", 0) == 0 && s.size() > 2 && s[2] != '-')
+      s = "--output=" + s.substr(2);
+    if (s == "-v") s = "--verbose";
     if (s.rfind("--", 0) != 0) {
       a.positional.push_back(s);
       continue;
@@ -79,57 +94,6 @@ Expected<Args> parseArgs(int argc, char **argv, const std::vector<std::string> &
     }
   }
   return a;
-}
-
-Expected<ImportOptions> importOptions(const Args &a) {
-  ImportOptions o;
-  for (const std::string &d : a.dynamic) {
-    size_t eq = d.find('='), colon = d.find(':', eq == std::string::npos ? 0 : eq);
-    auto bad = [&] {
-      return Error::user("--dynamic expects NAME=MIN:MAX with 0 <= MIN <= MAX, got '" + d + "'");
-    };
-    if (eq == std::string::npos || colon == std::string::npos || eq == 0) return bad();
-    try {
-      size_t p1 = 0, p2 = 0;
-      std::string lo = d.substr(eq + 1, colon - eq - 1), hi = d.substr(colon + 1);
-      int64_t mn = std::stoll(lo, &p1), mx = std::stoll(hi, &p2);
-      if (p1 != lo.size() || p2 != hi.size() || mn < 0 || mn > mx) return bad();
-      o.symbolRanges[d.substr(0, eq)] = SymRange{mn, mx};
-    } catch (...) {
-      return bad();
-    }
-  }
-  return o;
-}
-
-std::string describeTensor(const std::string &name, const Tensor &t) {
-  std::string s = name + ": " + std::string(dtypeName(t.dtype())) + shapeStr(t.shape());
-  int64_t n = t.numel();
-  if (n == 0) return s + " (empty)";
-  double mn = INFINITY, mx = -INFINITY, sum = 0;
-  int64_t nans = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    double v = t.getDouble(i);
-    if (std::isnan(v)) {
-      ++nans;
-      continue;
-    }
-    mn = std::min(mn, v);
-    mx = std::max(mx, v);
-    sum += v;
-  }
-  char buf[160];
-  std::snprintf(buf, sizeof buf, " min %.6g max %.6g mean %.6g", mn, mx,
-                n > nans ? sum / double(n - nans) : NAN);
-  s += buf;
-  if (nans) s += " nan " + std::to_string(nans);
-  s += "\n  [";
-  int64_t show = std::min<int64_t>(n, 8);
-  for (int64_t i = 0; i < show; ++i) {
-    std::snprintf(buf, sizeof buf, "%s%.6g", i ? ", " : "", t.getDouble(i));
-    s += buf;
-  }
-  return s + (n > show ? ", ...]" : "]");
 }
 
 Status cmdInterpret(const Args &a) {
@@ -209,8 +173,33 @@ Status run(int argc, char **argv) {
   }
   if (cmd == "evt") return evt::runEvtCommand(argc, argv);
   if (cmd == "inspect") {
-    COIL_TRY(Args a, parseArgs(argc, argv, {}, {"--graph"}));
+    COIL_TRY(Args a,
+             parseArgs(argc, argv, {"--inputs", "--device"},
+                       {"--graph", "--fusion", "--loops", "--wrapper", "--memory", "--kernels"}));
+    for (const char *f : {"--fusion", "--loops", "--wrapper", "--memory", "--kernels"})
+      if (a.flags.count(f)) {
+        if (a.positional.size() != 1)
+          return Error::user("'coil inspect' takes one MODEL (see 'coil help')");
+        return cmdInspectCompiled(a);
+      }
     return cmdInspect(a);
+  }
+  if (cmd == "compile") {
+    COIL_TRY(Args a,
+             parseArgs(argc, argv, {"--output", "--device", "--print-after"}, {"--verbose"}));
+    return cmdCompile(a);
+  }
+  if (cmd == "run") {
+    COIL_TRY(Args a, parseArgs(argc, argv, {"--inputs", "--outputs", "--device"}, {}));
+    return cmdRun(a);
+  }
+  if (cmd == "verify") {
+    COIL_TRY(Args a, parseArgs(argc, argv, {"--inputs", "--device"}, {}));
+    return cmdVerify(a);
+  }
+  if (cmd == "bench") {
+    COIL_TRY(Args a, parseArgs(argc, argv, {"--inputs", "--iters", "--warmup"}, {"--json"}));
+    return cmdBench(a);
   }
   return Error::user("unknown command '" + cmd + "' (see 'coil help')");
 }

@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""coil's CPU packages against onnxruntime (CPU execution provider), side by side.
+
+For each model of test/models, at one size of its dynamic dims: compile with `coil compile`,
+time the package with `coil bench --json` (median of N runs after warm-up), and time
+onnxruntime in this process with the same number of threads (intra-op = the CPU count, one
+inter-op thread), median of N runs after warm-up. The outputs are compared first (relative
+error <= 1e-4), so a fast wrong answer never counts. Prints one row per model with both medians
+and the ratio coil / onnxruntime (lower is better; the target is <= 1.5).
+
+usage: bench/cpu_vs_ort.py --coil BIN [--work DIR] [--models a,b] [--iters N]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MODELS_DIR = os.path.join(HERE, "..", "test", "models")
+sys.path.insert(0, MODELS_DIR)
+from check_models import make_inputs  # noqa: E402
+
+SIZES = {"batch": 4, "seq": 32}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--coil", required=True)
+    ap.add_argument("--work", default="/tmp/coil-bench-cpu")
+    ap.add_argument("--models", default="resnet_small,mobilenet_v2,bert_small,gpt_small")
+    ap.add_argument("--iters", type=int, default=50)
+    args = ap.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    threads = os.cpu_count() or 1
+    rng = np.random.default_rng(7)
+    rows = []
+    status = 0
+    for name in args.models.split(","):
+        path = os.path.join(MODELS_DIR, name + ".onnx")
+        model = onnx.load(path)
+        feeds = make_inputs(model, SIZES, rng)
+        inp = os.path.join(args.work, name + "_in.npz")
+        out = os.path.join(args.work, name + "_out.npz")
+        np.savez(inp, **feeds)
+        pkg = os.path.join(args.work, name + ".pkg")
+        r = subprocess.run([args.coil, "compile", path, "-o", pkg], capture_output=True, text=True)
+        if r.returncode != 0:
+            print("%s: coil compile failed: %s" % (name, r.stderr.strip()[:400]))
+            status = 1
+            continue
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = threads
+        so.inter_op_num_threads = 1
+        sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+        want = sess.run(None, feeds)
+        r = subprocess.run([args.coil, "run", pkg, "--inputs", inp, "--outputs", out], capture_output=True, text=True)
+        if r.returncode != 0:
+            print("%s: coil run failed: %s" % (name, r.stderr.strip()[:400]))
+            status = 1
+            continue
+        got = np.load(out)
+        err = 0.0
+        for o, w in zip(model.graph.output, want):
+            scale = float(np.max(np.abs(w))) or 1.0
+            err = max(err, float(np.max(np.abs(got[o.name].astype(np.float64) - w))) / scale)
+        if err > 1e-4:
+            print("%s: outputs differ from onnxruntime (relative error %.2e); not timed" % (name, err))
+            status = 1
+            continue
+        for _ in range(5):
+            sess.run(None, feeds)
+        times = []
+        for _ in range(args.iters):
+            t0 = time.perf_counter()
+            sess.run(None, feeds)
+            times.append((time.perf_counter() - t0) * 1e3)
+        ort_ms = float(np.median(times))
+        r = subprocess.run([args.coil, "bench", pkg, "--inputs", inp, "--iters", str(args.iters), "--json"],
+                           capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS=str(threads)))
+        if r.returncode != 0:
+            print("%s: coil bench failed: %s" % (name, r.stderr.strip()[:400]))
+            status = 1
+            continue
+        coil_ms = json.loads(r.stdout.strip().splitlines()[-1])["median_ms"]
+        rows.append((name, coil_ms, ort_ms, err))
+    print("\nthreads %d, sizes %s, %d iterations, onnxruntime %s" % (threads, SIZES, args.iters, ort.__version__))
+    print("%-14s %12s %12s %8s %10s" % ("model", "coil ms", "ort ms", "ratio", "rel err"))
+    for name, c, o, e in rows:
+        print("%-14s %12.3f %12.3f %8.2f %10.1e" % (name, c, o, c / o, e))
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

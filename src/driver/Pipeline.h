@@ -1,0 +1,56 @@
+/// \file The compiler pipeline, one straight line (DESIGN.md §1):
+///
+///   Graph IR --lower--> Loop IR --schedule--> fused kernels --codegen--> kernel sources
+///     --build--> Wrapper IR --plan memory, verify--> C++ wrapper --toolchain--> package
+///
+/// compileGraph() runs every stage up to the Wrapper IR and keeps each stage's result, so that
+/// `coil inspect` can print any of them; writePackage() writes and builds the package.
+#pragma once
+
+#include "codegen/cpu/CpuCodegen.h"
+#include "driver/Toolchain.h"
+#include "ir/Graph.h"
+#include "lower/LoopIR.h"
+#include "sched/Kernel.h"
+#include "wrapper/WrapperIR.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace coil {
+
+struct CompileOptions {
+  std::string device = "cpu";
+  /// Print the IR after this stage to stderr: "lower", "schedule", "wrapper" (or "" for none).
+  std::string printAfter;
+  /// Run the verifiers after every stage (always on in tests).
+  bool verifyEach = true;
+  ToolchainOptions toolchain;
+  /// Recorded in metadata.json (e.g. {"dynamic", "N=1:64"}).
+  std::vector<std::pair<std::string, std::string>> recordedOptions;
+};
+
+/// Every stage's result. The members point into each other: keep the object where it is.
+struct Compilation {
+  Graph graph;
+  loop::LoopProgram loops;
+  sched::Schedule schedule;
+  std::vector<codegen::CpuKernelSource> kernels;
+  wrapper::WrapperProgram wrapper;
+  /// Seconds spent in each stage, in order.
+  std::vector<std::pair<std::string, double>> timings;
+};
+
+Expected<std::unique_ptr<Compilation>> compileGraph(Graph g, const CompileOptions &o);
+
+struct PackageResult {
+  std::string dir;
+  BuildResult build;
+};
+
+/// Writes the package (metadata.json, weights.bin, src/) into `dir` and builds model.so.
+Expected<PackageResult> writePackage(const Compilation &c, const std::string &dir,
+                                     const CompileOptions &o);
+
+} // namespace coil

@@ -1,0 +1,203 @@
+#include "driver/Toolchain.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace coil {
+
+namespace fs = std::filesystem;
+
+std::string contentHash(const std::string &data) {
+  uint64_t a = 0xcbf29ce484222325ull, b = 0x84222325cbf29ce4ull;
+  for (unsigned char c : data) {
+    a = (a ^ c) * 0x100000001b3ull;
+    b = (b ^ (c + 0x5bu)) * 0x100000001b3ull;
+    b ^= b >> 29;
+  }
+  char buf[33];
+  std::snprintf(buf, sizeof buf, "%016llx%016llx", (unsigned long long)a, (unsigned long long)b);
+  return buf;
+}
+
+std::string cacheDirectory() {
+  if (const char *d = std::getenv("COIL_CACHE_DIR"))
+    return std::string(d) == "off" ? "" : std::string(d);
+  if (const char *x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/coil";
+  if (const char *h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/coil";
+  return "";
+}
+
+namespace {
+
+std::string shellQuote(const std::string &s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'')
+      out += "'\\''";
+    else
+      out += c;
+  }
+  return out + "'";
+}
+
+/// Runs `cmd` through /bin/sh with output to `log`; returns the exit status.
+pid_t spawn(const std::string &cmd, const std::string &log) {
+  std::string full = cmd + " >" + shellQuote(log) + " 2>&1";
+  pid_t pid = fork();
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", full.c_str(), (char *)nullptr);
+    _exit(127);
+  }
+  return pid;
+}
+
+int waitFor(pid_t pid) {
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) < 0) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string readFile(const std::string &path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string firstLines(const std::string &text, int n) {
+  std::string out;
+  std::istringstream is(text);
+  std::string line;
+  for (int i = 0; i < n && std::getline(is, line); ++i) out += "\n  " + line;
+  return out;
+}
+
+/// The compiler's identity, part of the cache key.
+std::string compilerIdentity(const std::string &cxx) {
+  std::string cmd = shellQuote(cxx) + " --version 2>/dev/null";
+  FILE *f = popen(cmd.c_str(), "r");
+  if (!f) return cxx;
+  char buf[256];
+  std::string out;
+  if (fgets(buf, sizeof buf, f)) out = buf;
+  pclose(f);
+  return cxx + "|" + out;
+}
+
+/// Target flags: AVX2+FMA when this CPU has them (generated loops vectorize for it).
+std::string targetFlags() {
+  std::string cpu = readFile("/proc/cpuinfo");
+  bool avx2 = cpu.find(" avx2") != std::string::npos && cpu.find(" fma") != std::string::npos;
+  return avx2 ? "-march=x86-64-v3" : "-march=x86-64-v2";
+}
+
+} // namespace
+
+Expected<BuildResult> buildSharedObject(const std::string &dir,
+                                        const std::vector<SourceFile> &sources,
+                                        const std::string &output, const ToolchainOptions &opts) {
+  auto start = std::chrono::steady_clock::now();
+  BuildResult result;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return Error::user("cannot create directory '" + dir + "': " + ec.message());
+  for (const SourceFile &s : sources) {
+    fs::path p = fs::path(dir) / s.name;
+    fs::create_directories(p.parent_path(), ec);
+    std::ofstream out(p, std::ios::binary);
+    out << s.text;
+    if (!out) return Error::user("cannot write '" + p.string() + "'");
+  }
+
+  std::string cxx = opts.cxx;
+  if (cxx.empty()) {
+    const char *env = std::getenv("CXX");
+    cxx = env && *env ? env : "c++";
+  }
+  std::string flags = "-std=c++17 -fPIC -fopenmp -O" + std::to_string(opts.optLevel) + " " +
+                      targetFlags() + " -fno-math-errno -w";
+  for (const std::string &inc : opts.includes) flags += " -I" + shellQuote(inc);
+  for (const std::string &f : opts.extraFlags) flags += " " + f;
+
+  std::string keyText = compilerIdentity(cxx) + "\n" + flags + "\n";
+  for (const SourceFile &s : sources) keyText += s.name + "\n" + contentHash(s.text) + "\n";
+  // Headers included from the -I directories are part of the build too.
+  for (const std::string &inc : opts.includes) {
+    if (!fs::is_directory(inc)) continue;
+    std::vector<fs::path> headers;
+    for (auto &e : fs::recursive_directory_iterator(inc, ec))
+      if (e.is_regular_file() && e.path().extension() == ".h") headers.push_back(e.path());
+    std::sort(headers.begin(), headers.end());
+    for (const fs::path &h : headers)
+      keyText += h.string() + "\n" + contentHash(readFile(h.string())) + "\n";
+  }
+  result.key = contentHash(keyText);
+
+  fs::path outPath = fs::path(dir) / output;
+  std::string cache = opts.useCache ? cacheDirectory() : "";
+  fs::path cached = cache.empty() ? fs::path() : fs::path(cache) / (result.key + ".so");
+  if (!cache.empty() && fs::exists(cached)) {
+    fs::copy_file(cached, outPath, fs::copy_options::overwrite_existing, ec);
+    if (!ec) {
+      result.cacheHit = true;
+      result.seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      return result;
+    }
+  }
+
+  // Compile each translation unit in its own process, then link.
+  fs::path objDir = fs::path(dir) / "obj";
+  fs::create_directories(objDir, ec);
+  struct Job {
+    pid_t pid;
+    std::string log, source;
+  };
+  std::vector<Job> jobs;
+  std::string objects;
+  for (const SourceFile &s : sources) {
+    if (fs::path(s.name).extension() != ".cpp") continue;
+    std::string stem = fs::path(s.name).stem().string();
+    std::string obj = (objDir / (stem + ".o")).string();
+    std::string log = (objDir / (stem + ".log")).string();
+    std::string cmd = shellQuote(cxx) + " " + flags + " -c " +
+                      shellQuote((fs::path(dir) / s.name).string()) + " -o " + shellQuote(obj);
+    if (opts.verbose) std::fprintf(stderr, "coil: %s\n", cmd.c_str());
+    jobs.push_back({spawn(cmd, log), log, s.name});
+    objects += " " + shellQuote(obj);
+  }
+  std::string failures;
+  for (Job &j : jobs)
+    if (waitFor(j.pid) != 0)
+      failures += "\ncompiling " + j.source + " failed (log: " + j.log + ")" +
+                  firstLines(readFile(j.log), 12);
+  if (!failures.empty()) return Error::internal("the generated code does not compile:" + failures);
+
+  std::string tmp = outPath.string() + ".tmp";
+  std::string log = (objDir / "link.log").string();
+  std::string link = shellQuote(cxx) + " -shared -fopenmp" + objects + " -o " + shellQuote(tmp);
+  if (opts.verbose) std::fprintf(stderr, "coil: %s\n", link.c_str());
+  if (waitFor(spawn(link, log)) != 0)
+    return Error::internal("linking the package failed (log: " + log + ")" +
+                           firstLines(readFile(log), 12));
+  fs::rename(tmp, outPath, ec);
+  if (ec) return Error::user("cannot write '" + outPath.string() + "': " + ec.message());
+
+  if (!cache.empty()) {
+    fs::create_directories(cache, ec);
+    std::string part = cached.string() + ".part" + std::to_string(getpid());
+    fs::copy_file(outPath, part, fs::copy_options::overwrite_existing, ec);
+    if (!ec) fs::rename(part, cached, ec);
+  }
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+} // namespace coil

@@ -1,0 +1,365 @@
+// CPU kernels for GEMM, convolution (im2col + GEMM), transposed convolution (GEMM + col2im)
+// and Det, plus the scalar conversions the other kernel files share.
+#include "kernels/cpu/CpuKernels.h"
+#include "kernels/cpu/CpuKernelsImpl.h"
+
+#include <algorithm>
+#include <cblas.h>
+#include <climits>
+#include <cstdlib>
+#include <vector>
+
+namespace coil::cpu {
+
+float halfBitsToFloat(uint16_t h) {
+  uint32_t sign = uint32_t(h & 0x8000) << 16;
+  uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else { // subnormal: value = mant * 2^-24, exact in float
+      float f = float(mant) * (1.0f / 16777216.0f);
+      return sign ? -f : f;
+    }
+  } else if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | mant << 13;
+  } else {
+    bits = sign | (exp + 127 - 15) << 23 | mant << 13;
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t floatToHalfBits(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000, absx = x & 0x7fffffff;
+  if (absx >= 0x7f800000) // infinity or NaN (kept quiet)
+    return uint16_t(sign | 0x7c00 | (absx > 0x7f800000 ? 0x200 | ((absx >> 13) & 0x3ff) : 0));
+  if (absx >= 0x477ff000) return uint16_t(sign | 0x7c00); // rounds to >= 65520
+  if (absx < 0x38800000) {                                // subnormal or zero
+    float a;
+    std::memcpy(&a, &absx, 4);
+    return uint16_t(sign | uint32_t(std::nearbyint(a * 16777216.0f)));
+  }
+  uint32_t mant = absx & 0x7fffff, exp = (absx >> 23) - 127 + 15;
+  uint32_t h = exp << 10 | mant >> 13, rest = mant & 0x1fff;
+  if (rest > 0x1000 || (rest == 0x1000 && (h & 1))) ++h;
+  return uint16_t(sign | h);
+}
+
+uint16_t floatToBf16Bits(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if ((x & 0x7fffffff) > 0x7f800000) return uint16_t((x >> 16) | 0x40);
+  return uint16_t((x + 0x7fff + ((x >> 16) & 1)) >> 16);
+}
+
+float doubleToFloat(double v) {
+  constexpr double kOverflow = 3.4028235677973366e38; // FLT_MAX + half an ulp
+  constexpr double kMax = double(std::numeric_limits<float>::max());
+  if (v >= kOverflow) return std::numeric_limits<float>::infinity();
+  if (v <= -kOverflow) return -std::numeric_limits<float>::infinity();
+  if (v > kMax) return std::numeric_limits<float>::max();
+  if (v < -kMax) return -std::numeric_limits<float>::max();
+  return float(v);
+}
+
+float doubleToFloatOdd(double v) {
+  float f = doubleToFloat(v);
+  if (std::isnan(v) || std::isinf(f) || double(f) == v) return f;
+  if (std::fabs(double(f)) > std::fabs(v)) f = std::nextafter(f, 0.0f);
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  bits |= 1;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+namespace {
+
+// --- GEMM
+
+/// y (m x n, ldy n) = alpha * op(a) op(b) + beta * y, one matrix, through BLAS when the sizes
+/// fit BLAS's int, else by a plain loop.
+template <typename T>
+void gemmOne(const T *a, const T *b, T *y, int64_t m, int64_t n, int64_t k, bool ta, bool tb,
+             T alpha, T beta) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    for (int64_t i = 0; i < m * n; ++i) y[i] = beta == T(0) ? T(0) : beta * y[i];
+    return;
+  }
+  if (m <= INT_MAX && n <= INT_MAX && k <= INT_MAX) {
+    int lda = int(ta ? m : k), ldb = int(tb ? k : n);
+    auto opA = ta ? CblasTrans : CblasNoTrans, opB = tb ? CblasTrans : CblasNoTrans;
+    if constexpr (std::is_same_v<T, float>)
+      cblas_sgemm(CblasRowMajor, opA, opB, int(m), int(n), int(k), alpha, a, lda, b, ldb, beta, y,
+                  int(n));
+    else
+      cblas_dgemm(CblasRowMajor, opA, opB, int(m), int(n), int(k), alpha, a, lda, b, ldb, beta, y,
+                  int(n));
+    return;
+  }
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      T acc = 0;
+      for (int64_t p = 0; p < k; ++p)
+        acc += a[ta ? p * m + i : i * k + p] * b[tb ? j * k + p : p * n + j];
+      y[i * n + j] = alpha * acc + (beta == T(0) ? T(0) : beta * y[i * n + j]);
+    }
+}
+
+/// Below this many multiply-adds per matrix, batches run in parallel (BLAS would run each one
+/// on a single thread anyway).
+constexpr int64_t kSmallGemm = int64_t(1) << 18;
+
+template <typename T>
+void gemmBatched(const T *a, const T *b, const T *c, T *y, int64_t batch, int64_t m, int64_t n,
+                 int64_t k, int64_t ta, int64_t tb, int64_t sa, int64_t sb, int64_t sc,
+                 double alpha, double beta) {
+  int64_t mn, mk, kn, all, work;
+  if (batch < 0 || sa < 0 || sb < 0 || sc < 0 || !mulSize(m, n, &mn) || !mulSize(m, k, &mk) ||
+      !mulSize(k, n, &kn) || !mulSize(batch, mn, &all) || !mulSizes({mn, k}, &work))
+    return;
+  // The batch offsets must not overflow either.
+  int64_t last = batch > 0 ? batch - 1 : 0, tmp;
+  if (!mulSize(last, sa, &tmp) || !mulSize(last, sb, &tmp) || !mulSize(last, sc, &tmp)) return;
+  auto one = [&](int64_t i) {
+    T *yb = y + i * mn;
+    if (c) std::memmove(yb, c + i * sc, size_t(mn) * sizeof(T));
+    gemmOne<T>(a + i * sa, b + i * sb, yb, m, n, k, ta != 0, tb != 0, T(alpha), c ? T(beta) : T(0));
+  };
+  if (batch > 1 && work < kSmallGemm) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < batch; ++i) one(i);
+  } else {
+    for (int64_t i = 0; i < batch; ++i) one(i);
+  }
+}
+
+// --- Convolution
+
+/// Geometry of a conv or transposed conv with up to 3 spatial dims, validated.
+struct ConvGeom {
+  int64_t n = 0, c = 0, m = 0, group = 1, cg = 0, mg = 0;
+  int64_t in[3], k[3], out[3], s[3], d[3], p[3];
+  int64_t inSize = 0, kSize = 0, outSize = 0, colRows = 0;
+};
+
+bool makeGeom(ConvGeom &g, int64_t n, int64_t c, int64_t m, int64_t group, int64_t nd,
+              const int64_t in[3], const int64_t k[3], const int64_t out[3], const int64_t s[3],
+              const int64_t d[3], const int64_t p[3]) {
+  if (nd < 1 || nd > 3 || n < 0 || c < 0 || m < 0 || group < 1 || c % group || m % group)
+    return false;
+  g.n = n, g.c = c, g.m = m, g.group = group, g.cg = c / group, g.mg = m / group;
+  for (int i = 0; i < 3; ++i) {
+    bool used = i < nd;
+    g.in[i] = used ? in[i] : 1, g.k[i] = used ? k[i] : 1, g.out[i] = used ? out[i] : 1;
+    g.s[i] = used ? s[i] : 1, g.d[i] = used ? d[i] : 1, g.p[i] = used ? p[i] : 0;
+    if (g.in[i] < 0 || g.k[i] < 0 || g.out[i] < 0 || g.s[i] < 1 || g.d[i] < 1 || g.p[i] < 0)
+      return false;
+    // Coordinates o*s - p + kk*d (and i*s - p + kk*d) must stay far from overflow.
+    int64_t a, b, e;
+    if (!mulSize(g.out[i], g.s[i], &a) || !mulSize(g.k[i], g.d[i], &b) ||
+        !mulSize(g.in[i], g.s[i], &e) || a > (INT64_MAX >> 2) || b > (INT64_MAX >> 2) ||
+        e > (INT64_MAX >> 2) || g.p[i] > (INT64_MAX >> 2) || g.out[i] > (INT64_MAX >> 2))
+      return false;
+  }
+  int64_t all;
+  if (!mulSizes({g.in[0], g.in[1], g.in[2]}, &g.inSize) ||
+      !mulSizes({g.k[0], g.k[1], g.k[2]}, &g.kSize) ||
+      !mulSizes({g.out[0], g.out[1], g.out[2]}, &g.outSize) ||
+      !mulSize(g.cg, g.kSize, &g.colRows) || !mulSizes({n, c, g.inSize}, &all) ||
+      !mulSizes({n, m, g.outSize}, &all) || !mulSizes({g.colRows, g.outSize}, &all) ||
+      !mulSizes({m, g.colRows}, &all) || !mulSizes({c, g.mg, g.kSize}, &all) ||
+      !mulSizes({g.colRows, g.inSize}, &all) || !mulSizes({g.mg, g.kSize, g.inSize}, &all))
+    return false;
+  return true;
+}
+
+/// col[(ic*K + kk), o] = x[ic, position(o, kk)] (0 in the padding), for one image and group.
+template <typename T> void im2col(const ConvGeom &g, const T *x, T *col) {
+  int64_t K = g.kSize, O = g.outSize;
+#pragma omp parallel for schedule(static) if (g.colRows * O > 32768)
+  for (int64_t row = 0; row < g.colRows; ++row) {
+    int64_t ic = row / K, kk = row % K;
+    int64_t k0 = kk / (g.k[1] * g.k[2]), k1 = (kk / g.k[2]) % g.k[1], k2 = kk % g.k[2];
+    const T *xc = x + ic * g.inSize;
+    T *dst = col + row * O;
+    for (int64_t o0 = 0; o0 < g.out[0]; ++o0) {
+      int64_t i0 = o0 * g.s[0] - g.p[0] + k0 * g.d[0];
+      bool in0 = i0 >= 0 && i0 < g.in[0];
+      for (int64_t o1 = 0; o1 < g.out[1]; ++o1) {
+        int64_t i1 = o1 * g.s[1] - g.p[1] + k1 * g.d[1];
+        bool in1 = in0 && i1 >= 0 && i1 < g.in[1];
+        T *d = dst + (o0 * g.out[1] + o1) * g.out[2];
+        const T *src = xc + (i0 * g.in[1] + i1) * g.in[2];
+        for (int64_t o2 = 0; o2 < g.out[2]; ++o2) {
+          int64_t i2 = o2 * g.s[2] - g.p[2] + k2 * g.d[2];
+          d[o2] = in1 && i2 >= 0 && i2 < g.in[2] ? src[i2] : T(0);
+        }
+      }
+    }
+  }
+}
+
+/// y[mc, position(i, kk)] += col[(mc*K + kk), i] for one image and group (the adjoint of
+/// im2col with in/out swapped: here `in` is the transposed conv's input, `out` its output).
+template <typename T> void col2im(const ConvGeom &g, const T *col, T *y, int64_t channels) {
+  int64_t K = g.kSize;
+#pragma omp parallel for schedule(static) if (channels * g.outSize > 32768)
+  for (int64_t mc = 0; mc < channels; ++mc) {
+    T *yc = y + mc * g.outSize;
+    for (int64_t kk = 0; kk < K; ++kk) {
+      int64_t k0 = kk / (g.k[1] * g.k[2]), k1 = (kk / g.k[2]) % g.k[1], k2 = kk % g.k[2];
+      const T *src = col + (mc * K + kk) * g.inSize;
+      for (int64_t i0 = 0; i0 < g.in[0]; ++i0) {
+        int64_t o0 = i0 * g.s[0] - g.p[0] + k0 * g.d[0];
+        if (o0 < 0 || o0 >= g.out[0]) continue;
+        for (int64_t i1 = 0; i1 < g.in[1]; ++i1) {
+          int64_t o1 = i1 * g.s[1] - g.p[1] + k1 * g.d[1];
+          if (o1 < 0 || o1 >= g.out[1]) continue;
+          const T *s = src + (i0 * g.in[1] + i1) * g.in[2];
+          T *d = yc + (o0 * g.out[1] + o1) * g.out[2];
+          for (int64_t i2 = 0; i2 < g.in[2]; ++i2) {
+            int64_t o2 = i2 * g.s[2] - g.p[2] + k2 * g.d[2];
+            if (o2 >= 0 && o2 < g.out[2]) d[o2] += s[i2];
+          }
+        }
+      }
+    }
+  }
+}
+
+bool isPointwiseConv(const ConvGeom &g) {
+  for (int i = 0; i < 3; ++i)
+    if (g.k[i] != 1 || g.s[i] != 1 || g.p[i] != 0 || g.out[i] != g.in[i]) return false;
+  return true;
+}
+
+template <typename T> void conv(const T *x, T *y, const T *w, const ConvGeom &g) {
+  if (g.n == 0 || g.m == 0 || g.outSize == 0) return;
+  bool direct = isPointwiseConv(g);
+  std::vector<T> col;
+  if (!direct) col.resize(size_t(g.colRows * g.outSize));
+  for (int64_t b = 0; b < g.n; ++b)
+    for (int64_t gr = 0; gr < g.group; ++gr) {
+      const T *xg = x + (b * g.c + gr * g.cg) * g.inSize;
+      T *yg = y + (b * g.m + gr * g.mg) * g.outSize;
+      const T *wg = w + gr * g.mg * g.colRows;
+      const T *cols = xg;
+      if (!direct) {
+        im2col(g, xg, col.data());
+        cols = col.data();
+      }
+      // y_g [mg, O] = w_g [mg, cg*K] * col [cg*K, O]
+      gemmOne<T>(wg, cols, yg, g.mg, g.outSize, g.colRows, false, false, T(1), T(0));
+    }
+}
+
+template <typename T> void convTranspose(const T *x, T *y, const T *w, const ConvGeom &g) {
+  int64_t total = g.n * g.m * g.outSize;
+  std::fill(y, y + total, T(0));
+  if (g.n == 0 || g.c == 0 || g.inSize == 0) return;
+  int64_t rows = g.mg * g.kSize; // col [mg*K, inSize]
+  std::vector<T> col(size_t(rows * g.inSize));
+  for (int64_t b = 0; b < g.n; ++b)
+    for (int64_t gr = 0; gr < g.group; ++gr) {
+      const T *xg = x + (b * g.c + gr * g.cg) * g.inSize; // [cg, inSize]
+      const T *wg = w + gr * g.cg * rows;                 // [cg, mg*K]
+      T *yg = y + (b * g.m + gr * g.mg) * g.outSize;
+      gemmOne<T>(wg, xg, col.data(), rows, g.inSize, g.cg, true, false, T(1), T(0));
+      col2im(g, col.data(), yg, g.mg);
+    }
+}
+
+template <typename T> void det(const T *x, T *y, int64_t batch, int64_t n) {
+  int64_t nn, all;
+  if (batch < 0 || !mulSize(n, n, &nn) || !mulSize(batch, nn, &all)) return;
+#pragma omp parallel for schedule(static) if (batch > 16)
+  for (int64_t b = 0; b < batch; ++b) {
+    std::vector<double> m(x + b * nn, x + (b + 1) * nn);
+    double r = 1;
+    for (int64_t c = 0; c < n && r != 0; ++c) {
+      int64_t piv = c;
+      for (int64_t i = c + 1; i < n; ++i)
+        if (std::fabs(m[size_t(i * n + c)]) > std::fabs(m[size_t(piv * n + c)])) piv = i;
+      if (m[size_t(piv * n + c)] == 0) {
+        r = 0;
+        break;
+      }
+      if (piv != c) {
+        for (int64_t j = 0; j < n; ++j) std::swap(m[size_t(c * n + j)], m[size_t(piv * n + j)]);
+        r = -r;
+      }
+      double p = m[size_t(c * n + c)];
+      r *= p;
+      for (int64_t i = c + 1; i < n; ++i) {
+        double f = m[size_t(i * n + c)] / p;
+        for (int64_t j = c; j < n; ++j) m[size_t(i * n + j)] -= f * m[size_t(c * n + j)];
+      }
+    }
+    if constexpr (std::is_same_v<T, float>)
+      y[b] = doubleToFloat(r);
+    else
+      y[b] = r;
+  }
+}
+
+} // namespace
+} // namespace coil::cpu
+
+using namespace coil::cpu;
+
+extern "C" {
+
+#define COIL_CPU_DEFINE_GEMM(S, T)                                                                 \
+  void coil_cpu_gemm_##S(const void *a, const void *b, void *y, int64_t batch, int64_t m,          \
+                         int64_t n, int64_t k, int64_t transA, int64_t transB, int64_t strideA,    \
+                         int64_t strideB, double alpha) {                                          \
+    gemmBatched<T>(static_cast<const T *>(a), static_cast<const T *>(b), nullptr,                  \
+                   static_cast<T *>(y), batch, m, n, k, transA, transB, strideA, strideB, 0,       \
+                   alpha, 0.0);                                                                    \
+  }                                                                                                \
+  void coil_cpu_gemm_c_##S(const void *a, const void *b, const void *c, void *y, int64_t batch,    \
+                           int64_t m, int64_t n, int64_t k, int64_t transA, int64_t transB,        \
+                           int64_t strideA, int64_t strideB, int64_t strideC, double alpha,        \
+                           double beta) {                                                          \
+    gemmBatched<T>(static_cast<const T *>(a), static_cast<const T *>(b),                           \
+                   static_cast<const T *>(c), static_cast<T *>(y), batch, m, n, k, transA, transB, \
+                   strideA, strideB, strideC, alpha, beta);                                        \
+  }                                                                                                \
+  void coil_cpu_conv_##S(const void *x, const void *w, void *y, int64_t n, int64_t c, int64_t m,   \
+                         int64_t group, int64_t nd, int64_t in0, int64_t in1, int64_t in2,         \
+                         int64_t k0, int64_t k1, int64_t k2, int64_t out0, int64_t out1,           \
+                         int64_t out2, int64_t s0, int64_t s1, int64_t s2, int64_t d0, int64_t d1, \
+                         int64_t d2, int64_t p0, int64_t p1, int64_t p2) {                         \
+    const int64_t in[3] = {in0, in1, in2}, k[3] = {k0, k1, k2}, out[3] = {out0, out1, out2};       \
+    const int64_t s[3] = {s0, s1, s2}, d[3] = {d0, d1, d2}, p[3] = {p0, p1, p2};                   \
+    ConvGeom g;                                                                                    \
+    if (!makeGeom(g, n, c, m, group, nd, in, k, out, s, d, p)) return;                             \
+    conv<T>(static_cast<const T *>(x), static_cast<T *>(y), static_cast<const T *>(w), g);         \
+  }                                                                                                \
+  void coil_cpu_conv_transpose_##S(                                                                \
+      const void *x, const void *w, void *y, int64_t n, int64_t c, int64_t m, int64_t group,       \
+      int64_t nd, int64_t in0, int64_t in1, int64_t in2, int64_t k0, int64_t k1, int64_t k2,       \
+      int64_t out0, int64_t out1, int64_t out2, int64_t s0, int64_t s1, int64_t s2, int64_t d0,    \
+      int64_t d1, int64_t d2, int64_t p0, int64_t p1, int64_t p2) {                                \
+    const int64_t in[3] = {in0, in1, in2}, k[3] = {k0, k1, k2}, out[3] = {out0, out1, out2};       \
+    const int64_t s[3] = {s0, s1, s2}, d[3] = {d0, d1, d2}, p[3] = {p0, p1, p2};                   \
+    ConvGeom g;                                                                                    \
+    if (!makeGeom(g, n, c, m, group, nd, in, k, out, s, d, p)) return;                             \
+    convTranspose<T>(static_cast<const T *>(x), static_cast<T *>(y), static_cast<const T *>(w),    \
+                     g);                                                                           \
+  }                                                                                                \
+  void coil_cpu_det_##S(const void *x, void *y, int64_t batch, int64_t n) {                        \
+    det<T>(static_cast<const T *>(x), static_cast<T *>(y), batch, n);                              \
+  }
+
+COIL_CPU_DEFINE_GEMM(f32, float)
+COIL_CPU_DEFINE_GEMM(f64, double)
+#undef COIL_CPU_DEFINE_GEMM
+
+} // extern "C"

@@ -1,0 +1,190 @@
+/// \file CPU kernels that generated code calls as extern functions: GEMM, convolutions, and the
+/// ops whose work does not fit a loop nest (sorting, data-dependent output sizes).
+///
+/// Every function is plain `extern "C"` over raw buffers, and its C signature follows from its
+/// Loop IR arguments alone (so that the wrapper backends can declare it), in argument order:
+///   an input buffer            `const void *`
+///   an output buffer           `void *`
+///   an int64 size / attribute  `int64_t`
+///   a float attribute          `double`
+///   a data-dependent size      `int64_t *` (written by the call)
+/// Allocating calls (data-dependent output shapes) take `coil_alloc_fn alloc, void *alloc_ctx`
+/// first and their outputs as `void **`: they allocate each output through `alloc` (which may be
+/// asked for 0 bytes) and store the pointer. If `alloc` returns NULL for a non-empty output, the
+/// call reports 0 for every size it writes.
+///
+/// Names are `coil_cpu_<op>_<dtype>` with dtype one of f64 f32 f16 bf16 i64 i32 i16 i8 u64 u32
+/// u16 u8 bool. Buffers are contiguous and row-major. The functions are thread-safe (no global
+/// mutable state) and never invoke undefined behaviour on any argument values: a negative size,
+/// a size product that overflows, a stride below 1 or an out-of-range attribute makes the call a
+/// no-op (documented per function) instead of reading or writing out of bounds. The caller is
+/// responsible only for passing buffers that hold the number of elements the sizes describe.
+/// Floating results are computed as the reference interpreter defines them where that is cheap
+/// (double accumulation for scans and Det); GEMM and convolution accumulate in their own type
+/// through BLAS.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// Allocator of the outputs of allocating calls: returns `bytes` bytes (aligned to 64) owned by
+/// the caller's runtime, or NULL.
+typedef void *(*coil_alloc_fn)(void *ctx, size_t bytes);
+
+// --- GEMM ------------------------------------------------------------------------------------
+
+/// Batched GEMM: for b in [0, batch): Y_b = alpha * op(A_b) * op(B_b), where
+/// A_b = a + b * strideA (elements), op(A_b) is m x k (stored k x m, row-major, when transA),
+/// B_b = b + b * strideB, op(B_b) is k x n (stored n x k when transB), and Y_b = y + b*m*n is
+/// m x n. A batch stride of 0 broadcasts one matrix over the batch. No-op when a size or stride
+/// is negative or a size product overflows. k == 0 writes zeros.
+void coil_cpu_gemm_f32(const void *a, const void *b, void *y, int64_t batch, int64_t m, int64_t n,
+                       int64_t k, int64_t transA, int64_t transB, int64_t strideA, int64_t strideB,
+                       double alpha);
+void coil_cpu_gemm_f64(const void *a, const void *b, void *y, int64_t batch, int64_t m, int64_t n,
+                       int64_t k, int64_t transA, int64_t transB, int64_t strideA, int64_t strideB,
+                       double alpha);
+/// As coil_cpu_gemm_*, plus beta * C_b where C_b = c + b * strideC is a contiguous m x n matrix
+/// (the lowering realizes C broadcast to m x n; strideC 0 shares it over the batch).
+void coil_cpu_gemm_c_f32(const void *a, const void *b, const void *c, void *y, int64_t batch,
+                         int64_t m, int64_t n, int64_t k, int64_t transA, int64_t transB,
+                         int64_t strideA, int64_t strideB, int64_t strideC, double alpha,
+                         double beta);
+void coil_cpu_gemm_c_f64(const void *a, const void *b, const void *c, void *y, int64_t batch,
+                         int64_t m, int64_t n, int64_t k, int64_t transA, int64_t transB,
+                         int64_t strideA, int64_t strideB, int64_t strideC, double alpha,
+                         double beta);
+
+// --- Convolution -----------------------------------------------------------------------------
+
+/// Convolution (ONNX Conv without bias) of x [n, c, in0, in1, in2] with weights
+/// w [m, c/group, k0, k1, k2] into y [n, m, out0, out1, out2], for 1 to 3 spatial dims (`nd`;
+/// the sizes of unused trailing dims must be 1, their strides and dilations 1, pads 0).
+/// Output position o of dim d reads input o*s_d - p_d + kk*d_d (zero outside [0, in_d)); p_d is
+/// the begin padding (the end padding is implied by out_d). Computed per (image, group) as
+/// im2col + GEMM. No-op when group < 1 does not divide c and m, when nd is not 1..3, or a size,
+/// stride or dilation is out of range (sizes >= 0, strides and dilations >= 1, pads >= 0).
+void coil_cpu_conv_f32(const void *x, const void *w, void *y, int64_t n, int64_t c, int64_t m,
+                       int64_t group, int64_t nd, int64_t in0, int64_t in1, int64_t in2, int64_t k0,
+                       int64_t k1, int64_t k2, int64_t out0, int64_t out1, int64_t out2, int64_t s0,
+                       int64_t s1, int64_t s2, int64_t d0, int64_t d1, int64_t d2, int64_t p0,
+                       int64_t p1, int64_t p2);
+void coil_cpu_conv_f64(const void *x, const void *w, void *y, int64_t n, int64_t c, int64_t m,
+                       int64_t group, int64_t nd, int64_t in0, int64_t in1, int64_t in2, int64_t k0,
+                       int64_t k1, int64_t k2, int64_t out0, int64_t out1, int64_t out2, int64_t s0,
+                       int64_t s1, int64_t s2, int64_t d0, int64_t d1, int64_t d2, int64_t p0,
+                       int64_t p1, int64_t p2);
+/// Transposed convolution (ONNX ConvTranspose without bias) of x [n, c, in0, in1, in2] with
+/// weights w [c, m/group, k0, k1, k2] into y [n, m, out0, out1, out2]: input position i of dim
+/// d adds to output i*s_d - p_d + kk*d_d (dropped outside [0, out_d)). Computed per (image,
+/// group) as GEMM + col2im. Same argument rules as coil_cpu_conv_*.
+void coil_cpu_conv_transpose_f32(const void *x, const void *w, void *y, int64_t n, int64_t c,
+                                 int64_t m, int64_t group, int64_t nd, int64_t in0, int64_t in1,
+                                 int64_t in2, int64_t k0, int64_t k1, int64_t k2, int64_t out0,
+                                 int64_t out1, int64_t out2, int64_t s0, int64_t s1, int64_t s2,
+                                 int64_t d0, int64_t d1, int64_t d2, int64_t p0, int64_t p1,
+                                 int64_t p2);
+void coil_cpu_conv_transpose_f64(const void *x, const void *w, void *y, int64_t n, int64_t c,
+                                 int64_t m, int64_t group, int64_t nd, int64_t in0, int64_t in1,
+                                 int64_t in2, int64_t k0, int64_t k1, int64_t k2, int64_t out0,
+                                 int64_t out1, int64_t out2, int64_t s0, int64_t s1, int64_t s2,
+                                 int64_t d0, int64_t d1, int64_t d2, int64_t p0, int64_t p1,
+                                 int64_t p2);
+
+// --- Det -------------------------------------------------------------------------------------
+
+/// Determinants of `batch` n x n matrices x [batch, n, n] into y [batch], by Gaussian
+/// elimination with partial pivoting in double (as the interpreter). No-op on negative sizes.
+void coil_cpu_det_f32(const void *x, void *y, int64_t batch, int64_t n);
+void coil_cpu_det_f64(const void *x, void *y, int64_t batch, int64_t n);
+
+// --- Scans and sorting (one function per dtype: f64 f32 f16 bf16 i64 i32 i16 i8 u64 u32 u16
+//     u8; TopK, CumSum and CumProd are not defined for bool) --------------------------------
+
+/// CumSum / CumProd of x viewed as [outer, len, inner] along the middle axis into y (same
+/// shape). `exclusive` != 0: element j gets the fold of the elements before it (0 or 1 for the
+/// first); `reverse` != 0: folds from the end. Floats accumulate in double and round each
+/// stored value once; integers accumulate modulo 2^64 and wrap to the type. No-op on negative
+/// sizes.
+#define COIL_CPU_DECLARE_SCAN(S)                                                                   \
+  void coil_cpu_cumsum_##S(const void *x, void *y, int64_t outer, int64_t len, int64_t inner,      \
+                           int64_t exclusive, int64_t reverse);                                    \
+  void coil_cpu_cumprod_##S(const void *x, void *y, int64_t outer, int64_t len, int64_t inner,     \
+                            int64_t exclusive, int64_t reverse);
+/// TopK of x viewed as [outer, len, inner] along the middle axis: values [outer, k, inner] (same
+/// dtype) and indices [outer, k, inner] (int64), sorted (largest first when `largest` != 0,
+/// else smallest first; NaN orders above every number; equal values keep the lower index
+/// first). No-op unless 0 <= k <= len.
+#define COIL_CPU_DECLARE_TOPK(S)                                                                   \
+  void coil_cpu_topk_##S(const void *x, void *values, void *indices, int64_t outer, int64_t len,   \
+                         int64_t inner, int64_t k, int64_t largest);
+#define COIL_CPU_DECLARE_NUMERIC(S) COIL_CPU_DECLARE_SCAN(S) COIL_CPU_DECLARE_TOPK(S)
+COIL_CPU_DECLARE_NUMERIC(f64)
+COIL_CPU_DECLARE_NUMERIC(f32)
+COIL_CPU_DECLARE_NUMERIC(f16)
+COIL_CPU_DECLARE_NUMERIC(bf16)
+COIL_CPU_DECLARE_NUMERIC(i64)
+COIL_CPU_DECLARE_NUMERIC(i32)
+COIL_CPU_DECLARE_NUMERIC(i16)
+COIL_CPU_DECLARE_NUMERIC(i8)
+COIL_CPU_DECLARE_NUMERIC(u64)
+COIL_CPU_DECLARE_NUMERIC(u32)
+COIL_CPU_DECLARE_NUMERIC(u16)
+COIL_CPU_DECLARE_NUMERIC(u8)
+#undef COIL_CPU_DECLARE_NUMERIC
+#undef COIL_CPU_DECLARE_TOPK
+#undef COIL_CPU_DECLARE_SCAN
+
+// --- Data-dependent outputs (allocating; every dtype including bool) --------------------------
+
+/// NonZero: the flat (row-major) indices of the non-zero elements of x [numel], in increasing
+/// order, as int64 into *indices [*count] (the lowering unravels them into ONNX's [rank, count]).
+/// Floats: -0.0 is zero, NaN is not. No-op (count 0) on a negative numel.
+/// Compress's selection uses the bool version on the condition: coil_cpu_nonzero_bool with
+/// numel = min(len(condition), size of the axis).
+/// Unique of x viewed as [outer, len, inner], comparing the `len` slices x[:, i, :]
+/// lexicographically (NaN above numbers; ONNX Unique with an axis, or flattened when
+/// outer = inner = 1): y [outer, *count, inner] holds the distinct slices (in sorted order when
+/// `sorted` != 0, else in order of first occurrence), indices [*count] the first occurrence of
+/// each, inverse [len] the position in y of every slice, counts [*count] how often each occurs
+/// (all int64). No-op (count 0) on negative sizes.
+#define COIL_CPU_DECLARE_DYNAMIC(S)                                                                \
+  void coil_cpu_nonzero_##S(coil_alloc_fn alloc, void *alloc_ctx, const void *x, void **indices,   \
+                            int64_t *count, int64_t numel);                                        \
+  void coil_cpu_unique_##S(coil_alloc_fn alloc, void *alloc_ctx, const void *x, void **y,          \
+                           void **indices, void **inverse, void **counts, int64_t *count,          \
+                           int64_t outer, int64_t len, int64_t inner, int64_t sorted);
+COIL_CPU_DECLARE_DYNAMIC(f64)
+COIL_CPU_DECLARE_DYNAMIC(f32)
+COIL_CPU_DECLARE_DYNAMIC(f16)
+COIL_CPU_DECLARE_DYNAMIC(bf16)
+COIL_CPU_DECLARE_DYNAMIC(i64)
+COIL_CPU_DECLARE_DYNAMIC(i32)
+COIL_CPU_DECLARE_DYNAMIC(i16)
+COIL_CPU_DECLARE_DYNAMIC(i8)
+COIL_CPU_DECLARE_DYNAMIC(u64)
+COIL_CPU_DECLARE_DYNAMIC(u32)
+COIL_CPU_DECLARE_DYNAMIC(u16)
+COIL_CPU_DECLARE_DYNAMIC(u8)
+COIL_CPU_DECLARE_DYNAMIC(bool)
+#undef COIL_CPU_DECLARE_DYNAMIC
+
+/// NonMaxSuppression (ONNX) of boxes [batches, nboxes, 4] with scores [batches, classes, nboxes]:
+/// *selected [*count, 3] (int64 triples batch, class, box). Per (batch, class): candidates with
+/// score > scoreThreshold (every box when `hasScoreThreshold` is 0), highest score first (ties:
+/// lower box index first), kept unless their IoU with a kept box exceeds iouThreshold, at most
+/// maxPerClass (clamped to >= 0) per class. Boxes are [y1, x1, y2, x2] (corners in any order),
+/// or [x_center, y_center, width, height] when centerPointBox != 0. No-op (count 0) on
+/// negative sizes.
+void coil_cpu_nms_f32(coil_alloc_fn alloc, void *alloc_ctx, const void *boxes, const void *scores,
+                      void **selected, int64_t *count, int64_t batches, int64_t classes,
+                      int64_t nboxes, int64_t maxPerClass, double iouThreshold,
+                      double scoreThreshold, int64_t hasScoreThreshold, int64_t centerPointBox);
+
+#ifdef __cplusplus
+} // extern "C"
+#endif

@@ -1,0 +1,116 @@
+/// \file Private helpers of the CPU kernels: element traits per dtype (conversions to and from
+/// double that match ir/DType's rules, ordering with NaN above numbers) and checked size math.
+/// kernels/cpu is a leaf library, so it carries its own copy of the f16/bf16 conversions.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <initializer_list>
+#include <type_traits>
+#include <limits>
+
+namespace coil::cpu {
+
+/// a * b into *out; false when a or b is negative or the product overflows.
+inline bool mulSize(int64_t a, int64_t b, int64_t *out) {
+  if (a < 0 || b < 0) return false;
+  return !__builtin_mul_overflow(a, b, out);
+}
+inline bool mulSizes(std::initializer_list<int64_t> v, int64_t *out) {
+  int64_t p = 1;
+  for (int64_t x : v)
+    if (!mulSize(p, x, &p)) return false;
+  *out = p;
+  return true;
+}
+
+float halfBitsToFloat(uint16_t h);
+uint16_t floatToHalfBits(float f);
+inline float bf16BitsToFloat(uint16_t h) {
+  uint32_t bits = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+uint16_t floatToBf16Bits(float f);
+/// double -> float as IEEE rounding does (out-of-range values become infinity), without the
+/// undefined behaviour of a C++ conversion.
+float doubleToFloat(double v);
+/// double -> float rounded to odd, so that a second rounding to f16/bf16 is correct.
+float doubleToFloatOdd(double v);
+
+struct F64T {
+  using S = double;
+  static constexpr bool kFloat = true;
+  static double toDouble(S v) { return v; }
+  static S fromDouble(double d) { return d; }
+};
+struct F32T {
+  using S = float;
+  static constexpr bool kFloat = true;
+  static double toDouble(S v) { return v; }
+  static S fromDouble(double d) { return doubleToFloat(d); }
+};
+struct F16T {
+  using S = uint16_t;
+  static constexpr bool kFloat = true;
+  static double toDouble(S v) { return halfBitsToFloat(v); }
+  static S fromDouble(double d) { return floatToHalfBits(doubleToFloatOdd(d)); }
+};
+struct BF16T {
+  using S = uint16_t;
+  static constexpr bool kFloat = true;
+  static double toDouble(S v) { return bf16BitsToFloat(v); }
+  static S fromDouble(double d) { return floatToBf16Bits(doubleToFloatOdd(d)); }
+};
+template <typename T> struct IntT {
+  using S = T;
+  static constexpr bool kFloat = false;
+  static double toDouble(S v) { return double(v); }
+};
+using I64T = IntT<int64_t>;
+using I32T = IntT<int32_t>;
+using I16T = IntT<int16_t>;
+using I8T = IntT<int8_t>;
+using U64T = IntT<uint64_t>;
+using U32T = IntT<uint32_t>;
+using U16T = IntT<uint16_t>;
+using U8T = IntT<uint8_t>;
+using BoolT = IntT<uint8_t>;
+
+template <typename E> typename E::S load(const void *p, int64_t i) {
+  typename E::S v;
+  std::memcpy(&v, static_cast<const char *>(p) + size_t(i) * sizeof(v), sizeof(v));
+  return v;
+}
+template <typename E> void store(void *p, int64_t i, typename E::S v) {
+  std::memcpy(static_cast<char *>(p) + size_t(i) * sizeof(v), &v, sizeof(v));
+}
+
+/// -1, 0, 1; floats compare as numbers with NaN above every number (two NaNs are equal).
+template <typename E> int compareValues(typename E::S a, typename E::S b) {
+  if constexpr (E::kFloat) {
+    double x = E::toDouble(a), y = E::toDouble(b);
+    bool nx = std::isnan(x), ny = std::isnan(y);
+    if (nx || ny) return nx == ny ? 0 : (nx ? 1 : -1);
+    return x < y ? -1 : (x > y ? 1 : 0);
+  } else {
+    return a < b ? -1 : (b < a ? 1 : 0);
+  }
+}
+template <typename E> bool isNonZero(typename E::S v) {
+  if constexpr (E::kFloat)
+    return E::toDouble(v) != 0.0; // -0.0 is zero, NaN is not
+  else
+    return v != 0;
+}
+
+} // namespace coil::cpu
+
+// One macro application per dtype suffix and traits type.
+#define COIL_CPU_FOR_EACH_NUMERIC(X)                                                               \
+  X(f64, F64T)                                                                                     \
+  X(f32, F32T) X(f16, F16T) X(bf16, BF16T) X(i64, I64T) X(i32, I32T) X(i16, I16T) X(i8, I8T)       \
+      X(u64, U64T) X(u32, U32T) X(u16, U16T) X(u8, U8T)
+#define COIL_CPU_FOR_EACH_DTYPE(X) COIL_CPU_FOR_EACH_NUMERIC(X) X(bool, BoolT)

@@ -1,0 +1,192 @@
+#include "runtime/Metadata.h"
+
+#include "runtime/Json.h"
+
+#include <coil/coil.h>
+
+namespace coil::runtime {
+
+std::string_view rtDTypeName(DType t) {
+  switch (t) {
+#define COIL_RT_NAME(E, N, T, S)                                                                   \
+  case DType::E:                                                                                   \
+    return N;
+    COIL_FOR_EACH_DTYPE(COIL_RT_NAME)
+#undef COIL_RT_NAME
+  }
+  return "?";
+}
+
+size_t rtDTypeSize(DType t) {
+  switch (t) {
+#define COIL_RT_SIZE(E, N, T, S)                                                                   \
+  case DType::E:                                                                                   \
+    return S;
+    COIL_FOR_EACH_DTYPE(COIL_RT_SIZE)
+#undef COIL_RT_SIZE
+  }
+  return 0;
+}
+
+std::optional<DType> rtParseDType(std::string_view name) {
+#define COIL_RT_PARSE(E, N, T, S)                                                                  \
+  if (name == N) return DType::E;
+  COIL_FOR_EACH_DTYPE(COIL_RT_PARSE)
+#undef COIL_RT_PARSE
+  return std::nullopt;
+}
+
+namespace {
+
+using json::Value;
+
+Error bad(const std::string &field, const std::string &rule) {
+  return Error::user("metadata.json: '" + field + "' " + rule);
+}
+
+Expected<const Value *> member(const Value &obj, const std::string &key, Value::Kind kind,
+                               const std::string &where) {
+  const Value *v = obj.get(key);
+  std::string field = where.empty() ? key : where + "." + key;
+  if (!v) return bad(field, "is missing");
+  if (v->kind != kind) {
+    static const char *names[] = {"null",     "a boolean", "a number",
+                                  "a string", "an array",  "an object"};
+    return bad(field, std::string("must be ") + names[int(kind)]);
+  }
+  return v;
+}
+
+Expected<int64_t> intMember(const Value &obj, const std::string &key, const std::string &where) {
+  COIL_TRY(const Value *v, member(obj, key, Value::Kind::Number, where));
+  auto i = v->asInt();
+  if (!i) return bad(where.empty() ? key : where + "." + key, "must be an int64 integer");
+  return *i;
+}
+
+Expected<std::string> strMember(const Value &obj, const std::string &key,
+                                const std::string &where) {
+  COIL_TRY(const Value *v, member(obj, key, Value::Kind::String, where));
+  return v->text;
+}
+
+Expected<DType> dtypeMember(const Value &obj, const std::string &where) {
+  COIL_TRY(std::string s, strMember(obj, "dtype", where));
+  auto t = rtParseDType(s);
+  if (!t) return bad(where + ".dtype", "is not a dtype: '" + s + "'");
+  return *t;
+}
+
+Expected<std::vector<TensorSig>> tensors(const Value &root, const std::string &key) {
+  COIL_TRY(const Value *list, member(root, key, Value::Kind::Array, ""));
+  std::vector<TensorSig> out;
+  for (size_t i = 0; i < list->items.size(); ++i) {
+    const Value &t = list->items[i];
+    std::string where = key + "[" + std::to_string(i) + "]";
+    if (!t.isObject()) return bad(where, "must be an object");
+    TensorSig sig;
+    COIL_TRY(sig.name, strMember(t, "name", where));
+    COIL_TRY(sig.dtype, dtypeMember(t, where));
+    COIL_TRY(const Value *shape, member(t, "shape", Value::Kind::Array, where));
+    if (shape->items.size() > COIL_MAX_RANK)
+      return bad(where + ".shape", "has rank " + std::to_string(shape->items.size()) +
+                                       ", above the runtime's maximum " +
+                                       std::to_string(COIL_MAX_RANK));
+    for (size_t d = 0; d < shape->items.size(); ++d) {
+      const Value &dim = shape->items[d];
+      std::string dw = where + ".shape[" + std::to_string(d) + "]";
+      if (!dim.isString()) return bad(dw, "must be a string");
+      auto e = parseSymInt(dim.text);
+      if (!e) return bad(dw, "is not a size expression: " + e.error().message());
+      sig.dims.push_back(*e);
+      sig.dimText.push_back(dim.text);
+    }
+    out.push_back(std::move(sig));
+  }
+  return out;
+}
+
+} // namespace
+
+Expected<Metadata> parseMetadata(std::string_view text) {
+  COIL_TRY(Value root, json::parse(text));
+  if (!root.isObject()) return Error::user("metadata.json: the document must be an object");
+  Metadata m;
+  COIL_TRY(std::string format, strMember(root, "format", ""));
+  if (format != "coil-package")
+    return bad("format", "must be \"coil-package\", got \"" + format + "\"");
+  COIL_TRY(m.formatVersion, intMember(root, "format_version", ""));
+  COIL_TRY(m.abiVersion, intMember(root, "model_abi_version", ""));
+  COIL_TRY(m.name, strMember(root, "name", ""));
+  COIL_TRY(m.device, strMember(root, "device", ""));
+  COIL_TRY(m.library, strMember(root, "library", ""));
+  COIL_TRY(m.weights, strMember(root, "weights", ""));
+  COIL_TRY(m.weightsBytes, intMember(root, "weights_bytes", ""));
+  if (m.weightsBytes < 0) return bad("weights_bytes", "must be >= 0");
+  for (const std::string *f : {&m.library, &m.weights})
+    if (f->empty() || f->find('/') != std::string::npos || *f == "." || *f == "..")
+      return bad(*f == m.library ? "library" : "weights", "must be a file name in the package");
+
+  COIL_TRY(const Value *syms, member(root, "symbols", Value::Kind::Array, ""));
+  for (size_t i = 0; i < syms->items.size(); ++i) {
+    std::string where = "symbols[" + std::to_string(i) + "]";
+    const Value &s = syms->items[i];
+    if (!s.isObject()) return bad(where, "must be an object");
+    SymbolSig sig;
+    COIL_TRY(sig.name, strMember(s, "name", where));
+    COIL_TRY(sig.min, intMember(s, "min", where));
+    COIL_TRY(sig.max, intMember(s, "max", where));
+    if (sig.min > sig.max) return bad(where, "has min > max");
+    m.symbols.push_back(std::move(sig));
+  }
+  COIL_TRY(m.inputs, tensors(root, "inputs"));
+  COIL_TRY(m.outputs, tensors(root, "outputs"));
+  COIL_TRY(const Value *binds, member(root, "bindings", Value::Kind::Array, ""));
+  for (size_t i = 0; i < binds->items.size(); ++i) {
+    std::string where = "bindings[" + std::to_string(i) + "]";
+    const Value &b = binds->items[i];
+    if (!b.isObject()) return bad(where, "must be an object");
+    BindingSig sig;
+    COIL_TRY(sig.symbol, strMember(b, "symbol", where));
+    COIL_TRY(sig.input, intMember(b, "input", where));
+    COIL_TRY(sig.dim, intMember(b, "dim", where));
+    if (sig.input < 0 || size_t(sig.input) >= m.inputs.size() || sig.dim < 0 ||
+        size_t(sig.dim) >= m.inputs[sig.input].dims.size())
+      return bad(where, "names no input dim (input " + std::to_string(sig.input) + ", dim " +
+                            std::to_string(sig.dim) + ")");
+    m.bindings.push_back(std::move(sig));
+  }
+  COIL_TRY(const Value *consts, member(root, "constants", Value::Kind::Array, ""));
+  for (size_t i = 0; i < consts->items.size(); ++i) {
+    std::string where = "constants[" + std::to_string(i) + "]";
+    const Value &c = consts->items[i];
+    if (!c.isObject()) return bad(where, "must be an object");
+    ConstantSig sig;
+    COIL_TRY(sig.name, strMember(c, "name", where));
+    COIL_TRY(sig.dtype, dtypeMember(c, where));
+    COIL_TRY(const Value *shape, member(c, "shape", Value::Kind::Array, where));
+    __int128 numel = 1;
+    for (const Value &d : shape->items) {
+      auto v = d.asInt();
+      if (!v || *v < 0) return bad(where + ".shape", "must hold sizes >= 0");
+      sig.shape.push_back(*v);
+      numel *= *v;
+      if (numel > (__int128(1) << 62)) return bad(where + ".shape", "is too large");
+    }
+    COIL_TRY(sig.offset, intMember(c, "offset", where));
+    COIL_TRY(sig.bytes, intMember(c, "bytes", where));
+    if (__int128(sig.bytes) != numel * __int128(rtDTypeSize(sig.dtype)))
+      return bad(where + ".bytes", "must be " + std::to_string(int64_t(numel)) + " elements of " +
+                                       std::string(rtDTypeName(sig.dtype)));
+    if (sig.offset < 0 || sig.offset % 64 != 0 || sig.bytes > m.weightsBytes ||
+        sig.offset > m.weightsBytes - sig.bytes)
+      return bad(where + ".offset", "must be 64-byte aligned and inside weights (" +
+                                        std::to_string(sig.offset) + " + " +
+                                        std::to_string(sig.bytes) + " bytes of " +
+                                        std::to_string(m.weightsBytes) + ")");
+    m.constants.push_back(std::move(sig));
+  }
+  return m;
+}
+
+} // namespace coil::runtime

@@ -1,0 +1,57 @@
+/// \file metadata.json of a package, read and checked (format in src/wrapper/Package.h).
+#pragma once
+
+#include "ir/DType.h"
+#include "support/Expected.h"
+#include "support/SymInt.h"
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace coil::runtime {
+
+struct TensorSig {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<SymInt> dims;
+  std::vector<std::string> dimText;
+};
+
+struct SymbolSig {
+  std::string name;
+  int64_t min = 0, max = 0;
+};
+
+struct BindingSig {
+  std::string symbol;
+  int64_t input = 0, dim = 0;
+};
+
+struct ConstantSig {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  int64_t offset = 0, bytes = 0;
+};
+
+struct Metadata {
+  std::string name, device, library, weights;
+  int64_t formatVersion = 0, abiVersion = 0, weightsBytes = 0;
+  std::vector<SymbolSig> symbols;
+  std::vector<BindingSig> bindings;
+  std::vector<TensorSig> inputs, outputs;
+  std::vector<ConstantSig> constants;
+};
+
+/// Parses and checks metadata.json (types of every field, dtype names, shapes, ranks up to
+/// COIL_MAX_RANK, bindings naming existing input dims, constants inside the weights and
+/// 64-byte aligned); user errors name the field.
+Expected<Metadata> parseMetadata(std::string_view text);
+
+/// Runtime copies of ir/DType facts (the runtime does not link the ir library).
+std::string_view rtDTypeName(DType t);
+size_t rtDTypeSize(DType t);
+std::optional<DType> rtParseDType(std::string_view name);
+
+} // namespace coil::runtime

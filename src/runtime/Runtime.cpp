@@ -1,0 +1,475 @@
+/// The C API of libcoil_runtime (include/coil/coil.h): package loading, input validation, runs.
+///
+/// Extern kernels: a model.so calls coil_cpu_* functions that live in libcoil_runtime.so and
+/// are undefined symbols of model.so. dlopen resolves them from the global scope only, which
+/// lacks libcoil_runtime when it was itself loaded RTLD_LOCAL (Python's ctypes, a plugin host).
+/// Before loading a model, the runtime therefore re-opens itself by path (found with dladdr)
+/// with RTLD_NOLOAD | RTLD_GLOBAL, which promotes the already loaded library to the global
+/// scope without loading a second copy. The model itself is loaded RTLD_LOCAL, so that several
+/// packages (which export the same coil_model_* names) coexist.
+#include "runtime/Metadata.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <coil/coil.h>
+#include <coil/model_abi.h>
+#include <cstdlib>
+#include <cstring>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace coil;
+using namespace coil::runtime;
+
+static_assert(int(DType::F64) == COIL_DTYPE_F64 && int(DType::F32) == COIL_DTYPE_F32 &&
+                  int(DType::F16) == COIL_DTYPE_F16 && int(DType::BF16) == COIL_DTYPE_BF16 &&
+                  int(DType::I64) == COIL_DTYPE_I64 && int(DType::I32) == COIL_DTYPE_I32 &&
+                  int(DType::I16) == COIL_DTYPE_I16 && int(DType::I8) == COIL_DTYPE_I8 &&
+                  int(DType::U64) == COIL_DTYPE_U64 && int(DType::U32) == COIL_DTYPE_U32 &&
+                  int(DType::U16) == COIL_DTYPE_U16 && int(DType::U8) == COIL_DTYPE_U8 &&
+                  int(DType::Bool) == COIL_DTYPE_BOOL,
+              "coil_dtype and DType disagree");
+
+namespace {
+
+thread_local std::string g_lastError;
+
+coil_status fail(coil_status s, std::string message) {
+  g_lastError = std::move(message);
+  return s;
+}
+
+void *alignedAlloc(size_t bytes) {
+  size_t n = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
+  return std::aligned_alloc(64, n);
+}
+
+void *runtimeAlloc(void *, size_t bytes) {
+  return alignedAlloc(bytes);
+}
+void runtimeFree(void *, void *p) {
+  std::free(p);
+}
+
+/// Scratch arenas for runs; one per concurrent run, reused across runs.
+class ArenaPool {
+public:
+  ~ArenaPool() {
+    for (auto &[p, n] : free_) std::free(p);
+  }
+  /// A block of at least `bytes` bytes, or nullptr.
+  std::pair<void *, size_t> acquire(size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto best = free_.end();
+      for (auto it = free_.begin(); it != free_.end(); ++it)
+        if (it->second >= bytes && (best == free_.end() || it->second < best->second)) best = it;
+      if (best != free_.end()) {
+        auto r = *best;
+        free_.erase(best);
+        return r;
+      }
+    }
+    size_t n = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
+    return {alignedAlloc(n), n};
+  }
+  void release(std::pair<void *, size_t> block) {
+    if (!block.first) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    free_.push_back(block);
+  }
+
+private:
+  std::mutex mu_;
+  std::vector<std::pair<void *, size_t>> free_;
+};
+
+std::string errnoText() {
+  return std::strerror(errno);
+}
+
+/// Promotes libcoil_runtime to the global symbol scope (see the file comment).
+void promoteRuntimeToGlobal() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    Dl_info info;
+    if (dladdr(reinterpret_cast<void *>(&promoteRuntimeToGlobal), &info) && info.dli_fname)
+      (void)dlopen(info.dli_fname, RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD);
+  });
+}
+
+} // namespace
+
+struct coil_model {
+  std::string path;
+  Metadata meta;
+  SymRanges ranges;
+  std::vector<std::vector<const char *>> inputDims, outputDims;
+  void *weights = nullptr;
+  size_t weightsSize = 0;
+  std::vector<const void *> constants;
+  void *library = nullptr;
+  coil_model_arena_bytes_fn arenaBytes = nullptr;
+  coil_model_run_fn run = nullptr;
+  ArenaPool arenas;
+
+  ~coil_model() {
+    if (library) dlclose(library);
+    if (weights) munmap(weights, weightsSize);
+  }
+};
+
+namespace {
+
+coil_status loadModel(const char *pathC, coil_model **out) {
+  if (!pathC || !out) return fail(COIL_ERROR_INVALID_ARGUMENT, "coil_model_load: null argument");
+  *out = nullptr;
+  auto m = std::make_unique<coil_model>();
+  m->path = pathC;
+  std::string pkg = "package '" + m->path + "'";
+
+  std::string metaPath = m->path + "/metadata.json";
+  std::ifstream f(metaPath, std::ios::binary);
+  if (!f) return fail(COIL_ERROR_PACKAGE, pkg + ": cannot open metadata.json: " + errnoText());
+  std::stringstream ss;
+  ss << f.rdbuf();
+  auto meta = parseMetadata(ss.str());
+  if (!meta) return fail(COIL_ERROR_PACKAGE, pkg + ": " + meta.error().message());
+  m->meta = std::move(meta).value();
+  const Metadata &md = m->meta;
+  if (md.formatVersion != 1)
+    return fail(COIL_ERROR_PACKAGE, pkg + ": package format version " +
+                                        std::to_string(md.formatVersion) +
+                                        ", this runtime reads version 1");
+  if (md.abiVersion != COIL_MODEL_ABI_VERSION)
+    return fail(COIL_ERROR_PACKAGE, pkg + ": model ABI version " + std::to_string(md.abiVersion) +
+                                        ", this runtime has " +
+                                        std::to_string(COIL_MODEL_ABI_VERSION));
+  if (md.device != "cpu")
+    return fail(COIL_ERROR_PACKAGE,
+                pkg + ": compiled for device '" + md.device + "', this runtime runs cpu packages");
+  for (const SymbolSig &s : md.symbols) m->ranges[s.name] = {s.min, s.max};
+  for (const TensorSig &t : md.inputs) {
+    m->inputDims.emplace_back();
+    for (const std::string &d : t.dimText) m->inputDims.back().push_back(d.c_str());
+  }
+  for (const TensorSig &t : md.outputs) {
+    m->outputDims.emplace_back();
+    for (const std::string &d : t.dimText) m->outputDims.back().push_back(d.c_str());
+  }
+
+  // weights.bin, mapped read-only.
+  std::string wPath = m->path + "/" + md.weights;
+  int fd = open(wPath.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return fail(COIL_ERROR_PACKAGE, pkg + ": cannot open " + md.weights + ": " + errnoText());
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    close(fd);
+    return fail(COIL_ERROR_PACKAGE, pkg + ": cannot stat " + md.weights + ": " + errnoText());
+  }
+  if (int64_t(st.st_size) != md.weightsBytes) {
+    close(fd);
+    return fail(COIL_ERROR_PACKAGE,
+                pkg + ": " + md.weights + " has " + std::to_string(int64_t(st.st_size)) +
+                    " bytes, metadata.json says " + std::to_string(md.weightsBytes));
+  }
+  if (md.weightsBytes > 0) {
+    void *p = mmap(nullptr, size_t(md.weightsBytes), PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+      close(fd);
+      return fail(COIL_ERROR_PACKAGE, pkg + ": cannot map " + md.weights + ": " + errnoText());
+    }
+    m->weights = p;
+    m->weightsSize = size_t(md.weightsBytes);
+  }
+  close(fd);
+  for (const ConstantSig &c : md.constants)
+    m->constants.push_back(static_cast<const char *>(m->weights) + c.offset);
+
+  // model.so
+  promoteRuntimeToGlobal();
+  std::string libPath = m->path + "/" + md.library;
+  if (access(libPath.c_str(), R_OK) != 0)
+    return fail(COIL_ERROR_PACKAGE, pkg + ": cannot open " + md.library + ": " + errnoText());
+  m->library = dlopen(libPath.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!m->library) {
+    const char *e = dlerror();
+    return fail(COIL_ERROR_PACKAGE, pkg + ": cannot load " + md.library + ": " + (e ? e : "?"));
+  }
+  auto version =
+      reinterpret_cast<coil_model_abi_version_fn>(dlsym(m->library, "coil_model_abi_version"));
+  m->arenaBytes =
+      reinterpret_cast<coil_model_arena_bytes_fn>(dlsym(m->library, "coil_model_arena_bytes"));
+  m->run = reinterpret_cast<coil_model_run_fn>(dlsym(m->library, "coil_model_run"));
+  if (!version || !m->arenaBytes || !m->run)
+    return fail(COIL_ERROR_PACKAGE,
+                pkg + ": " + md.library + " lacks the coil_model_* functions of the model ABI");
+  if (version() != COIL_MODEL_ABI_VERSION)
+    return fail(COIL_ERROR_PACKAGE, pkg + ": " + md.library + " has model ABI version " +
+                                        std::to_string(version()) + ", this runtime has " +
+                                        std::to_string(COIL_MODEL_ABI_VERSION));
+  *out = m.release();
+  return COIL_OK;
+}
+
+std::string dimsText(const int64_t *shape, int64_t rank) {
+  std::string s = "[";
+  for (int64_t i = 0; i < rank; ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+/// Checks the inputs against the compiled signature; on success `bytes[i]` is input i's size.
+coil_status validateInputs(const coil_model &m, const coil_tensor *inputs, int64_t n) {
+  const Metadata &md = m.meta;
+  if (n != int64_t(md.inputs.size()))
+    return fail(COIL_ERROR_INVALID_ARGUMENT, "model '" + md.name + "' takes " +
+                                                 std::to_string(md.inputs.size()) +
+                                                 " inputs, got " + std::to_string(n));
+  if (n > 0 && !inputs) return fail(COIL_ERROR_INVALID_ARGUMENT, "coil_model_run: inputs is null");
+  for (int64_t i = 0; i < n; ++i) {
+    const TensorSig &sig = md.inputs[i];
+    const coil_tensor &t = inputs[i];
+    std::string in = "input " + std::to_string(i) + " '" + sig.name + "'";
+    if (int(t.dtype) < 0 || int(t.dtype) > int(COIL_DTYPE_BOOL) || int(t.dtype) != int(sig.dtype))
+      return fail(COIL_ERROR_INVALID_ARGUMENT, in + " must have dtype " +
+                                                   std::string(rtDTypeName(sig.dtype)) + ", got " +
+                                                   coil_dtype_name(t.dtype));
+    if (t.rank != int64_t(sig.dims.size()))
+      return fail(COIL_ERROR_INVALID_ARGUMENT, in + " must have rank " +
+                                                   std::to_string(sig.dims.size()) + ", got " +
+                                                   std::to_string(t.rank));
+    if (t.rank > 0 && !t.shape) return fail(COIL_ERROR_INVALID_ARGUMENT, in + ": shape is null");
+    __int128 numel = 1;
+    for (int64_t d = 0; d < t.rank; ++d) {
+      if (t.shape[d] < 0)
+        return fail(COIL_ERROR_INVALID_ARGUMENT, in + " dim " + std::to_string(d) +
+                                                     " must be >= 0, got " +
+                                                     std::to_string(t.shape[d]));
+      numel *= t.shape[d];
+      if (numel > (__int128(1) << 62))
+        return fail(COIL_ERROR_INVALID_ARGUMENT,
+                    in + " is too large: shape " + dimsText(t.shape, t.rank));
+    }
+    if (numel > 0 && !t.data) return fail(COIL_ERROR_INVALID_ARGUMENT, in + ": data is null");
+  }
+  // Bind symbols as the model does, then check every dim and each symbol's range.
+  SymBindings binds;
+  std::map<std::string, std::string> boundBy;
+  for (const BindingSig &b : md.bindings) {
+    int64_t v = inputs[b.input].shape[b.dim];
+    std::string where = "input " + std::to_string(b.input) + " '" + md.inputs[b.input].name +
+                        "' dim " + std::to_string(b.dim);
+    auto [it, fresh] = binds.emplace(b.symbol, v);
+    if (!fresh && it->second != v)
+      return fail(COIL_ERROR_INVALID_ARGUMENT, where + " is " + std::to_string(v) + ", but " +
+                                                   b.symbol + " is " + std::to_string(it->second) +
+                                                   " from " + boundBy[b.symbol]);
+    if (fresh) boundBy[b.symbol] = where;
+    auto r = m.ranges.find(b.symbol);
+    SymRange range = r == m.ranges.end() ? SymRange{} : r->second;
+    if (v < range.min || v > range.max)
+      return fail(COIL_ERROR_INVALID_ARGUMENT, where + " (" + b.symbol + ") is " +
+                                                   std::to_string(v) + ", outside " + b.symbol +
+                                                   "'s range [" + std::to_string(range.min) + ", " +
+                                                   std::to_string(range.max) + "]");
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const TensorSig &sig = md.inputs[i];
+    for (size_t d = 0; d < sig.dims.size(); ++d) {
+      std::string where =
+          "input " + std::to_string(i) + " '" + sig.name + "' dim " + std::to_string(d);
+      auto want = sig.dims[d].evaluate(binds);
+      if (!want)
+        return fail(COIL_ERROR_INVALID_ARGUMENT,
+                    where + " (" + sig.dimText[d] + "): " + want.error().message());
+      if (*want != inputs[i].shape[d]) {
+        std::string sub;
+        std::set<std::string> used;
+        sig.dims[d].collectSymbols(used);
+        for (const std::string &s : used)
+          sub += (sub.empty() ? " with " : ", ") + s + " = " + std::to_string(binds.at(s));
+        return fail(COIL_ERROR_INVALID_ARGUMENT,
+                    where + " must be " + sig.dimText[d] +
+                        (sig.dims[d].isConstant() ? "" : " = " + std::to_string(*want) + sub) +
+                        ", got " + std::to_string(inputs[i].shape[d]) + " (shape " +
+                        dimsText(inputs[i].shape, inputs[i].rank) + ")");
+      }
+    }
+  }
+  return COIL_OK;
+}
+
+coil_status runModel(coil_model *m, const coil_tensor *inputs, int64_t nIn, coil_output *outputs,
+                     int64_t nOut) {
+  if (!m) return fail(COIL_ERROR_INVALID_ARGUMENT, "coil_model_run: model is null");
+  if (coil_status s = validateInputs(*m, inputs, nIn); s != COIL_OK) return s;
+  const Metadata &md = m->meta;
+  if (nOut != int64_t(md.outputs.size()))
+    return fail(COIL_ERROR_INVALID_ARGUMENT, "model '" + md.name + "' has " +
+                                                 std::to_string(md.outputs.size()) +
+                                                 " outputs, got " + std::to_string(nOut));
+  if (nOut > 0 && !outputs)
+    return fail(COIL_ERROR_INVALID_ARGUMENT, "coil_model_run: outputs is null");
+  std::vector<const void *> inData(size_t(nIn) + 1);
+  std::vector<const int64_t *> inShapes(size_t(nIn) + 1);
+  for (int64_t i = 0; i < nIn; ++i) inData[i] = inputs[i].data, inShapes[i] = inputs[i].shape;
+  std::vector<void *> outData(size_t(nOut) + 1);
+  std::vector<int64_t> capacity(size_t(nOut) + 1);
+  std::vector<int64_t> shapes(size_t(nOut + 1) * COIL_MAX_RANK);
+  std::vector<int64_t *> outShapes(size_t(nOut) + 1);
+  for (int64_t i = 0; i < nOut; ++i) {
+    if (outputs[i].data && outputs[i].capacity < 0)
+      return fail(COIL_ERROR_INVALID_ARGUMENT,
+                  "output " + std::to_string(i) + " '" + md.outputs[i].name +
+                      "': capacity must be >= 0, got " + std::to_string(outputs[i].capacity));
+    outData[i] = outputs[i].data;
+    capacity[i] = outputs[i].data ? outputs[i].capacity : 0;
+    outShapes[i] = &shapes[size_t(i) * COIL_MAX_RANK];
+  }
+  int64_t arenaBytes = m->arenaBytes(inShapes.data());
+  if (arenaBytes < 0)
+    return fail(COIL_ERROR_RUNTIME, "model '" + md.name + "': arena size " +
+                                        std::to_string(arenaBytes) + " for these input shapes");
+  auto arena = m->arenas.acquire(size_t(arenaBytes));
+  if (!arena.first)
+    return fail(COIL_ERROR_RUNTIME,
+                "out of memory: the run's arena needs " + std::to_string(arenaBytes) + " bytes");
+  char error[1024] = {};
+  coil_model_run_args args = {};
+  args.abi_version = COIL_MODEL_ABI_VERSION;
+  args.inputs = inData.data();
+  args.input_shapes = inShapes.data();
+  args.constants = m->constants.data();
+  args.arena = arena.first;
+  args.outputs = outData.data();
+  args.output_capacity = capacity.data();
+  args.output_shapes = outShapes.data();
+  args.alloc = runtimeAlloc;
+  args.free = runtimeFree;
+  args.alloc_ctx = nullptr;
+  args.error = error;
+  args.error_size = sizeof error;
+  int32_t rc = m->run(&args);
+  m->arenas.release(arena);
+  if (rc != 0) {
+    std::string msg = error[0] ? error : "the run failed";
+    bool caller = msg.find("the caller gave") != std::string::npos;
+    return fail(caller ? COIL_ERROR_INVALID_ARGUMENT : COIL_ERROR_RUNTIME,
+                "model '" + md.name + "': " + msg);
+  }
+  for (int64_t i = 0; i < nOut; ++i) {
+    coil_output &o = outputs[i];
+    o.owned = o.data ? 0 : 1;
+    o.data = outData[i];
+    o.dtype = coil_dtype(int(md.outputs[i].dtype));
+    o.rank = int64_t(md.outputs[i].dims.size());
+    for (int64_t d = 0; d < o.rank; ++d) o.shape[d] = outShapes[i][d];
+  }
+  return COIL_OK;
+}
+
+coil_status tensorInfo(const coil_model *m, int64_t index, coil_tensor_info *out, bool input) {
+  if (!m || !out) return fail(COIL_ERROR_INVALID_ARGUMENT, "null argument");
+  const auto &list = input ? m->meta.inputs : m->meta.outputs;
+  if (index < 0 || index >= int64_t(list.size()))
+    return fail(COIL_ERROR_INVALID_ARGUMENT, std::string(input ? "input" : "output") + " index " +
+                                                 std::to_string(index) + " out of range [0, " +
+                                                 std::to_string(list.size()) + ")");
+  const TensorSig &t = list[index];
+  out->name = t.name.c_str();
+  out->dtype = coil_dtype(int(t.dtype));
+  out->rank = int64_t(t.dims.size());
+  out->dims = (input ? m->inputDims : m->outputDims)[index].data();
+  return COIL_OK;
+}
+
+template <class F> coil_status guarded(F &&f) {
+  try {
+    return f();
+  } catch (const InternalError &e) {
+    return fail(COIL_ERROR_INTERNAL, "internal error: " + e.message);
+  } catch (const std::bad_alloc &) {
+    return fail(COIL_ERROR_RUNTIME, "out of memory");
+  } catch (const std::exception &e) {
+    return fail(COIL_ERROR_INTERNAL, std::string("internal error: ") + e.what());
+  } catch (...) {
+    return fail(COIL_ERROR_INTERNAL, "internal error: unknown exception");
+  }
+}
+
+} // namespace
+
+extern "C" {
+
+const char *coil_last_error(void) {
+  return g_lastError.c_str();
+}
+
+const char *coil_dtype_name(coil_dtype dtype) {
+  if (int(dtype) < 0 || int(dtype) > int(COIL_DTYPE_BOOL)) return "invalid";
+  return rtDTypeName(DType(int(dtype))).data();
+}
+
+uint32_t coil_runtime_model_abi_version(void) {
+  return COIL_MODEL_ABI_VERSION;
+}
+
+coil_status coil_model_load(const char *path, coil_model **out) {
+  return guarded([&] { return loadModel(path, out); });
+}
+
+void coil_model_free(coil_model *model) {
+  delete model;
+}
+
+int64_t coil_model_num_inputs(const coil_model *model) {
+  return model ? int64_t(model->meta.inputs.size()) : 0;
+}
+int64_t coil_model_num_outputs(const coil_model *model) {
+  return model ? int64_t(model->meta.outputs.size()) : 0;
+}
+coil_status coil_model_input_info(const coil_model *model, int64_t index, coil_tensor_info *out) {
+  return guarded([&] { return tensorInfo(model, index, out, true); });
+}
+coil_status coil_model_output_info(const coil_model *model, int64_t index, coil_tensor_info *out) {
+  return guarded([&] { return tensorInfo(model, index, out, false); });
+}
+int64_t coil_model_num_symbols(const coil_model *model) {
+  return model ? int64_t(model->meta.symbols.size()) : 0;
+}
+coil_status coil_model_symbol_info(const coil_model *model, int64_t index, const char **name,
+                                   int64_t *min, int64_t *max) {
+  if (!model) return fail(COIL_ERROR_INVALID_ARGUMENT, "null model");
+  if (index < 0 || index >= int64_t(model->meta.symbols.size()))
+    return fail(COIL_ERROR_INVALID_ARGUMENT, "symbol index " + std::to_string(index) +
+                                                 " out of range [0, " +
+                                                 std::to_string(model->meta.symbols.size()) + ")");
+  const SymbolSig &s = model->meta.symbols[index];
+  if (name) *name = s.name.c_str();
+  if (min) *min = s.min;
+  if (max) *max = s.max;
+  return COIL_OK;
+}
+
+coil_status coil_model_run(coil_model *model, const coil_tensor *inputs, int64_t num_inputs,
+                           coil_output *outputs, int64_t num_outputs) {
+  return guarded([&] { return runModel(model, inputs, num_inputs, outputs, num_outputs); });
+}
+
+void coil_output_release(coil_output *output) {
+  if (!output || !output->owned) return;
+  std::free(output->data);
+  output->data = nullptr;
+  output->owned = 0;
+}
+
+} // extern "C"

@@ -1,0 +1,238 @@
+#include "wrapper/Package.h"
+
+#include "wrapper/CppBackend.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace coil::wrapper {
+
+namespace {
+
+std::string quote(std::string_view s) {
+  std::string r = "\"";
+  for (char c : s) {
+    switch (c) {
+    case '"':
+      r += "\\\"";
+      break;
+    case '\\':
+      r += "\\\\";
+      break;
+    case '\n':
+      r += "\\n";
+      break;
+    case '\r':
+      r += "\\r";
+      break;
+    case '\t':
+      r += "\\t";
+      break;
+    default:
+      if ((unsigned char)c < 0x20) {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\u%04x", (unsigned)(unsigned char)c);
+        r += buf;
+      } else {
+        r += c;
+      }
+    }
+  }
+  return r + "\"";
+}
+
+std::string q(std::string_view s) {
+  return quote(s);
+}
+
+void tensorList(std::ostringstream &os, const WrapperProgram &p, const std::vector<BufferId> &ids) {
+  os << "[";
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const Buffer &b = p.buffers[ids[i]];
+    os << (i ? ",\n    " : "\n    ") << "{\"name\": " << q(b.name)
+       << ", \"dtype\": " << q(dtypeName(b.dtype)) << ", \"shape\": [";
+    for (size_t d = 0; d < b.shape.size(); ++d) os << (d ? ", " : "") << q(b.shape[d].str());
+    os << "]}";
+  }
+  os << (ids.empty() ? "]" : "\n  ]");
+}
+
+void intList(std::ostringstream &os, const std::vector<int64_t> &v) {
+  os << "[";
+  for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
+  os << "]";
+}
+
+} // namespace
+
+std::vector<ConstantEntry> layoutWeights(const std::vector<ConstantBlob> &constants,
+                                         int64_t *totalBytes) {
+  std::vector<ConstantEntry> out;
+  int64_t off = 0;
+  for (const ConstantBlob &c : constants) {
+    off = (off + kWeightAlignment - 1) / kWeightAlignment * kWeightAlignment;
+    out.push_back({c.name, c.dtype, c.shape, off, int64_t(c.size)});
+    off += int64_t(c.size);
+  }
+  if (totalBytes) *totalBytes = off;
+  return out;
+}
+
+Status writeWeights(const std::string &path, const std::vector<ConstantBlob> &constants) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f) return Error::runtime("cannot create '" + path + "'");
+  static const char zeros[kWeightAlignment] = {};
+  std::vector<ConstantEntry> layout = layoutWeights(constants);
+  int64_t pos = 0;
+  for (size_t i = 0; i < constants.size(); ++i) {
+    f.write(zeros, std::streamsize(layout[i].offset - pos));
+    if (constants[i].size)
+      f.write(static_cast<const char *>(constants[i].data), std::streamsize(constants[i].size));
+    pos = layout[i].offset + layout[i].bytes;
+  }
+  f.flush();
+  if (!f) return Error::runtime("cannot write '" + path + "'");
+  return okStatus();
+}
+
+Status checkConstants(const WrapperProgram &p, const std::vector<ConstantBlob> &constants) {
+  if (constants.size() != p.constants.size())
+    return Error::internal("package: the program has " + std::to_string(p.constants.size()) +
+                           " constants, got " + std::to_string(constants.size()) + " values");
+  for (size_t i = 0; i < constants.size(); ++i) {
+    const Buffer &b = p.buffers[p.constants[i]];
+    const ConstantBlob &c = constants[i];
+    std::string where = "package: constant " + std::to_string(i) + " '" + b.name + "'";
+    if (c.name != b.name) return Error::internal(where + " has the value of '" + c.name + "'");
+    if (c.dtype != b.dtype)
+      return Error::internal(where + " is " + std::string(dtypeName(b.dtype)) + ", its value " +
+                             std::string(dtypeName(c.dtype)));
+    if (c.shape.size() != b.shape.size())
+      return Error::internal(where + " has rank " + std::to_string(b.shape.size()) +
+                             ", its value rank " + std::to_string(c.shape.size()));
+    int64_t numel = 1;
+    for (size_t d = 0; d < c.shape.size(); ++d) {
+      if (b.shape[d] != SymInt(c.shape[d]))
+        return Error::internal(where + " dim " + std::to_string(d) + " is " + b.shape[d].str() +
+                               ", its value has " + std::to_string(c.shape[d]));
+      numel *= c.shape[d];
+    }
+    if (uint64_t(numel) * dtypeSize(c.dtype) != c.size || (c.size && !c.data))
+      return Error::internal(where + " needs " + std::to_string(numel * dtypeSize(c.dtype)) +
+                             " bytes, its value has " + std::to_string(c.size));
+  }
+  return okStatus();
+}
+
+std::string metadataJson(const WrapperProgram &p, const std::vector<ConstantEntry> &constants,
+                         int64_t weightsBytes, const PackageOptions &options) {
+  std::ostringstream os;
+  os << "{\n  \"format\": \"coil-package\",\n  \"format_version\": " << kPackageFormatVersion
+     << ",\n  \"model_abi_version\": " << kModelAbiVersion
+     << ",\n  \"coil_version\": " << q(options.coilVersion) << ",\n  \"name\": " << q(p.name)
+     << ",\n  \"device\": " << q(options.device)
+     << ",\n  \"library\": \"model.so\",\n  \"weights\": \"weights.bin\",\n  \"weights_bytes\": "
+     << weightsBytes << ",\n  \"compile_options\": {";
+  for (size_t i = 0; i < options.compileOptions.size(); ++i)
+    os << (i ? ", " : "") << q(options.compileOptions[i].first) << ": "
+       << q(options.compileOptions[i].second);
+  os << "},\n  \"symbols\": [";
+  size_t k = 0;
+  for (const auto &[name, r] : p.symbols)
+    os << (k++ ? ",\n    " : "\n    ") << "{\"name\": " << q(name) << ", \"min\": " << r.min
+       << ", \"max\": " << r.max << "}";
+  os << (p.symbols.empty() ? "]" : "\n  ]") << ",\n  \"bindings\": [";
+  k = 0;
+  for (const Line &l : p.lines)
+    if (const auto *b = std::get_if<BindSymbol>(&l))
+      os << (k++ ? ",\n    " : "\n    ") << "{\"symbol\": " << q(b->symbol)
+         << ", \"input\": " << p.buffers[b->buffer].index << ", \"dim\": " << b->dim << "}";
+  os << (k ? "\n  ]" : "]") << ",\n  \"inputs\": ";
+  tensorList(os, p, p.inputs);
+  os << ",\n  \"outputs\": ";
+  tensorList(os, p, p.outputs);
+  os << ",\n  \"constants\": [";
+  for (size_t i = 0; i < constants.size(); ++i) {
+    const ConstantEntry &c = constants[i];
+    os << (i ? ",\n    " : "\n    ") << "{\"name\": " << q(c.name)
+       << ", \"dtype\": " << q(dtypeName(c.dtype)) << ", \"shape\": ";
+    intList(os, c.shape);
+    os << ", \"offset\": " << c.offset << ", \"bytes\": " << c.bytes << "}";
+  }
+  os << (constants.empty() ? "]" : "\n  ]") << ",\n  \"arena_bytes\": " << q(p.arenaBytes.str())
+     << ",\n  \"kernels\": [";
+  // The configs each kernel is called with, in call order.
+  std::vector<std::vector<int64_t>> chosen(p.kernels.size());
+  for (const Line &l : p.lines)
+    if (const auto *c = std::get_if<KernelCall>(&l)) chosen[c->kernel].push_back(c->config);
+  for (size_t i = 0; i < p.kernels.size(); ++i) {
+    const KernelInfo &kn = p.kernels[i];
+    os << (i ? ",\n    " : "\n    ") << "{\"name\": " << q(kn.name)
+       << ", \"source\": " << q(kn.sourceFile) << ",\n     \"params\": [";
+    for (size_t j = 0; j < kn.params.size(); ++j) {
+      const KernelParam &pr = kn.params[j];
+      os << (j ? ", " : "") << "{\"name\": " << q(pr.name)
+         << ", \"kind\": " << (pr.kind == KernelParam::Kind::Buffer ? "\"buffer\"" : "\"size\"");
+      if (pr.kind == KernelParam::Kind::Buffer)
+        os << ", \"dtype\": " << q(dtypeName(pr.dtype))
+           << ", \"written\": " << (pr.written ? "true" : "false");
+      os << "}";
+    }
+    os << "],\n     \"configs\": [";
+    for (size_t j = 0; j < kn.configs.size(); ++j) {
+      os << (j ? ", " : "") << "{\"name\": " << q(kn.configs[j].name) << ", \"values\": {";
+      for (size_t v = 0; v < kn.configs[j].values.size(); ++v)
+        os << (v ? ", " : "") << q(kn.configs[j].values[v].first) << ": "
+           << kn.configs[j].values[v].second;
+      os << "}}";
+    }
+    os << "],\n     \"chosen_configs\": ";
+    intList(os, chosen[i]);
+    os << ", \"iteration_space\": [";
+    for (size_t d = 0; d < kn.iterationSpace.size(); ++d)
+      os << (d ? ", " : "") << q(kn.iterationSpace[d].str());
+    os << "], \"origins\": [";
+    for (size_t d = 0; d < kn.origins.size(); ++d) os << (d ? ", " : "") << kn.origins[d];
+    os << "]}";
+  }
+  os << (p.kernels.empty() ? "]" : "\n  ]") << ",\n  \"externs\": [";
+  std::vector<std::string> externs;
+  for (const Line &l : p.lines) {
+    std::string fn;
+    if (const auto *e = std::get_if<ExternKernelOut>(&l)) fn = e->function;
+    if (const auto *e = std::get_if<ExternKernelAlloc>(&l)) fn = e->function;
+    if (!fn.empty() && std::find(externs.begin(), externs.end(), fn) == externs.end())
+      externs.push_back(fn);
+  }
+  for (size_t i = 0; i < externs.size(); ++i) os << (i ? ", " : "") << q(externs[i]);
+  os << "]\n}\n";
+  return os.str();
+}
+
+Status writePackage(const std::string &dir, const WrapperProgram &p,
+                    const std::vector<ConstantBlob> &constants, const PackageOptions &options) {
+  COIL_TRY_STATUS(checkConstants(p, constants));
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(fs::path(dir) / "src", ec);
+  if (ec) return Error::runtime("cannot create '" + dir + "/src': " + ec.message());
+  int64_t total = 0;
+  std::vector<ConstantEntry> layout = layoutWeights(constants, &total);
+  COIL_TRY_STATUS(writeWeights((fs::path(dir) / "weights.bin").string(), constants));
+  auto writeText = [](const fs::path &path, const std::string &text) -> Status {
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f << text;
+    f.flush();
+    if (!f) return Error::runtime("cannot write '" + path.string() + "'");
+    return okStatus();
+  };
+  COIL_TRY_STATUS(
+      writeText(fs::path(dir) / "metadata.json", metadataJson(p, layout, total, options)));
+  COIL_TRY_STATUS(writeText(fs::path(dir) / "src" / "wrapper.cpp", emitCppWrapper(p)));
+  return okStatus();
+}
+
+} // namespace coil::wrapper

@@ -1,0 +1,71 @@
+/// \file The package format: metadata.json and weights.bin (see docs/PACKAGE.md).
+///
+/// A package is a directory:
+///   metadata.json  what a loader needs without model.so: inputs and outputs (names, dtypes,
+///                  symbolic shapes as SymInt text), symbol ranges and which input dim binds each
+///                  symbol, constants (dtype, shape, byte offset into weights.bin), kernels with
+///                  their configs and the configs chosen, the arena size expression, compile
+///                  options, coil version, format and model ABI versions;
+///   weights.bin    the constants' raw bytes, each at a 64-byte aligned offset (zero padding);
+///   model.so       the compiled wrapper and kernels (include/coil/model_abi.h), built by the
+///                  driver from src/;
+///   src/           wrapper.cpp and the kernel sources.
+#pragma once
+
+#include "support/Expected.h"
+#include "wrapper/WrapperIR.h"
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace coil::wrapper {
+
+constexpr int32_t kPackageFormatVersion = 1;
+constexpr int64_t kWeightAlignment = 64;
+/// COIL_MODEL_ABI_VERSION of include/coil/model_abi.h (a test keeps them equal).
+constexpr int32_t kModelAbiVersion = 1;
+
+/// A constant's value, independent of graph types: `data` holds `size` bytes, row-major.
+struct ConstantBlob {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  const void *data = nullptr;
+  size_t size = 0;
+};
+
+/// Where a constant lives in weights.bin.
+struct ConstantEntry {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  int64_t offset = 0;
+  int64_t bytes = 0;
+};
+
+struct PackageOptions {
+  std::string coilVersion = "0.1.0";
+  std::string device = "cpu";
+  /// Compile options as given (e.g. {"dynamic", "N=1:64"}), recorded in order.
+  std::vector<std::pair<std::string, std::string>> compileOptions;
+};
+
+/// Offsets of the constants in weights.bin (64-byte aligned, in order) and its total size.
+std::vector<ConstantEntry> layoutWeights(const std::vector<ConstantBlob> &constants,
+                                         int64_t *totalBytes = nullptr);
+/// Writes weights.bin; runtime error on I/O failure.
+Status writeWeights(const std::string &path, const std::vector<ConstantBlob> &constants);
+/// The text of metadata.json. `constants` follows p.constants' order.
+std::string metadataJson(const WrapperProgram &p, const std::vector<ConstantEntry> &constants,
+                         int64_t weightsBytes, const PackageOptions &options);
+/// Checks that `constants` matches the program's constant buffers (count, names, dtypes, shapes,
+/// byte sizes); an internal error names the first mismatch.
+Status checkConstants(const WrapperProgram &p, const std::vector<ConstantBlob> &constants);
+/// Writes metadata.json, weights.bin and src/wrapper.cpp into `dir` (created if missing).
+/// The driver adds the kernel sources and builds model.so.
+Status writePackage(const std::string &dir, const WrapperProgram &p,
+                    const std::vector<ConstantBlob> &constants, const PackageOptions &options);
+
+} // namespace coil::wrapper

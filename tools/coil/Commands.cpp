@@ -1,0 +1,438 @@
+#include "Commands.h"
+
+#include "coil/coil.h"
+#include "driver/LoadModel.h"
+#include "driver/Pipeline.h"
+#include "interp/Interpreter.h"
+#include "io/Npz.h"
+#include "lower/Lower.h"
+#include "sched/Schedule.h"
+#include "wrapper/CppBackend.h"
+#include "wrapper/MemoryPlan.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <random>
+#include <sstream>
+
+namespace coil::cli {
+
+namespace fs = std::filesystem;
+
+Expected<ImportOptions> importOptions(const Args &a) {
+  ImportOptions o;
+  for (const std::string &d : a.dynamic) {
+    size_t eq = d.find('='), colon = d.find(':', eq == std::string::npos ? 0 : eq);
+    auto bad = [&] {
+      return Error::user("--dynamic expects NAME=MIN:MAX with 0 <= MIN <= MAX, got '" + d + "'");
+    };
+    if (eq == std::string::npos || colon == std::string::npos || eq == 0) return bad();
+    try {
+      size_t p1 = 0, p2 = 0;
+      std::string lo = d.substr(eq + 1, colon - eq - 1), hi = d.substr(colon + 1);
+      int64_t mn = std::stoll(lo, &p1), mx = std::stoll(hi, &p2);
+      if (p1 != lo.size() || p2 != hi.size() || mn < 0 || mn > mx) return bad();
+      o.symbolRanges[d.substr(0, eq)] = SymRange{mn, mx};
+    } catch (...) {
+      return bad();
+    }
+  }
+  return o;
+}
+
+std::string describeTensor(const std::string &name, const Tensor &t) {
+  std::string s = name + ": " + std::string(dtypeName(t.dtype())) + shapeStr(t.shape());
+  int64_t n = t.numel();
+  if (n == 0) return s + " (empty)";
+  double mn = INFINITY, mx = -INFINITY, sum = 0;
+  int64_t nans = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double v = t.getDouble(i);
+    if (std::isnan(v)) {
+      ++nans;
+      continue;
+    }
+    mn = std::min(mn, v);
+    mx = std::max(mx, v);
+    sum += v;
+  }
+  char buf[160];
+  std::snprintf(buf, sizeof buf, " min %.6g max %.6g mean %.6g", mn, mx,
+                n > nans ? sum / double(n - nans) : NAN);
+  s += buf;
+  if (nans) s += " nan " + std::to_string(nans);
+  s += "\n  [";
+  int64_t show = std::min<int64_t>(n, 8);
+  for (int64_t i = 0; i < show; ++i) {
+    std::snprintf(buf, sizeof buf, "%s%.6g", i ? ", " : "", t.getDouble(i));
+    s += buf;
+  }
+  return s + (n > show ? ", ...]" : "]");
+}
+
+namespace {
+
+double secondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+CompileOptions compileOptions(const Args &a) {
+  CompileOptions o;
+  if (a.values.count("--device")) o.device = a.values.at("--device");
+  if (a.values.count("--print-after")) o.printAfter = a.values.at("--print-after");
+  o.toolchain.verbose = a.flags.count("--verbose") != 0;
+  for (const std::string &d : a.dynamic) o.recordedOptions.emplace_back("dynamic", d);
+  if (a.values.count("--device")) o.recordedOptions.emplace_back("device", o.device);
+  return o;
+}
+
+Expected<std::unique_ptr<Compilation>> compileModel(const Args &a, const std::string &path) {
+  COIL_TRY(ImportOptions io, importOptions(a));
+  COIL_TRY(LoadedModel m, loadModel(path, io));
+  auto c = compileGraph(std::move(m.graph), compileOptions(a));
+  if (!c.ok()) {
+    Error e = c.error();
+    if (e.loc().file.empty()) e = e.withDefaultLoc(SourceLoc{path});
+    return e;
+  }
+  return c;
+}
+
+bool isPackage(const std::string &path) {
+  return fs::is_directory(path) && fs::exists(fs::path(path) / "metadata.json");
+}
+
+/// The package of `path`: itself when it is a package directory, else the model compiled into a
+/// directory keyed by the model's content and the options (through the compile cache).
+Expected<std::string> packageFor(const Args &a, const std::string &path) {
+  if (isPackage(path)) return path;
+  if (fs::is_directory(path)) return Error::user(path + ": not a coil package (no metadata.json)");
+  std::error_code ec;
+  auto size = fs::file_size(path, ec);
+  if (ec) return Error::user(path + ": cannot read: " + ec.message());
+  std::ostringstream key;
+  key << fs::absolute(path).string() << "|" << size << "|"
+      << fs::last_write_time(path, ec).time_since_epoch().count();
+  for (const std::string &d : a.dynamic) key << "|" << d;
+  const char *tmp = std::getenv("TMPDIR");
+  std::string dir =
+      std::string(tmp && *tmp ? tmp : "/tmp") + "/coil-run-" + contentHash(key.str()).substr(0, 16);
+  if (isPackage(dir) && fs::exists(fs::path(dir) / "model.so")) return dir;
+  COIL_TRY(std::unique_ptr<Compilation> c, compileModel(a, path));
+  COIL_TRY(PackageResult r, writePackage(*c, dir, compileOptions(a)));
+  return r.dir;
+}
+
+Error runtimeError(const std::string &what, coil_status st) {
+  std::string msg = what + ": " + coil_last_error();
+  if (st == COIL_ERROR_INVALID_ARGUMENT || st == COIL_ERROR_PACKAGE) return Error::user(msg);
+  if (st == COIL_ERROR_INTERNAL) return Error::internal(msg);
+  return Error::runtime(msg);
+}
+
+/// A loaded package.
+class Package {
+public:
+  static Expected<std::unique_ptr<Package>> load(const std::string &dir) {
+    auto p = std::make_unique<Package>();
+    p->dir_ = dir;
+    if (coil_status st = coil_model_load(dir.c_str(), &p->m_); st != COIL_OK)
+      return runtimeError(dir, st);
+    return p;
+  }
+  ~Package() {
+    if (m_) coil_model_free(m_);
+  }
+
+  std::vector<std::string> inputNames() const { return names(true); }
+  std::vector<std::string> outputNames() const { return names(false); }
+
+  /// Orders `arrays` by the package's inputs (each exactly once).
+  Expected<std::vector<Tensor>> matchInputs(const NamedTensors &arrays,
+                                            const std::string &file) const {
+    std::vector<Tensor> out;
+    std::vector<std::string> names = inputNames();
+    for (const std::string &n : names) {
+      auto it =
+          std::find_if(arrays.begin(), arrays.end(), [&](const auto &p) { return p.first == n; });
+      if (it == arrays.end()) return Error::user(file + ": missing input '" + n + "'");
+      out.push_back(it->second);
+    }
+    for (const auto &[n, t] : arrays)
+      if (std::find(names.begin(), names.end(), n) == names.end())
+        return Error::user(file + ": '" + n +
+                           "' is not an input of the model (inputs: " + join(names) + ")");
+    return out;
+  }
+
+  Expected<std::vector<Tensor>> run(const std::vector<Tensor> &inputs) {
+    std::vector<coil_tensor> in(inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      in[i].data = inputs[i].data();
+      in[i].dtype = coil_dtype(int(inputs[i].dtype()));
+      in[i].rank = inputs[i].rank();
+      in[i].shape = inputs[i].shape().data();
+    }
+    std::vector<coil_output> out(size_t(coil_model_num_outputs(m_)));
+    for (coil_output &o : out) o = coil_output{};
+    coil_status st =
+        coil_model_run(m_, in.data(), int64_t(in.size()), out.data(), int64_t(out.size()));
+    if (st != COIL_OK) return runtimeError(dir_, st);
+    std::vector<Tensor> result;
+    for (coil_output &o : out) {
+      Shape shape(o.shape, o.shape + o.rank);
+      Tensor t(DType(int(o.dtype)), shape);
+      if (t.nbytes()) std::memcpy(t.data(), o.data, t.nbytes());
+      coil_output_release(&o);
+      result.push_back(std::move(t));
+    }
+    return result;
+  }
+
+  coil_model *handle() { return m_; }
+
+private:
+  std::string dir_;
+  coil_model *m_ = nullptr;
+
+  static std::string join(const std::vector<std::string> &v) {
+    std::string s;
+    for (const std::string &x : v) s += (s.empty() ? "" : ", ") + x;
+    return s;
+  }
+
+  std::vector<std::string> names(bool inputs) const {
+    std::vector<std::string> out;
+    int64_t n = inputs ? coil_model_num_inputs(m_) : coil_model_num_outputs(m_);
+    for (int64_t i = 0; i < n; ++i) {
+      coil_tensor_info info;
+      if ((inputs ? coil_model_input_info(m_, i, &info) : coil_model_output_info(m_, i, &info)) ==
+          COIL_OK)
+        out.push_back(info.name);
+    }
+    return out;
+  }
+};
+
+/// Random inputs for a graph: size symbols take `symbolValue` (clamped into their ranges);
+/// floats are normal, integers in [0, 10), bools fair coins.
+Expected<std::vector<Tensor>> randomInputs(const Graph &g, int64_t symbolValue, uint64_t seed) {
+  SymBindings b;
+  for (const auto &[name, r] : g.symbols) b[name] = std::clamp(symbolValue, r.min, r.max);
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal;
+  std::vector<Tensor> out;
+  for (ValueId v : g.inputs) {
+    const TensorType &t = g.value(v).type;
+    Shape shape;
+    for (const SymInt &d : t.shape) {
+      COIL_TRY(int64_t n, d.evaluate(b));
+      shape.push_back(n);
+    }
+    Tensor x(t.dtype, shape);
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      if (isFloat(t.dtype))
+        x.setDouble(i, normal(rng));
+      else if (t.dtype == DType::Bool)
+        x.setInt(i, int64_t(rng() & 1));
+      else
+        x.setInt(i, int64_t(rng() % 10));
+    }
+    out.push_back(std::move(x));
+  }
+  return out;
+}
+
+Expected<std::vector<Tensor>> inputsFor(const Args &a, const Graph &g) {
+  if (!a.values.count("--inputs")) return randomInputs(g, 3, 42);
+  const std::string &path = a.values.at("--inputs");
+  COIL_TRY(NamedTensors arrays, readNpz(path));
+  return coil::matchInputs(g, arrays, path);
+}
+
+SymBindings bindingsFor(const Graph &g, const std::vector<Tensor> &inputs) {
+  SymBindings b;
+  for (size_t i = 0; i < g.inputs.size() && i < inputs.size(); ++i) {
+    const TensorType &t = g.value(g.inputs[i]).type;
+    for (size_t d = 0; d < t.shape.size() && d < size_t(inputs[i].rank()); ++d)
+      if (t.shape[d].isSymbol()) b[t.shape[d].symbolName()] = inputs[i].shape()[d];
+  }
+  return b;
+}
+
+/// max |got - want| / max |want| for floats (0 when identical); for integers and bools the
+/// number of differing elements.
+double difference(const Tensor &got, const Tensor &want) {
+  double scale = 0, err = 0;
+  bool exact = !isFloat(want.dtype());
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    double w = want.getDouble(i), gv = got.getDouble(i);
+    if (exact) {
+      err += got.getInt(i) != want.getInt(i);
+      continue;
+    }
+    if (std::isnan(w) || std::isnan(gv)) {
+      err = std::isnan(w) == std::isnan(gv) ? err : INFINITY;
+      continue;
+    }
+    scale = std::max(scale, std::fabs(w));
+    err = std::max(err, std::fabs(gv - w));
+  }
+  if (exact) return err;
+  return scale > 0 ? err / scale : err;
+}
+
+} // namespace
+
+Status cmdCompile(const Args &a) {
+  if (a.positional.size() != 1)
+    return Error::user("'coil compile' takes one MODEL (see 'coil help')");
+  if (!a.values.count("--output"))
+    return Error::user("'coil compile' needs -o PKG (the package directory to write)");
+  auto t0 = std::chrono::steady_clock::now();
+  COIL_TRY(std::unique_ptr<Compilation> c, compileModel(a, a.positional[0]));
+  CompileOptions o = compileOptions(a);
+  COIL_TRY(PackageResult r, writePackage(*c, a.values.at("--output"), o));
+  size_t externs = c->schedule.steps.size() - c->kernels.size();
+  std::cout << "kernels:";
+  for (const codegen::CpuKernelSource &k : c->kernels) std::cout << " " << k.info.name;
+  std::cout << "\n";
+  std::cout << "stages:";
+  for (const auto &[stage, s] : c->timings) std::printf(" %s %.1f ms,", stage.c_str(), s * 1e3);
+  std::printf(" build %.2f s%s\n", r.build.seconds, r.build.cacheHit ? " (cached)" : "");
+  std::printf(
+      "compile: %zu graph nodes -> %zu kernels and %zu extern calls; package %s in %.2f s\n",
+      c->graph.nodes().size(), c->kernels.size(), externs, r.dir.c_str(), secondsSince(t0));
+  return okStatus();
+}
+
+Status cmdRun(const Args &a) {
+  if (a.positional.size() != 1)
+    return Error::user("'coil run' takes one PKG or MODEL (see 'coil help')");
+  if (!a.values.count("--inputs")) return Error::user("'coil run' needs --inputs IN.npz");
+  COIL_TRY(std::string dir, packageFor(a, a.positional[0]));
+  COIL_TRY(std::unique_ptr<Package> pkg, Package::load(dir));
+  const std::string &inPath = a.values.at("--inputs");
+  COIL_TRY(NamedTensors arrays, readNpz(inPath));
+  COIL_TRY(std::vector<Tensor> inputs, pkg->matchInputs(arrays, inPath));
+  auto t0 = std::chrono::steady_clock::now();
+  COIL_TRY(std::vector<Tensor> outs, pkg->run(inputs));
+  double s = secondsSince(t0);
+  NamedTensors named;
+  std::vector<std::string> names = pkg->outputNames();
+  for (size_t i = 0; i < outs.size(); ++i) {
+    named.emplace_back(names.at(i), outs[i]);
+    std::cout << describeTensor(names[i], outs[i]) << "\n";
+  }
+  std::printf("run: %.3f ms\n", s * 1e3);
+  if (a.values.count("--outputs")) COIL_TRY_STATUS(writeNpz(a.values.at("--outputs"), named));
+  return okStatus();
+}
+
+Status cmdVerify(const Args &a) {
+  if (a.positional.size() != 1)
+    return Error::user("'coil verify' takes one MODEL (see 'coil help')");
+  const std::string &path = a.positional[0];
+  COIL_TRY(ImportOptions io, importOptions(a));
+  COIL_TRY(LoadedModel m, loadModel(path, io));
+  COIL_TRY(std::vector<Tensor> inputs, inputsFor(a, m.graph));
+  auto want = interpret(m.graph, inputs);
+  if (!want.ok()) return want.error().withDefaultLoc(SourceLoc{path});
+  COIL_TRY(std::string dir, packageFor(a, path));
+  COIL_TRY(std::unique_ptr<Package> pkg, Package::load(dir));
+  COIL_TRY(std::vector<Tensor> got, pkg->run(inputs));
+  int bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const std::string &name = m.graph.value(m.graph.outputs[i]).name;
+    const Tensor &w = (*want)[i];
+    if (got[i].shape() != w.shape() || got[i].dtype() != w.dtype()) {
+      std::printf("MISMATCH %s: compiled %s%s, interpreter %s%s\n", name.c_str(),
+                  std::string(dtypeName(got[i].dtype())).c_str(), shapeStr(got[i].shape()).c_str(),
+                  std::string(dtypeName(w.dtype())).c_str(), shapeStr(w.shape()).c_str());
+      ++bad;
+      continue;
+    }
+    double d = difference(got[i], w);
+    double tol = (w.dtype() == DType::F16 || w.dtype() == DType::BF16) ? 1e-2 : 1e-4;
+    bool ok = isFloat(w.dtype()) ? d <= tol : d == 0;
+    bad += !ok;
+    std::printf("%s %s: %s %.3g\n", ok ? "ok      " : "MISMATCH", name.c_str(),
+                isFloat(w.dtype()) ? "relative error" : "differing elements", d);
+  }
+  if (bad)
+    return Error::runtime("verify: " + std::to_string(bad) +
+                          " outputs differ from the interpreter (per-kernel localization comes "
+                          "with the debug printer)");
+  std::printf("verify: %zu outputs match the interpreter\n", got.size());
+  return okStatus();
+}
+
+Status cmdBench(const Args &a) {
+  if (a.positional.size() != 1)
+    return Error::user("'coil bench' takes one PKG or MODEL (see 'coil help')");
+  int iters = 20, warmup = 3;
+  try {
+    if (a.values.count("--iters")) iters = std::stoi(a.values.at("--iters"));
+    if (a.values.count("--warmup")) warmup = std::stoi(a.values.at("--warmup"));
+  } catch (...) {
+    return Error::user("--iters and --warmup take positive integers");
+  }
+  if (iters < 1 || warmup < 0) return Error::user("--iters must be >= 1 and --warmup >= 0");
+  COIL_TRY(std::string dir, packageFor(a, a.positional[0]));
+  COIL_TRY(std::unique_ptr<Package> pkg, Package::load(dir));
+  std::vector<Tensor> inputs;
+  if (a.values.count("--inputs")) {
+    const std::string &inPath = a.values.at("--inputs");
+    COIL_TRY(NamedTensors arrays, readNpz(inPath));
+    COIL_TRY(inputs, pkg->matchInputs(arrays, inPath));
+  } else {
+    return Error::user("'coil bench' needs --inputs IN.npz");
+  }
+  for (int i = 0; i < warmup; ++i) COIL_TRY_STATUS(pkg->run(inputs));
+  std::vector<double> ms;
+  for (int i = 0; i < iters; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    COIL_TRY_STATUS(pkg->run(inputs));
+    ms.push_back(secondsSince(t0) * 1e3);
+  }
+  std::vector<double> sorted = ms;
+  std::sort(sorted.begin(), sorted.end());
+  double median = iters % 2 ? sorted[size_t(iters / 2)]
+                            : 0.5 * (sorted[size_t(iters / 2 - 1)] + sorted[size_t(iters / 2)]);
+  if (a.flags.count("--json")) {
+    std::printf("{\"median_ms\": %.6f, \"min_ms\": %.6f, \"max_ms\": %.6f, \"iters\": %d, "
+                "\"warmup\": %d}\n",
+                median, sorted.front(), sorted.back(), iters, warmup);
+  } else {
+    std::printf("bench: %d runs after %d warm-up: median %.3f ms, min %.3f ms, max %.3f ms\n",
+                iters, warmup, median, sorted.front(), sorted.back());
+  }
+  return okStatus();
+}
+
+Status cmdInspectCompiled(const Args &a) {
+  const std::string &path = a.positional.at(0);
+  COIL_TRY(ImportOptions io, importOptions(a));
+  COIL_TRY(LoadedModel m, loadModel(path, io));
+  Graph g = m.graph;
+  COIL_TRY(std::unique_ptr<Compilation> c, compileGraph(std::move(m.graph), compileOptions(a)));
+  if (a.flags.count("--loops")) std::cout << loop::printLoopProgram(c->loops);
+  if (a.flags.count("--fusion")) std::cout << sched::fusionReport(c->schedule);
+  if (a.flags.count("--kernels"))
+    for (const codegen::CpuKernelSource &k : c->kernels) std::cout << k.info.name << "\n";
+  if (a.flags.count("--wrapper")) std::cout << wrapper::emitCppWrapper(c->wrapper);
+  if (a.flags.count("--memory")) {
+    COIL_TRY(std::vector<Tensor> inputs, inputsFor(a, g));
+    SymBindings b = bindingsFor(g, inputs);
+    COIL_TRY(wrapper::MemoryReport r, wrapper::memoryReport(c->wrapper, b));
+    std::cout << r.str();
+  }
+  return okStatus();
+}
+
+} // namespace coil::cli

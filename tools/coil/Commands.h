@@ -1,0 +1,29 @@
+// The compiler's commands of the coil CLI: compile, run, verify, bench, and the compiled views
+// of inspect (--fusion, --loops, --wrapper, --memory, --kernels).
+#pragma once
+
+#include "support/Expected.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace coil::cli {
+
+/// Parsed command line: a command, positional arguments, and options.
+struct Args {
+  std::string command;
+  std::vector<std::string> positional;
+  std::map<std::string, std::string> values; // --inputs X
+  std::map<std::string, bool> flags;         // --graph
+  std::vector<std::string> dynamic;          // --dynamic N=1:8 (repeatable)
+};
+
+Status cmdCompile(const Args &a);
+Status cmdRun(const Args &a);
+Status cmdVerify(const Args &a);
+Status cmdBench(const Args &a);
+/// inspect with --fusion, --loops, --wrapper, --memory or --kernels.
+Status cmdInspectCompiled(const Args &a);
+
+} // namespace coil::cli

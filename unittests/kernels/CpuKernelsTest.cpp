@@ -1,0 +1,445 @@
+// Tests of the CPU extern kernels (kernels/cpu) against naive loops on random data.
+#include "kernels/cpu/CpuKernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <gtest/gtest.h>
+#include <numeric>
+#include <random>
+#include <vector>
+
+namespace {
+
+std::vector<double> randomDoubles(size_t n, unsigned seed, double lo = -1, double hi = 1) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> d(lo, hi);
+  std::vector<double> v(n);
+  for (double &x : v) x = d(rng);
+  return v;
+}
+template <typename T> std::vector<T> cast(const std::vector<double> &v) {
+  return std::vector<T>(v.begin(), v.end());
+}
+
+// --- GEMM
+
+/// Naive reference: y[b] = alpha * op(a_b) op(b_b) + beta * c_b.
+std::vector<double> naiveGemm(const std::vector<double> &a, const std::vector<double> &b,
+                              const std::vector<double> *c, int64_t batch, int64_t m, int64_t n,
+                              int64_t k, bool ta, bool tb, int64_t sa, int64_t sb, int64_t sc,
+                              double alpha, double beta) {
+  std::vector<double> y(size_t(batch * m * n));
+  for (int64_t bi = 0; bi < batch; ++bi)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0;
+        for (int64_t p = 0; p < k; ++p)
+          acc += a[size_t(bi * sa + (ta ? p * m + i : i * k + p))] *
+                 b[size_t(bi * sb + (tb ? j * k + p : p * n + j))];
+        double v = alpha * acc;
+        if (c) v += beta * (*c)[size_t(bi * sc + i * n + j)];
+        y[size_t((bi * m + i) * n + j)] = v;
+      }
+  return y;
+}
+
+template <typename T> void checkGemm(int64_t batch, int64_t m, int64_t n, int64_t k, double tol) {
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb)
+      for (int broadcastA = 0; broadcastA < 2; ++broadcastA)
+        for (int withC = 0; withC < 2; ++withC) {
+          SCOPED_TRACE(testing::Message()
+                       << "ta " << ta << " tb " << tb << " bA " << broadcastA << " C " << withC
+                       << " m,n,k " << m << "," << n << "," << k);
+          int64_t sa = broadcastA ? 0 : m * k, sb = k * n, sc = withC == 1 ? 0 : m * n;
+          auto a = randomDoubles(size_t((broadcastA ? 1 : batch) * m * k), 1 + unsigned(ta));
+          auto b = randomDoubles(size_t(batch * k * n), 7 + unsigned(tb));
+          auto c = randomDoubles(size_t(m * n), 11);
+          double alpha = 0.75, beta = -1.25;
+          auto ref = naiveGemm(a, b, withC ? &c : nullptr, batch, m, n, k, ta, tb, sa, sb, sc,
+                               alpha, beta);
+          auto at = cast<T>(a), bt = cast<T>(b), ct = cast<T>(c);
+          std::vector<T> y(size_t(batch * m * n), T(42));
+          if constexpr (std::is_same_v<T, float>) {
+            if (withC)
+              coil_cpu_gemm_c_f32(at.data(), bt.data(), ct.data(), y.data(), batch, m, n, k, ta, tb,
+                                  sa, sb, sc, alpha, beta);
+            else
+              coil_cpu_gemm_f32(at.data(), bt.data(), y.data(), batch, m, n, k, ta, tb, sa, sb,
+                                alpha);
+          } else {
+            if (withC)
+              coil_cpu_gemm_c_f64(at.data(), bt.data(), ct.data(), y.data(), batch, m, n, k, ta, tb,
+                                  sa, sb, sc, alpha, beta);
+            else
+              coil_cpu_gemm_f64(at.data(), bt.data(), y.data(), batch, m, n, k, ta, tb, sa, sb,
+                                alpha);
+          }
+          for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(double(y[i]), ref[i], tol) << i;
+        }
+}
+
+TEST(CpuKernelsGemm, SmallOddSizesF32) {
+  checkGemm<float>(3, 5, 7, 9, 1e-5);
+}
+TEST(CpuKernelsGemm, SmallOddSizesF64) {
+  checkGemm<double>(4, 3, 1, 6, 1e-12);
+}
+TEST(CpuKernelsGemm, LargerSerialBatchesF32) {
+  checkGemm<float>(2, 67, 71, 129, 1e-4);
+}
+TEST(CpuKernelsGemm, EmptyInnerDimensionWritesZerosOrC) {
+  std::vector<float> y(6, 5.0f), c{1, 2, 3, 4, 5, 6};
+  coil_cpu_gemm_f32(nullptr, nullptr, y.data(), 1, 2, 3, 0, 0, 0, 0, 0, 1.0);
+  for (float v : y) EXPECT_EQ(v, 0.0f);
+  coil_cpu_gemm_c_f32(nullptr, nullptr, c.data(), y.data(), 1, 2, 3, 0, 0, 0, 0, 0, 0, 1.0, 2.0);
+  for (size_t i = 0; i < 6; ++i) EXPECT_EQ(y[i], 2 * c[i]);
+}
+TEST(CpuKernelsGemm, InvalidSizesAreNoOps) {
+  std::vector<float> a(4, 1), b(4, 1), y(4, 9);
+  coil_cpu_gemm_f32(a.data(), b.data(), y.data(), 1, -2, 2, 2, 0, 0, 0, 0, 1.0);
+  coil_cpu_gemm_f32(a.data(), b.data(), y.data(), -1, 2, 2, 2, 0, 0, 0, 0, 1.0);
+  coil_cpu_gemm_f32(a.data(), b.data(), y.data(), 2, 2, 2, 2, 0, 0, -4, 0, 1.0);
+  coil_cpu_gemm_f32(a.data(), b.data(), y.data(), 1, INT64_MAX, INT64_MAX, 2, 0, 0, 0, 0, 1.0);
+  for (float v : y) EXPECT_EQ(v, 9.0f);
+}
+
+// --- Convolution
+
+struct ConvCase {
+  int64_t n, c, m, group;
+  std::vector<int64_t> in, k, s, d, pb, pe;
+  std::vector<int64_t> out() const {
+    std::vector<int64_t> o;
+    for (size_t i = 0; i < in.size(); ++i)
+      o.push_back((in[i] + pb[i] + pe[i] - ((k[i] - 1) * d[i] + 1)) / s[i] + 1);
+    return o;
+  }
+};
+int64_t prod(const std::vector<int64_t> &v) {
+  return std::accumulate(v.begin(), v.end(), int64_t(1), std::multiplies<int64_t>());
+}
+/// Calls `f(outFlat, kernelFlat, inFlat)` for every (output, kernel) pair inside the input,
+/// with positions (o * s - p + kk * d).
+template <typename F>
+void forWindow(const std::vector<int64_t> &in, const std::vector<int64_t> &k,
+               const std::vector<int64_t> &out, const std::vector<int64_t> &s,
+               const std::vector<int64_t> &d, const std::vector<int64_t> &p, F f) {
+  size_t nd = in.size();
+  for (int64_t o = 0; o < prod(out); ++o)
+    for (int64_t kk = 0; kk < prod(k); ++kk) {
+      int64_t flat = 0, ro = o, rk = kk, mul = 1;
+      bool inside = true;
+      std::vector<int64_t> oi(nd), ki(nd);
+      for (size_t j = nd; j-- > 0;) {
+        oi[j] = ro % out[j], ro /= out[j];
+        ki[j] = rk % k[j], rk /= k[j];
+      }
+      for (size_t j = nd; j-- > 0;) {
+        int64_t pos = oi[j] * s[j] - p[j] + ki[j] * d[j];
+        inside = inside && pos >= 0 && pos < in[j];
+        flat += pos * mul;
+        mul *= in[j];
+      }
+      if (inside) f(o, kk, flat);
+    }
+}
+
+std::vector<int64_t> pad3(std::vector<int64_t> v, int64_t fill) {
+  v.resize(3, fill);
+  return v;
+}
+
+template <typename T> void checkConv(const ConvCase &cc, double tol) {
+  auto out = cc.out();
+  int64_t inS = prod(cc.in), kS = prod(cc.k), outS = prod(out), cg = cc.c / cc.group,
+          mg = cc.m / cc.group;
+  auto x = randomDoubles(size_t(cc.n * cc.c * inS), 3),
+       w = randomDoubles(size_t(cc.m * cg * kS), 4);
+  std::vector<double> ref(size_t(cc.n * cc.m * outS), 0.0);
+  for (int64_t b = 0; b < cc.n; ++b)
+    for (int64_t oc = 0; oc < cc.m; ++oc) {
+      int64_t g = oc / mg;
+      for (int64_t ic = 0; ic < cg; ++ic)
+        forWindow(cc.in, cc.k, out, cc.s, cc.d, cc.pb, [&](int64_t o, int64_t kk, int64_t i) {
+          ref[size_t((b * cc.m + oc) * outS + o)] +=
+              x[size_t((b * cc.c + g * cg + ic) * inS + i)] * w[size_t((oc * cg + ic) * kS + kk)];
+        });
+    }
+  auto xt = cast<T>(x), wt = cast<T>(w);
+  std::vector<T> y(ref.size(), T(77));
+  auto in = pad3(cc.in, 1), k = pad3(cc.k, 1), o = pad3(out, 1), s = pad3(cc.s, 1),
+       d = pad3(cc.d, 1), p = pad3(cc.pb, 0);
+  auto fn = std::is_same_v<T, float> ? coil_cpu_conv_f32 : coil_cpu_conv_f64;
+  fn(xt.data(), wt.data(), y.data(), cc.n, cc.c, cc.m, cc.group, int64_t(cc.in.size()), in[0],
+     in[1], in[2], k[0], k[1], k[2], o[0], o[1], o[2], s[0], s[1], s[2], d[0], d[1], d[2], p[0],
+     p[1], p[2]);
+  for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(double(y[i]), ref[i], tol) << i;
+}
+
+TEST(CpuKernelsConv, OneDimensionalGroupsDilationPadding) {
+  checkConv<float>({2, 6, 4, 2, {11}, {3}, {2}, {2}, {1}, {2}}, 1e-5);
+  checkConv<double>({3, 3, 5, 1, {7}, {2}, {1}, {3}, {0}, {1}}, 1e-12);
+}
+TEST(CpuKernelsConv, TwoDimensional) {
+  checkConv<float>({2, 4, 6, 2, {9, 8}, {3, 2}, {2, 1}, {1, 2}, {1, 0}, {2, 1}}, 1e-5);
+  checkConv<double>({1, 3, 3, 3, {5, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, 1e-12);
+  // 1x1 convolution (no im2col) and a kernel larger than the unpadded input.
+  checkConv<float>({2, 5, 3, 1, {4, 3}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}}, 1e-5);
+  checkConv<float>({1, 2, 2, 1, {2, 2}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, 1e-5);
+}
+TEST(CpuKernelsConv, ThreeDimensional) {
+  checkConv<float>({2, 4, 4, 2, {5, 4, 6}, {2, 3, 2}, {1, 2, 2}, {2, 1, 1}, {1, 1, 0}, {0, 1, 1}},
+                   1e-5);
+}
+TEST(CpuKernelsConv, InvalidGeometryIsNoOp) {
+  std::vector<float> x(16, 1), w(16, 1), y(16, 3);
+  // group does not divide the channels; stride 0; nd 4.
+  coil_cpu_conv_f32(x.data(), w.data(), y.data(), 1, 3, 2, 2, 1, 4, 1, 1, 1, 1, 1, 4, 1, 1, 1, 1, 1,
+                    1, 1, 1, 0, 0, 0);
+  coil_cpu_conv_f32(x.data(), w.data(), y.data(), 1, 1, 1, 1, 1, 4, 1, 1, 1, 1, 1, 4, 1, 1, 0, 1, 1,
+                    1, 1, 1, 0, 0, 0);
+  coil_cpu_conv_f32(x.data(), w.data(), y.data(), 1, 1, 1, 1, 4, 4, 1, 1, 1, 1, 1, 4, 1, 1, 1, 1, 1,
+                    1, 1, 1, 0, 0, 0);
+  for (float v : y) EXPECT_EQ(v, 3.0f);
+}
+
+template <typename T>
+void checkConvTranspose(int64_t n, int64_t c, int64_t m, int64_t group, std::vector<int64_t> in,
+                        std::vector<int64_t> k, std::vector<int64_t> s, std::vector<int64_t> d,
+                        std::vector<int64_t> p, std::vector<int64_t> out, double tol) {
+  int64_t inS = prod(in), kS = prod(k), outS = prod(out), cg = c / group, mg = m / group;
+  auto x = randomDoubles(size_t(n * c * inS), 5), w = randomDoubles(size_t(c * mg * kS), 6);
+  std::vector<double> ref(size_t(n * m * outS), 0.0);
+  // Transposed conv: input i adds to output position i*s - p + kk*d; reuse forWindow with the
+  // roles of input and output swapped.
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t g = 0; g < group; ++g)
+      for (int64_t ic = 0; ic < cg; ++ic)
+        for (int64_t oc = 0; oc < mg; ++oc)
+          forWindow(out, k, in, s, d, p, [&](int64_t i, int64_t kk, int64_t o) {
+            ref[size_t((b * m + g * mg + oc) * outS + o)] +=
+                x[size_t((b * c + g * cg + ic) * inS + i)] *
+                w[size_t(((g * cg + ic) * mg + oc) * kS + kk)];
+          });
+  auto xt = cast<T>(x), wt = cast<T>(w);
+  std::vector<T> y(ref.size(), T(77));
+  auto in3 = pad3(in, 1), k3 = pad3(k, 1), o3 = pad3(out, 1), s3 = pad3(s, 1), d3 = pad3(d, 1),
+       p3 = pad3(p, 0);
+  auto fn = std::is_same_v<T, float> ? coil_cpu_conv_transpose_f32 : coil_cpu_conv_transpose_f64;
+  fn(xt.data(), wt.data(), y.data(), n, c, m, group, int64_t(in.size()), in3[0], in3[1], in3[2],
+     k3[0], k3[1], k3[2], o3[0], o3[1], o3[2], s3[0], s3[1], s3[2], d3[0], d3[1], d3[2], p3[0],
+     p3[1], p3[2]);
+  for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(double(y[i]), ref[i], tol) << i;
+}
+
+TEST(CpuKernelsConvTranspose, OneTwoThreeDims) {
+  checkConvTranspose<float>(2, 4, 6, 2, {5}, {3}, {2}, {1}, {1}, {10}, 1e-5);
+  checkConvTranspose<double>(1, 3, 2, 1, {4, 3}, {2, 3}, {2, 1}, {1, 2}, {0, 1}, {9, 6}, 1e-12);
+  checkConvTranspose<float>(2, 2, 4, 2, {3, 2, 3}, {2, 2, 2}, {1, 2, 2}, {1, 1, 2}, {0, 0, 1},
+                            {4, 4, 6}, 1e-5);
+}
+
+// --- Det
+
+TEST(CpuKernelsDet, MatchesCofactorExpansion) {
+  auto v = randomDoubles(4 * 9, 8);
+  std::vector<double> y(4);
+  coil_cpu_det_f64(v.data(), y.data(), 4, 3);
+  for (int b = 0; b < 4; ++b) {
+    const double *a = v.data() + b * 9;
+    double ref = a[0] * (a[4] * a[8] - a[5] * a[7]) - a[1] * (a[3] * a[8] - a[5] * a[6]) +
+                 a[2] * (a[3] * a[7] - a[4] * a[6]);
+    EXPECT_NEAR(y[size_t(b)], ref, 1e-12);
+  }
+  std::vector<float> singular{1, 2, 2, 4}, yf(1, 5);
+  coil_cpu_det_f32(singular.data(), yf.data(), 1, 2);
+  EXPECT_EQ(yf[0], 0.0f);
+  std::vector<float> empty, one(1, 5);
+  coil_cpu_det_f32(empty.data(), one.data(), 1, 0); // the empty matrix has determinant 1
+  EXPECT_EQ(one[0], 1.0f);
+}
+
+// --- Scans
+
+TEST(CpuKernelsScan, CumSumCumProdExclusiveReverse) {
+  const int64_t outer = 2, len = 5, inner = 3;
+  auto v = randomDoubles(size_t(outer * len * inner), 9, 0.5, 1.5);
+  for (int prodOp = 0; prodOp < 2; ++prodOp)
+    for (int ex = 0; ex < 2; ++ex)
+      for (int rev = 0; rev < 2; ++rev) {
+        std::vector<double> y(v.size());
+        (prodOp ? coil_cpu_cumprod_f64 : coil_cpu_cumsum_f64)(v.data(), y.data(), outer, len, inner,
+                                                              ex, rev);
+        for (int64_t o = 0; o < outer; ++o)
+          for (int64_t i = 0; i < inner; ++i)
+            for (int64_t j = 0; j < len; ++j) {
+              double acc = prodOp ? 1 : 0;
+              for (int64_t q = 0; q < len; ++q) {
+                bool take = rev ? (ex ? q > j : q >= j) : (ex ? q < j : q <= j);
+                double e = v[size_t((o * len + q) * inner + i)];
+                if (take) acc = prodOp ? acc * e : acc + e;
+              }
+              EXPECT_NEAR(y[size_t((o * len + j) * inner + i)], acc, 1e-12);
+            }
+      }
+}
+TEST(CpuKernelsScan, IntegersWrapAndHalfRounds) {
+  std::vector<int8_t> x{100, 100, -128, 1};
+  std::vector<int8_t> y(4);
+  coil_cpu_cumsum_i8(x.data(), y.data(), 1, 4, 1, 0, 0);
+  EXPECT_EQ(y[1], int8_t(-56)); // 200 wraps
+  EXPECT_EQ(y[2], int8_t(72));  // 72
+  EXPECT_EQ(y[3], int8_t(73));
+  std::vector<uint32_t> u{4000000000u, 4000000000u}, uy(2);
+  coil_cpu_cumprod_u32(u.data(), uy.data(), 1, 2, 1, 0, 0);
+  EXPECT_EQ(uy[1], uint32_t(uint64_t(4000000000u) * 4000000000u));
+  // f16: 1 + 2^-11 rounds back to 1 (ties to even) when stored, but the sum carries on in
+  // double: 1 + 2^-11 + 2^-11 = 1 + 2^-10 is exact.
+  std::vector<uint16_t> h{0x3c00, 0x1000, 0x1000}, hy(3); // 1, 2^-11, 2^-11
+  coil_cpu_cumsum_f16(h.data(), hy.data(), 1, 3, 1, 0, 0);
+  EXPECT_EQ(hy[1], 0x3c00);
+  EXPECT_EQ(hy[2], 0x3c01);
+}
+
+// --- TopK
+
+TEST(CpuKernelsTopK, TiesByIndexAndNaNFirst) {
+  std::vector<float> x{3, 1, 3, NAN, 2, 1, 5, 1};
+  std::vector<float> vals(4);
+  std::vector<int64_t> idx(4);
+  coil_cpu_topk_f32(x.data(), vals.data(), idx.data(), 1, 8, 1, 4, 1);
+  EXPECT_EQ(idx, (std::vector<int64_t>{3, 6, 0, 2}));
+  EXPECT_TRUE(std::isnan(vals[0]));
+  EXPECT_EQ(vals[1], 5.0f);
+  coil_cpu_topk_f32(x.data(), vals.data(), idx.data(), 1, 8, 1, 4, 0);
+  EXPECT_EQ(idx, (std::vector<int64_t>{1, 5, 7, 4}));
+}
+TEST(CpuKernelsTopK, InnerAxisRandomAgainstStableSort) {
+  const int64_t outer = 3, len = 9, inner = 4, k = 5;
+  std::mt19937 rng(12);
+  std::vector<int32_t> x(size_t(outer * len * inner));
+  for (auto &v : x) v = int32_t(rng() % 7) - 3; // many ties
+  std::vector<int32_t> vals(size_t(outer * k * inner));
+  std::vector<int64_t> idx(vals.size());
+  coil_cpu_topk_i32(x.data(), vals.data(), idx.data(), outer, len, inner, k, 1);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      std::vector<int64_t> ord(len);
+      std::iota(ord.begin(), ord.end(), 0);
+      auto at = [&](int64_t j) { return x[size_t((o * len + j) * inner + i)]; };
+      std::stable_sort(ord.begin(), ord.end(), [&](int64_t a, int64_t b) { return at(a) > at(b); });
+      for (int64_t j = 0; j < k; ++j) {
+        EXPECT_EQ(idx[size_t((o * k + j) * inner + i)], ord[size_t(j)]);
+        EXPECT_EQ(vals[size_t((o * k + j) * inner + i)], at(ord[size_t(j)]));
+      }
+    }
+  std::vector<int64_t> keep(2, -7);
+  coil_cpu_topk_i32(x.data(), vals.data(), keep.data(), 1, 3, 1, 4, 1); // k > len: no-op
+  EXPECT_EQ(keep[0], -7);
+}
+
+// --- Allocating calls
+
+void *testAlloc(void *ctx, size_t bytes) {
+  auto *list = static_cast<std::vector<void *> *>(ctx);
+  void *p = std::malloc(bytes ? bytes : 1);
+  list->push_back(p);
+  return p;
+}
+struct Allocs {
+  std::vector<void *> ptrs;
+  ~Allocs() {
+    for (void *p : ptrs) std::free(p);
+  }
+};
+std::vector<int64_t> ints(void *p, int64_t n) {
+  auto *q = static_cast<int64_t *>(p);
+  return std::vector<int64_t>(q, q + n);
+}
+
+TEST(CpuKernelsDynamic, NonZeroFloatsAndBool) {
+  Allocs a;
+  std::vector<float> x{0.0f, -0.0f, 1.0f, NAN, 0.0f, -2.0f};
+  void *out = nullptr;
+  int64_t count = -1;
+  coil_cpu_nonzero_f32(testAlloc, &a.ptrs, x.data(), &out, &count, 6);
+  ASSERT_EQ(count, 3);
+  EXPECT_EQ(ints(out, count), (std::vector<int64_t>{2, 3, 5}));
+  std::vector<uint8_t> b{1, 0, 0, 1};
+  coil_cpu_nonzero_bool(testAlloc, &a.ptrs, b.data(), &out, &count, 3); // numel clamps the scan
+  ASSERT_EQ(count, 1);
+  EXPECT_EQ(ints(out, count), (std::vector<int64_t>{0}));
+  coil_cpu_nonzero_bool(testAlloc, &a.ptrs, b.data(), &out, &count, -3);
+  EXPECT_EQ(count, 0);
+}
+
+TEST(CpuKernelsDynamic, UniqueSortedAndUnsorted) {
+  Allocs a;
+  std::vector<int32_t> x{2, 1, 1, 3, 4, 3};
+  void *y, *ind, *inv, *cnt;
+  int64_t u = -1;
+  coil_cpu_unique_i32(testAlloc, &a.ptrs, x.data(), &y, &ind, &inv, &cnt, &u, 1, 6, 1, 0);
+  ASSERT_EQ(u, 4);
+  auto *yv = static_cast<int32_t *>(y);
+  EXPECT_EQ(std::vector<int32_t>(yv, yv + 4), (std::vector<int32_t>{2, 1, 3, 4}));
+  EXPECT_EQ(ints(ind, 4), (std::vector<int64_t>{0, 1, 3, 4}));
+  EXPECT_EQ(ints(inv, 6), (std::vector<int64_t>{0, 1, 1, 2, 3, 2}));
+  EXPECT_EQ(ints(cnt, 4), (std::vector<int64_t>{1, 2, 2, 1}));
+  coil_cpu_unique_i32(testAlloc, &a.ptrs, x.data(), &y, &ind, &inv, &cnt, &u, 1, 6, 1, 1);
+  ASSERT_EQ(u, 4);
+  yv = static_cast<int32_t *>(y);
+  EXPECT_EQ(std::vector<int32_t>(yv, yv + 4), (std::vector<int32_t>{1, 2, 3, 4}));
+  EXPECT_EQ(ints(ind, 4), (std::vector<int64_t>{1, 0, 3, 4}));
+  EXPECT_EQ(ints(inv, 6), (std::vector<int64_t>{1, 0, 0, 2, 3, 2}));
+  EXPECT_EQ(ints(cnt, 4), (std::vector<int64_t>{2, 1, 2, 1}));
+}
+
+TEST(CpuKernelsDynamic, UniqueAlongAxisComparesSlices) {
+  Allocs a;
+  // x [2, 3, 2] along axis 1: slices x[:, i, :] = {(1,0),(2,2)}, {(1,0),(2,2)}, {(0,5),(9,9)}.
+  std::vector<double> x{1, 0, 1, 0, 0, 5, 2, 2, 2, 2, 9, 9};
+  void *y, *ind, *inv, *cnt;
+  int64_t u = -1;
+  coil_cpu_unique_f64(testAlloc, &a.ptrs, x.data(), &y, &ind, &inv, &cnt, &u, 2, 3, 2, 1);
+  ASSERT_EQ(u, 2);
+  auto *yv = static_cast<double *>(y);
+  EXPECT_EQ(std::vector<double>(yv, yv + 8), (std::vector<double>{0, 5, 1, 0, 9, 9, 2, 2}));
+  EXPECT_EQ(ints(ind, 2), (std::vector<int64_t>{2, 0}));
+  EXPECT_EQ(ints(inv, 3), (std::vector<int64_t>{1, 1, 0}));
+  EXPECT_EQ(ints(cnt, 2), (std::vector<int64_t>{1, 2}));
+}
+
+TEST(CpuKernelsDynamic, NonMaxSuppression) {
+  Allocs a;
+  // The ONNX suppress-by-IOU example: 6 boxes, one class.
+  std::vector<float> boxes{0, 0,  1, 1,  0, 0.1f,  1, 1.1f,  0, -0.1f, 1, 0.9f,
+                           0, 10, 1, 11, 0, 10.1f, 1, 11.1f, 0, 100,   1, 101};
+  std::vector<float> scores{0.9f, 0.75f, 0.6f, 0.95f, 0.5f, 0.3f};
+  void *sel;
+  int64_t count = -1;
+  coil_cpu_nms_f32(testAlloc, &a.ptrs, boxes.data(), scores.data(), &sel, &count, 1, 1, 6, 3, 0.5,
+                   0.0, 1, 0);
+  ASSERT_EQ(count, 3);
+  EXPECT_EQ(ints(sel, 9), (std::vector<int64_t>{0, 0, 3, 0, 0, 0, 0, 0, 5}));
+  coil_cpu_nms_f32(testAlloc, &a.ptrs, boxes.data(), scores.data(), &sel, &count, 1, 1, 6, 2, 0.5,
+                   0.4, 1, 0);
+  ASSERT_EQ(count, 2);
+  EXPECT_EQ(ints(sel, 6), (std::vector<int64_t>{0, 0, 3, 0, 0, 0}));
+  coil_cpu_nms_f32(testAlloc, &a.ptrs, boxes.data(), scores.data(), &sel, &count, 1, 1, 6, -5, 0.5,
+                   0.0, 0, 0);
+  EXPECT_EQ(count, 0);
+}
+
+TEST(CpuKernelsDynamic, FailedAllocationReportsZero) {
+  std::vector<int64_t> x{1, 2, 3};
+  void *out = reinterpret_cast<void *>(1);
+  int64_t count = -1;
+  coil_cpu_nonzero_i64([](void *, size_t) -> void * { return nullptr; }, nullptr, x.data(), &out,
+                       &count, 3);
+  EXPECT_EQ(count, 0);
+}
+
+} // namespace

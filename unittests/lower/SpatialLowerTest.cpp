@@ -1,0 +1,607 @@
+// Tests of the spatial and recurrent lowerings (lower/ops/Spatial.cpp): each graph is lowered to
+// Loop IR, evaluated by the Loop IR evaluator on random inputs and compared with the reference
+// interpreter.
+#include "interp/Interpreter.h"
+#include "ir/Infer.h"
+#include "ir/Parser.h"
+#include "lower/LoopEval.h"
+#include "lower/Lower.h"
+
+#include <cmath>
+#include <gtest/gtest.h>
+#include <random>
+
+using namespace coil;
+
+namespace {
+
+Tensor randomTensor(DType dt, Shape shape, uint32_t seed, double lo = -1.0, double hi = 1.0) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> dist(lo, hi);
+  std::vector<double> v(size_t(numelOf(shape)));
+  for (double &x : v) x = dist(rng);
+  if (!isFloat(dt))
+    for (double &x : v) x = std::round(x);
+  return Tensor::fromDoubles(dt, std::move(shape), v);
+}
+
+Tensor ints(DType dt, Shape shape, std::vector<int64_t> v) {
+  return Tensor::fromInts(dt, std::move(shape), v);
+}
+
+/// Test graphs leave output types to inference: each "?" stands for the output types of the
+/// node it ends (one placeholder per output); the parsed graph is then re-typed node by node.
+Expected<Graph> parseUntyped(const std::string &text) {
+  std::string filled;
+  size_t lineStart = 0, stmtStart = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char ch = text[i];
+    if (ch == '\n') {
+      lineStart = i + 1;
+      size_t j = lineStart;
+      while (j < text.size() && text[j] == ' ') ++j;
+      if (j < text.size() && text[j] == '%') stmtStart = j;
+    }
+    if (ch != '?') {
+      filled += ch;
+      continue;
+    }
+    size_t eq = text.find('=', stmtStart);
+    int outs = 0;
+    for (size_t k = stmtStart; k < eq; ++k) outs += text[k] == '%';
+    for (int k = 0; k < outs; ++k) filled += k ? ", f32[]" : "f32[]";
+  }
+  ParseOptions opts;
+  opts.verify.reinfer = false;
+  COIL_TRY(Graph g, parseGraph(filled, "<test>", opts));
+  int fresh = 0;
+  for (const Node &n : g.nodes()) {
+    InferContext ctx{n, {}, {}, {}, {}};
+    for (ValueId in : n.inputs) {
+      if (in == kNoValue) {
+        ctx.inputTypes.push_back(nullptr);
+        ctx.intValues.push_back(std::nullopt);
+        ctx.constants.push_back(nullptr);
+        continue;
+      }
+      ctx.inputTypes.push_back(&g.value(in).type);
+      std::optional<std::vector<SymInt>> iv;
+      if (g.isConstant(in) && !isFloat(g.constant(in).dtype())) {
+        std::vector<SymInt> v;
+        for (int64_t x : g.constant(in).toInts()) v.push_back(x);
+        iv = v;
+      } else if (g.isSymConstant(in)) {
+        iv = g.symConstant(in);
+      }
+      ctx.intValues.push_back(iv);
+      ctx.constants.push_back(g.isConstant(in) ? &g.constant(in) : nullptr);
+    }
+    ctx.freshSymbol = [&](const std::string &h) {
+      return SymInt::symbol(h + "_" + std::to_string(fresh++));
+    };
+    COIL_TRY(auto types, inferNode(ctx));
+    for (size_t o = 0; o < n.outputs.size() && o < types.size(); ++o)
+      if (n.outputs[o] != kNoValue) g.value(n.outputs[o]).type = types[o];
+  }
+  return g;
+}
+
+/// Lowers the graph of `text`, evaluates it on `inputs` and compares every output with the
+/// interpreter's (integers exactly, floats within `tol` relative to max(1, |want|)).
+void expectMatches(const std::string &text, const std::vector<Tensor> &inputs, double tol = 1e-4) {
+  SCOPED_TRACE(text);
+  auto g = parseUntyped(text);
+  ASSERT_TRUE(g.ok()) << g.error().render();
+  auto want = interpret(*g, inputs);
+  ASSERT_TRUE(want.ok()) << want.error().render();
+  auto prog = loop::lowerGraph(*g);
+  ASSERT_TRUE(prog.ok()) << prog.error().render();
+  auto got = loop::evaluateLoopProgram(*prog, inputs);
+  ASSERT_TRUE(got.ok()) << got.error().render() << "\n" << loop::printLoopProgram(*prog);
+  ASSERT_EQ(got->size(), want->size());
+  for (size_t o = 0; o < want->size(); ++o) {
+    const Tensor &w = (*want)[o], &r = (*got)[o];
+    ASSERT_EQ(r.dtype(), w.dtype()) << "output " << o;
+    ASSERT_EQ(shapeStr(r.shape()), shapeStr(w.shape())) << "output " << o;
+    if (!isFloat(w.dtype())) {
+      auto wv = w.toInts(), rv = r.toInts();
+      for (size_t i = 0; i < wv.size(); ++i)
+        ASSERT_EQ(rv[i], wv[i]) << "output " << o << " at flat index " << i;
+      continue;
+    }
+    auto wv = w.toDoubles(), rv = r.toDoubles();
+    for (size_t i = 0; i < wv.size(); ++i) {
+      if (std::isnan(wv[i])) {
+        ASSERT_TRUE(std::isnan(rv[i])) << "output " << o << " at flat index " << i;
+        continue;
+      }
+      if (std::isinf(wv[i])) {
+        ASSERT_EQ(rv[i], wv[i]) << "output " << o << " at flat index " << i;
+        continue;
+      }
+      ASSERT_NEAR(rv[i], wv[i], tol * std::max(1.0, std::fabs(wv[i])))
+          << "output " << o << " at flat index " << i;
+    }
+  }
+}
+
+std::string lowerError(const std::string &text) {
+  auto g = parseUntyped(text);
+  if (!g.ok()) return "parse: " + g.error().render();
+  auto prog = loop::lowerGraph(*g);
+  return prog.ok() ? "(ok)" : prog.error().message();
+}
+
+// ---------------------------------------------------------------------------------- pools
+
+TEST(SpatialLower, MaxPoolPadsStridesAndIndices) {
+  expectMatches(R"(graph @g(%x: f32[2, 3, 7, 8]) -> (%y, %i) {
+    %y, %i = MaxPool(%x) {kernel_shape = [3, 3], pads = [1, 1, 1, 1], strides = [2, 2]} : ?
+  })",
+                {randomTensor(DType::F32, {2, 3, 7, 8}, 1)});
+}
+
+TEST(SpatialLower, MaxPoolCeilModeDilationsColumnMajorIndices) {
+  expectMatches(R"(graph @g(%x: f32[1, 2, 9, 10]) -> (%y, %i) {
+    %y, %i = MaxPool(%x) {kernel_shape = [2, 3], pads = [0, 1, 1, 0], strides = [2, 3],
+                          dilations = [2, 1], ceil_mode = 1, storage_order = 1} : ?
+  })",
+                {randomTensor(DType::F32, {1, 2, 9, 10}, 2)});
+}
+
+TEST(SpatialLower, MaxPoolAutoPad1dAnd3d) {
+  for (const char *pad : {"SAME_UPPER", "SAME_LOWER", "VALID"}) {
+    expectMatches(std::string(R"(graph @g(%x: f32[2, 2, 11]) -> (%y, %i) {
+      %y, %i = MaxPool(%x) {kernel_shape = [4], strides = [3], auto_pad = ")") +
+                      pad + R"("} : ?
+    })",
+                  {randomTensor(DType::F32, {2, 2, 11}, 3)});
+    expectMatches(std::string(R"(graph @g(%x: f32[1, 2, 5, 4, 6]) -> (%y) {
+      %y = MaxPool(%x) {kernel_shape = [2, 3, 2], strides = [2, 1, 2], auto_pad = ")") +
+                      pad + R"("} : ?
+    })",
+                  {randomTensor(DType::F32, {1, 2, 5, 4, 6}, 4)});
+  }
+}
+
+TEST(SpatialLower, MaxPoolIntegerAndDynamicDims) {
+  expectMatches(R"(graph @g(%x: u8[1, 2, 6, 6]) -> (%y) {
+    %y = MaxPool(%x) {kernel_shape = [3, 3], pads = [1, 1, 1, 1], strides = [2, 2]} : ?
+  })",
+                {randomTensor(DType::U8, {1, 2, 6, 6}, 5, 0, 255)});
+  std::string dyn = R"(graph @g(%x: f32[N, 3, H, W]) -> (%y, %i) {
+    symbol N in [1, 8]
+    symbol H in [3, 64]
+    symbol W in [3, 64]
+    %y, %i = MaxPool(%x) {kernel_shape = [3, 2], pads = [1, 0, 1, 1], strides = [2, 2],
+                          ceil_mode = 1} : ?
+  })";
+  expectMatches(dyn, {randomTensor(DType::F32, {2, 3, 7, 6}, 6)});
+  expectMatches(dyn, {randomTensor(DType::F32, {1, 3, 4, 9}, 7)});
+  std::string same = R"(graph @g(%x: f32[N, 2, H, 5]) -> (%y) {
+    symbol H in [1, 64]
+    %y = MaxPool(%x) {kernel_shape = [3, 3], strides = [2, 2], auto_pad = "SAME_LOWER"} : ?
+  })";
+  expectMatches(same, {randomTensor(DType::F32, {2, 2, 8, 5}, 8)});
+  expectMatches(same, {randomTensor(DType::F32, {1, 2, 5, 5}, 9)});
+}
+
+TEST(SpatialLower, AveragePoolCountIncludePadAndCeilMode) {
+  for (int inc : {0, 1})
+    for (int ceil : {0, 1})
+      expectMatches(R"(graph @g(%x: f32[2, 2, 7, 6]) -> (%y) {
+        %y = AveragePool(%x) {kernel_shape = [3, 2], pads = [1, 1, 2, 0], strides = [2, 2],
+                              count_include_pad = )" +
+                        std::to_string(inc) + ", ceil_mode = " + std::to_string(ceil) + R"(} : ?
+      })",
+                    {randomTensor(DType::F32, {2, 2, 7, 6}, 10 + uint32_t(inc * 2 + ceil))});
+}
+
+TEST(SpatialLower, AveragePoolDilationsAutoPadAndDynamic) {
+  expectMatches(R"(graph @g(%x: f32[1, 3, 9, 8]) -> (%y) {
+    %y = AveragePool(%x) {kernel_shape = [3, 3], dilations = [2, 2], pads = [2, 1, 2, 1],
+                          count_include_pad = 1} : ?
+  })",
+                {randomTensor(DType::F32, {1, 3, 9, 8}, 20)});
+  std::string dyn = R"(graph @g(%x: f32[N, 2, H, W]) -> (%y) {
+    symbol H in [1, 64]
+    symbol W in [1, 64]
+    %y = AveragePool(%x) {kernel_shape = [3, 3], strides = [2, 2], auto_pad = "SAME_UPPER"} : ?
+  })";
+  expectMatches(dyn, {randomTensor(DType::F32, {2, 2, 7, 4}, 21)});
+  expectMatches(dyn, {randomTensor(DType::F32, {1, 2, 2, 9}, 22)});
+}
+
+TEST(SpatialLower, LpPool) {
+  for (int p : {1, 2, 3})
+    expectMatches(R"(graph @g(%x: f32[2, 2, 6, 7]) -> (%y) {
+      %y = LpPool(%x) {kernel_shape = [2, 3], pads = [1, 0, 0, 1], strides = [2, 2], p = )" +
+                      std::to_string(p) + R"(} : ?
+    })",
+                  {randomTensor(DType::F32, {2, 2, 6, 7}, 30 + uint32_t(p))});
+}
+
+TEST(SpatialLower, GlobalPools) {
+  for (const char *op : {"GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool"}) {
+    std::string text = std::string(R"(graph @g(%x: f32[N, 3, H, W]) -> (%y) {
+      %y = )") + op + R"((%x) {} : ?
+    })";
+    expectMatches(text, {randomTensor(DType::F32, {2, 3, 4, 5}, 40)});
+    expectMatches(text, {randomTensor(DType::F32, {1, 3, 1, 7}, 41)});
+  }
+  expectMatches(R"(graph @g(%x: f32[2, 3, 5]) -> (%y) {
+    %y = GlobalLpPool(%x) {p = 3} : ?
+  })",
+                {randomTensor(DType::F32, {2, 3, 5}, 42)});
+}
+
+// --------------------------------------------------------------------------- image views
+
+TEST(SpatialLower, DepthToSpaceAndSpaceToDepth) {
+  for (const char *mode : {"DCR", "CRD"}) {
+    expectMatches(std::string(R"(graph @g(%x: f32[N, 8, 2, 3]) -> (%y) {
+      %y = DepthToSpace(%x) {blocksize = 2, mode = ")") +
+                      mode + R"("} : ?
+    })",
+                  {randomTensor(DType::F32, {2, 8, 2, 3}, 50)});
+    expectMatches(std::string(R"(graph @g(%x: i64[N, 3, 4, 6]) -> (%y) {
+      %y = SpaceToDepth(%x) {blocksize = 2, mode = ")") +
+                      mode + R"("} : ?
+    })",
+                  {randomTensor(DType::I64, {2, 3, 4, 6}, 51, -100, 100)});
+  }
+}
+
+// ---------------------------------------------------------------------------------- Resize
+
+std::string resizeGraph(const std::string &shape, const std::string &scales,
+                        const std::string &attrs, const std::string &dtype = "f32") {
+  return "graph @g(%x: " + dtype + "[" + shape + "]) -> (%y) {\n  %s = constant " + scales +
+         "\n  %y = Resize(%x, _, %s) {" + attrs + "} : ?\n}";
+}
+
+TEST(SpatialLower, ResizeNearestModes) {
+  for (const char *nm : {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"})
+    for (const char *cm : {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel",
+                           "half_pixel_symmetric"})
+      for (const char *sc : {"f32[4] [1, 1, 2.5, 1.75]", "f32[4] [1, 1, 0.6, 0.5]"})
+        expectMatches(resizeGraph("1, 2, 4, 5", sc,
+                                  std::string("mode = \"nearest\", nearest_mode = \"") + nm +
+                                      "\", coordinate_transformation_mode = \"" + cm + "\""),
+                      {randomTensor(DType::F32, {1, 2, 4, 5}, 60)});
+}
+
+TEST(SpatialLower, ResizeLinearAndCubicCoordinateModes) {
+  for (const char *mode : {"linear", "cubic"})
+    for (const char *cm : {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel",
+                           "half_pixel_symmetric"})
+      for (const char *sc : {"f32[4] [1, 1, 2.5, 1.5]", "f32[4] [1, 1, 0.5, 0.8]"})
+        expectMatches(resizeGraph("1, 2, 4, 5", sc,
+                                  std::string("mode = \"") + mode +
+                                      "\", coordinate_transformation_mode = \"" + cm + "\""),
+                      {randomTensor(DType::F32, {1, 2, 4, 5}, 61)});
+}
+
+TEST(SpatialLower, ResizeCubicExcludeOutsideAndCoefficient) {
+  expectMatches(resizeGraph("1, 1, 5, 4", "f32[4] [1, 1, 1.6, 2]",
+                            "mode = \"cubic\", exclude_outside = 1, cubic_coeff_a = -0.5"),
+                {randomTensor(DType::F32, {1, 1, 5, 4}, 62)});
+}
+
+TEST(SpatialLower, ResizeAntialias) {
+  for (const char *mode : {"linear", "cubic"})
+    expectMatches(resizeGraph("1, 2, 9, 8", "f32[4] [1, 1, 0.45, 0.6]",
+                              std::string("mode = \"") + mode + "\", antialias = 1"),
+                  {randomTensor(DType::F32, {1, 2, 9, 8}, 63)});
+}
+
+TEST(SpatialLower, ResizeSizesAxesPolicyAndRoi) {
+  expectMatches(R"(graph @g(%x: f32[2, 3, 4, 5]) -> (%y) {
+    %sz = constant i64[2] [7, 3]
+    %y = Resize(%x, _, _, %sz) {mode = "linear", axes = [3, 2]} : ?
+  })",
+                {randomTensor(DType::F32, {2, 3, 4, 5}, 64)});
+  for (const char *policy : {"not_larger", "not_smaller"})
+    expectMatches(std::string(R"(graph @g(%x: f32[1, 1, 4, 6]) -> (%y) {
+      %sz = constant i64[2] [7, 8]
+      %y = Resize(%x, _, _, %sz) {mode = "cubic", axes = [2, 3], keep_aspect_ratio_policy = ")") +
+                      policy + R"("} : ?
+    })",
+                  {randomTensor(DType::F32, {1, 1, 4, 6}, 65)});
+  for (const char *mode : {"nearest", "linear"})
+    expectMatches(std::string(R"(graph @g(%x: f32[1, 1, 5, 6]) -> (%y) {
+      %roi = constant f32[8] [0, 0, 0.2, -0.3, 1, 1, 0.9, 1.2]
+      %sz = constant i64[4] [1, 1, 4, 7]
+      %y = Resize(%x, %roi, _, %sz) {mode = ")") +
+                      mode + R"(", coordinate_transformation_mode = "tf_crop_and_resize",
+                              extrapolation_value = 7.5} : ?
+    })",
+                  {randomTensor(DType::F32, {1, 1, 5, 6}, 66)});
+}
+
+TEST(SpatialLower, ResizeIntegerAndDynamicBatch) {
+  expectMatches(R"(graph @g(%x: u8[1, 1, 4, 4]) -> (%y) {
+    %s = constant f32[4] [1, 1, 1.5, 2.25]
+    %y = Resize(%x, _, %s) {mode = "cubic"} : ?
+  })",
+                {randomTensor(DType::U8, {1, 1, 4, 4}, 67, 0, 255)});
+  std::string dyn = R"(graph @g(%x: f32[N, 2, H, 3]) -> (%y) {
+    symbol H in [1, 16]
+    %s = constant f32[4] [1, 1, 2, 1.5]
+    %y = Resize(%x, _, %s) {mode = "linear"} : ?
+  })";
+  expectMatches(dyn, {randomTensor(DType::F32, {2, 2, 3, 3}, 68)});
+  expectMatches(dyn, {randomTensor(DType::F32, {1, 2, 5, 3}, 69)});
+}
+
+// ------------------------------------------------------------------------- RNN, GRU, LSTM
+
+TEST(SpatialLower, RnnDirectionsActivationsClip) {
+  // X [seq 3, batch 2, input 4], hidden 3.
+  for (const char *dir : {"forward", "reverse", "bidirectional"}) {
+    int64_t d = std::string(dir) == "bidirectional" ? 2 : 1;
+    std::string ds = std::to_string(d);
+    std::string text = R"(graph @g(%x: f32[3, 2, 4], %w: f32[)" + ds + R"(, 3, 4], %r: f32[)" + ds +
+                       R"(, 3, 3], %b: f32[)" + ds + R"(, 6], %h0: f32[)" + ds +
+                       R"(, 2, 3]) -> (%y, %yh) {
+      %y, %yh = RNN(%x, %w, %r, %b, _, %h0) {hidden_size = 3, direction = ")" +
+                       dir + R"(", clip = 0.9} : ?
+    })";
+    expectMatches(text,
+                  {randomTensor(DType::F32, {3, 2, 4}, 70), randomTensor(DType::F32, {d, 3, 4}, 71),
+                   randomTensor(DType::F32, {d, 3, 3}, 72), randomTensor(DType::F32, {d, 6}, 73),
+                   randomTensor(DType::F32, {d, 2, 3}, 74)});
+  }
+  expectMatches(R"(graph @g(%x: f32[2, 3, 2], %w: f32[2, 2, 2], %r: f32[2, 2, 2]) -> (%y, %yh) {
+    %y, %yh = RNN(%x, %w, %r) {hidden_size = 2, direction = "bidirectional", layout = 1,
+                               activations = ["LeakyRelu", "HardSigmoid"],
+                               activation_alpha = [0.2, 0.3], activation_beta = [0.0, 0.4]} : ?
+  })",
+                {randomTensor(DType::F32, {2, 3, 2}, 75), randomTensor(DType::F32, {2, 2, 2}, 76),
+                 randomTensor(DType::F32, {2, 2, 2}, 77)});
+}
+
+TEST(SpatialLower, GruLinearBeforeResetAndSequenceLens) {
+  for (int lbr : {0, 1})
+    for (const char *dir : {"forward", "reverse", "bidirectional"}) {
+      int64_t d = std::string(dir) == "bidirectional" ? 2 : 1;
+      std::string ds = std::to_string(d);
+      std::string text = R"(graph @g(%x: f32[4, N, 3], %w: f32[)" + ds + R"(, 6, 3], %r: f32[)" +
+                         ds + R"(, 6, 2], %b: f32[)" + ds + R"(, 12], %len: i32[N]) -> (%y, %yh) {
+        %y, %yh = GRU(%x, %w, %r, %b, %len) {hidden_size = 2, direction = ")" +
+                         dir + R"(", linear_before_reset = )" + std::to_string(lbr) + R"(} : ?
+      })";
+      expectMatches(
+          text, {randomTensor(DType::F32, {4, 3, 3}, 80), randomTensor(DType::F32, {d, 6, 3}, 81),
+                 randomTensor(DType::F32, {d, 6, 2}, 82), randomTensor(DType::F32, {d, 12}, 83),
+                 ints(DType::I32, {3}, {4, 2, 0})});
+    }
+}
+
+TEST(SpatialLower, LstmPeepholesInitialStatesLayoutInputForget) {
+  for (int layout : {0, 1})
+    for (const char *dir : {"forward", "bidirectional"}) {
+      int64_t d = std::string(dir) == "bidirectional" ? 2 : 1;
+      std::string ds = std::to_string(d);
+      Shape xs = layout ? Shape{2, 3, 3} : Shape{3, 2, 3};
+      Shape hs = layout ? Shape{2, d, 2} : Shape{d, 2, 2};
+      auto shp = [](const Shape &s) {
+        std::string r;
+        for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+        return r;
+      };
+      std::string text = "graph @g(%x: f32[" + shp(xs) + "], %w: f32[" + ds + ", 8, 3], %r: f32[" +
+                         ds + ", 8, 2], %b: f32[" + ds + ", 16], %h0: f32[" + shp(hs) +
+                         "], %c0: f32[" + shp(hs) + "], %p: f32[" + ds +
+                         R"(, 6]) -> (%y, %yh, %yc) {
+        %y, %yh, %yc = LSTM(%x, %w, %r, %b, _, %h0, %c0, %p) {hidden_size = 2, layout = )" +
+                         std::to_string(layout) + R"(, direction = ")" + dir + R"(", clip = 2.5} : ?
+      })";
+      expectMatches(text,
+                    {randomTensor(DType::F32, xs, 90), randomTensor(DType::F32, {d, 8, 3}, 91),
+                     randomTensor(DType::F32, {d, 8, 2}, 92), randomTensor(DType::F32, {d, 16}, 93),
+                     randomTensor(DType::F32, hs, 94), randomTensor(DType::F32, hs, 95),
+                     randomTensor(DType::F32, {d, 6}, 96)});
+    }
+  expectMatches(
+      R"(graph @g(%x: f32[2, 1, 2], %w: f32[1, 8, 2], %r: f32[1, 8, 2], %len: i32[1]) -> (%y, %yh, %yc) {
+    %y, %yh, %yc = LSTM(%x, %w, %r, _, %len) {hidden_size = 2, input_forget = 1, direction = "reverse",
+                                             activations = ["Sigmoid", "Softsign", "Elu"]} : ?
+  })",
+      {randomTensor(DType::F32, {2, 1, 2}, 97), randomTensor(DType::F32, {1, 8, 2}, 98),
+       randomTensor(DType::F32, {1, 8, 2}, 99), ints(DType::I32, {1}, {1})});
+}
+
+TEST(SpatialLower, RecurrentDynamicSequenceLengthIsReported) {
+  std::string err =
+      lowerError(R"(graph @g(%x: f32[T, 2, 3], %w: f32[1, 2, 3], %r: f32[1, 2, 2]) -> (%y) {
+    %y = RNN(%x, %w, %r) {hidden_size = 2} : ?
+  })");
+  EXPECT_NE(err.find("RNN with a dynamic sequence length (T) is not supported by the compiler yet"),
+            std::string::npos)
+      << err;
+}
+
+// ------------------------------------------------------------------ rotary, grids, Col2Im
+
+TEST(SpatialLower, RotaryEmbedding) {
+  for (int inter : {0, 1}) {
+    // Rank 4 with position ids and a partial rotary dim.
+    expectMatches(
+        R"(graph @g(%x: f32[2, 2, 3, 8], %c: f32[5, 3], %s: f32[5, 3], %p: i64[2, 3]) -> (%y) {
+      %y = RotaryEmbedding(%x, %c, %s, %p) {rotary_embedding_dim = 6, interleaved = )" +
+            std::to_string(inter) + R"(} : ?
+    })",
+        {randomTensor(DType::F32, {2, 2, 3, 8}, 100), randomTensor(DType::F32, {5, 3}, 101),
+         randomTensor(DType::F32, {5, 3}, 102), ints(DType::I64, {2, 3}, {0, 4, 2, 1, 3, 3})});
+    // Rank 3 without position ids: caches [batch, seq, half].
+    expectMatches(R"(graph @g(%x: f32[2, 3, 8], %c: f32[2, 3, 2], %s: f32[2, 3, 2]) -> (%y) {
+      %y = RotaryEmbedding(%x, %c, %s) {num_heads = 2, interleaved = )" +
+                      std::to_string(inter) + R"(} : ?
+    })",
+                  {randomTensor(DType::F32, {2, 3, 8}, 103),
+                   randomTensor(DType::F32, {2, 3, 2}, 104),
+                   randomTensor(DType::F32, {2, 3, 2}, 105)});
+  }
+}
+
+TEST(SpatialLower, AffineGrid) {
+  for (int align : {0, 1}) {
+    expectMatches(R"(graph @g(%t: f32[2, 2, 3]) -> (%y) {
+      %sz = constant i64[4] [2, 3, 4, 5]
+      %y = AffineGrid(%t, %sz) {align_corners = )" +
+                      std::to_string(align) + R"(} : ?
+    })",
+                  {randomTensor(DType::F32, {2, 2, 3}, 110)});
+    expectMatches(R"(graph @g(%t: f32[1, 3, 4]) -> (%y) {
+      %sz = constant i64[5] [1, 1, 2, 3, 1]
+      %y = AffineGrid(%t, %sz) {align_corners = )" +
+                      std::to_string(align) + R"(} : ?
+    })",
+                  {randomTensor(DType::F32, {1, 3, 4}, 111)});
+  }
+}
+
+TEST(SpatialLower, Col2Im) {
+  // image 5x6, block 2x3, pads, strides 2x1, dilations 1x2: 3x3 blocks (L = 9).
+  expectMatches(R"(graph @g(%x: f32[2, 12, 9]) -> (%y) {
+    %img = constant i64[2] [5, 6]
+    %blk = constant i64[2] [2, 3]
+    %y = Col2Im(%x, %img, %blk) {pads = [1, 0, 0, 1], strides = [2, 1], dilations = [1, 2]} : ?
+  })",
+                {randomTensor(DType::F32, {2, 12, 9}, 120)});
+}
+
+TEST(SpatialLower, GridSample) {
+  for (const char *mode : {"linear", "nearest", "cubic"})
+    for (const char *pad : {"zeros", "border", "reflection"})
+      for (int align : {0, 1})
+        expectMatches(std::string(R"(graph @g(%x: f32[2, 2, 4, 5], %gr: f32[2, 3, 2, 2]) -> (%y) {
+          %y = GridSample(%x, %gr) {mode = ")") +
+                          mode + "\", padding_mode = \"" + pad +
+                          "\", align_corners = " + std::to_string(align) + R"(} : ?
+        })",
+                      {randomTensor(DType::F32, {2, 2, 4, 5}, 130),
+                       randomTensor(DType::F32, {2, 3, 2, 2}, 131, -1.6, 1.6)});
+}
+
+TEST(SpatialLower, RoiPools) {
+  expectMatches(
+      R"(graph @g(%x: f32[2, 2, 6, 7], %rois: f32[3, 5]) -> (%y) {
+    %y = MaxRoiPool(%x, %rois) {pooled_shape = [2, 3], spatial_scale = 0.5} : ?
+  })",
+      {randomTensor(DType::F32, {2, 2, 6, 7}, 140),
+       Tensor::fromDoubles(DType::F32, {3, 5}, {0, 1, 1, 9, 7, 1, 0, 2, 5, 11, 1, 4, 4, 4.9, 5})});
+  for (const char *mode : {"avg", "max"})
+    for (const char *ctm : {"half_pixel", "output_half_pixel"})
+      expectMatches(
+          std::string(R"(graph @g(%x: f32[2, 2, 6, 7], %rois: f32[3, 4], %bi: i64[3]) -> (%y) {
+        %y = RoiAlign(%x, %rois, %bi) {output_height = 2, output_width = 3, sampling_ratio = 2,
+                                       spatial_scale = 0.5, mode = ")") +
+              mode + "\", coordinate_transformation_mode = \"" + ctm + R"("} : ?
+      })",
+          {randomTensor(DType::F32, {2, 2, 6, 7}, 141),
+           Tensor::fromDoubles(DType::F32, {3, 4}, {1, 1, 9, 7, 0.5, 2, 14, 12, -3, 4, 4.9, 13}),
+           ints(DType::I64, {3}, {0, 1, 1})});
+}
+
+TEST(SpatialLower, MaxUnpoolOfMaxPoolIndices) {
+  expectMatches(R"(graph @g(%x: f32[2, 2, 4, 6]) -> (%u, %v) {
+    %y, %i = MaxPool(%x) {kernel_shape = [2, 2], strides = [2, 2]} : ?
+    %u = MaxUnpool(%y, %i) {kernel_shape = [2, 2], strides = [2, 2]} : ?
+    %os = constant i64[4] [2, 2, 5, 7]
+    %v = MaxUnpool(%y, %i, %os) {kernel_shape = [2, 2], strides = [2, 2]} : ?
+  })",
+                {randomTensor(DType::F32, {2, 2, 4, 6}, 150)});
+}
+
+TEST(SpatialLower, PoolsWithNaNHalfAndInt8) {
+  Tensor x = randomTensor(DType::F32, {1, 2, 5, 5}, 160);
+  x.setDouble(7, std::nan(""));
+  x.setDouble(30, std::nan(""));
+  expectMatches(R"(graph @g(%x: f32[1, 2, 5, 5]) -> (%y, %i, %m) {
+    %y, %i = MaxPool(%x) {kernel_shape = [2, 2], pads = [1, 1, 0, 0]} : ?
+    %m = GlobalMaxPool(%x) {} : ?
+  })",
+                {x});
+  expectMatches(R"(graph @g(%x: f16[2, 2, 6, 5]) -> (%y, %z) {
+    %y = AveragePool(%x) {kernel_shape = [3, 3], pads = [1, 1, 1, 1], strides = [2, 2]} : ?
+    %z = MaxPool(%x) {kernel_shape = [3, 3], pads = [1, 1, 1, 1], strides = [2, 2]} : ?
+  })",
+                {randomTensor(DType::F16, {2, 2, 6, 5}, 161)}, 2e-3);
+  expectMatches(R"(graph @g(%x: i8[1, 2, 5, 6]) -> (%y) {
+    %y = MaxPool(%x) {kernel_shape = [2, 3], pads = [1, 1, 1, 1], strides = [2, 2], ceil_mode = 1} : ?
+  })",
+                {randomTensor(DType::I8, {1, 2, 5, 6}, 162, -128, 127)});
+  std::string lp = R"(graph @g(%x: f32[N, 2, H, 6]) -> (%y) {
+    symbol H in [2, 32]
+    %y = LpPool(%x) {kernel_shape = [2, 2], strides = [2, 2], pads = [1, 0, 0, 1], p = 3} : ?
+  })";
+  expectMatches(lp, {randomTensor(DType::F32, {1, 2, 5, 6}, 163)});
+  expectMatches(lp, {randomTensor(DType::F32, {2, 2, 2, 6}, 164)});
+}
+
+TEST(SpatialLower, ResizeMoreCases) {
+  // Trilinear over three axes, sizes known only through symbols (scales computed at run time).
+  std::string dyn = R"(graph @g(%x: f32[1, 2, D, H, 3]) -> (%y) {
+    symbol D in [1, 8]
+    symbol H in [1, 8]
+    %sz = symconst i64[3] [2*D, H + 1, 5]
+    %y = Resize(%x, _, _, %sz) {mode = "linear", axes = [2, 3, 4], coordinate_transformation_mode = "align_corners"} : ?
+  })";
+  expectMatches(dyn, {randomTensor(DType::F32, {1, 2, 2, 3, 3}, 170)});
+  expectMatches(dyn, {randomTensor(DType::F32, {1, 2, 3, 1, 3}, 171)});
+  // Antialias with sizes; an f16 input; nearest on integers with extrapolation.
+  expectMatches(R"(graph @g(%x: f32[1, 1, 10, 7]) -> (%y) {
+    %sz = constant i64[2] [4, 3]
+    %y = Resize(%x, _, _, %sz) {mode = "cubic", antialias = 1, axes = [2, 3], exclude_outside = 1} : ?
+  })",
+                {randomTensor(DType::F32, {1, 1, 10, 7}, 172)});
+  expectMatches(resizeGraph("1, 3, 4, 4", "f32[4] [1, 1, 1.5, 0.75]", "mode = \"linear\"", "f16"),
+                {randomTensor(DType::F16, {1, 3, 4, 4}, 173)}, 2e-3);
+  expectMatches(R"(graph @g(%x: i32[1, 1, 4, 5]) -> (%y) {
+    %roi = constant f32[8] [0, 0, -0.2, 0.1, 1, 1, 1.3, 0.8]
+    %s = constant f32[4] [1, 1, 1.5, 1.4]
+    %y = Resize(%x, %roi, %s) {mode = "nearest", coordinate_transformation_mode = "tf_crop_and_resize", extrapolation_value = -3.6} : ?
+  })",
+                {randomTensor(DType::I32, {1, 1, 4, 5}, 174, -50, 50)});
+  // Identity axes are copies.
+  expectMatches(resizeGraph("2, 3, 4, 5", "f32[4] [1, 1, 1, 1]", "mode = \"cubic\""),
+                {randomTensor(DType::F32, {2, 3, 4, 5}, 175)});
+}
+
+TEST(SpatialLower, UnsupportedFormsAreReported) {
+  std::string err = lowerError(R"(graph @g(%x: f32[1, 1, 4, 4], %s: f32[4]) -> (%y) {
+    %y = Resize(%x, _, %s) {mode = "linear"} : f32[1, 1, A, B]
+  })");
+  EXPECT_NE(err.find("Resize with scales computed at run time is not supported"), std::string::npos)
+      << err;
+  err = lowerError(R"(graph @g(%x: f32[1, 2, 5, 5], %r: f32[2, 4], %b: i64[2]) -> (%y) {
+    %y = RoiAlign(%x, %r, %b) {output_height = 2, output_width = 2} : ?
+  })");
+  EXPECT_NE(err.find("RoiAlign with sampling_ratio 0"), std::string::npos) << err;
+  err = lowerError(R"(graph @g(%x: f32[2, T, 3], %w: f32[1, 6, 3], %r: f32[1, 6, 2]) -> (%y) {
+    %y = GRU(%x, %w, %r) {hidden_size = 2, layout = 1} : ?
+  })");
+  EXPECT_NE(err.find("GRU with a dynamic sequence length (T) is not supported by the compiler yet"),
+            std::string::npos)
+      << err;
+}
+
+TEST(SpatialLower, GridSample3dAndDynamicViews) {
+  for (const char *mode : {"linear", "nearest"})
+    expectMatches(std::string(R"(graph @g(%x: f32[1, 2, 3, 4, 3], %gr: f32[1, 2, 2, 3, 3]) -> (%y) {
+      %y = GridSample(%x, %gr) {mode = ")") +
+                      mode + R"(", padding_mode = "reflection"} : ?
+    })",
+                  {randomTensor(DType::F32, {1, 2, 3, 4, 3}, 180),
+                   randomTensor(DType::F32, {1, 2, 2, 3, 3}, 181, -2.5, 2.5)});
+  std::string d2s = R"(graph @g(%x: f32[N, 12, H, W]) -> (%y, %z) {
+    %y = DepthToSpace(%x) {blocksize = 2, mode = "CRD"} : ?
+    %z = SpaceToDepth(%y) {blocksize = 2} : ?
+  })";
+  expectMatches(d2s, {randomTensor(DType::F32, {1, 12, 2, 3}, 182)});
+  expectMatches(d2s, {randomTensor(DType::F32, {2, 12, 3, 1}, 183)});
+}
+
+} // namespace

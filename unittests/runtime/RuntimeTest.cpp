@@ -1,0 +1,397 @@
+// End to end: hand-built WrapperPrograms -> wrapper.cpp + fixture kernels -> model.so ->
+// libcoil_runtime (load, validate, run), plus the runtime's error paths.
+#include "../wrapper/WrapperTestUtil.h"
+#include "runtime/Json.h"
+#include "runtime/Metadata.h"
+#include "wrapper/MemoryPlan.h"
+#include "wrapper/Verify.h"
+
+#include <coil/coil.h>
+#include <coil/coil.hpp>
+#include <coil/model_abi.h>
+#include <thread>
+
+namespace coil::wrapper::testing {
+namespace {
+
+const char *kKernels = R"(
+#include <coil/model_abi.h>
+#include <cstdint>
+#include <cstring>
+extern "C" {
+void k_add_c0(const float *x, const float *w, float *y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] + w[i % 4];
+}
+void k_add_c1(const float *x, const float *w, float *y, int64_t n) {
+  for (int64_t b = 0; b < n; b += 4)
+    for (int64_t i = b; i < b + 4 && i < n; ++i) y[i] = x[i] + w[i % 4];
+}
+void k_scale_c0(const float *x, float *y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = 2 * x[i];
+}
+void k_copy_i64_c0(const int64_t *x, int64_t *y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i];
+}
+void test_add_scalar(const void *x, void *y, int64_t n, double c) {
+  for (int64_t i = 0; i < n; ++i) ((float *)y)[i] = ((const float *)x)[i] + float(c);
+}
+// The positive entries of x and their positions.
+void test_positive(coil_alloc_fn alloc, void *ctx, const void *xv, int64_t n, void **vals,
+                   void **idx, int64_t *count) {
+  const float *x = (const float *)xv;
+  int64_t k = 0;
+  for (int64_t i = 0; i < n; ++i) k += x[i] > 0;
+  float *v = (float *)alloc(ctx, size_t(k) * 4);
+  int64_t *p = (int64_t *)alloc(ctx, size_t(k) * 8);
+  *vals = v, *idx = p;
+  if ((!v || !p) && k) { *count = 0; return; }
+  k = 0;
+  for (int64_t i = 0; i < n; ++i)
+    if (x[i] > 0) v[k] = x[i], p[k] = i, ++k;
+  *count = k;
+}
+}
+)";
+
+/// y = (x + w) * 2 + 0.5 with x [N, 4], w [4]: two generated kernels (the first with two configs,
+/// the second chosen), one ExternKernelOut, two intermediates.
+WrapperProgram addScaleProgram(int32_t addConfig = 1) {
+  ProgramBuilder b("add_scale");
+  BufferId x = b.input("x", DType::F32, {sym("N"), 4});
+  BufferId w = b.constant("w", DType::F32, {4});
+  BufferId y = b.output("y", DType::F32, {sym("N"), 4});
+  BufferId t0 = b.temp("t0", DType::F32, {sym("N"), 4});
+  BufferId t1 = b.temp("t1", DType::F32, {sym("N"), 4});
+  KernelId add = b.kernel("k_add",
+                          {bufParam("x", DType::F32, false), bufParam("w", DType::F32, false),
+                           bufParam("y", DType::F32, true), sizeParam("n")},
+                          2);
+  KernelId scale = b.kernel("k_scale", {bufParam("x", DType::F32, false),
+                                        bufParam("y", DType::F32, true), sizeParam("n")});
+  b.p.symbols["N"] = {1, 1024};
+  b.line(Comment{"y = (x + w) * 2 + 0.5"});
+  b.bind("N", x, 0);
+  b.line(KernelDefinition{add});
+  b.line(KernelDefinition{scale});
+  b.alloc(t0);
+  b.call(add, {bufArg(x), bufArg(w), bufArg(t0), sizeArg(sym("N") * 4)}, addConfig);
+  b.alloc(t1);
+  b.call(scale, {bufArg(t0), bufArg(t1), sizeArg(sym("N") * 4)});
+  b.free(t0);
+  b.line(ExternKernelOut{
+      "test_add_scalar", {exIn(t1), exOut(y), exSize(sym("N") * 4), exFloat(0.5)}, {}});
+  b.free(t1);
+  return b.p;
+}
+
+struct Package {
+  TempDir dir;
+  std::vector<float> w;
+};
+
+void buildAddScale(Package &pkg, bool plan, int32_t addConfig = 1) {
+  WrapperProgram p = addScaleProgram(addConfig);
+  ASSERT_TRUE(verifyWrapper(p).ok()) << verifyWrapper(p).error().render();
+  if (plan) {
+    Status st = planMemory(p, MemoryPlanOptions{});
+    ASSERT_TRUE(st.ok()) << st.error().render();
+    Status v = verifyWrapper(p);
+    ASSERT_TRUE(v.ok()) << v.error().render();
+  }
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-3, 3);
+  pkg.w.resize(4);
+  for (float &v : pkg.w) v = dist(rng);
+  std::vector<ConstantBlob> blobs{{"w", DType::F32, {4}, pkg.w.data(), 16}};
+  std::string err = buildPackage(pkg.dir.path, p, blobs, kKernels);
+  ASSERT_EQ(err, "");
+}
+
+std::vector<float> randomVec(size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-5, 5);
+  std::vector<float> v(n);
+  for (float &x : v) x = dist(rng);
+  return v;
+}
+
+void checkAddScale(const std::vector<float> &x, const std::vector<float> &w, const float *y) {
+  for (size_t i = 0; i < x.size(); ++i)
+    ASSERT_FLOAT_EQ(y[i], (x[i] + w[i % 4]) * 2 + 0.5f) << "element " << i;
+}
+
+TEST(Runtime, RunsAddScaleWithRuntimeAndCallerOutputs) {
+  for (bool plan : {false, true}) {
+    Package pkg;
+    buildAddScale(pkg, plan);
+    coil::Model m(pkg.dir.path);
+    ASSERT_EQ(m.inputs().size(), 1u);
+    EXPECT_EQ(m.inputs()[0].name, "x");
+    EXPECT_EQ(m.inputs()[0].dims, (std::vector<std::string>{"N", "4"}));
+    EXPECT_EQ(m.outputs()[0].name, "y");
+    for (int64_t n : {1, 3, 17}) {
+      std::vector<float> x = randomVec(size_t(n) * 4, unsigned(n));
+      auto outs = m.run({coil::Input(x.data(), COIL_DTYPE_F32, {n, 4})});
+      ASSERT_EQ(outs.size(), 1u);
+      EXPECT_EQ(outs[0].shape(), (std::vector<int64_t>{n, 4}));
+      EXPECT_EQ(outs[0].dtype(), COIL_DTYPE_F32);
+      checkAddScale(x, pkg.w, outs[0].data<float>());
+
+      std::vector<float> y(size_t(n) * 4, -1);
+      std::vector<coil_output> co(1, coil_output{});
+      co[0].data = y.data();
+      co[0].capacity = int64_t(y.size() * 4);
+      m.runInto({coil::Input(x.data(), COIL_DTYPE_F32, {n, 4})}, co);
+      EXPECT_EQ(co[0].data, y.data());
+      EXPECT_EQ(co[0].owned, 0);
+      EXPECT_EQ(co[0].shape[0], n);
+      checkAddScale(x, pkg.w, y.data());
+    }
+  }
+}
+
+TEST(Runtime, CallerOutputTooSmallIsAnError) {
+  Package pkg;
+  buildAddScale(pkg, true);
+  coil::Model m(pkg.dir.path);
+  std::vector<float> x = randomVec(8, 1), y(7);
+  std::vector<coil_output> co(1, coil_output{});
+  co[0].data = y.data();
+  co[0].capacity = 28;
+  try {
+    m.runInto({coil::Input(x.data(), COIL_DTYPE_F32, {2, 4})}, co);
+    FAIL() << "expected an error";
+  } catch (const coil::RuntimeError &e) {
+    EXPECT_EQ(e.status(), COIL_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(e.what()).find("output 'y' needs 32 bytes, the caller gave 28"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Runtime, ValidatesInputs) {
+  Package pkg;
+  buildAddScale(pkg, true);
+  coil_model *m = nullptr;
+  ASSERT_EQ(coil_model_load(pkg.dir.path.c_str(), &m), COIL_OK) << coil_last_error();
+  std::vector<float> x = randomVec(4 * 2000, 3);
+  coil_output out = {};
+  auto expectError = [&](coil_tensor in, int64_t nIn, const std::string &msg) {
+    coil_status s = coil_model_run(m, &in, nIn, &out, 1);
+    EXPECT_EQ(s, COIL_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(coil_last_error()).find(msg), std::string::npos) << coil_last_error();
+    EXPECT_EQ(out.data, nullptr);
+  };
+  int64_t good[] = {2, 4}, badDim[] = {2, 5}, zero[] = {0, 4}, big[] = {2000, 4}, neg[] = {-1, 4};
+  expectError({x.data(), COIL_DTYPE_F64, 2, good}, 1, "input 0 'x' must have dtype f32, got f64");
+  expectError({x.data(), COIL_DTYPE_F32, 1, good}, 1, "input 0 'x' must have rank 2, got 1");
+  expectError({x.data(), COIL_DTYPE_F32, 2, badDim}, 1,
+              "input 0 'x' dim 1 must be 4, got 5 (shape [2, 5])");
+  expectError({x.data(), COIL_DTYPE_F32, 2, zero}, 1,
+              "input 0 'x' dim 0 (N) is 0, outside N's range [1, 1024]");
+  expectError({x.data(), COIL_DTYPE_F32, 2, big}, 1,
+              "input 0 'x' dim 0 (N) is 2000, outside N's range [1, 1024]");
+  expectError({x.data(), COIL_DTYPE_F32, 2, neg}, 1, "input 0 'x' dim 0 must be >= 0, got -1");
+  expectError({nullptr, COIL_DTYPE_F32, 2, good}, 1, "input 0 'x': data is null");
+  expectError({x.data(), COIL_DTYPE_F32, 2, good}, 2, "takes 1 inputs, got 2");
+  coil_tensor in = {x.data(), COIL_DTYPE_F32, 2, good};
+  EXPECT_EQ(coil_model_run(m, &in, 1, &out, 1), COIL_OK) << coil_last_error();
+  EXPECT_EQ(out.owned, 1);
+  coil_output_release(&out);
+  EXPECT_EQ(out.data, nullptr);
+  coil_model_free(m);
+}
+
+/// x [N, 2*N + 1] and z [N]: dims that are expressions of a symbol bound elsewhere.
+TEST(Runtime, ValidatesSymbolicDimExpressions) {
+  ProgramBuilder b("exprs");
+  BufferId x = b.input("x", DType::F32, {sym("N"), sym("N") * 2 + 1});
+  BufferId z = b.input("z", DType::F32, {sym("N")});
+  BufferId y = b.output("y", DType::F32, {sym("N")});
+  KernelId scale = b.kernel("k_scale", {bufParam("x", DType::F32, false),
+                                        bufParam("y", DType::F32, true), sizeParam("n")});
+  b.p.symbols["N"] = {1, 100};
+  b.bind("N", x, 0);
+  b.line(KernelDefinition{scale});
+  b.call(scale, {bufArg(z), bufArg(y), sizeArg(sym("N"))});
+  ASSERT_TRUE(verifyWrapper(b.p).ok()) << verifyWrapper(b.p).error().render();
+  ASSERT_TRUE(planMemory(b.p, {}).ok());
+  TempDir dir;
+  ASSERT_EQ(buildPackage(dir.path, b.p, {}, kKernels), "");
+  coil::Model m(dir.path);
+  std::vector<float> xs = randomVec(3 * 7, 1), zs = randomVec(4, 2);
+  try {
+    m.run({coil::Input(xs.data(), COIL_DTYPE_F32, {3, 6}),
+           coil::Input(zs.data(), COIL_DTYPE_F32, {3})});
+    FAIL();
+  } catch (const coil::RuntimeError &e) {
+    EXPECT_STREQ(e.what(),
+                 "input 0 'x' dim 1 must be 2*N + 1 = 7 with N = 3, got 6 (shape [3, 6])");
+  }
+  try {
+    m.run({coil::Input(xs.data(), COIL_DTYPE_F32, {3, 7}),
+           coil::Input(zs.data(), COIL_DTYPE_F32, {4})});
+    FAIL();
+  } catch (const coil::RuntimeError &e) {
+    EXPECT_STREQ(e.what(), "input 1 'z' dim 0 must be N = 3 with N = 3, got 4 (shape [4])");
+  }
+  auto outs = m.run({coil::Input(xs.data(), COIL_DTYPE_F32, {3, 7}),
+                     coil::Input(zs.data(), COIL_DTYPE_F32, {3})});
+  for (int i = 0; i < 3; ++i) EXPECT_FLOAT_EQ(outs[0].data<float>()[i], 2 * zs[i]);
+}
+
+/// ExternKernelAlloc with a data-dependent size symbol, an output it allocates, an intermediate
+/// it allocates, a MultiOutput alias of that intermediate copied into a second output.
+WrapperProgram positiveProgram() {
+  ProgramBuilder b("positive");
+  BufferId x = b.input("x", DType::F32, {sym("N")});
+  BufferId vals = b.output("vals", DType::F32, {sym("u")});
+  BufferId idx = b.temp("idx", DType::I64, {sym("u")});
+  BufferId alias = b.temp("idx_view", DType::I64, {sym("u")});
+  BufferId pos = b.output("pos", DType::I64, {sym("u")});
+  KernelId copy = b.kernel("k_copy_i64", {bufParam("x", DType::I64, false),
+                                          bufParam("y", DType::I64, true), sizeParam("n")});
+  b.p.symbols["N"] = {0, 1 << 20};
+  b.bind("N", x, 0);
+  b.line(ExternKernelAlloc{"test_positive",
+                           {exIn(x), exSize(sym("N")), exOut(vals), exOut(idx), exSym("u")},
+                           {"u"},
+                           {}});
+  b.line(MultiOutput{alias, vals, 1});
+  b.line(KernelDefinition{copy});
+  b.call(copy, {bufArg(alias), bufArg(pos), sizeArg(sym("u"))});
+  b.free(idx);
+  return b.p;
+}
+
+TEST(Runtime, DataDependentOutputs) {
+  WrapperProgram p = positiveProgram();
+  ASSERT_TRUE(verifyWrapper(p).ok()) << verifyWrapper(p).error().render();
+  ASSERT_TRUE(planMemory(p, {}).ok());
+  ASSERT_TRUE(verifyWrapper(p).ok()) << verifyWrapper(p).error().render();
+  TempDir dir;
+  ASSERT_EQ(buildPackage(dir.path, p, {}, kKernels), "");
+  coil::Model m(dir.path);
+  for (int64_t n : {0, 1, 10, 1000}) {
+    std::vector<float> x = randomVec(size_t(n), unsigned(n + 5));
+    std::vector<float> wantVals;
+    std::vector<int64_t> wantPos;
+    for (int64_t i = 0; i < n; ++i)
+      if (x[i] > 0) wantVals.push_back(x[i]), wantPos.push_back(i);
+    auto outs = m.run({coil::Input(x.data(), COIL_DTYPE_F32, {n})});
+    ASSERT_EQ(outs[0].shape(), std::vector<int64_t>{int64_t(wantVals.size())});
+    ASSERT_EQ(outs[1].shape(), std::vector<int64_t>{int64_t(wantPos.size())});
+    for (size_t i = 0; i < wantVals.size(); ++i) {
+      EXPECT_EQ(outs[0].data<float>()[i], wantVals[i]);
+      EXPECT_EQ(outs[1].data<int64_t>()[i], wantPos[i]);
+    }
+    // Into caller buffers: big enough, then too small for the data-dependent output.
+    std::vector<float> v(size_t(n) + 1, -7);
+    std::vector<int64_t> q(size_t(n) + 1, -7);
+    std::vector<coil_output> co(2, coil_output{});
+    co[0].data = v.data(), co[0].capacity = int64_t(v.size() * 4);
+    co[1].data = q.data(), co[1].capacity = int64_t(q.size() * 8);
+    m.runInto({coil::Input(x.data(), COIL_DTYPE_F32, {n})}, co);
+    EXPECT_EQ(co[0].shape[0], int64_t(wantVals.size()));
+    for (size_t i = 0; i < wantVals.size(); ++i) {
+      EXPECT_EQ(v[i], wantVals[i]);
+      EXPECT_EQ(q[i], wantPos[i]);
+    }
+    if (wantVals.empty()) continue;
+    co[0].data = v.data(), co[0].capacity = 0;
+    co[1].data = nullptr, co[1].capacity = 0;
+    EXPECT_THROW(m.runInto({coil::Input(x.data(), COIL_DTYPE_F32, {n})}, co), coil::RuntimeError);
+    EXPECT_EQ(co[1].data, nullptr); // nothing handed out on failure
+  }
+}
+
+TEST(Runtime, TwoThreadsRunAtOnce) {
+  Package pkg;
+  buildAddScale(pkg, true);
+  coil::Model m(pkg.dir.path);
+  std::atomic<int> failures{0};
+  auto worker = [&](unsigned seed) {
+    std::mt19937 rng(seed);
+    for (int it = 0; it < 200; ++it) {
+      int64_t n = 1 + int64_t(rng() % 300);
+      std::vector<float> x = randomVec(size_t(n) * 4, seed * 1000 + unsigned(it));
+      auto outs = m.run({coil::Input(x.data(), COIL_DTYPE_F32, {n, 4})});
+      const float *y = outs[0].data<float>();
+      for (size_t i = 0; i < x.size(); ++i)
+        if (y[i] != (x[i] + pkg.w[i % 4]) * 2 + 0.5f) {
+          ++failures;
+          break;
+        }
+    }
+  };
+  std::thread a(worker, 1), b(worker, 2);
+  a.join();
+  b.join();
+  EXPECT_EQ(failures.load(), 0);
+}
+
+TEST(Runtime, PackageErrors) {
+  coil_model *m = nullptr;
+  EXPECT_EQ(coil_model_load("/nonexistent/pkg", &m), COIL_ERROR_PACKAGE);
+  EXPECT_NE(std::string(coil_last_error()).find("cannot open metadata.json"), std::string::npos);
+  EXPECT_EQ(coil_model_load(nullptr, &m), COIL_ERROR_INVALID_ARGUMENT);
+
+  Package pkg;
+  buildAddScale(pkg, true);
+  const std::string d = pkg.dir.path;
+  std::string meta = readFile(d + "/metadata.json");
+  std::string weights = readFile(d + "/weights.bin");
+  std::string lib = readFile(d + "/model.so");
+  auto expectLoadError = [&](const std::string &msg) {
+    coil_model *mm = nullptr;
+    EXPECT_EQ(coil_model_load(d.c_str(), &mm), COIL_ERROR_PACKAGE);
+    EXPECT_EQ(mm, nullptr);
+    EXPECT_NE(std::string(coil_last_error()).find(msg), std::string::npos) << coil_last_error();
+  };
+  writeFile(d + "/metadata.json", meta.substr(0, meta.size() / 2));
+  expectLoadError("invalid json at byte");
+  writeFile(d + "/metadata.json", "{\"format\": \"coil-package\"}");
+  expectLoadError("'format_version' is missing");
+  std::string badDtype = meta;
+  badDtype.replace(badDtype.find("\"dtype\": \"f32\""), 14, "\"dtype\": \"f33\"");
+  writeFile(d + "/metadata.json", badDtype);
+  expectLoadError("is not a dtype: 'f33'");
+  std::string badOffset = meta;
+  badOffset.replace(badOffset.find("\"offset\": 0"), 11, "\"offset\": 8");
+  writeFile(d + "/metadata.json", badOffset);
+  expectLoadError("constants[0].offset' must be 64-byte aligned and inside weights");
+  writeFile(d + "/metadata.json", meta);
+  writeFile(d + "/weights.bin", weights.substr(0, 8));
+  expectLoadError("weights.bin has 8 bytes, metadata.json says 16");
+  writeFile(d + "/weights.bin", weights);
+  std::filesystem::remove(d + "/model.so");
+  expectLoadError("cannot open model.so");
+  writeFile(d + "/model.so", "not an elf file");
+  expectLoadError("cannot load model.so");
+  writeFile(d + "/model.so", lib);
+  ASSERT_EQ(coil_model_load(d.c_str(), &m), COIL_OK) << coil_last_error();
+  coil_model_free(m);
+}
+
+TEST(Runtime, MissingExternSymbolIsALoadError) {
+  WrapperProgram p = addScaleProgram();
+  std::get<ExternKernelOut>(p.lines[9]).function = "coil_no_such_function";
+  ASSERT_TRUE(planMemory(p, {}).ok());
+  TempDir dir;
+  std::vector<float> w(4, 1);
+  ASSERT_EQ(buildPackage(dir.path, p, {{"w", DType::F32, {4}, w.data(), 16}}, kKernels), "");
+  coil_model *m = nullptr;
+  EXPECT_EQ(coil_model_load(dir.path.c_str(), &m), COIL_ERROR_PACKAGE);
+  EXPECT_NE(std::string(coil_last_error()).find("coil_no_such_function"), std::string::npos)
+      << coil_last_error();
+}
+
+TEST(Runtime, AbiVersionsAgree) {
+  EXPECT_EQ(uint32_t(kModelAbiVersion), COIL_MODEL_ABI_VERSION);
+  EXPECT_EQ(coil_runtime_model_abi_version(), COIL_MODEL_ABI_VERSION);
+  EXPECT_STREQ(coil_dtype_name(COIL_DTYPE_BF16), "bf16");
+  EXPECT_STREQ(coil_dtype_name(coil_dtype(99)), "invalid");
+}
+
+} // namespace
+} // namespace coil::wrapper::testing
