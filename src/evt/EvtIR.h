@@ -124,6 +124,7 @@ struct Program {
   std::vector<Node> nodes;
   std::vector<int> params; ///< parameter nodes in declaration order
   std::vector<Output> outputs;
+  std::vector<std::string> readNames; ///< variables the source reads after binding (sorted)
   /// After splicing: the root of the visitor DAG (its value is D's on sm90), and the store that
   /// writes each output, by output index.
   int root = -1;

@@ -1,5 +1,6 @@
 #include "evt/EvtParser.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <optional>
@@ -490,6 +491,10 @@ private:
         return Value{b_.literal(t.text == "True" ? 1 : 0, locOf(t)), locOf(t)};
       auto it = env_.find(t.text);
       if (it == env_.end()) return err(t, "name '" + t.text + "' is not defined");
+      auto &rn = b_.program().readNames;
+      if (auto pos = std::lower_bound(rn.begin(), rn.end(), t.text);
+          pos == rn.end() || *pos != t.text)
+        rn.insert(pos, t.text);
       return Value{it->second, locOf(t)};
     }
     if (t.kind == Tok::String) return err(t, "strings are only allowed as annotations and dtypes");

@@ -381,7 +381,8 @@ Status spliceStores(Program &p, const CompileOptions &o, std::vector<std::string
   if (o.arch == Arch::Sm90) {
     COIL_CHECK(p.dValue >= 0) << "sm90 epilogue without D survived checkRules";
     first = p.dValue;
-    if (!users[static_cast<size_t>(p.dValue)].empty() && notes)
+    bool dRead = std::binary_search(p.readNames.begin(), p.readNames.end(), std::string("D"));
+    if (!users[static_cast<size_t>(p.dValue)].empty() && dRead && notes)
       notes->push_back("D has " + std::to_string(users[static_cast<size_t>(p.dValue)].size()) +
                        " user(s) inside the epilogue; on sm90 the collective stores D, so the "
                        "users read D's value and the root returns it (rewrite of rule "
