@@ -15,7 +15,8 @@
 # Environment: COIL (default build/bin/coil), JOBS (default nproc), OUT (default build-evt),
 # ARCHS (default "sm90 sm80"), NVCC (default nvcc or /usr/local/cuda/bin/nvcc), BUDGET (seconds
 # after which `compile` stops; unfinished programs compile on the next call; default 540),
-# ONLY (a grep pattern over program names).
+# ONLY (a grep pattern over program names), CUTLASS_OUTPUTS=0 (skip compiling CUTLASS's tracer
+# outputs). Cost: an sm_90a program takes about 60-90 s of one core, an sm_80 one about 30 s.
 # sm_80 binaries carry PTX too (compute_80), so they also run on an H100/H200 through the JIT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -91,6 +92,7 @@ compile() {
   local todo=() cu
   for cu in "$OUT"/src/*.cu; do
     [ -n "${ONLY:-}" ] && ! basename "$cu" | grep -q -- "$ONLY" && continue
+    case "$cu" in *-cutlass.*) [ "${CUTLASS_OUTPUTS:-1}" = 0 ] && continue ;; esac
     [ -f "${cu%.cu}.status" ] || todo+=("$cu")
   done
   local t0=$SECONDS
