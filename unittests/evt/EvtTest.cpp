@@ -221,3 +221,56 @@ TEST(EvtBuilder, KindsComeFromStrides) {
   ASSERT_FALSE(plan2.ok());
   EXPECT_NE(plan2.error().message().find("rule load-stride"), std::string::npos);
 }
+
+TEST(EvtPasses, ReductionsAreSplicedAsPassThrough) {
+  Compiled c = compile("def e(accum, C):\n    x = accum + C\n    r = sum(x, dim=0)\n"
+                       "    c = max(x, dim=1)\n    D = x * 0.5\n    return D, r, c\n",
+                       Arch::Sm90);
+  // x -> r -> c -> D: a chain, so no DAG region and no join.
+  EXPECT_TRUE(c.plan.regions.empty());
+  EXPECT_NE(c.p.at(c.p.root).op, Op::First);
+  int r = c.p.outputStores[1], cc = c.p.outputStores[2];
+  EXPECT_EQ(c.p.at(r).kind, Kind::RowRed);
+  EXPECT_EQ(c.p.at(cc).kind, Kind::ColRed);
+  EXPECT_EQ(c.p.at(cc).operands[0], r);
+  EXPECT_EQ(c.p.at(c.p.dValue).operands[0], cc);
+}
+
+TEST(EvtPasses, DeadCodeAndConstantsDisappear) {
+  Compiled c = compile("def e(accum, C, unused: \"1,N\"):\n    dead = exp(C)\n"
+                       "    D = accum * (2 * 3) + 1 / 4\n    return D\n",
+                       Arch::Sm80);
+  std::string ir = printProgram(c.p);
+  EXPECT_EQ(ir.find("'C'"), std::string::npos) << ir;
+  EXPECT_EQ(ir.find("unused"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("literal 6"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("literal 0.25"), std::string::npos) << ir;
+}
+
+TEST(EvtPasses, Sm80StoresDAsAnAuxStore) {
+  Compiled c = compile("def e(accum):\n    D = accum\n    E = D + 1\n    return D, E\n", Arch::Sm80);
+  EXPECT_EQ(c.p.dValue, -1);
+  ASSERT_EQ(c.p.outputStores.size(), 2u);
+  int d = c.p.outputStores[0], e = c.p.outputStores[1];
+  EXPECT_EQ(c.p.at(d).kind, Kind::AuxStore);
+  // D's store feeds E's computation, so the root is E's store: one chain, nothing joined.
+  EXPECT_EQ(c.p.root, e);
+  std::string code = emit(c, Arch::Sm80);
+  EXPECT_NE(code.find("VisitorAuxStore"), std::string::npos);
+}
+
+TEST(EvtParser, AnnotationsAndDims) {
+  auto p = parse("def e(accum, a: \"1,N,L\", b: \"M,1\", s: \"1,1,L\", t: \"scalar:f16\"):\n"
+                 "    D = accum + a + b + s + t\n    r = sum(D, dim=(-2, -3))\n    return D, r\n",
+                 true);
+  ASSERT_TRUE(p.ok()) << p.error().render();
+  const Program &g = p.value();
+  EXPECT_EQ(g.at(g.params[1]).stride, (Strides{0, 1, 512}));
+  EXPECT_EQ(g.at(g.params[2]).stride, (Strides{1, 0, 0}));
+  EXPECT_EQ(g.at(g.params[3]).stride, (Strides{0, 0, 1}));
+  EXPECT_EQ(g.at(g.params[4]).dtype, DType::F16);
+  EXPECT_EQ(g.at(g.outputs[1].value).kind, Kind::ScalarRed);
+  auto bad = parse("def e(accum):\n    D = accum\n    r = sum(accum, dim=-1)\n    return D, r\n", true);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("batch dimension L"), std::string::npos);
+}
