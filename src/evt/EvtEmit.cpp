@@ -102,6 +102,8 @@ std::string scalarExpr(Op op) {
     return "a0 == a1 ? 1.f : 0.f";
   case Op::Ne:
     return "a0 != a1 ? 1.f : 0.f";
+  case Op::Fma:
+    return "fmaf(a0, a1, a2)";
   case Op::Cast:
   case Op::First:
     return "a0";
@@ -126,6 +128,8 @@ std::string cutlassFunctor(Op op) {
     return "cutlass::maximum";
   case Op::Min:
     return "cutlass::minimum";
+  case Op::Fma:
+    return "cutlass::homogeneous_multiply_add";
   default:
     return "";
   }

@@ -103,6 +103,8 @@ std::string_view opName(Op op) {
     return "eq";
   case Op::Ne:
     return "ne";
+  case Op::Fma:
+    return "fma";
   case Op::Cast:
     return "cast";
   case Op::First:
@@ -127,6 +129,7 @@ int opArity(Op op) {
     return 1;
   case Op::Clamp:
   case Op::Where:
+  case Op::Fma:
     return 3;
   case Op::First:
     return -1;

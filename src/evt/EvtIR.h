@@ -71,6 +71,7 @@ enum class Op {
   Ge,
   Eq,
   Ne,
+  Fma,   ///< a * b + c (sm90's beta * C + Z, see fuseBetaC)
   Cast,  ///< identity whose output is rounded to the node's dtype
   First, ///< returns its first operand; joins stores that feed nothing into the root
 };

@@ -95,6 +95,8 @@ double evalOp(Op op, const std::vector<double> &a) {
     return a[0] == a[1];
   case Op::Ne:
     return a[0] != a[1];
+  case Op::Fma:
+    return a[0] * a[1] + a[2];
   case Op::Cast:
   case Op::First:
     return a[0];
@@ -314,6 +316,34 @@ void dce(Program &p) {
   }
   for (size_t i = 0; i < p.nodes.size(); ++i)
     if (!live[i]) p.nodes[i].dead = true;
+}
+
+int fuseBetaC(Program &p) {
+  auto users = p.users();
+  int rewrites = 0;
+  for (size_t i = 0; i < p.nodes.size(); ++i) {
+    Node &n = p.nodes[i];
+    if (n.dead || n.kind != Kind::Compute || n.op != Op::Add || n.dtype != p.compute) continue;
+    for (int side = 0; side < 2; ++side) {
+      int m = n.operands[static_cast<size_t>(side)], z = n.operands[static_cast<size_t>(1 - side)];
+      const Node &mul = p.at(m);
+      bool returned = false; // an output reads the product too
+      for (const Output &o : p.outputs) returned = returned || o.value == m;
+      if (mul.kind != Kind::Compute || mul.op != Op::Mul || mul.dtype != p.compute ||
+          users[static_cast<size_t>(m)].size() != 1 || returned)
+        continue;
+      int a = mul.operands[0], b = mul.operands[1];
+      if (p.at(a).kind == Kind::Src) std::swap(a, b);
+      Kind sk = p.at(a).kind;
+      if (p.at(b).kind != Kind::Src || (sk != Kind::ScalarBcast && sk != Kind::Literal)) continue;
+      n.op = Op::Fma;
+      n.operands = {a, b, z};
+      p.at(m).dead = true;
+      ++rewrites;
+      break;
+    }
+  }
+  return rewrites;
 }
 
 Status spliceStores(Program &p, const CompileOptions &o, std::vector<std::string> *notes) {
@@ -675,6 +705,10 @@ Expected<VisitorPlan> compileEpilogue(Program &p, const CompileOptions &o,
   foldConstants(p);
   COIL_TRY_STATUS(verify(p, false));
   cse(p);
+  COIL_TRY_STATUS(verify(p, false));
+  if (o.arch == Arch::Sm90 && fuseBetaC(p) > 0 && notes)
+    notes->push_back("beta * C + Z uses CUTLASS's homogeneous_multiply_add: C is not loaded when "
+                     "beta is 0 at run time");
   COIL_TRY_STATUS(verify(p, false));
   dce(p);
   COIL_TRY_STATUS(verify(p, false));

@@ -44,6 +44,10 @@ Status propagateShapes(Program &p);
 void foldConstants(Program &p);
 void cse(Program &p);
 void dce(Program &p);
+/// sm90: `beta * C + Z` (beta a scalar, C the source, the product used once) becomes one Fma node
+/// with operands (beta, C, Z), which CUTLASS specialises to skip C's load at run time when
+/// beta == 0. Returns the number of rewrites.
+int fuseBetaC(Program &p);
 Status spliceStores(Program &p, const CompileOptions &o, std::vector<std::string> *notes = nullptr);
 /// Invariants after a rewrite; a violation is coil's fault (Error::internal naming the node).
 Status verify(const Program &p, bool spliced);

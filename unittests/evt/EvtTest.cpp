@@ -248,7 +248,8 @@ TEST(EvtPasses, DeadCodeAndConstantsDisappear) {
 }
 
 TEST(EvtPasses, Sm80StoresDAsAnAuxStore) {
-  Compiled c = compile("def e(accum):\n    D = accum\n    E = D + 1\n    return D, E\n", Arch::Sm80);
+  Compiled c =
+      compile("def e(accum):\n    D = accum\n    E = D + 1\n    return D, E\n", Arch::Sm80);
   EXPECT_EQ(c.p.dValue, -1);
   ASSERT_EQ(c.p.outputStores.size(), 2u);
   int d = c.p.outputStores[0], e = c.p.outputStores[1];
@@ -270,7 +271,26 @@ TEST(EvtParser, AnnotationsAndDims) {
   EXPECT_EQ(g.at(g.params[3]).stride, (Strides{0, 0, 1}));
   EXPECT_EQ(g.at(g.params[4]).dtype, DType::F16);
   EXPECT_EQ(g.at(g.outputs[1].value).kind, Kind::ScalarRed);
-  auto bad = parse("def e(accum):\n    D = accum\n    r = sum(accum, dim=-1)\n    return D, r\n", true);
+  auto bad =
+      parse("def e(accum):\n    D = accum\n    r = sum(accum, dim=-1)\n    return D, r\n", true);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message().find("batch dimension L"), std::string::npos);
+}
+
+TEST(EvtPasses, BetaTimesSourceFusesOnSm90Only) {
+  std::string src = "def e(accum, C, beta: \"scalar\"):\n    D = accum + C * beta\n    return D\n";
+  Compiled c90 = compile(src, Arch::Sm90);
+  const Node &d = c90.p.at(c90.p.dValue);
+  EXPECT_EQ(d.op, Op::Fma);
+  EXPECT_EQ(c90.p.at(d.operands[0]).name, "beta");
+  EXPECT_EQ(c90.p.at(d.operands[1]).kind, Kind::Src);
+  std::string code = emit(c90, Arch::Sm90);
+  EXPECT_NE(code.find("Sm90EVT<N4_D, N2_beta, N1_C, N0_accum>"), std::string::npos) << code;
+  Compiled c80 = compile(src, Arch::Sm80);
+  EXPECT_EQ(c80.p.at(c80.p.at(c80.p.root).operands[0]).op, Op::Add);
+  // A product with a second user stays as it is.
+  Compiled shared = compile("def e(accum, C, beta: \"scalar\"):\n    y = C * beta\n"
+                            "    D = accum + y\n    E = y\n    return D, E\n",
+                            Arch::Sm90);
+  EXPECT_EQ(shared.p.at(shared.p.dValue).op, Op::Add);
 }
