@@ -261,7 +261,8 @@ def coil_outcome(coil, path, args, arch):
     r = subprocess.run([coil, "evt", path, "--arch", arch, "-o", os.devnull] + a,
                        capture_output=True, text=True)
     if r.returncode == 0:
-        return "accepted" + (" (rewritten)" if "note:" in r.stderr else "")
+        rewritten = "sm90-d-root" in r.stderr or "joined into the root" in r.stderr
+        return "accepted" + (" (rewritten)" if rewritten else "")
     first = r.stderr.strip().splitlines()[0] if r.stderr.strip() else "rc=%d" % r.returncode
     m = re.search(r"\(rule [\w-]+\)", first)
     return "rejected: " + (m.group(0) if m else first.split(": ", 2)[-1][:60])
