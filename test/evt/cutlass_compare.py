@@ -276,6 +276,12 @@ def main():
     ap.add_argument("--emit-cu", default="", help="also write each traced program, wrapped in a "
                     "GEMM, as DIR/<program>-cutlass.<arch>.cu (compiled by scripts/evt-gpu-check.sh)")
     a = ap.parse_args()
+    # cutlass_cppgen writes compiled_cache.db into the working directory: keep it out of the tree.
+    a.coil, a.corpus = os.path.abspath(a.coil), os.path.abspath(a.corpus)
+    if a.emit_cu:
+        a.emit_cu = os.path.abspath(a.emit_cu)
+    import tempfile
+    os.chdir(tempfile.mkdtemp(prefix="coil-evt-cutlass-"))
     rows = []
     for prog in sorted(p for p in os.listdir(a.corpus) if p.endswith(".py")):
         path = os.path.join(a.corpus, prog)
