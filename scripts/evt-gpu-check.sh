@@ -62,7 +62,7 @@ prepare() {
   done
   echo "evt-gpu-check: prepared $n programs in $OUT/src and CUTLASS headers in $OUT/cutlass"
   # The same corpus through CUTLASS's own Python tracer, wrapped in GEMMs (compile-only).
-  if python3 -c "import cutlass_cppgen" >/dev/null 2>&1; then
+  if (cd "${TMPDIR:-/tmp}" && python3 -c "import cutlass_cppgen") >/dev/null 2>&1; then
     python3 test/evt/cutlass_compare.py --coil "$COIL" --markdown --emit-cu "$OUT/src" >"$OUT/cutlass-compare.md" 2>&1 &&
       echo "evt-gpu-check: CUTLASS tracer outputs in $OUT/src/*-cutlass.*.cu; table in $OUT/cutlass-compare.md"
   fi
