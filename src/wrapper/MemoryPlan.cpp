@@ -426,9 +426,22 @@ Expected<MemoryReport> memoryReport(const WrapperProgram &p, const SymBindings &
   COIL_TRY(r.arenaBytes, p.arenaBytes.evaluate(bindings));
   std::vector<Lifetime> life = bufferLifetimes(p);
   std::vector<int64_t> live(p.lines.size() + 1, 0);
+  std::vector<bool> ownsStorage(p.buffers.size(), false);
+  for (const Line &l : p.lines)
+    if (std::holds_alternative<Allocate>(l) || std::holds_alternative<Reuse>(l) ||
+        std::holds_alternative<ExternKernelAlloc>(l))
+      for (BufferId d : lineEffects(l).defines) ownsStorage[d] = true;
   for (size_t b = 0; b < p.buffers.size(); ++b) {
     const Buffer &buf = p.buffers[b];
-    if (!buf.arenaOffset) continue;
+    if (!buf.arenaOffset) {
+      // Intermediates allocated at run time: listed when their size is known here, not part
+      // of the arena or its bound. Views own no storage.
+      bool owns = ownsStorage[b];
+      auto bytes = buf.bytes().evaluate(bindings);
+      if (buf.kind == BufferKind::Intermediate && owns && bytes.ok())
+        r.rows.push_back({buf.name, *bytes, -1, life[b].first, life[b].last});
+      continue;
+    }
     MemoryReport::Row row;
     row.name = buf.name;
     COIL_TRY(row.bytes, buf.bytes().evaluate(bindings));
@@ -452,7 +465,10 @@ std::string MemoryReport::str() const {
      << " (most bytes of intermediates live at one line)\nratio: " << buf << "\n";
   os << "buffer                           bytes       offset  lines\n";
   for (const Row &r : rows) {
-    std::snprintf(buf, sizeof buf, "%12lld %12lld", (long long)r.bytes, (long long)r.offset);
+    if (r.offset >= 0)
+      std::snprintf(buf, sizeof buf, "%12lld %12lld", (long long)r.bytes, (long long)r.offset);
+    else
+      std::snprintf(buf, sizeof buf, "%12lld %12s", (long long)r.bytes, "run time");
     std::string name = r.name;
     if (name.size() < 28) name.resize(28, ' ');
     os << name << " " << buf << "  " << r.first << "-" << r.last << "\n";

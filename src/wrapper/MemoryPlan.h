@@ -63,7 +63,8 @@ struct MemoryReport {
   std::string str() const;
 };
 
-/// The plan of `p` at these symbol values (planned intermediates only).
+/// The plan of `p` at these symbol values: a row per planned intermediate, and per intermediate
+/// allocated at run time whose size these bindings determine (offset -1, outside the bound).
 Expected<MemoryReport> memoryReport(const WrapperProgram &p, const SymBindings &bindings);
 
 } // namespace coil::wrapper
