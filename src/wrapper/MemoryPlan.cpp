@@ -70,8 +70,8 @@ public:
     for (const std::string &s : programSymbols(p_)) {
       auto it = o_.hints.find(s);
       SymRange r = p_.symbols.count(s) ? p_.symbols.at(s) : SymRange{};
-      hints_[s] =
-          it != o_.hints.end() ? it->second : std::max(r.min, std::min(r.max, o_.defaultHint));
+      int64_t h = it != o_.hints.end() ? it->second : o_.defaultHint;
+      hints_[s] = std::max(r.min, std::min(r.max, h)); // inside the range: refutations hold
     }
     life_ = bufferLifetimes(p_);
     size_t n = p_.buffers.size();
@@ -228,15 +228,9 @@ private:
     }
     for (;;) {
       std::vector<bool> drop(paths.size(), false);
-      std::vector<SymInt> sums;
-      for (const Path &p : paths) sums.push_back(pathSum(p));
       for (size_t i = 0; i < paths.size(); ++i)
-        for (size_t j = 0; j < paths.size() && !drop[i]; ++j) {
-          if (i == j || drop[j]) continue;
-          bool subset =
-              std::includes(paths[j].begin(), paths[j].end(), paths[i].begin(), paths[i].end());
-          if (subset || le(sums[i], sums[j])) drop[i] = true;
-        }
+        for (size_t j = 0; j < paths.size() && !drop[i]; ++j)
+          if (i != j && !drop[j] && pathLE(paths[i], paths[j])) drop[i] = true;
       std::vector<Path> kept;
       for (size_t i = 0; i < paths.size(); ++i)
         if (!drop[i]) kept.push_back(std::move(paths[i]));
@@ -289,7 +283,11 @@ private:
     std::vector<int64_t> alignedHint, span;
     for (const Group &g : groups_) {
       aligned_.push_back(align64(g.size));
+      auto [cls, fresh] = classIds_.emplace(aligned_.back(), int32_t(classSize_.size()));
+      if (fresh) classSize_.push_back(aligned_.back());
+      classOf_.push_back(cls->second);
       alignedHint.push_back(hint(aligned_.back()));
+      alignedHint_.push_back(alignedHint.back());
       int64_t s = 0;
       for (BufferId m : g.members) s += life_[m].last - life_[m].first + 1;
       span.push_back(s);
@@ -328,25 +326,25 @@ private:
         }
         if (!fits) continue;
         std::vector<Path> paths = pathsAbove(below);
-        SymInt off = maxOfPaths(paths);
-        SymInt end = off + aligned_[gi];
         // Every chain below it, plus itself, must provably fit under some chain of each
         // block above it.
         bool ok = true;
-        for (int32_t x : above)
+        for (size_t xi = 0; xi < above.size() && ok; ++xi)
           for (const Path &p : paths) {
-            SymInt e = pathSum(p) + aligned_[gi];
+            Path e = p;
+            e.insert(std::upper_bound(e.begin(), e.end(), gi), gi);
             bool under = false;
-            for (const Path &q : placed_[x].paths) under = under || le(e, pathSum(q));
-            if (!under) ok = false;
-            if (!ok) break;
+            for (const Path &q : placed_[above[xi]].paths) under = under || pathLE(e, q);
+            if (!under) {
+              ok = false;
+              break;
+            }
           }
         if (!ok && ci + 1 < cands.size()) continue;
-        if (!ok) { // the top at the hints, yet some block is not provably above: go above all
+        if (!ok) // the top at the hints, yet some block is not provably above: go above all
           paths = pathsAbove(conflicts);
-          off = maxOfPaths(paths);
-          end = off + aligned_[gi];
-        }
+        SymInt off = maxOfPaths(paths);
+        SymInt end = off + aligned_[gi];
         placed_[gi] = {paths, off, end, hint(off), hint(end)};
         done = true;
       }
@@ -367,6 +365,39 @@ private:
 
   /// Offsets stay small: at most this many chains in the max() of an offset.
   static constexpr size_t kMaxPaths = 6;
+
+  int64_t pathHint(const Path &p) {
+    auto it = pathHints_.find(p);
+    if (it != pathHints_.end()) return it->second;
+    int64_t h = 0;
+    for (int32_t g : p) h += alignedHint_[g];
+    return pathHints_.emplace(p, h).first->second;
+  }
+
+  /// sum(a) <= sum(b) for every value of the symbols: a subset, or refuted at the hints (the
+  /// hints lie in the ranges), or proven.
+  bool pathLE(const Path &a, const Path &b) {
+    if (a.size() <= b.size() && std::includes(b.begin(), b.end(), a.begin(), a.end())) return true;
+    if (pathHint(a) > pathHint(b)) return false;
+    auto key = std::make_pair(a, b);
+    auto it = pathLE_.find(key);
+    if (it != pathLE_.end()) return it->second;
+    // sum(b) - sum(a) as a combination of the distinct block sizes.
+    std::map<int32_t, int64_t> coef;
+    for (int32_t g : b) ++coef[classOf_[g]];
+    for (int32_t g : a) --coef[classOf_[g]];
+    bool anyPos = false, anyNeg = false;
+    SymInt d = 0;
+    for (auto [k, c] : coef) {
+      anyPos = anyPos || c > 0;
+      anyNeg = anyNeg || c < 0;
+      if (c != 0) d = d + SymInt(c) * classSize_[k];
+    }
+    bool r = !anyNeg ||
+             (anyPos && (bounds(d, p_.symbols).min >= 0 || proveLE(SymInt(0), d, p_.symbols)));
+    pathLE_.emplace(std::move(key), r);
+    return r;
+  }
 
   /// a <= b for every value of the symbols in their ranges: structural, then interval bounds
   /// of the canonical difference, then proveLE. Memoized:
@@ -403,6 +434,12 @@ private:
   };
   std::unordered_map<std::pair<SymInt, SymInt>, bool, PairHash> leCache_;
   std::map<Path, SymInt> sums_;
+  std::map<Path, int64_t> pathHints_;
+  std::map<std::pair<Path, Path>, bool> pathLE_;
+  std::vector<int64_t> alignedHint_;
+  std::map<SymInt, int32_t> classIds_; ///< distinct aligned block sizes
+  std::vector<SymInt> classSize_;
+  std::vector<int32_t> classOf_;
 };
 
 } // namespace

@@ -38,7 +38,7 @@ struct MemoryPlanOptions {
   bool reuse = true;
   bool arena = true;
   /// Sample values of the symbols for heuristic choices (placement order, peak guard); a symbol
-  /// missing here samples as `defaultHint` clamped to its range.
+  /// missing here samples as `defaultHint`; every hint is clamped to its symbol's range.
   SymBindings hints;
   int64_t defaultHint = 64;
 };
