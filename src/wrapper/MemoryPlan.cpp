@@ -263,12 +263,18 @@ private:
   /// Paths ending at the top of the blocks in `below` (each path extended by its block).
   std::vector<Path> pathsAbove(const std::vector<int32_t> &below) {
     std::vector<Path> out;
-    for (int32_t x : below)
+    // Blocks with the highest ends first, pruning as the set grows (bounded work per block).
+    std::vector<int32_t> order = below;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int32_t a, int32_t b) { return placed_[a].endHint > placed_[b].endHint; });
+    for (int32_t x : order) {
       for (const Path &q : placed_[x].paths) {
         Path p = q;
         p.insert(std::upper_bound(p.begin(), p.end(), x), x);
         out.push_back(std::move(p));
       }
+      if (out.size() > 3 * kMaxPaths) prune(out);
+    }
     if (out.empty()) out.push_back({});
     prune(out);
     return out;
@@ -311,7 +317,10 @@ private:
       std::sort(cands.begin(), cands.end());
       cands.erase(std::unique(cands.begin(), cands.end()), cands.end());
       bool done = false;
+      int tries = 0;
       for (size_t ci = 0; ci < cands.size() && !done; ++ci) {
+        // Past kMaxTries positions that fit at the hints but fail the proof, go to the top.
+        if (tries == kMaxTries) ci = cands.size() - 1;
         int64_t h = cands[ci];
         std::vector<int32_t> below, above;
         bool fits = true;
@@ -340,7 +349,10 @@ private:
               break;
             }
           }
-        if (!ok && ci + 1 < cands.size()) continue;
+        if (!ok && ci + 1 < cands.size()) {
+          ++tries;
+          continue;
+        }
         if (!ok) // the top at the hints, yet some block is not provably above: go above all
           paths = pathsAbove(conflicts);
         SymInt off = maxOfPaths(paths);
@@ -365,6 +377,8 @@ private:
 
   /// Offsets stay small: at most this many chains in the max() of an offset.
   static constexpr size_t kMaxPaths = 6;
+  /// Positions tried (that fit at the hints) before a block goes on top of all it meets.
+  static constexpr int kMaxTries = 16;
 
   int64_t pathHint(const Path &p) {
     auto it = pathHints_.find(p);
@@ -387,14 +401,25 @@ private:
     for (int32_t g : b) ++coef[classOf_[g]];
     for (int32_t g : a) --coef[classOf_[g]];
     bool anyPos = false, anyNeg = false;
-    SymInt d = 0;
+    std::vector<std::pair<int32_t, int64_t>> diff;
     for (auto [k, c] : coef) {
       anyPos = anyPos || c > 0;
       anyNeg = anyNeg || c < 0;
-      if (c != 0) d = d + SymInt(c) * classSize_[k];
+      if (c != 0) diff.push_back({k, c});
     }
-    bool r = !anyNeg ||
-             (anyPos && (bounds(d, p_.symbols).min >= 0 || proveLE(SymInt(0), d, p_.symbols)));
+    bool r = !anyNeg;
+    if (!r && anyPos) {
+      // Many pairs of chains differ by the same combination of sizes: prove each once.
+      auto d = diffLE_.find(diff);
+      if (d != diffLE_.end()) {
+        r = d->second;
+      } else {
+        SymInt e = 0;
+        for (auto [k, c] : diff) e = e + SymInt(c) * classSize_[k];
+        r = bounds(e, p_.symbols).min >= 0 || proveLE(SymInt(0), e, p_.symbols);
+        diffLE_.emplace(std::move(diff), r);
+      }
+    }
     pathLE_.emplace(std::move(key), r);
     return r;
   }
@@ -436,6 +461,7 @@ private:
   std::map<Path, SymInt> sums_;
   std::map<Path, int64_t> pathHints_;
   std::map<std::pair<Path, Path>, bool> pathLE_;
+  std::map<std::vector<std::pair<int32_t, int64_t>>, bool> diffLE_;
   std::vector<int64_t> alignedHint_;
   std::map<SymInt, int32_t> classIds_; ///< distinct aligned block sizes
   std::vector<SymInt> classSize_;
