@@ -2,6 +2,8 @@
 
 #include "driver/BuildWrapper.h"
 #include "lower/Lower.h"
+#include "passes/FoldConstants.h"
+#include "passes/RefineShapes.h"
 #include "sched/Schedule.h"
 #include "wrapper/CppBackend.h"
 #include "wrapper/MemoryPlan.h"
@@ -39,8 +41,12 @@ Expected<std::unique_ptr<Compilation>> compileGraph(Graph g, const CompileOption
   if (o.device != "cpu")
     return Error::user("--device " + o.device + " is not supported yet (supported: cpu)");
   auto c = std::make_unique<Compilation>();
-  c->graph = std::move(g);
   StageTimer timer(*c);
+  // Shape logic on constants (e.g. the flags and sizes of an expanded Attention function)
+  // becomes constants, so that lowering sees static shapes.
+  COIL_TRY(c->graph, foldConstants(g));
+  COIL_TRY_STATUS(refineShapes(c->graph));
+  timer.done("fold");
 
   COIL_TRY(c->loops, loop::lowerGraph(c->graph));
   timer.done("lower");

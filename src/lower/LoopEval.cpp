@@ -156,9 +156,7 @@ int64_t intPow(int64_t base, int64_t e) {
   return int64_t(r);
 }
 
-V applyFloat(ScalarOp op, const std::vector<double> &a) {
-  double x = a[0];
-  double y = a.size() > 1 ? a[1] : 0;
+V applyFloat(ScalarOp op, double x, double y = 0) {
   auto B = [](bool b) { return V{0, b ? 1 : 0}; };
   auto F = [](double d) { return V{d, 0}; };
   switch (op) {
@@ -263,16 +261,14 @@ V applyFloat(ScalarOp op, const std::vector<double> &a) {
   return {};
 }
 
-V applyInt(ScalarOp op, DType t, const std::vector<int64_t> &a) {
+V applyInt(ScalarOp op, DType t, int64_t x, int64_t y = 0) {
   bool uns = isUnsignedInt(t);
-  int64_t x = a[0];
-  int64_t y = a.size() > 1 ? a[1] : 0;
   uint64_t ux = uint64_t(x), uy = uint64_t(y);
   auto B = [](bool b) { return V{0, b ? 1 : 0}; };
   auto I = [&](int64_t v) { return V{0, wrap(t, v)}; };
   auto viaDouble = [&](ScalarOp o) {
     double dx = uns ? double(ux) : double(x);
-    V r = applyFloat(o, {dx});
+    V r = applyFloat(o, dx);
     return fromDouble(t, r.f);
   };
   int bits = bitsOf(t);
@@ -367,16 +363,188 @@ V applyInt(ScalarOp op, DType t, const std::vector<int64_t> &a) {
   }
 }
 
+// --- compiled index expressions
+
+/// A SymInt compiled for fast evaluation: symbols are slots of an int64 array.
+struct CExpr {
+  enum class Op : uint8_t { Const, Slot, Add, Mul, FloorDiv, Mod, Min, Max };
+  Op op = Op::Const;
+  int64_t value = 0; ///< Const
+  int32_t slot = 0;  ///< Slot
+  std::vector<CExpr> args;
+};
+
+/// Slots of the symbols (sizes, loop variables, indirect indices) and their current values.
+struct Slots {
+  std::map<std::string, int32_t> index;
+  std::vector<std::string> names;
+  std::vector<int64_t> values;
+  std::vector<uint8_t> bound;
+
+  int32_t of(const std::string &name) {
+    auto [it, fresh] = index.emplace(name, int32_t(names.size()));
+    if (fresh) {
+      names.push_back(name);
+      values.push_back(0);
+      bound.push_back(0);
+    }
+    return it->second;
+  }
+  void set(int32_t s, int64_t v) {
+    values[size_t(s)] = v;
+    bound[size_t(s)] = 1;
+  }
+};
+
+CExpr compile(const SymInt &e, Slots &slots) {
+  CExpr c;
+  switch (e.kind()) {
+  case SymInt::Kind::Const:
+    c.op = CExpr::Op::Const;
+    c.value = e.constant();
+    return c;
+  case SymInt::Kind::Symbol:
+    c.op = CExpr::Op::Slot;
+    c.slot = slots.of(e.symbolName());
+    return c;
+  case SymInt::Kind::Add:
+    c.op = CExpr::Op::Add;
+    break;
+  case SymInt::Kind::Mul:
+    c.op = CExpr::Op::Mul;
+    break;
+  case SymInt::Kind::FloorDiv:
+    c.op = CExpr::Op::FloorDiv;
+    break;
+  case SymInt::Kind::Mod:
+    c.op = CExpr::Op::Mod;
+    break;
+  case SymInt::Kind::Min:
+    c.op = CExpr::Op::Min;
+    break;
+  case SymInt::Kind::Max:
+    c.op = CExpr::Op::Max;
+    break;
+  }
+  for (const SymInt &o : e.operands()) c.args.push_back(compile(o, slots));
+  return c;
+}
+
+/// Evaluates `c`; false (with `err` set) on an unbound symbol, a division by zero or an
+/// overflow.
+bool evalC(const CExpr &c, const Slots &s, int64_t &out, std::string &err) {
+  switch (c.op) {
+  case CExpr::Op::Const:
+    out = c.value;
+    return true;
+  case CExpr::Op::Slot:
+    if (!s.bound[size_t(c.slot)]) {
+      err = "unbound symbol '" + s.names[size_t(c.slot)] + "'";
+      return false;
+    }
+    out = s.values[size_t(c.slot)];
+    return true;
+  default:
+    break;
+  }
+  int64_t acc = 0;
+  if (!evalC(c.args[0], s, acc, err)) return false;
+  for (size_t k = 1; k < c.args.size(); ++k) {
+    int64_t v;
+    if (!evalC(c.args[k], s, v, err)) return false;
+    switch (c.op) {
+    case CExpr::Op::Add:
+      if (__builtin_add_overflow(acc, v, &acc)) {
+        err = "integer overflow in an index expression";
+        return false;
+      }
+      break;
+    case CExpr::Op::Mul:
+      if (__builtin_mul_overflow(acc, v, &acc)) {
+        err = "integer overflow in an index expression";
+        return false;
+      }
+      break;
+    case CExpr::Op::FloorDiv:
+    case CExpr::Op::Mod:
+      if (v == 0) {
+        err = "division by zero in an index expression";
+        return false;
+      }
+      if (c.op == CExpr::Op::FloorDiv && acc == std::numeric_limits<int64_t>::min() && v == -1) {
+        err = "integer overflow in an index expression";
+        return false;
+      }
+      acc = c.op == CExpr::Op::FloorDiv ? floorDivInt(acc, v) : floorModInt(acc, v);
+      break;
+    case CExpr::Op::Min:
+      acc = std::min(acc, v);
+      break;
+    case CExpr::Op::Max:
+      acc = std::max(acc, v);
+      break;
+    default:
+      break;
+    }
+  }
+  out = acc;
+  return true;
+}
+
+/// The compiled index expressions of one statement.
+struct CStmt {
+  std::vector<CExpr> index; ///< Load
+  CExpr expr;               ///< Index
+  CExpr extent;             ///< IndirectIndex
+  int32_t slot = -1;        ///< IndirectIndex: the symbol defined
+};
+
+std::vector<CStmt> compileBody(const Body &body, Slots &slots) {
+  std::vector<CStmt> out(body.stmts.size());
+  for (size_t k = 0; k < body.stmts.size(); ++k) {
+    const Stmt &st = body.stmts[k];
+    CStmt &c = out[k];
+    switch (st.kind) {
+    case Stmt::Kind::Load:
+      for (const SymInt &e : st.index) c.index.push_back(compile(e, slots));
+      break;
+    case Stmt::Kind::Index:
+      c.expr = compile(st.expr, slots);
+      break;
+    case Stmt::Kind::IndirectIndex:
+      c.extent = compile(st.extent, slots);
+      c.slot = slots.of(st.symbol);
+      break;
+    default:
+      break;
+    }
+  }
+  return out;
+}
+
 // --- the evaluator
 
 struct Evaluator {
   const LoopProgram &p;
-  SymBindings env;
+  SymBindings env;                              ///< size symbols (inputs' and data-dependent ones)
+  Slots slots;                                  ///< every symbol, for compiled index expressions
   std::vector<Tensor> values;                   ///< per node
   std::map<NodeId, std::vector<Tensor>> extras; ///< extern outputs >= 1
   std::vector<std::vector<int64_t>> strides;
 
   explicit Evaluator(const LoopProgram &prog) : p(prog) {}
+
+  /// Forgets the loop variables and indirect indices of the previous node, so that a stray
+  /// reference to one is reported instead of reading a stale value.
+  void unbindLoopSymbols() {
+    for (size_t i = 0; i < slots.names.size(); ++i)
+      if (!slots.names[i].empty() && slots.names[i][0] == '%') slots.bound[i] = 0;
+  }
+
+  void bindSize(const std::string &name, int64_t v) {
+    env[name] = v;
+    slots.set(slots.of(name), v);
+  }
 
   Error internal(const Node &n, const std::string &msg) const {
     return Error::internal("loop node '" + n.name + "': " + msg, n.loc);
@@ -413,7 +581,7 @@ struct Evaluator {
         const std::string &s = n.shape[d].symbolName();
         auto it = env.find(s);
         if (it == env.end())
-          env[s] = t.dim(int64_t(d));
+          bindSize(s, t.dim(int64_t(d)));
         else if (it->second != t.dim(int64_t(d)))
           return Error::user("input '" + name + "' dim " + std::to_string(d) + " is " +
                              std::to_string(t.dim(int64_t(d))) + " but '" + s + "' is " +
@@ -442,8 +610,10 @@ struct Evaluator {
   }
 
   /// Evaluates `body` at the point bound in `env`; returns the statement values.
-  Status evalBody(const Node &n, const Body &body, std::vector<V> &vals) {
+  Status evalBody(const Node &n, const Body &body, const std::vector<CStmt> &cs,
+                  std::vector<V> &vals) {
     vals.resize(body.stmts.size());
+    std::string err;
     for (size_t k = 0; k < body.stmts.size(); ++k) {
       const Stmt &s = body.stmts[k];
       V r;
@@ -459,14 +629,14 @@ struct Evaluator {
         int64_t off = 0;
         const std::vector<int64_t> &st = strides[size_t(s.node)];
         for (size_t d = 0; d < s.index.size(); ++d) {
-          auto v = s.index[d].evaluate(env);
-          if (!v.ok()) return internal(n, "index: " + v.error().message());
-          if (*v < 0 || *v >= t.dim(int64_t(d)))
+          int64_t v;
+          if (!evalC(cs[k].index[d], slots, v, err)) return internal(n, "index: " + err);
+          if (v < 0 || v >= t.dim(int64_t(d)))
             return internal(n, "load of '" + src.name + "' out of bounds: dim " +
                                    std::to_string(d) + " index " + s.index[d].str() + " = " +
-                                   std::to_string(*v) + ", size " +
+                                   std::to_string(v) + ", size " +
                                    std::to_string(t.dim(int64_t(d))));
-          off += *v * st[d];
+          off += v * st[d];
         }
         if (t.dtype() != s.dtype)
           return internal(n, "load of '" + src.name + "' as " + std::string(dtypeName(s.dtype)));
@@ -485,9 +655,9 @@ struct Evaluator {
                                : fromDouble(s.dtype, s.number);
         break;
       case Stmt::Kind::Index: {
-        auto v = s.expr.evaluate(env);
-        if (!v.ok()) return internal(n, "index expression: " + v.error().message());
-        r = isFloat(s.dtype) ? fromDouble(s.dtype, double(*v)) : fromInt(s.dtype, *v);
+        int64_t v;
+        if (!evalC(cs[k].expr, slots, v, err)) return internal(n, "index expression: " + err);
+        r = isFloat(s.dtype) ? fromDouble(s.dtype, double(v)) : fromInt(s.dtype, v);
         if (isFloat(s.dtype)) r.f = roundCompute(s.dtype, r.f);
         break;
       }
@@ -502,14 +672,12 @@ struct Evaluator {
         }
         DType at = body.stmts[size_t(s.args[0])].dtype;
         if (isFloat(at)) {
-          std::vector<double> a;
-          for (Val v : s.args) a.push_back(vals[size_t(v)].f);
-          r = applyFloat(s.op, a);
+          r = applyFloat(s.op, vals[size_t(s.args[0])].f,
+                         s.args.size() > 1 ? vals[size_t(s.args[1])].f : 0.0);
           if (isFloat(s.dtype)) r.f = roundCompute(s.dtype, r.f);
         } else {
-          std::vector<int64_t> a;
-          for (Val v : s.args) a.push_back(vals[size_t(v)].i);
-          r = applyInt(s.op, at, a);
+          r = applyInt(s.op, at, vals[size_t(s.args[0])].i,
+                       s.args.size() > 1 ? vals[size_t(s.args[1])].i : 0);
         }
         break;
       }
@@ -525,11 +693,11 @@ struct Evaluator {
       }
       case Stmt::Kind::IndirectIndex: {
         int64_t v = vals[size_t(s.args.at(0))].i;
-        auto e = s.extent.evaluate(env);
-        if (!e.ok()) return internal(n, "extent: " + e.error().message());
-        if (v < 0 && s.wrapNegative) v += *e;
-        v = std::max<int64_t>(0, std::min<int64_t>(v, *e - 1));
-        env[s.symbol] = v;
+        int64_t e;
+        if (!evalC(cs[k].extent, slots, e, err)) return internal(n, "extent: " + err);
+        if (v < 0 && s.wrapNegative) v += e;
+        v = std::max<int64_t>(0, std::min<int64_t>(v, e - 1));
+        slots.set(cs[k].slot, v);
         r.i = v;
         break;
       }
@@ -556,16 +724,20 @@ struct Evaluator {
     int64_t total = numelOf(shape);
     if (total == 0) return okStatus();
     std::vector<int64_t> pt(shape.size(), 0);
-    for (size_t d = 0; d < vars.size(); ++d) env[vars[d]] = 0;
+    std::vector<int32_t> vs;
+    for (size_t d = 0; d < vars.size(); ++d) {
+      vs.push_back(slots.of(vars[d]));
+      slots.set(vs.back(), 0);
+    }
     for (int64_t flat = 0; flat < total; ++flat) {
       COIL_TRY_STATUS(f(flat));
       for (size_t d = shape.size(); d-- > 0;) {
         if (++pt[d] < shape[d]) {
-          env[vars[d]] = pt[d];
+          slots.set(vs[d], pt[d]);
           break;
         }
         pt[d] = 0;
-        env[vars[d]] = 0;
+        slots.set(vs[d], 0);
       }
     }
     return okStatus();
@@ -577,8 +749,10 @@ struct Evaluator {
     DType rt = pw.body.stmts[size_t(pw.result)].dtype;
     if (rt != n.dtype) return internal(n, "result of type " + std::string(dtypeName(rt)));
     std::vector<V> vals;
+    std::vector<CStmt> cs = compileBody(pw.body, slots);
+    unbindLoopSymbols();
     return forEachPoint(pw.vars, out.shape(), [&](int64_t flat) -> Status {
-      COIL_TRY_STATUS(evalBody(n, pw.body, vals));
+      COIL_TRY_STATUS(evalBody(n, pw.body, cs, vals));
       store(out, flat, rt, vals[size_t(pw.result)]);
       return okStatus();
     });
@@ -595,6 +769,8 @@ struct Evaluator {
     if (arg && n.dtype != DType::I64) return internal(n, "arg reduction not to i64");
     bool fl = isFloat(acc), uns = isUnsigned(acc); // bool counts as unsigned here
     std::vector<V> vals;
+    std::vector<CStmt> cs = compileBody(rn.body, slots);
+    unbindLoopSymbols();
     return forEachPoint(rn.vars, out.shape(), [&](int64_t flat) -> Status {
       V a;
       bool first = true;
@@ -627,20 +803,20 @@ struct Evaluator {
       }
       // Save the outer point: the reduced loop binds other names only.
       Status st = forEachPoint(rn.rvars, rshape, [&](int64_t) -> Status {
-        COIL_TRY_STATUS(evalBody(n, rn.body, vals));
+        COIL_TRY_STATUS(evalBody(n, rn.body, cs, vals));
         V v = vals[size_t(rn.value)];
         switch (rn.kind) {
         case ReduceKind::Sum:
-          a = fl ? V{roundCompute(acc, a.f + v.f), 0} : applyInt(ScalarOp::Add, acc, {a.i, v.i});
+          a = fl ? V{roundCompute(acc, a.f + v.f), 0} : applyInt(ScalarOp::Add, acc, a.i, v.i);
           break;
         case ReduceKind::Prod:
-          a = fl ? V{roundCompute(acc, a.f * v.f), 0} : applyInt(ScalarOp::Mul, acc, {a.i, v.i});
+          a = fl ? V{roundCompute(acc, a.f * v.f), 0} : applyInt(ScalarOp::Mul, acc, a.i, v.i);
           break;
         case ReduceKind::Max:
-          a = fl ? applyFloat(ScalarOp::Max, {a.f, v.f}) : applyInt(ScalarOp::Max, acc, {a.i, v.i});
+          a = fl ? applyFloat(ScalarOp::Max, a.f, v.f) : applyInt(ScalarOp::Max, acc, a.i, v.i);
           break;
         case ReduceKind::Min:
-          a = fl ? applyFloat(ScalarOp::Min, {a.f, v.f}) : applyInt(ScalarOp::Min, acc, {a.i, v.i});
+          a = fl ? applyFloat(ScalarOp::Min, a.f, v.f) : applyInt(ScalarOp::Min, acc, a.i, v.i);
           break;
         case ReduceKind::ArgMax:
         case ReduceKind::ArgMin: {
@@ -658,8 +834,8 @@ struct Evaluator {
             else
               better = rn.selectLast ? v.f <= a.f : v.f < a.f;
           } else {
-            bool gt = applyInt(ScalarOp::Gt, acc, {v.i, a.i}).i != 0;
-            bool lt = applyInt(ScalarOp::Lt, acc, {v.i, a.i}).i != 0;
+            bool gt = applyInt(ScalarOp::Gt, acc, v.i, a.i).i != 0;
+            bool lt = applyInt(ScalarOp::Lt, acc, v.i, a.i).i != 0;
             bool eq = v.i == a.i;
             if (rn.kind == ReduceKind::ArgMax)
               better = gt || (rn.selectLast && eq);
@@ -739,7 +915,7 @@ struct Evaluator {
     Status st = fn(en, args);
     if (!st.ok()) return st.error().withDefaultLoc(n.loc);
     for (size_t k = 0; k < en.args.size(); ++k)
-      if (en.args[k].kind == ExternArg::Kind::OutSymbol) env[en.args[k].symbol] = symVals[k];
+      if (en.args[k].kind == ExternArg::Kind::OutSymbol) bindSize(en.args[k].symbol, symVals[k]);
     for (size_t k = 0; k < outs.size(); ++k) {
       COIL_TRY(Shape s, shapeOf(n, en.outputs[k].shape));
       if (!outs[k].defined() || outs[k].dtype() != en.outputs[k].dtype || outs[k].shape() != s)

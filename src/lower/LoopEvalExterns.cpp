@@ -1,8 +1,342 @@
-// Evaluator adapters of the CPU kernels (kernels/cpu): none registered yet.
+// Evaluator adapters of the CPU kernels (kernels/cpu): for every extern function name, a
+// function that checks the arguments of the ExternNode against the kernel's C signature and
+// the sizes of the evaluator's tensors (a mismatch is a lowering bug: an internal error, never
+// an out-of-bounds access), then calls the kernel. Allocating kernels get an allocator whose
+// blocks become the output tensors.
+#include "kernels/cpu/CpuKernels.h"
 #include "lower/LoopEval.h"
 
-namespace coil::loop {
+#include <cstring>
+#include <memory>
 
-void registerCpuKernelEvalExterns() {}
+namespace coil::loop {
+namespace {
+
+using Args = std::vector<EvalExternArg>;
+using K = ExternArg::Kind;
+
+/// Checks the argument kinds against `sig` (N node, O output, I int, F float, S out-symbol).
+Status checkSignature(const ExternNode &en, const Args &a, const char *sig) {
+  size_t n = std::strlen(sig);
+  bool ok = a.size() == n;
+  for (size_t i = 0; ok && i < n; ++i) {
+    K want = sig[i] == 'N'   ? K::Node
+             : sig[i] == 'O' ? K::Output
+             : sig[i] == 'I' ? K::Int
+             : sig[i] == 'F' ? K::Float
+                             : K::OutSymbol;
+    ok = a[i].kind == want && (want != K::Node || a[i].tensor) &&
+         (want != K::Output || a[i].output) && (want != K::OutSymbol || a[i].outSymbol);
+  }
+  if (!ok)
+    return Error::internal("extern '" + en.function + "' called with arguments that do not fit " +
+                           "its signature " + sig);
+  return okStatus();
+}
+
+Status checkNumel(const ExternNode &en, const Tensor &t, int64_t want, const char *what) {
+  if (t.numel() != want)
+    return Error::internal("extern '" + en.function + "': " + what + " has " +
+                           std::to_string(t.numel()) + " elements, the sizes say " +
+                           std::to_string(want));
+  return okStatus();
+}
+
+/// Product of sizes, or -1 when negative or overflowing (never matches a tensor's numel).
+int64_t prod(std::initializer_list<int64_t> v) {
+  int64_t p = 1;
+  for (int64_t x : v)
+    if (x < 0 || __builtin_mul_overflow(p, x, &p)) return -1;
+  return p;
+}
+
+const void *in(const Args &a, size_t i) {
+  return a[i].tensor->data();
+}
+void *out(const Args &a, size_t i) {
+  return a[i].output->data();
+}
+
+// --- GEMM: a, b, y, batch, m, n, k, transA, transB, strideA, strideB, alpha
+
+using GemmFn = void (*)(const void *, const void *, void *, int64_t, int64_t, int64_t, int64_t,
+                        int64_t, int64_t, int64_t, int64_t, double);
+
+EvalExternFn gemmAdapter(GemmFn fn) {
+  return [fn](const ExternNode &en, Args &a) -> Status {
+    COIL_TRY_STATUS(checkSignature(en, a, "NNOIIIIIIIIF"));
+    int64_t batch = a[3].i, m = a[4].i, n = a[5].i, k = a[6].i, sa = a[9].i, sb = a[10].i;
+    // Every matrix read must lie inside its tensor.
+    auto fits = [&](const Tensor &t, int64_t stride, int64_t size) {
+      if (batch == 0 || size == 0) return true;
+      int64_t last = prod({batch - 1, stride});
+      return last >= 0 && size >= 0 && last + size <= t.numel();
+    };
+    if (batch < 0 || !fits(*a[0].tensor, sa, prod({m, k})) || !fits(*a[1].tensor, sb, prod({k, n})))
+      return Error::internal("extern '" + en.function + "': operands smaller than their sizes");
+    COIL_TRY_STATUS(checkNumel(en, *a[2].output, prod({batch, m, n}), "the output"));
+    fn(in(a, 0), in(a, 1), out(a, 2), batch, m, n, k, a[7].i, a[8].i, sa, sb, a[11].number);
+    return okStatus();
+  };
+}
+
+// --- convolutions: x, w, y, n, c, m, group, nd, in[3], k[3], out[3], s[3], d[3], p[3]
+
+using ConvFn = void (*)(const void *, const void *, void *, int64_t, int64_t, int64_t, int64_t,
+                        int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                        int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                        int64_t, int64_t, int64_t);
+
+EvalExternFn convAdapter(ConvFn fn, bool transpose) {
+  return [fn, transpose](const ExternNode &en, Args &a) -> Status {
+    COIL_TRY_STATUS(checkSignature(en, a, "NNOIIIIIIIIIIIIIIIIIIIIIII"));
+    auto v = [&](size_t i) { return a[i].i; };
+    int64_t n = v(3), c = v(4), m = v(5), group = v(6);
+    int64_t inS = prod({v(8), v(9), v(10)}), kS = prod({v(11), v(12), v(13)}),
+            outS = prod({v(14), v(15), v(16)});
+    if (group < 1 || c % group || m % group)
+      return Error::internal("extern '" + en.function + "': group does not divide the channels");
+    COIL_TRY_STATUS(checkNumel(en, *a[0].tensor, prod({n, c, inS}), "the input"));
+    int64_t wSize = transpose ? prod({c, m / group, kS}) : prod({m, c / group, kS});
+    COIL_TRY_STATUS(checkNumel(en, *a[1].tensor, wSize, "the weights"));
+    COIL_TRY_STATUS(checkNumel(en, *a[2].output, prod({n, m, outS}), "the output"));
+    fn(in(a, 0), in(a, 1), out(a, 2), n, c, m, group, v(7), v(8), v(9), v(10), v(11), v(12), v(13),
+       v(14), v(15), v(16), v(17), v(18), v(19), v(20), v(21), v(22), v(23), v(24), v(25));
+    return okStatus();
+  };
+}
+
+// --- Det: x, y, batch, n
+
+using DetFn = void (*)(const void *, void *, int64_t, int64_t);
+EvalExternFn detAdapter(DetFn fn) {
+  return [fn](const ExternNode &en, Args &a) -> Status {
+    COIL_TRY_STATUS(checkSignature(en, a, "NOII"));
+    COIL_TRY_STATUS(checkNumel(en, *a[0].tensor, prod({a[2].i, a[3].i, a[3].i}), "the input"));
+    COIL_TRY_STATUS(checkNumel(en, *a[1].output, a[2].i, "the output"));
+    fn(in(a, 0), out(a, 1), a[2].i, a[3].i);
+    return okStatus();
+  };
+}
+
+// --- scans: x, y, outer, len, inner, exclusive, reverse
+
+using ScanFn = void (*)(const void *, void *, int64_t, int64_t, int64_t, int64_t, int64_t);
+EvalExternFn scanAdapter(ScanFn fn) {
+  return [fn](const ExternNode &en, Args &a) -> Status {
+    COIL_TRY_STATUS(checkSignature(en, a, "NOIIIII"));
+    int64_t all = prod({a[2].i, a[3].i, a[4].i});
+    COIL_TRY_STATUS(checkNumel(en, *a[0].tensor, all, "the input"));
+    COIL_TRY_STATUS(checkNumel(en, *a[1].output, all, "the output"));
+    fn(in(a, 0), out(a, 1), a[2].i, a[3].i, a[4].i, a[5].i, a[6].i);
+    return okStatus();
+  };
+}
+
+// --- TopK: x, values, indices, outer, len, inner, k, largest
+
+using TopKFn = void (*)(const void *, void *, void *, int64_t, int64_t, int64_t, int64_t, int64_t);
+EvalExternFn topkAdapter(TopKFn fn) {
+  return [fn](const ExternNode &en, Args &a) -> Status {
+    COIL_TRY_STATUS(checkSignature(en, a, "NOOIIIII"));
+    int64_t outer = a[3].i, len = a[4].i, inner = a[5].i, k = a[6].i;
+    if (k < 0 || k > len)
+      return Error::user("K of TopK must be in [0, " + std::to_string(len) + "], got " +
+                         std::to_string(k));
+    COIL_TRY_STATUS(checkNumel(en, *a[0].tensor, prod({outer, len, inner}), "the input"));
+    COIL_TRY_STATUS(checkNumel(en, *a[1].output, prod({outer, k, inner}), "the values"));
+    COIL_TRY_STATUS(checkNumel(en, *a[2].output, prod({outer, k, inner}), "the indices"));
+    fn(in(a, 0), out(a, 1), out(a, 2), outer, len, inner, k, a[7].i);
+    return okStatus();
+  };
+}
+
+// --- scans with a run-time axis: x, axis, shape, y, rank, axisIsI32, exclusive, reverse
+
+using ScanDynFn = void (*)(const void *, const void *, const void *, void *, int64_t, int64_t,
+                           int64_t, int64_t);
+EvalExternFn scanDynAdapter(ScanDynFn fn) {
+  return [fn](const ExternNode &en, Args &a) -> Status {
+    COIL_TRY_STATUS(checkSignature(en, a, "NNNOIIII"));
+    const Tensor &x = *a[0].tensor, &axis = *a[1].tensor, &shape = *a[2].tensor;
+    int64_t rank = a[4].i;
+    if (shape.dtype() != DType::I64 || shape.numel() != rank || rank != x.rank() ||
+        axis.numel() != 1 || axis.dtype() != (a[5].i ? DType::I32 : DType::I64))
+      return Error::internal("extern '" + en.function + "': shape or axis buffers do not fit");
+    for (int64_t d = 0; d < rank; ++d)
+      if (shape.getInt(d) != x.dim(d))
+        return Error::internal("extern '" + en.function + "': the shape buffer is not x's");
+    int64_t ax = axis.getInt(0);
+    if (ax < -rank || ax >= rank)
+      return Error::user("axis " + std::to_string(ax) + " is out of range for rank " +
+                         std::to_string(rank));
+    COIL_TRY_STATUS(checkNumel(en, *a[3].output, x.numel(), "the output"));
+    fn(x.data(), axis.data(), shape.data(), out(a, 3), rank, a[5].i, a[6].i, a[7].i);
+    return okStatus();
+  };
+}
+
+// --- allocating calls
+
+/// Blocks handed out by the allocator of one call.
+struct Blocks {
+  std::vector<std::unique_ptr<std::vector<uint8_t>>> list;
+  static void *alloc(void *ctx, size_t bytes) {
+    auto *b = static_cast<Blocks *>(ctx);
+    b->list.push_back(std::make_unique<std::vector<uint8_t>>(bytes ? bytes : 1));
+    return b->list.back()->data();
+  }
+};
+
+/// A tensor of `dtype` and `shape` copied from `p` (nullptr only when empty).
+Status adopt(const ExternNode &en, Tensor *dst, DType dtype, Shape shape, const void *p) {
+  Tensor t(dtype, std::move(shape));
+  if (t.nbytes() > 0 && !p)
+    return Error::internal("extern '" + en.function + "' did not allocate an output");
+  if (t.nbytes() > 0) std::memcpy(t.data(), p, t.nbytes());
+  *dst = std::move(t);
+  return okStatus();
+}
+
+// NonZero: x, indices, count, numel
+using NonZeroFn = void (*)(coil_alloc_fn, void *, const void *, void **, int64_t *, int64_t);
+EvalExternFn nonzeroAdapter(NonZeroFn fn) {
+  return [fn](const ExternNode &en, Args &a) -> Status {
+    COIL_TRY_STATUS(checkSignature(en, a, "NOSI"));
+    if (a[3].i < 0 || a[3].i > a[0].tensor->numel())
+      return Error::internal("extern '" + en.function + "': numel beyond the input");
+    Blocks blocks;
+    void *p = nullptr;
+    fn(&Blocks::alloc, &blocks, in(a, 0), &p, a[2].outSymbol, a[3].i);
+    return adopt(en, a[1].output, DType::I64, {*a[2].outSymbol}, p);
+  };
+}
+
+// Unique: x, y, indices, inverse, counts, count, outer, len, inner, sorted
+using UniqueFn = void (*)(coil_alloc_fn, void *, const void *, void **, void **, void **, void **,
+                          int64_t *, int64_t, int64_t, int64_t, int64_t);
+EvalExternFn uniqueAdapter(UniqueFn fn) {
+  return [fn](const ExternNode &en, Args &a) -> Status {
+    COIL_TRY_STATUS(checkSignature(en, a, "NOOOOSIIII"));
+    const Tensor &x = *a[0].tensor;
+    int64_t outer = a[6].i, len = a[7].i, inner = a[8].i;
+    COIL_TRY_STATUS(checkNumel(en, x, prod({outer, len, inner}), "the input"));
+    // The axis is the dim of y whose size is the data-dependent symbol.
+    const auto &yShape = en.outputs.at(0).shape;
+    size_t axis = yShape.size();
+    for (size_t d = 0; d < yShape.size(); ++d)
+      if (yShape[d].isSymbol() && yShape[d].symbolName() == en.args[5].symbol) axis = d;
+    if (axis == yShape.size() || int64_t(yShape.size()) != x.rank())
+      return Error::internal("extern '" + en.function + "': no dim of y is the unique count");
+    Blocks blocks;
+    void *p[4] = {nullptr, nullptr, nullptr, nullptr};
+    fn(&Blocks::alloc, &blocks, x.data(), &p[0], &p[1], &p[2], &p[3], a[5].outSymbol, outer, len,
+       inner, a[9].i);
+    int64_t u = *a[5].outSymbol;
+    Shape ys = x.shape();
+    ys[axis] = u;
+    COIL_TRY_STATUS(adopt(en, a[1].output, x.dtype(), ys, p[0]));
+    COIL_TRY_STATUS(adopt(en, a[2].output, DType::I64, {u}, p[1]));
+    COIL_TRY_STATUS(adopt(en, a[3].output, DType::I64, {len}, p[2]));
+    return adopt(en, a[4].output, DType::I64, {u}, p[3]);
+  };
+}
+
+// NonMaxSuppression: boxes, scores, maxOut, iou, scoreThreshold, selected, count, batches,
+// classes, nboxes, maxCount, iouCount, scoreCount, centerPointBox
+EvalExternFn nmsAdapter() {
+  return [](const ExternNode &en, Args &a) -> Status {
+    COIL_TRY_STATUS(checkSignature(en, a, "NNNNNOSIIIIIII"));
+    int64_t nb = a[7].i, nc = a[8].i, n = a[9].i;
+    COIL_TRY_STATUS(checkNumel(en, *a[0].tensor, prod({nb, n, 4}), "boxes"));
+    COIL_TRY_STATUS(checkNumel(en, *a[1].tensor, prod({nb, nc, n}), "scores"));
+    const DType want[3] = {DType::I64, DType::F32, DType::F32};
+    for (size_t i = 0; i < 3; ++i) {
+      int64_t count = a[10 + i].i;
+      const Tensor &t = *a[2 + i].tensor;
+      if (count > 0 && (t.numel() != count || t.dtype() != want[i]))
+        return Error::internal("extern '" + en.function + "': scalar input " +
+                               std::to_string(2 + i) + " does not fit its count");
+    }
+    Blocks blocks;
+    void *p = nullptr;
+    coil_cpu_nms_dyn_f32(&Blocks::alloc, &blocks, in(a, 0), in(a, 1), in(a, 2), in(a, 3), in(a, 4),
+                         &p, a[6].outSymbol, nb, nc, n, a[10].i, a[11].i, a[12].i, a[13].i);
+    return adopt(en, a[5].output, DType::I64, {*a[6].outSymbol, 3}, p);
+  };
+}
+
+// TopK with a run-time K: x, k, values, indices, count, outer, len, inner, largest
+using TopKDynFn = void (*)(coil_alloc_fn, void *, const void *, const void *, void **, void **,
+                           int64_t *, int64_t, int64_t, int64_t, int64_t);
+EvalExternFn topkDynAdapter(TopKDynFn fn) {
+  return [fn](const ExternNode &en, Args &a) -> Status {
+    COIL_TRY_STATUS(checkSignature(en, a, "NNOOSIIII"));
+    const Tensor &x = *a[0].tensor, &kt = *a[1].tensor;
+    int64_t outer = a[5].i, len = a[6].i, inner = a[7].i;
+    COIL_TRY_STATUS(checkNumel(en, x, prod({outer, len, inner}), "the input"));
+    if (kt.numel() != 1 || kt.dtype() != DType::I64)
+      return Error::internal("extern '" + en.function + "': K must be one i64");
+    int64_t k = kt.getInt(0);
+    if (k < 0 || k > len)
+      return Error::user("K of TopK must be in [0, " + std::to_string(len) + "], got " +
+                         std::to_string(k));
+    const auto &vShape = en.outputs.at(0).shape;
+    size_t axis = vShape.size();
+    for (size_t d = 0; d < vShape.size(); ++d)
+      if (vShape[d].isSymbol() && vShape[d].symbolName() == en.args[4].symbol) axis = d;
+    if (axis == vShape.size() || int64_t(vShape.size()) != x.rank())
+      return Error::internal("extern '" + en.function + "': no dim of the values is K");
+    Blocks blocks;
+    void *pv = nullptr, *pi = nullptr;
+    fn(&Blocks::alloc, &blocks, x.data(), kt.data(), &pv, &pi, a[4].outSymbol, outer, len, inner,
+       a[8].i);
+    Shape s = x.shape();
+    s[axis] = *a[4].outSymbol;
+    COIL_TRY_STATUS(adopt(en, a[2].output, x.dtype(), s, pv));
+    return adopt(en, a[3].output, DType::I64, s, pi);
+  };
+}
+
+} // namespace
+
+void registerCpuKernelEvalExterns() {
+  registerEvalExtern("coil_cpu_gemm_f32", gemmAdapter(coil_cpu_gemm_f32));
+  registerEvalExtern("coil_cpu_gemm_f64", gemmAdapter(coil_cpu_gemm_f64));
+  registerEvalExtern("coil_cpu_conv_f32", convAdapter(coil_cpu_conv_f32, false));
+  registerEvalExtern("coil_cpu_conv_f64", convAdapter(coil_cpu_conv_f64, false));
+  registerEvalExtern("coil_cpu_conv_transpose_f32", convAdapter(coil_cpu_conv_transpose_f32, true));
+  registerEvalExtern("coil_cpu_conv_transpose_f64", convAdapter(coil_cpu_conv_transpose_f64, true));
+  registerEvalExtern("coil_cpu_det_f32", detAdapter(coil_cpu_det_f32));
+  registerEvalExtern("coil_cpu_det_f64", detAdapter(coil_cpu_det_f64));
+#define COIL_REGISTER_NUMERIC(S)                                                                   \
+  registerEvalExtern("coil_cpu_cumsum_" #S, scanAdapter(coil_cpu_cumsum_##S));                     \
+  registerEvalExtern("coil_cpu_cumprod_" #S, scanAdapter(coil_cpu_cumprod_##S));                   \
+  registerEvalExtern("coil_cpu_topk_" #S, topkAdapter(coil_cpu_topk_##S));                         \
+  registerEvalExtern("coil_cpu_cumsum_dyn_" #S, scanDynAdapter(coil_cpu_cumsum_dyn_##S));          \
+  registerEvalExtern("coil_cpu_cumprod_dyn_" #S, scanDynAdapter(coil_cpu_cumprod_dyn_##S));        \
+  registerEvalExtern("coil_cpu_topk_dyn_" #S, topkDynAdapter(coil_cpu_topk_dyn_##S));
+#define COIL_REGISTER_DYNAMIC(S)                                                                   \
+  registerEvalExtern("coil_cpu_nonzero_" #S, nonzeroAdapter(coil_cpu_nonzero_##S));                \
+  registerEvalExtern("coil_cpu_unique_" #S, uniqueAdapter(coil_cpu_unique_##S));
+#define COIL_REGISTER_ALL(S) COIL_REGISTER_NUMERIC(S) COIL_REGISTER_DYNAMIC(S)
+  COIL_REGISTER_ALL(f64)
+  COIL_REGISTER_ALL(f32)
+  COIL_REGISTER_ALL(f16)
+  COIL_REGISTER_ALL(bf16)
+  COIL_REGISTER_ALL(i64)
+  COIL_REGISTER_ALL(i32)
+  COIL_REGISTER_ALL(i16)
+  COIL_REGISTER_ALL(i8)
+  COIL_REGISTER_ALL(u64)
+  COIL_REGISTER_ALL(u32)
+  COIL_REGISTER_ALL(u16)
+  COIL_REGISTER_ALL(u8)
+  COIL_REGISTER_DYNAMIC(bool)
+#undef COIL_REGISTER_ALL
+#undef COIL_REGISTER_DYNAMIC
+#undef COIL_REGISTER_NUMERIC
+  registerEvalExtern("coil_cpu_nms_dyn_f32", nmsAdapter());
+}
 
 } // namespace coil::loop

@@ -3,7 +3,8 @@
 #include "support/Check.h"
 
 #include <cctype>
-#include <cstdio>
+#include <charconv>
+#include <cmath>
 #include <sstream>
 
 namespace coil::loop {
@@ -70,10 +71,13 @@ std::string lower(const char *s) {
   return r;
 }
 
+/// The shortest decimal that reads back as `v` (inf, -inf, nan spelled out).
 std::string number(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
 }
 
 std::string list(const std::vector<SymInt> &v) {
@@ -107,7 +111,10 @@ void printBody(std::ostringstream &os, const LoopProgram &p, const Body &b) {
       os << "load " << t << " " << nodeName(p, s.node) << "[" << list(s.index) << "]";
       break;
     case Stmt::Kind::Constant:
-      os << "const " << t << " " << (s.isInt ? std::to_string(s.intNumber) : number(s.number));
+      os << "const " << t << " "
+         << (!s.isInt                ? number(s.number)
+             : s.dtype == DType::U64 ? std::to_string(uint64_t(s.intNumber))
+                                     : std::to_string(s.intNumber));
       break;
     case Stmt::Kind::Index:
       os << "index " << t << " " << s.expr.str();

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <map>
 #include <set>
 
 namespace coil::loop {
@@ -196,14 +197,14 @@ bool isCKeyword(const std::string &s) {
   return kw.count(s) != 0;
 }
 
-/// A C identifier derived from `s`: lowercase letters, digits and '_', not starting with a
-/// digit or '_', not a keyword, at most 48 characters.
+/// A C identifier derived from `s`: letters, digits and '_' (other characters become '_'), not
+/// starting with a digit or '_', not a keyword, at most 48 characters.
 std::string sanitize(const std::string &s) {
   std::string out;
   for (char c : s) {
     unsigned char u = static_cast<unsigned char>(c);
     if (std::isalnum(u))
-      out += char(std::tolower(u));
+      out += c;
     else if (!out.empty() && out.back() != '_')
       out += '_';
   }
@@ -216,15 +217,47 @@ std::string sanitize(const std::string &s) {
   return out;
 }
 
-std::string uniqueNodeName(const LoopProgram &p, const std::string &base) {
+/// The names of a program's nodes, kept incrementally across calls (lowering names thousands of
+/// nodes; rescanning the program for each would be quadratic). The cache is rebuilt whenever it
+/// may not describe `p`: another program, a reallocated node array, or fewer nodes than seen.
+struct NameCache {
+  const LoopProgram *program = nullptr;
+  const Node *data = nullptr;
+  size_t scanned = 0;
+  std::string last;
   std::set<std::string> used;
-  for (const Node &n : p.nodes) used.insert(n.name);
+  std::map<std::string, int> nextSuffix;
+
+  void sync(const LoopProgram &p) {
+    bool valid = program == &p && data == p.nodes.data() && scanned <= p.nodes.size() &&
+                 (scanned == 0 || p.nodes[scanned - 1].name == last);
+    if (!valid) {
+      program = &p;
+      scanned = 0;
+      used.clear();
+      nextSuffix.clear();
+    }
+    data = p.nodes.data();
+    for (; scanned < p.nodes.size(); ++scanned) used.insert(p.nodes[scanned].name);
+    last = scanned ? p.nodes[scanned - 1].name : "";
+  }
+};
+
+/// "relu" for Relu: node names derived from an op are lowercase.
+std::string opBaseName(OpKind op) {
+  std::string s(opName(op));
+  for (char &c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string uniqueNodeName(const LoopProgram &p, const std::string &base) {
+  thread_local NameCache cache;
+  cache.sync(p);
   std::string b = sanitize(base);
-  if (!used.count(b) && !(b.size() > 1 && std::isdigit(static_cast<unsigned char>(b.back()))))
-    return b;
-  for (int k = 1;; ++k) {
-    std::string c = b + "_" + std::to_string(k);
-    if (!used.count(c)) return c;
+  if (!cache.used.count(b)) return b;
+  for (int &k = cache.nextSuffix[b];;) {
+    std::string c = b + "_" + std::to_string(++k);
+    if (!cache.used.count(c)) return c;
   }
 }
 
@@ -324,6 +357,7 @@ TensorRef LowerContext::input(size_t i) const {
 }
 
 void LowerContext::setOutput(size_t i, TensorRef t) {
+  if (i < gnode().outputs.size() && gnode().outputs[i] == kNoValue) return; // not requested
   const TensorType &ty = outputType(i);
   COIL_CHECK(t.dtype == ty.dtype) << opName(gnode().op) << " output " << i << " lowered as "
                                   << dtypeName(t.dtype) << ", inferred " << dtypeName(ty.dtype);
@@ -336,17 +370,16 @@ void LowerContext::setOutput(size_t i, TensorRef t) {
 }
 
 namespace {
-std::string baseName(const Graph &g, const coil::Node &gn, const std::string &hint) {
-  if (!hint.empty()) return hint;
-  (void)g;
-  return std::string(opName(gn.op));
+/// The base of a node name: the caller's hint, else the op ("relu").
+std::string baseName(const coil::Node &gn, const std::string &hint) {
+  return hint.empty() ? opBaseName(gn.op) : hint;
 }
 } // namespace
 
 TensorRef LowerContext::pointwise(DType t, std::vector<SymInt> shape, const PointwiseFn &fn,
                                   const std::string &hint) {
   Node n;
-  n.name = uniqueNodeName(program_, baseName(graph_, gnode(), hint));
+  n.name = uniqueNodeName(program_, baseName(gnode(), hint));
   n.dtype = t;
   n.shape = shape;
   n.origins = {nodeIndex_};
@@ -369,7 +402,7 @@ TensorRef LowerContext::reduce(ReduceKind kind, DType outT, DType accT, std::vec
                                std::vector<SymInt> rranges, const ReduceFn &fn, bool selectLast,
                                const std::string &hint) {
   Node n;
-  n.name = uniqueNodeName(program_, baseName(graph_, gnode(), hint));
+  n.name = uniqueNodeName(program_, baseName(gnode(), hint));
   n.dtype = outT;
   n.shape = outer;
   n.origins = {nodeIndex_};
@@ -408,6 +441,16 @@ TensorRef LowerContext::view(
   std::vector<SymInt> inner = srcIndex(vars);
   COIL_CHECK(inner.size() == src.shape.size())
       << "view index of rank " << inner.size() << " into rank " << src.shape.size();
+  const Node &srcNode = program_.nodes.at(size_t(src.node));
+  if (srcNode.shape.empty() && !shape.empty()) {
+    // A scalar node seen with a rank: its map would be empty, which means the identity, so the
+    // broadcast is a Pointwise node instead (inlined by the scheduler like a view).
+    TensorRef scalar{src.node, src.dtype, {}, {}};
+    return pointwise(
+        src.dtype, std::move(shape),
+        [&](BodyBuilder &b, const std::vector<SymInt> &) { return b.load(scalar, {}); },
+        srcNode.name);
+  }
   std::vector<SymInt> map = src.sourceIndex(inner);
   SymRanges ranges = viewRanges(program_.symbols, shape);
   for (SymInt &e : map) e = simplify(e, ranges);
@@ -421,8 +464,13 @@ TensorRef LowerContext::view(
   return TensorRef{src.node, src.dtype, std::move(shape), std::move(map)};
 }
 
-TensorRef LowerContext::reshape(const TensorRef &src, std::vector<SymInt> shape) {
-  const SymRanges &ranges = program_.symbols;
+namespace {
+
+/// Reshape of `src` to `shape` as a view: source and target dims are grouped into runs whose
+/// products are provably equal; a run of one dim on each side maps directly, a longer run goes
+/// through its linear index (flatten, then unflatten with // and %).
+TensorRef reshapeView(LowerContext &ctx, const TensorRef &src, std::vector<SymInt> shape) {
+  const SymRanges &ranges = ctx.program().symbols;
   const std::vector<SymInt> &from = src.shape;
   auto isOne = [&](const SymInt &d) { return d == SymInt(1); };
   // Non-unit dims of each side; unit dims take index 0 (source) or are ignored (target).
@@ -497,7 +545,25 @@ TensorRef LowerContext::reshape(const TensorRef &src, std::vector<SymInt> shape)
     }
     return idx;
   };
-  return view(src, shape, mapper);
+  return ctx.view(src, shape, mapper);
+}
+
+} // namespace
+
+TensorRef LowerContext::reshape(const TensorRef &src, std::vector<SymInt> shape) {
+  // A reshape of a reshape is a reshape of the node: composing the two maps instead would
+  // leave terms such as (a*S + b) // S that need b < S to simplify.
+  if (!src.map.empty()) {
+    const Node &node = program_.nodes.at(size_t(src.node));
+    TensorRef base{src.node, src.dtype, node.shape, {}};
+    SymInt a = 1, b = 1;
+    for (const SymInt &d : node.shape) a = a * d;
+    for (const SymInt &d : src.shape) b = b * d;
+    if ((a == b || proveEQ(a, b, program_.symbols)) &&
+        reshapeView(*this, base, src.shape).map == src.map)
+      return reshapeView(*this, base, std::move(shape));
+  }
+  return reshapeView(*this, src, std::move(shape));
 }
 
 TensorRef LowerContext::permute(const TensorRef &src, const std::vector<int64_t> &perm) {
@@ -515,11 +581,29 @@ TensorRef LowerContext::broadcastTo(const TensorRef &src, std::vector<SymInt> sh
   COIL_CHECK(src.shape.size() <= shape.size())
       << "broadcast of rank " << src.shape.size() << " to rank " << shape.size();
   size_t off = shape.size() - src.shape.size();
+  // Per source dim: 0 where it is 1, the target index where it provably equals the target dim,
+  // and otherwise min(index, dim - 1): right both when the dim turns out to be 1 at run time
+  // and when it equals the target dim (a symbol broadcast against another symbol).
+  enum class How { Zero, Same, Clamp };
+  std::vector<How> how;
+  for (size_t i = 0; i < src.shape.size(); ++i) {
+    const SymInt &d = src.shape[i], &t = shape[off + i];
+    if (d == SymInt(1))
+      how.push_back(How::Zero);
+    else if (d == t || proveEQ(d, t, program_.symbols))
+      how.push_back(How::Same);
+    else
+      how.push_back(How::Clamp);
+  }
   std::vector<SymInt> srcShape = src.shape;
   return view(src, shape, [&](const std::vector<SymInt> &v) {
     std::vector<SymInt> idx;
-    for (size_t i = 0; i < srcShape.size(); ++i)
-      idx.push_back(srcShape[i] == SymInt(1) ? SymInt(0) : v[off + i]);
+    for (size_t i = 0; i < srcShape.size(); ++i) {
+      const SymInt &x = v[off + i];
+      idx.push_back(how[i] == How::Zero   ? SymInt(0)
+                    : how[i] == How::Same ? x
+                                          : min(x, srcShape[i] - 1));
+    }
     return idx;
   });
 }
@@ -536,7 +620,7 @@ std::vector<TensorRef> LowerContext::externCall(std::string function, std::vecto
                                                 std::vector<TensorType> outputs, bool allocates) {
   COIL_CHECK(!outputs.empty()) << "extern call " << function << " without outputs";
   Node n;
-  n.name = uniqueNodeName(program_, std::string(opName(gnode().op)));
+  n.name = uniqueNodeName(program_, opBaseName(gnode().op));
   n.dtype = outputs[0].dtype;
   n.shape = outputs[0].shape;
   n.origins = {nodeIndex_};
@@ -606,6 +690,42 @@ SourceLoc locOf(const Graph &g, const coil::Node &n) {
   if (loc.op.empty()) loc.op = std::string(opName(n.op));
   return loc;
 }
+/// After graph node `gn` lowered into nodes [first, end): every size those nodes (and the
+/// node's outputs) use must have a value when they run. A size computed from tensor data needs
+/// an extern call that reports it (an OutSymbol argument); anything else cannot be compiled.
+Status checkSizesKnown(const LoopProgram &p, size_t first, std::set<std::string> &bound,
+                       const coil::Node &gn, const std::vector<std::optional<TensorRef>> &refs) {
+  auto unknown = [&](const std::vector<SymInt> &shape) -> std::string {
+    std::set<std::string> used;
+    for (const SymInt &d : shape) d.collectSymbols(used);
+    for (const std::string &s : used)
+      if (!bound.count(s)) return s;
+    return "";
+  };
+  auto refuse = [&](const std::string &sym, DType t, const std::vector<SymInt> &shape) {
+    return Error::user(std::string(opName(gn.op)) + " whose output size '" + sym + "' (in " +
+                       TensorType{t, shape}.str() +
+                       ") depends on tensor data at run time is not supported by the compiler "
+                       "yet");
+  };
+  for (size_t i = first; i < p.nodes.size(); ++i) {
+    const Node &n = p.nodes[i];
+    if (const auto *e = std::get_if<ExternNode>(&n.kind))
+      for (const ExternArg &a : e->args)
+        if (a.kind == ExternArg::Kind::OutSymbol) bound.insert(a.symbol);
+    std::string s = unknown(n.shape);
+    if (!s.empty()) return refuse(s, n.dtype, n.shape);
+  }
+  for (size_t k = 0; k < gn.outputs.size(); ++k) {
+    if (gn.outputs[k] == kNoValue) continue;
+    const std::optional<TensorRef> &r = refs[size_t(gn.outputs[k])];
+    COIL_CHECK(r) << "lowering of " << opName(gn.op) << " left output " << k << " undefined";
+    std::string s = unknown(r->shape);
+    if (!s.empty()) return refuse(s, r->dtype, r->shape);
+  }
+  return okStatus();
+}
+
 } // namespace
 
 LowerFn lowerFnFor(OpKind op) {
@@ -629,6 +749,10 @@ Expected<LoopProgram> lowerGraph(const Graph &g) {
     p.inputs.push_back(id);
     p.inputNames.push_back(val.name);
   }
+  // Symbols with a value when a node runs: the inputs' and those that extern calls define.
+  std::set<std::string> bound;
+  for (NodeId i : p.inputs)
+    for (const SymInt &d : p.nodes[size_t(i)].shape) d.collectSymbols(bound);
   Diagnostics diags;
   const std::vector<coil::Node> &nodes = g.nodes();
   for (size_t ni = 0; ni < nodes.size(); ++ni) {
@@ -640,21 +764,21 @@ Expected<LoopProgram> lowerGraph(const Graph &g) {
                                locOf(g, gn)));
       continue;
     }
-    if (diags.hasErrors()) continue; // only look for more unsupported ops
+    // After an error, nodes that do not depend on the failed ones still lower, so that one
+    // run reports every problem.
     bool ready = true;
     for (ValueId in : gn.inputs)
       if (in != kNoValue && !refs[size_t(in)] && g.value(in).kind == ValueKind::NodeOutput)
         ready = false;
     if (!ready) continue;
+    size_t first = p.nodes.size();
     LowerContext ctx(p, g, int32_t(ni), refs);
     Status st = fn(ctx);
+    if (st.ok()) st = checkSizesKnown(p, first, bound, gn, refs);
     if (!st.ok()) {
       diags.report(st.error().withDefaultLoc(locOf(g, gn)));
       continue;
     }
-    for (size_t k = 0; k < gn.outputs.size(); ++k)
-      COIL_CHECK(refs[size_t(gn.outputs[k])])
-          << "lowering of " << opName(gn.op) << " left output " << k << " undefined";
   }
   if (diags.hasErrors()) return diags.combined();
   for (ValueId v : g.outputs) {

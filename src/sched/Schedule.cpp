@@ -386,11 +386,11 @@ private:
     bool arg = r.kind == loop::ReduceKind::ArgMax || r.kind == loop::ReduceKind::ArgMin;
     Accumulate acc;
     acc.kind = r.kind;
-    acc.accDType = arg ? DType::I64 : r.accDType;
+    acc.accDType = r.accDType; // the type values compare in; ArgMax/ArgMin results are i64
     acc.selectLast = r.selectLast;
     std::vector<Val> map = b.copyAll(r.body, {});
     Val v = map.at(size_t(r.value));
-    acc.value = arg ? v : b.castTo(v, r.accDType);
+    acc.value = b.castTo(v, r.accDType);
     if (arg) {
       COIL_CHECK(r.position != loop::kNoVal) << "arg reduction without a position";
       acc.position = b.castTo(map.at(size_t(r.position)), DType::I64);
@@ -402,12 +402,12 @@ private:
     Phase store;
     Stmt a;
     a.kind = Stmt::Kind::Accumulator;
-    a.dtype = acc.accDType;
+    a.dtype = arg ? DType::I64 : acc.accDType;
     a.phase = 0;
     a.slot = 0;
     Val av = store.body.add(a);
     Val sv = av;
-    if (n.dtype != acc.accDType) {
+    if (n.dtype != a.dtype) {
       Stmt c;
       c.kind = Stmt::Kind::Cast;
       c.dtype = n.dtype;

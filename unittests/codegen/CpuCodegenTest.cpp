@@ -154,8 +154,17 @@ struct Fixture {
   NodeId table, ids, gath;              // gather [13, 8] from [10, 8] by [13]
   NodeId hx, hout, bout, hin, hsum;     // f16/bf16
   NodeId mx, mred, colx, colsum;        // max with NaN, column sum i32 with wrap
+  NodeId ux, uy;                        // unary and binary float ops, one row of uy per op
+  NodeId f3, fs, fy;                    // flat pointwise [3, 5, 7] plus a rank-0 scalar
+  NodeId lx, lsum;                      // long f32 row sums accumulated in double
 };
 
+/// Float ops of the unary test kernel, in the rows of its output.
+const std::vector<ScalarOp> kUnaryOps = {
+    ScalarOp::Exp, ScalarOp::Tanh,  ScalarOp::Sigmoid,    ScalarOp::Log,  ScalarOp::Sqrt,
+    ScalarOp::Erf, ScalarOp::Round, ScalarOp::Floor,      ScalarOp::Ceil, ScalarOp::Sign,
+    ScalarOp::Abs, ScalarOp::Neg,   ScalarOp::Reciprocal, ScalarOp::Sin,  ScalarOp::Atan};
+constexpr int64_t kUN = 256, kLong = 200000;
 constexpr int64_t kCols = 37, kSmR = 6, kSmD = 100, kAR = 5, kAD = 9, kIN = 40, kV = 10, kE = 8,
                   kT = 13, kHN = 50, kMR = 4, kMD = 33, kCR = 7, kCC = 5;
 
@@ -247,7 +256,7 @@ Fixture buildFixture() {
     Val x = b0.load(p, fx.ax, {X0, R0});
     Val pos = b0.index(R0);
     p0.body = b0.body;
-    p0.reductions = {reduce(ReduceKind::ArgMax, DType::F32, x, pos, false),
+    p0.reductions = {reduce(ReduceKind::ArgMax, DType::I64, x, pos, false),
                      reduce(ReduceKind::ArgMin, DType::F32, x, pos, true)};
     B b1;
     Val m0 = b1.acc(0, 0, DType::I64), m1 = b1.acc(0, 1, DType::I64);
@@ -413,6 +422,89 @@ Fixture buildFixture() {
     k.writes = {fx.colsum};
     fx.kernels.push_back(k);
   }
+
+  // 8. Float ops: each unary op of kUnaryOps, then binary ops and an f64 round trip.
+  int64_t rows = int64_t(kUnaryOps.size()) + 6;
+  fx.ux = addNode(p, "ux", DType::F32, {kUN}, true);
+  fx.uy = addNode(p, "uy", DType::F32, {rows, kUN}, false);
+  {
+    sched::Kernel k;
+    k.name = "k_unary";
+    k.vars = {"%x0"};
+    k.ranges = {kUN};
+    sched::Phase ph;
+    B b;
+    Val x = b.load(p, fx.ux, {X0});
+    int64_t row = 0;
+    for (ScalarOp op : kUnaryOps) ph.stores.push_back(store(fx.uy, {row++, X0}, b.op(op, {x})));
+    Val c = b.cnst(DType::F32, 0.7);
+    ph.stores.push_back(store(fx.uy, {row++, X0}, b.op(ScalarOp::Mod, {x, c})));
+    ph.stores.push_back(store(fx.uy, {row++, X0}, b.op(ScalarOp::FMod, {x, c})));
+    ph.stores.push_back(store(fx.uy, {row++, X0}, b.op(ScalarOp::Min, {x, c})));
+    Val ax = b.op(ScalarOp::Abs, {x});
+    ph.stores.push_back(
+        store(fx.uy, {row++, X0}, b.op(ScalarOp::Pow, {ax, b.cnst(DType::F32, 1.5)})));
+    Val d = b.op(ScalarOp::Exp, {b.cast(x, DType::F64)});
+    ph.stores.push_back(store(fx.uy, {row++, X0}, b.cast(d, DType::F32)));
+    // isnan(x) ? -1 : (x > 0 && !(x > 5) ? 1 : 0), through bool ops
+    Val gt0 = b.op(ScalarOp::Gt, {x, b.cnst(DType::F32, 0)});
+    Val gt5 = b.op(ScalarOp::Gt, {x, b.cnst(DType::F32, 5)});
+    Val in = b.op(ScalarOp::And, {gt0, b.op(ScalarOp::Not, {gt5})});
+    Val sel = b.op(ScalarOp::Select,
+                   {b.op(ScalarOp::IsNaN, {x}), b.cnst(DType::F32, -1), b.cast(in, DType::F32)});
+    ph.stores.push_back(store(fx.uy, {row++, X0}, sel));
+    ph.body = b.body;
+    k.phases = {ph};
+    k.reads = {fx.ux};
+    k.writes = {fx.uy};
+    fx.kernels.push_back(k);
+  }
+
+  // 9. Flat pointwise: same-shape accesses and a rank-0 broadcast, no index decomposition.
+  fx.f3 = addNode(p, "f3", DType::F32, {3, 5, 7}, true);
+  fx.fs = addNode(p, "fs", DType::F32, {}, true);
+  fx.fy = addNode(p, "fy", DType::F32, {3, 5, 7}, false);
+  {
+    sched::Kernel k;
+    k.name = "k_flat";
+    k.vars = {"%x0", "%x1", "%x2"};
+    k.ranges = {3, 5, 7};
+    SymInt X2 = SymInt::symbol("%x2");
+    sched::Phase ph;
+    B b;
+    Val v = b.op(ScalarOp::Sub, {b.load(p, fx.f3, {X0, X1, X2}), b.load(p, fx.fs, {})});
+    ph.body = b.body;
+    ph.stores = {store(fx.fy, {X0, X1, X2}, v)};
+    k.phases = {ph};
+    k.reads = {fx.f3, fx.fs};
+    k.writes = {fx.fy};
+    fx.kernels.push_back(k);
+  }
+
+  // 10. Long row sums (f32 accumulated in double with sumF32InDouble).
+  fx.lx = addNode(p, "lx", DType::F32, {2, kLong}, true);
+  fx.lsum = addNode(p, "lsum", DType::F32, {2}, false);
+  {
+    sched::Kernel k;
+    k.name = "k_sumd";
+    k.vars = {"%x0"};
+    k.ranges = {2};
+    sched::Phase p0, p1;
+    p0.vars = {"%r0"};
+    p0.ranges = {kLong};
+    B b0;
+    Val v = b0.load(p, fx.lx, {X0, R0});
+    p0.body = b0.body;
+    p0.reductions = {reduce(ReduceKind::Sum, DType::F32, v)};
+    B b1;
+    Val a = b1.acc(0, 0, DType::F32);
+    p1.body = b1.body;
+    p1.stores = {store(fx.lsum, {X0}, a)};
+    k.phases = {p0, p1};
+    k.reads = {fx.lx};
+    k.writes = {fx.lsum};
+    fx.kernels.push_back(k);
+  }
   return fx;
 }
 
@@ -427,7 +519,9 @@ CpuCodegenOptions testOptions() {
 std::string generateAll(const Fixture &fx, std::vector<CpuKernelSource> *sources = nullptr) {
   std::string code = codegen::cpuKernelPrelude();
   for (const sched::Kernel &k : fx.kernels) {
-    auto r = generateCpuKernel(k, fx.p, testOptions());
+    CpuCodegenOptions o = testOptions();
+    o.sumF32InDouble = k.name == "k_sumd";
+    auto r = generateCpuKernel(k, fx.p, o);
     EXPECT_TRUE(r.ok()) << k.name << ": " << (r.ok() ? "" : r.error().message());
     if (!r.ok()) continue;
     code += "\n" + r->code;
@@ -453,7 +547,9 @@ public:
     std::ifstream log(dir_ / "log.txt");
     log_.assign(std::istreambuf_iterator<char>(log), {});
     if (rc != 0) return;
-    handle_ = dlopen((dir_ / "kernels.so").c_str(), RTLD_NOW | RTLD_LOCAL);
+    // RTLD_NODELETE: when this library brought libgomp in, unloading it would unload libgomp
+    // under its idle worker threads.
+    handle_ = dlopen((dir_ / "kernels.so").c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   }
   ~Library() {
     if (handle_) dlclose(handle_);
@@ -718,6 +814,106 @@ TEST_F(CpuCodegenTest, MaxWithNaNAndWrappingIntSum) {
       EXPECT_EQ(s[size_t(c)], int32_t(want)) << c;
     }
   }
+}
+
+TEST_F(CpuCodegenTest, FloatOps) {
+  using Fn = void (*)(const float *, float *);
+  std::mt19937 rng(8);
+  auto x = randomFloats(rng, kUN, -12, 12);
+  const float special[] = {kNaN,   kInf,    -kInf, 0.0f,  -0.0f, 0.5f,  1.5f,  2.5f,  -2.5f,
+                           100.0f, -100.0f, 1e-3f, -0.3f, 0.54f, 0.56f, 89.0f, -90.0f};
+  std::copy(std::begin(special), std::end(special), x.begin());
+  auto near = randomFloats(rng, kUN / 2, -2, 2); // where the piecewise approximations switch
+  std::copy(near.begin(), near.end(), x.begin() + kUN / 2);
+  size_t rows = kUnaryOps.size() + 6;
+  auto ref = [](ScalarOp op, double v) -> double {
+    switch (op) {
+    case ScalarOp::Exp:
+      return std::exp(v);
+    case ScalarOp::Tanh:
+      return std::tanh(v);
+    case ScalarOp::Sigmoid:
+      return 1 / (1 + std::exp(-v));
+    case ScalarOp::Log:
+      return std::log(v);
+    case ScalarOp::Sqrt:
+      return std::sqrt(v);
+    case ScalarOp::Erf:
+      return std::erf(v);
+    case ScalarOp::Round:
+      return std::nearbyint(v);
+    case ScalarOp::Floor:
+      return std::floor(v);
+    case ScalarOp::Ceil:
+      return std::ceil(v);
+    case ScalarOp::Sign:
+      return v > 0 ? 1 : v < 0 ? -1 : v;
+    case ScalarOp::Abs:
+      return std::fabs(v);
+    case ScalarOp::Neg:
+      return -v;
+    case ScalarOp::Reciprocal:
+      return 1 / v;
+    case ScalarOp::Sin:
+      return std::sin(v);
+    case ScalarOp::Atan:
+      return std::atan(v);
+    default:
+      return 0;
+    }
+  };
+  for (size_t cfg = 0; cfg < configs("k_unary"); ++cfg) {
+    std::vector<float> y(rows * kUN, 12345.0f);
+    lib_->get<Fn>("k_unary_c" + std::to_string(cfg))(x.data(), y.data());
+    for (size_t i = 0; i < size_t(kUN); ++i) {
+      double v = x[i];
+      auto got = [&](size_t row) { return y[row * kUN + i]; };
+      std::string at = " of " + std::to_string(v);
+      for (size_t o = 0; o < kUnaryOps.size(); ++o)
+        expectClose(got(o), float(ref(kUnaryOps[o], v)), 2e-6f,
+                    std::string(scalarOpName(kUnaryOps[o])) + at);
+      size_t r = kUnaryOps.size();
+      double fm = std::fmod(v, double(0.7f));
+      double md = fm != 0 && ((fm < 0) != (0.7f < 0)) ? fm + double(0.7f) : fm;
+      expectClose(got(r), float(md), 1e-6f, "mod" + at);
+      expectClose(got(r + 1), float(fm), 1e-6f, "fmod" + at);
+      expectClose(got(r + 2), std::isnan(v) ? kNaN : std::min(float(v), 0.7f), 0, "min" + at);
+      expectClose(got(r + 3), float(std::pow(std::fabs(v), 1.5)), 2e-6f, "pow" + at);
+      expectClose(got(r + 4), float(std::exp(v)), 0, "exp in f64" + at);
+      expectClose(got(r + 5),
+                  std::isnan(v)         ? -1.0f
+                  : (v > 0 && !(v > 5)) ? 1.0f
+                                        : 0.0f,
+                  0, "bool ops" + at);
+    }
+  }
+}
+
+TEST_F(CpuCodegenTest, FlatPointwiseAndDoubleSums) {
+  using Fn = void (*)(const float *, const float *, float *);
+  std::mt19937 rng(9);
+  auto x = randomFloats(rng, 3 * 5 * 7);
+  float sc = 0.25f;
+  for (size_t cfg = 0; cfg < configs("k_flat"); ++cfg) {
+    std::vector<float> y(x.size(), 0);
+    lib_->get<Fn>("k_flat_c" + std::to_string(cfg))(x.data(), &sc, y.data());
+    for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(y[i], x[i] - sc) << i;
+  }
+  EXPECT_NE(source("k_flat").code.find("fy[f] = "), std::string::npos) << source("k_flat").code;
+
+  using SumFn = void (*)(const float *, float *);
+  auto lx = randomFloats(rng, 2 * kLong, 0, 1);
+  for (float &v : lx) v = 1.0f + v * 1e-3f; // a float accumulator loses digits here
+  for (size_t cfg = 0; cfg < configs("k_sumd"); ++cfg) {
+    std::vector<float> s(2, 0);
+    lib_->get<SumFn>("k_sumd_c" + std::to_string(cfg))(lx.data(), s.data());
+    for (int64_t r = 0; r < 2; ++r) {
+      double want = 0;
+      for (int64_t i = 0; i < kLong; ++i) want += lx[size_t(r * kLong + i)];
+      EXPECT_EQ(s[size_t(r)], float(want)) << r;
+    }
+  }
+  EXPECT_NE(source("k_sumd").code.find("double red0_0"), std::string::npos);
 }
 
 TEST_F(CpuCodegenTest, KernelInfoAndText) {

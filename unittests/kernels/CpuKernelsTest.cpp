@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <numeric>
 #include <random>
+#include <sys/resource.h>
 #include <vector>
 
 namespace {
@@ -440,6 +441,134 @@ TEST(CpuKernelsDynamic, FailedAllocationReportsZero) {
   coil_cpu_nonzero_i64([](void *, size_t) -> void * { return nullptr; }, nullptr, x.data(), &out,
                        &count, 3);
   EXPECT_EQ(count, 0);
+}
+
+TEST(CpuKernelsDynamic, RunTimeAxisAndK) {
+  Allocs a;
+  // x [2, 3] cumsum along axis -1 given as int32, then along 0 as int64.
+  std::vector<float> x{1, 2, 3, 4, 5, 6}, y(6, 0);
+  std::vector<int64_t> shape{2, 3};
+  int32_t ax32 = -1;
+  coil_cpu_cumsum_dyn_f32(x.data(), &ax32, shape.data(), y.data(), 2, 1, 0, 0);
+  EXPECT_EQ(y, (std::vector<float>{1, 3, 6, 4, 9, 15}));
+  int64_t ax64 = 0;
+  coil_cpu_cumprod_dyn_f32(x.data(), &ax64, shape.data(), y.data(), 2, 0, 1, 0);
+  EXPECT_EQ(y, (std::vector<float>{1, 1, 1, 1, 2, 3}));
+  std::vector<float> keep(6, 7);
+  int64_t bad = 2;
+  coil_cpu_cumsum_dyn_f32(x.data(), &bad, shape.data(), keep.data(), 2, 0, 0, 0);
+  EXPECT_EQ(keep, std::vector<float>(6, 7)); // axis out of range: no-op
+  // TopK with K read from a buffer.
+  void *vals, *idx;
+  int64_t count = -1, k = 2;
+  coil_cpu_topk_dyn_f32(testAlloc, &a.ptrs, x.data(), &k, &vals, &idx, &count, 2, 3, 1, 1);
+  ASSERT_EQ(count, 2);
+  auto *v = static_cast<float *>(vals);
+  EXPECT_EQ(std::vector<float>(v, v + 4), (std::vector<float>{3, 2, 6, 5}));
+  EXPECT_EQ(ints(idx, 4), (std::vector<int64_t>{2, 1, 2, 1}));
+  k = 4;
+  coil_cpu_topk_dyn_f32(testAlloc, &a.ptrs, x.data(), &k, &vals, &idx, &count, 2, 3, 1, 1);
+  EXPECT_EQ(count, 0);
+}
+
+TEST(CpuKernelsDynamic, NonMaxSuppressionScalarsFromBuffers) {
+  Allocs a;
+  std::vector<float> boxes{0, 0, 1, 1, 0, 0.1f, 1, 1.1f, 0, 10, 1, 11};
+  std::vector<float> scores{0.9f, 0.8f, 0.7f};
+  int64_t maxOut = 5;
+  float iou = 0.5f, thr = 0.75f;
+  void *sel;
+  int64_t count = -1;
+  coil_cpu_nms_dyn_f32(testAlloc, &a.ptrs, boxes.data(), scores.data(), &maxOut, &iou, &thr, &sel,
+                       &count, 1, 1, 3, 1, 1, 1, 0);
+  ASSERT_EQ(count, 1); // box 1 overlaps box 0; box 2 scores below the threshold
+  EXPECT_EQ(ints(sel, 3), (std::vector<int64_t>{0, 0, 0}));
+  // Without the score threshold (count 0), box 2 is kept too; without max_output_boxes, none.
+  coil_cpu_nms_dyn_f32(testAlloc, &a.ptrs, boxes.data(), scores.data(), &maxOut, &iou, boxes.data(),
+                       &sel, &count, 1, 1, 3, 1, 1, 0, 0);
+  ASSERT_EQ(count, 2);
+  EXPECT_EQ(ints(sel, 6), (std::vector<int64_t>{0, 0, 0, 0, 0, 2}));
+  coil_cpu_nms_dyn_f32(testAlloc, &a.ptrs, boxes.data(), scores.data(), boxes.data(), boxes.data(),
+                       boxes.data(), &sel, &count, 1, 1, 3, 0, 0, 0, 0);
+  EXPECT_EQ(count, 0);
+}
+
+TEST(CpuKernelsValidation, HostileSizesNeverTouchMemory) {
+  // Null buffers with sizes that are negative or overflow: every call must return untouched.
+  const int64_t big = INT64_MAX / 2, sizes[] = {-1, -INT64_MAX, big, INT64_MAX};
+  Allocs a;
+  for (int64_t s : sizes) {
+    coil_cpu_gemm_f64(nullptr, nullptr, nullptr, s, 3, 3, 3, 0, 0, 9, 9, 1.0);
+    coil_cpu_gemm_f32(nullptr, nullptr, nullptr, 2, s, s, 3, 0, 0, 9, 9, 1.0);
+    coil_cpu_conv_f32(nullptr, nullptr, nullptr, 1, 1, 1, 1, 2, s, s, 1, 2, 2, 1, s, s, 1, 1, 1, 1,
+                      1, 1, 1, 0, 0, 0);
+    coil_cpu_conv_transpose_f64(nullptr, nullptr, nullptr, s, 2, 2, 1, 1, 3, 1, 1, 2, 1, 1, 4, 1, 1,
+                                1, 1, 1, 1, 1, 1, 0, 0, 0);
+    coil_cpu_det_f32(nullptr, nullptr, s, s);
+    coil_cpu_cumsum_i16(nullptr, nullptr, s, s, 2, 0, 0);
+    coil_cpu_topk_u8(nullptr, nullptr, nullptr, 2, s, s, 1, 1);
+    void *p1 = nullptr, *p2 = nullptr, *p3 = nullptr, *p4 = nullptr;
+    int64_t count = -1;
+    coil_cpu_unique_bf16(testAlloc, &a.ptrs, nullptr, &p1, &p2, &p3, &p4, &count, s, s, s, 1);
+    EXPECT_EQ(count, 0);
+    count = -1;
+    coil_cpu_nonzero_i8(testAlloc, &a.ptrs, nullptr, &p1, &count, s < 0 ? s : -s);
+    EXPECT_EQ(count, 0);
+    count = -1;
+    coil_cpu_nms_f32(testAlloc, &a.ptrs, nullptr, nullptr, &p1, &count, s, s, s, 3, 0.5, 0, 0, 0);
+    EXPECT_EQ(count, 0);
+  }
+}
+
+/// Runs the conv and conv-transpose kernels in a child process whose address space is capped
+/// below what their column buffers need: they must fall back to direct loops and still be right.
+TEST(CpuKernelsConvDeathTest, FallBackToDirectLoopsWithoutMemory) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto run = [] {
+    // conv: one 1-channel 160x160 image, 41x41 kernel, pads 20: columns of 1681 x 25600 floats
+    // (172 MB); transposed: 48x48 input, 41x41 kernel: columns of 1681 x 2304 doubles (31 MB).
+    const int64_t H = 160, K = 41, P = 20, T = 48, TO = T + K - 1;
+    auto x = cast<float>(randomDoubles(size_t(H * H), 21));
+    auto w = cast<float>(randomDoubles(size_t(K * K), 22));
+    auto xt = randomDoubles(size_t(T * T), 23), wt = randomDoubles(size_t(K * K), 24);
+    std::vector<float> y(size_t(H * H), 9), ref(size_t(H * H), 0);
+    std::vector<double> yt(size_t(TO * TO), 9), reft(size_t(TO * TO), 0);
+    for (int64_t o0 = 0; o0 < H; ++o0)
+      for (int64_t o1 = 0; o1 < H; ++o1)
+        for (int64_t k0 = 0; k0 < K; ++k0)
+          for (int64_t k1 = 0; k1 < K; ++k1) {
+            int64_t i0 = o0 - P + k0, i1 = o1 - P + k1;
+            if (i0 >= 0 && i0 < H && i1 >= 0 && i1 < H)
+              ref[size_t(o0 * H + o1)] += x[size_t(i0 * H + i1)] * w[size_t(k0 * K + k1)];
+          }
+    for (int64_t i0 = 0; i0 < T; ++i0)
+      for (int64_t i1 = 0; i1 < T; ++i1)
+        for (int64_t k0 = 0; k0 < K; ++k0)
+          for (int64_t k1 = 0; k1 < K; ++k1)
+            reft[size_t((i0 + k0) * TO + i1 + k1)] +=
+                xt[size_t(i0 * T + i1)] * wt[size_t(k0 * K + k1)];
+    rlimit lim{};
+    getrlimit(RLIMIT_AS, &lim);
+    rlimit cap = lim;
+    cap.rlim_cur = 0;
+    // The current address space plus 24 MB: the inputs fit, the columns do not.
+    FILE *f = std::fopen("/proc/self/statm", "r");
+    unsigned long pages = 0;
+    if (!f || std::fscanf(f, "%lu", &pages) != 1) std::exit(3);
+    std::fclose(f);
+    cap.rlim_cur = rlim_t(pages) * 4096 + (24u << 20);
+    if (setrlimit(RLIMIT_AS, &cap) != 0) std::exit(4);
+    coil_cpu_conv_f32(x.data(), w.data(), y.data(), 1, 1, 1, 1, 2, H, H, 1, K, K, 1, H, H, 1, 1, 1,
+                      1, 1, 1, 1, P, P, 0);
+    coil_cpu_conv_transpose_f64(xt.data(), wt.data(), yt.data(), 1, 1, 1, 1, 2, T, T, 1, K, K, 1,
+                                TO, TO, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0);
+    for (size_t i = 0; i < y.size(); ++i)
+      if (std::fabs(y[i] - ref[i]) > 1e-3) std::exit(5);
+    for (size_t i = 0; i < yt.size(); ++i)
+      if (std::fabs(yt[i] - reft[i]) > 1e-9) std::exit(6);
+    std::exit(0);
+  };
+  EXPECT_EXIT(run(), ::testing::ExitedWithCode(0), "");
 }
 
 } // namespace

@@ -174,6 +174,14 @@ TEST(ElementwiseLower, PowWithMixedTypes) {
   checkBinary(OpKind::Pow, DType::I64, DType::I8, {N, 3}, {3}, {}, small, Tolerance{0, 0});
   checkBinary(OpKind::Pow, DType::I64, DType::U8, {N, 3}, {3}, {}, small, Tolerance{0, 0});
   checkBinary(OpKind::Pow, DType::I32, DType::F32, {N, 3}, {3}, {}, pos, Tolerance{0, 0});
+  {
+    GraphBuilder b; // u64 exponents of 2^63 and more
+    ValueId x = b.input("x", DType::I64, {4}), y = b.input("y", DType::U64, {4});
+    b.output(b.op(OpKind::Pow, {x, y}));
+    Tensor xs = Tensor::fromInts(DType::I64, {4}, {3, -3, 5, 2});
+    Tensor ys = Tensor::fromInts(DType::U64, {4}, {-1, INT64_MIN, 7, -2});
+    expectMatchesInterpreter(b.g, {xs, ys}, Tolerance{0, 0});
+  }
   // negative integer exponents: 1 / x**-y truncated
   RandomOptions neg;
   neg.ilo = -3, neg.ihi = 3;
@@ -342,6 +350,59 @@ TEST(ElementwiseLower, DynamicQuantizeLinear) {
   RandomOptions positive;
   positive.lo = 1, positive.hi = 2; // the range still includes 0
   checkGraph(b.g, kSizes, Tolerance{0, 0}, positive);
+}
+
+TEST(ElementwiseLower, ScalarConstantsBecomeLiterals) {
+  GraphBuilder b;
+  ValueId x = b.input("x", DType::F32, {N, 3});
+  ValueId h = b.input("h", DType::F16, {N});
+  ValueId i = b.input("i", DType::I8, {N});
+  ValueId u = b.input("u", DType::U64, {N});
+  ValueId c = b.input("c", DType::Bool, {N, 1});
+  b.output(b.op(OpKind::Mul, {x, b.constant("half", Tensor::scalar(DType::F32, 0.1))}));
+  b.output(b.op(OpKind::Pow, {x, b.constant("two", Tensor::fromDoubles(DType::F32, {1}, {2}))}));
+  b.output(b.op(OpKind::Sub, {b.constant("hk", Tensor::scalar(DType::F16, 0.3)), h}));
+  b.output(b.op(OpKind::Add, {i, b.constant("ik", Tensor::fromInts(DType::I8, {}, {-100}))}));
+  b.output(b.op(OpKind::Max, {u, b.constant("uk", Tensor::fromInts(DType::U64, {}, {-5}))}));
+  b.output(b.op(OpKind::Where, {c, x, b.constant("ninf", Tensor::scalar(DType::F32, -INFINITY))}));
+  b.output(b.op(OpKind::Clip, {x, b.constant("lo", Tensor::scalar(DType::F32, -0.5)),
+                               b.constant("hi", Tensor::scalar(DType::F32, 0.25))}));
+  checkGraph(b.g, kSizes, Tolerance{0, 0}, specials());
+  auto p = loop::lowerGraph(b.g);
+  ASSERT_TRUE(p.ok());
+  for (const loop::Node &n : p->nodes)
+    EXPECT_FALSE(std::holds_alternative<loop::ConstantNode>(n.kind)) << n.name;
+  std::string text = loop::printLoopProgram(*p);
+  EXPECT_NE(text.find("const f32 0.10000000149011612"), std::string::npos) << text;
+  EXPECT_NE(text.find("const u64 18446744073709551611"), std::string::npos) << text;
+  EXPECT_NE(text.find("const f32 -inf"), std::string::npos) << text;
+}
+
+TEST(ElementwiseLower, RandomBroadcasts) {
+  std::mt19937_64 rng(5);
+  for (int trial = 0; trial < 60; ++trial) {
+    size_t rank = size_t(rng() % 4);
+    std::vector<SymInt> sa, sb, sc;
+    for (size_t d = 0; d < rank; ++d) {
+      SymInt full = rng() % 3 == 0 ? N : SymInt(int64_t(2 + rng() % 3));
+      // each operand has the full dim or 1
+      sa.push_back(rng() % 3 ? full : SymInt(1));
+      sb.push_back(rng() % 3 ? full : SymInt(1));
+      sc.push_back(rng() % 3 ? full : SymInt(1));
+    }
+    // drop leading dims of b and c (aligned right)
+    sb.erase(sb.begin(), sb.begin() + int64_t(rng() % (rank + 1)));
+    sc.erase(sc.begin(), sc.begin() + int64_t(rng() % (rank + 1)));
+    GraphBuilder b;
+    ValueId x = b.input("x", DType::F32, sa), y = b.input("y", DType::F32, sb);
+    ValueId c = b.input("c", DType::Bool, sc);
+    ValueId sum = b.op(OpKind::Add, {x, y});
+    b.output(sum);
+    b.output(b.op(OpKind::Where, {c, sum, x}));
+    b.output(b.op(OpKind::Max, {y, x, sum}));
+    checkGraph(b.g, {{{"N", 1}}, {{"N", 4}}}, Tolerance{0, 0}, specials(),
+               "trial " + std::to_string(trial));
+  }
 }
 
 TEST(ElementwiseLower, ChainsShareNoState) {

@@ -2,6 +2,7 @@
 // evaluator (lower/LoopEval.cpp).
 #include "LowerTestUtil.h"
 
+#include <deque>
 #include <gtest/gtest.h>
 
 using namespace coil;
@@ -11,7 +12,8 @@ using namespace coil::lowertest;
 namespace {
 
 LoopProgram lowerText(const std::string &text) {
-  Graph *g = new Graph(parseOrDie(text)); // kept alive: the program points at it
+  static std::deque<Graph> graphs; // kept alive: the program points at its graph
+  Graph *g = &graphs.emplace_back(parseOrDie(text));
   auto p = lowerGraph(*g);
   EXPECT_TRUE(p.ok()) << (p.ok() ? "" : p.error().render());
   return p.ok() ? std::move(p).value() : LoopProgram();
@@ -31,6 +33,67 @@ TEST(LowerFramework, ReluPrintsReadably) {
   EXPECT_EQ(text, printLoopProgram(p)); // deterministic
   ASSERT_EQ(p.nodes.size(), 2u);
   EXPECT_EQ(p.nodes[1].origins, std::vector<int32_t>{0});
+}
+
+TEST(LowerFramework, PrintedProgramGolden) {
+  LoopProgram p = lowerText(R"(graph @g(%x: f32[N, 4], %i: i64[2]) -> (%y, %g) {
+    symbol N in [1, 16]
+    %c = constant f32[4] [0.5, -1, 2, 0.1]
+    %s = Add(%x, %c) : f32[N, 4] name "add0"
+    %y = Gelu(%s) {approximate = "tanh"} : f32[N, 4]
+    %g = Gather(%x, %i) {axis = 1} : f32[N, 2]
+  })");
+  const char *want = R"(symbols N in [1, 16]
+
+x: f32[N, 4] = input 'x'
+
+i: i64[2] = input 'i'
+
+c: f32[4] = constant 'c'
+
+add: f32[N, 4] = pointwise (%x0, %x1)
+  %0 = load f32 x[%x0, %x1]
+  %1 = load f32 c[%x1]
+  %2 = add f32 %0, %1
+  result %2
+
+gelu: f32[N, 4] = pointwise (%x0, %x1)
+  %0 = load f32 add[%x0, %x1]
+  %1 = const f32 0.5
+  %2 = const f32 1
+  %3 = const f32 0.7978845608028654
+  %4 = const f32 0.044715
+  %5 = mul f32 %0, %0
+  %6 = mul f32 %5, %0
+  %7 = mul f32 %4, %6
+  %8 = add f32 %0, %7
+  %9 = mul f32 %3, %8
+  %10 = mul f32 %1, %0
+  %11 = tanh f32 %9
+  %12 = add f32 %2, %11
+  %13 = mul f32 %10, %12
+  result %13
+
+gather: f32[N, 2] = pointwise (%x0, %x1)
+  %0 = load i64 i[%x1]
+  %1 = indirect %i0 = %0 in [0, 4) wrap
+  %2 = load f32 x[%x0, %i0]
+  result %2
+
+input x = x
+input i = i
+output y = gelu
+output g = gather
+)";
+  EXPECT_EQ(printLoopProgram(p), want);
+}
+
+TEST(LowerFramework, EveryElementwiseAndShapeOpHasALowering) {
+  for (size_t k = 0; k < kNumOps; ++k) {
+    OpKind op = OpKind(k);
+    if (opFamily(op) == OpFamily::Elementwise || opFamily(op) == OpFamily::ShapeOps)
+      EXPECT_NE(lowerFnFor(op), nullptr) << opName(op);
+  }
 }
 
 TEST(LowerFramework, NodeNamesAreUniqueCIdentifiers) {
@@ -108,6 +171,63 @@ TEST(LowerFramework, BroadcastingAndDynamicDims) {
             {{{"B", 3}, {"S", 7}}});
 }
 
+TEST(LowerFramework, SymbolAgainstSymbolBroadcast) {
+  // [N] + [M] types as [max(N, M)]; at run time one of them is 1.
+  GraphBuilder b;
+  ValueId x = b.input("x", DType::F32, {SymInt::symbol("N")});
+  ValueId y = b.input("y", DType::F32, {SymInt::symbol("M")});
+  b.output(b.op(OpKind::Add, {x, y}));
+  checkGraph(b.g, {{{"N", 1}, {"M", 4}}, {{"N", 3}, {"M", 1}}, {{"N", 5}, {"M", 5}}});
+}
+
+TEST(LowerFramework, SymbolicReshapeRuns) {
+  SymInt B = SymInt::symbol("B"), S = SymInt::symbol("S");
+  struct Case {
+    std::vector<SymInt> from, to;
+    std::string load; ///< expected load of the input in Neg's body
+  };
+  const Case cases[] = {
+      {{B, S, 768}, {B, S, 12, 64}, "x[%x0, %x1, 64*%x2 + %x3]"},
+      {{B, S, 12, 64}, {B, S, 768}, "x[%x0, %x1, %x2 // 64, %x2 % 64]"},
+      {{B * S, 64}, {B, S, 64}, "x[%x0*S + %x1, %x2]"},
+      {{B, S, 64}, {B * S, 64}, "x[%x0 // S, %x0 % S, %x1]"},
+      {{B, 1, S}, {B, S, 1}, "x[%x0, 0, %x1]"},
+  };
+  for (const Case &c : cases) {
+    GraphBuilder b;
+    b.input("dims", DType::F32, {B, S}); // binds B and S before x, whose dims may be products
+    ValueId x = b.input("x", DType::F32, c.from);
+    ValueId shape = b.symconst("shape", c.to);
+    b.output(b.op(OpKind::Neg, {b.op(OpKind::Reshape, {x, shape})}));
+    auto p = lowerGraph(b.g);
+    ASSERT_TRUE(p.ok()) << p.error().render();
+    std::string text = printLoopProgram(*p);
+    EXPECT_NE(text.find("load f32 " + c.load), std::string::npos) << text;
+    checkGraph(b.g, {{{"B", 2}, {"S", 3}}, {{"B", 1}, {"S", 5}}});
+  }
+}
+
+TEST(LowerFramework, ReshapeOfReshapeIsOneReshape) {
+  // [B, 1, 1, S, 1] -> [B*S] -> [B, 1, 1, S] (as BERT's mask): no // or % remains.
+  SymInt B = SymInt::symbol("B"), S = SymInt::symbol("S");
+  GraphBuilder b;
+  ValueId x = b.input("x", DType::F32, {B, 1, 1, S, 1});
+  ValueId flat = b.op(OpKind::Reshape, {x, b.ints("f", {-1})});
+  ValueId back = b.op(OpKind::Reshape, {flat, b.symconst("t", {B, 1, 1, S})});
+  b.output(b.op(OpKind::Neg, {back}));
+  auto p = lowerGraph(b.g);
+  ASSERT_TRUE(p.ok()) << p.error().render();
+  std::string text = printLoopProgram(*p);
+  EXPECT_NE(text.find("load f32 x[%x0, 0, 0, %x3, 0]"), std::string::npos) << text;
+  checkGraph(b.g, {{{"B", 2}, {"S", 3}}, {{"B", 3}, {"S", 1}}});
+  // A reshape of a slice is not a reshape of the node.
+  GraphBuilder c;
+  ValueId y = c.input("y", DType::F32, {4, 6});
+  ValueId sl = c.op(OpKind::Slice, {y, c.ints("st", {1}), c.ints("en", {5}), c.ints("ax", {1})});
+  c.output(c.op(OpKind::Neg, {c.op(OpKind::Reshape, {sl, c.ints("r", {8, 2})})}));
+  checkGraph(c.g);
+}
+
 TEST(LowerFramework, ViewOutputsAndInputOutputs) {
   // A view as an output, an input as an output, a constant as an output.
   checkText(R"(graph @g(%x: f32[2, 3]) -> (%y, %x, %w) {
@@ -146,6 +266,21 @@ TEST(LowerFramework, UnsupportedOpsAreReportedTogether) {
   EXPECT_NE(msg.find("'NonZero' is not supported"), std::string::npos) << msg;
   EXPECT_NE(msg.find("mm1"), std::string::npos) << msg;
   EXPECT_NE(msg.find("nz"), std::string::npos) << msg;
+}
+
+TEST(LowerFramework, OneRunReportsUnsupportedOpsAndLoweringErrors) {
+  if (lowerFnFor(OpKind::NonZero)) GTEST_SKIP() << "NonZero has a lowering now";
+  GraphBuilder b;
+  ValueId x = b.input("x", DType::F32, {3});
+  ValueId lim = b.input("limit", DType::I64, {});
+  b.output(b.op(OpKind::Neg, {b.op(OpKind::NonZero, {x})}));
+  b.output(b.op(OpKind::Range, {b.constant("z", Tensor::fromInts(DType::I64, {}, {0})), lim,
+                                b.constant("o", Tensor::fromInts(DType::I64, {}, {1}))}));
+  auto p = lowerGraph(b.g);
+  ASSERT_FALSE(p.ok());
+  std::string msg = p.error().render();
+  EXPECT_NE(msg.find("'NonZero' is not supported"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("Range with a length computed from tensor data"), std::string::npos) << msg;
 }
 
 TEST(LowerFramework, LoweringErrorsNameTheNode) {
@@ -368,6 +503,47 @@ TEST(LoopEval, ExternAdapters) {
   EXPECT_NE(printLoopProgram(p).find("extern test_positive_f32(x, out 0, outsym pos) allocates"),
             std::string::npos)
       << printLoopProgram(p);
+}
+
+TEST(LoopEval, MalformedProgramsAreInternalErrors) {
+  // A load past the end and a reference to a loop variable of another node.
+  for (int bad = 0; bad < 2; ++bad) {
+    LoopProgram p;
+    loop::Node in;
+    in.name = "x";
+    in.dtype = DType::F32;
+    in.shape = {4};
+    in.kind = InputNode{0};
+    p.inputs = {p.add(in)};
+    loop::Node pw;
+    pw.name = "y";
+    pw.dtype = DType::F32;
+    pw.shape = {4};
+    PointwiseNode body;
+    body.vars = {loopVar(0)};
+    BodyBuilder b(body.body);
+    SymInt i = bad == 0 ? SymInt::symbol(loopVar(0)) + 1 : SymInt::symbol(loopVar(1));
+    body.result = b.load(TensorRef{p.inputs[0], DType::F32, {4}, {}}, {i});
+    pw.kind = body;
+    p.outputs = {p.add(pw)};
+    auto out = evaluateLoopProgram(p, {Tensor::fromDoubles(DType::F32, {4}, {1, 2, 3, 4})});
+    ASSERT_FALSE(out.ok());
+    EXPECT_EQ(out.error().kind(), ErrorKind::Internal) << out.error().render();
+    EXPECT_NE(out.error().render().find(bad == 0 ? "out of bounds" : "unbound symbol '%x1'"),
+              std::string::npos)
+        << out.error().render();
+  }
+}
+
+TEST(LoopEval, ModerateSizes) {
+  // 64K points through two nodes, one of them read through a reshape view.
+  GraphBuilder b;
+  ValueId x = b.input("x", DType::F32, {SymInt::symbol("N"), 256});
+  ValueId s = b.op(OpKind::Sigmoid, {x});
+  ValueId r = b.op(OpKind::Reshape, {x, b.ints("shape", {-1, 128, 2})});
+  ValueId t = b.op(OpKind::Reshape, {r, b.ints("back", {0, 256})});
+  b.output(b.op(OpKind::Mul, {s, t}));
+  checkGraph(b.g, {{{"N", 256}}});
 }
 
 } // namespace

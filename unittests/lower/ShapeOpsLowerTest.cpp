@@ -181,6 +181,96 @@ TEST(ShapeOpsLower, ShapeSizeRangeConstants) {
   checkGraph(b.g, kSizes, kExact);
 }
 
+TEST(ShapeOpsLower, EmptyTensorsAndScalars) {
+  GraphBuilder b;
+  ValueId e = b.input("e", DType::F32, {0, 3});
+  ValueId v = b.input("v", DType::F32, {3});
+  ValueId s = b.input("s", DType::F32, {});
+  ValueId i = b.input("i", DType::I64, {0});
+  b.output(b.op(OpKind::Add, {e, v}));
+  b.output(b.op(OpKind::Concat, {e, e}, attrs({{"axis", int64_t(1)}})));
+  b.output(b.op(OpKind::Gather, {v, i}));
+  b.output(b.op(OpKind::Reshape, {e, b.ints("t", {3, 0})}, attrs({{"allowzero", int64_t(1)}})));
+  b.output(b.op(OpKind::Mul, {s, s}));
+  b.output(b.op(OpKind::Sub, {v, s}));
+  b.output(b.op(OpKind::Unsqueeze, {s, b.ints("ax", {0})}));
+  b.output(b.op(OpKind::Slice, {v, b.ints("st", {2}), b.ints("en", {2})}));
+  checkGraph(b.g, {{}}, kExact);
+}
+
+/// A random shape of numel `n` (a product of its factors in a random order, with 1s).
+std::vector<int64_t> randomShapeOf(int64_t n, std::mt19937_64 &rng) {
+  std::vector<int64_t> dims;
+  for (int64_t p : {2, 3, 5})
+    while (n % p == 0) {
+      n /= p;
+      // merge into the last dim half of the time
+      if (!dims.empty() && rng() % 2)
+        dims.back() *= p;
+      else
+        dims.push_back(p);
+    }
+  if (rng() % 3 == 0) dims.insert(dims.begin() + int64_t(rng() % (dims.size() + 1)), 1);
+  std::shuffle(dims.begin(), dims.end(), rng);
+  return dims;
+}
+
+TEST(ShapeOpsLower, RandomReshapeChains) {
+  // Chains of reshapes over a dynamic leading dim: runs split, merge and regroup.
+  std::mt19937_64 rng(2024);
+  for (int trial = 0; trial < 60; ++trial) {
+    GraphBuilder b;
+    std::vector<SymInt> inShape = {N};
+    for (int64_t d : randomShapeOf(60, rng)) inShape.push_back(d);
+    ValueId v = b.input("x", DType::I32, inShape);
+    int steps = 1 + int(rng() % 3);
+    for (int k = 0; k < steps; ++k) {
+      std::vector<int64_t> t = {0}; // keep N
+      if (rng() % 4 == 0) {
+        t.push_back(-1); // flatten the rest
+      } else {
+        for (int64_t d : randomShapeOf(60, rng)) t.push_back(d);
+      }
+      v = b.op(OpKind::Reshape, {v, b.ints("t" + std::to_string(k), t)});
+    }
+    b.output(b.op(OpKind::Neg, {v}));
+    checkGraph(b.g, {{{"N", 1}}, {{"N", 3}}}, kExact, {}, "trial " + std::to_string(trial));
+  }
+}
+
+TEST(ShapeOpsLower, RandomSlices) {
+  std::mt19937_64 rng(77);
+  auto pick = [&](int64_t lo, int64_t hi) { return lo + int64_t(rng() % uint64_t(hi - lo + 1)); };
+  const int64_t big = std::numeric_limits<int64_t>::max();
+  for (int trial = 0; trial < 80; ++trial) {
+    GraphBuilder b;
+    ValueId x = b.input("x", DType::I16, {N, 5, 7});
+    std::vector<int64_t> axes = {1, 2, 0};
+    std::shuffle(axes.begin(), axes.end(), rng);
+    axes.resize(size_t(pick(1, 3)));
+    std::vector<int64_t> starts, ends, steps;
+    for (size_t k = 0; k < axes.size(); ++k) {
+      int64_t a = axes[k];
+      int64_t len = a == 0 ? 3 : a == 1 ? 5 : 7;
+      int64_t st = pick(-len - 2, len + 2), en = pick(-len - 2, len + 2);
+      if (rng() % 5 == 0) en = rng() % 2 ? big : -big;
+      int64_t step = pick(1, 3) * (rng() % 3 == 0 ? -1 : 1);
+      if (a == 0 && (st < 0 || en < 0)) st = 0; // N's slice bounds: non-negative starts
+      if (a == 0) en = en < 0 ? big : en, step = std::abs(step);
+      starts.push_back(st);
+      ends.push_back(en);
+      steps.push_back(step);
+      if (rng() % 2) axes[k] -= 3; // negative axes too
+    }
+    ValueId s = b.op(OpKind::Slice, {x, b.ints("s", starts), b.ints("e", ends), b.ints("a", axes),
+                                     b.ints("p", steps)});
+    ASSERT_NE(s, kNoValue);
+    b.output(b.op(OpKind::Neg, {s}));
+    checkGraph(b.g, {{{"N", 1}}, {{"N", 3}}, {{"N", 4}}}, kExact, {},
+               "trial " + std::to_string(trial));
+  }
+}
+
 TEST(ShapeOpsLower, DataDependentShapesAreReported) {
   GraphBuilder b;
   ValueId lim = b.input("limit", DType::I64, {});

@@ -1,15 +1,18 @@
 // Tests of the spatial and recurrent lowerings (lower/ops/Spatial.cpp): each graph is lowered to
 // Loop IR, evaluated by the Loop IR evaluator on random inputs and compared with the reference
 // interpreter.
+#include "codegen/cpu/CpuCodegen.h"
 #include "interp/Interpreter.h"
 #include "ir/Infer.h"
 #include "ir/Parser.h"
 #include "lower/LoopEval.h"
 #include "lower/Lower.h"
+#include "sched/Schedule.h"
 
 #include <cmath>
 #include <gtest/gtest.h>
 #include <random>
+#include <sstream>
 
 using namespace coil;
 
@@ -96,6 +99,18 @@ void expectMatches(const std::string &text, const std::vector<Tensor> &inputs, d
   ASSERT_TRUE(want.ok()) << want.error().render();
   auto prog = loop::lowerGraph(*g);
   ASSERT_TRUE(prog.ok()) << prog.error().render();
+  {
+    loop::LoopProgram copy = *prog;
+    // The rest of the pipeline accepts the program: it schedules and every kernel generates.
+    auto sch = sched::scheduleProgram(copy);
+    EXPECT_TRUE(sch.ok()) << sch.error().render();
+    if (sch.ok())
+      for (const sched::Step &st : sch->steps)
+        if (const auto *k = std::get_if<sched::Kernel>(&st)) {
+          auto src = codegen::generateCpuKernel(*k, copy);
+          EXPECT_TRUE(src.ok()) << src.error().render();
+        }
+  }
   auto got = loop::evaluateLoopProgram(*prog, inputs);
   ASSERT_TRUE(got.ok()) << got.error().render() << "\n" << loop::printLoopProgram(*prog);
   ASSERT_EQ(got->size(), want->size());
@@ -602,6 +617,154 @@ TEST(SpatialLower, GridSample3dAndDynamicViews) {
   })";
   expectMatches(d2s, {randomTensor(DType::F32, {1, 12, 2, 3}, 182)});
   expectMatches(d2s, {randomTensor(DType::F32, {2, 12, 3, 1}, 183)});
+}
+
+TEST(SpatialLower, MaxPoolIndicesAtNegativeInfinityNextToPadding) {
+  // Every value -inf: the index is the first tap inside the input, never a padded one.
+  Tensor x = Tensor::fromDoubles(DType::F32, {1, 1, 3, 4}, std::vector<double>(12, -INFINITY));
+  x.setDouble(5, 2.0);
+  expectMatches(R"(graph @g(%x: f32[1, 1, 3, 4]) -> (%y, %i) {
+    %y, %i = MaxPool(%x) {kernel_shape = [3, 3], pads = [2, 2, 2, 2], strides = [2, 2]} : ?
+  })",
+                {x});
+}
+
+TEST(SpatialLower, RuntimeSizesAreReported) {
+  std::string err = lowerError(R"(graph @g(%t: f32[1, 2, 3], %sz: i64[4]) -> (%y) {
+    %y = AffineGrid(%t, %sz) {} : f32[a, b, c, 2]
+  })");
+  EXPECT_NE(err.find("AffineGrid whose output size 'grid_0' (in f32[grid_0, grid_1, grid_2, 2]) "
+                     "depends on tensor data at run time is not supported by the compiler yet"),
+            std::string::npos)
+      << err;
+}
+
+TEST(SpatialLower, ResizeRandomSweep) {
+  // Random modes, scales and shapes from a fixed seed.
+  std::mt19937 rng(2024);
+  const char *modes[] = {"nearest", "linear", "cubic"};
+  const char *coords[] = {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel",
+                          "half_pixel_symmetric"};
+  const char *nearest[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
+  int ran = 0;
+  for (int it = 0; it < 60; ++it) {
+    std::string mode = modes[rng() % 3];
+    int64_t h = 1 + int64_t(rng() % 6), w = 1 + int64_t(rng() % 6);
+    // Scales that are exact in f32 (multiples of 1/8) so that the interpreter's and the
+    // compiled coordinates agree bit for bit.
+    double sh = double(2 + rng() % 22) / 8, sw = double(2 + rng() % 22) / 8;
+    std::string attrs = "mode = \"" + mode + "\", coordinate_transformation_mode = \"" +
+                        coords[rng() % 5] + "\", nearest_mode = \"" + nearest[rng() % 4] + "\"";
+    if (mode != "nearest" && rng() % 3 == 0) attrs += ", antialias = 1";
+    if (mode == "cubic" && rng() % 2) attrs += ", exclude_outside = 1, cubic_coeff_a = -0.5";
+    std::ostringstream sc;
+    sc << "f32[4] [1, 1, " << sh << ", " << sw << "]";
+    std::string shape = "1, 2, " + std::to_string(h) + ", " + std::to_string(w);
+    if (std::floor(sh * double(h)) < 1 || std::floor(sw * double(w)) < 1) continue;
+    expectMatches(resizeGraph(shape, sc.str(), attrs),
+                  {randomTensor(DType::F32, {1, 2, h, w}, uint32_t(200 + it))});
+    ++ran;
+  }
+  EXPECT_GE(ran, 40);
+}
+
+TEST(SpatialLower, PoolRandomSweep) {
+  std::mt19937 rng(7);
+  const char *ops[] = {"MaxPool", "AveragePool", "LpPool"};
+  const char *autoPads[] = {"NOTSET", "NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"};
+  int ran = 0;
+  for (int it = 0; it < 60; ++it) {
+    std::string op = ops[rng() % 3], autoPad = autoPads[rng() % 5];
+    int64_t h = 2 + int64_t(rng() % 7), w = 2 + int64_t(rng() % 7);
+    int64_t kh = 1 + int64_t(rng() % 3), kw = 1 + int64_t(rng() % 3);
+    int64_t sh = 1 + int64_t(rng() % 3), sw = 1 + int64_t(rng() % 3);
+    int64_t dh = op == "LpPool" ? 1 : 1 + int64_t(rng() % 2),
+            dw = op == "LpPool" ? 1 : 1 + int64_t(rng() % 2);
+    int64_t p[4] = {int64_t(rng() % kh), int64_t(rng() % kw), int64_t(rng() % kh),
+                    int64_t(rng() % kw)};
+    if ((kh - 1) * dh + 1 > h + p[0] + p[2] || (kw - 1) * dw + 1 > w + p[1] + p[3]) continue;
+    if (autoPad == "VALID" && ((kh - 1) * dh + 1 > h || (kw - 1) * dw + 1 > w)) continue;
+    std::ostringstream a;
+    a << "kernel_shape = [" << kh << ", " << kw << "], strides = [" << sh << ", " << sw
+      << "], auto_pad = \"" << autoPad << "\"";
+    if (op != "LpPool") a << ", dilations = [" << dh << ", " << dw << "]";
+    if (autoPad == "NOTSET")
+      a << ", pads = [" << p[0] << ", " << p[1] << ", " << p[2] << ", " << p[3] << "]";
+    if (op != "LpPool" && rng() % 2) a << ", ceil_mode = 1";
+    if (op == "AveragePool" && rng() % 2) a << ", count_include_pad = 1";
+    if (op == "MaxPool" && rng() % 2) a << ", storage_order = 1";
+    std::string outs = op == "MaxPool" ? "%y, %i" : "%y";
+    std::string text = "graph @g(%x: f32[2, 2, " + std::to_string(h) + ", " + std::to_string(w) +
+                       "]) -> (" + outs + ") {\n  " + outs + " = " + op + "(%x) {" + a.str() +
+                       "} : ?\n}";
+    expectMatches(text, {randomTensor(DType::F32, {2, 2, h, w}, uint32_t(300 + it))});
+    ++ran;
+  }
+  EXPECT_GE(ran, 40);
+}
+
+TEST(SpatialLower, GlobalPoolsWithoutSpatialDims) {
+  for (const char *op : {"GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool"})
+    expectMatches(std::string(R"(graph @g(%x: f32[3, 4]) -> (%y) {
+      %y = )") + op + R"((%x) {} : ?
+    })",
+                  {randomTensor(DType::F32, {3, 4}, 400)});
+}
+
+TEST(SpatialLower, DynamicDimsOfTheOtherOps) {
+  std::string rot = R"(graph @g(%x: f32[B, 2, S, 4], %c: f32[B, S, 2], %s: f32[B, S, 2]) -> (%y) {
+    %y = RotaryEmbedding(%x, %c, %s) {} : ?
+  })";
+  expectMatches(rot, {randomTensor(DType::F32, {1, 2, 3, 4}, 410),
+                      randomTensor(DType::F32, {1, 3, 2}, 411),
+                      randomTensor(DType::F32, {1, 3, 2}, 412)});
+  expectMatches(rot, {randomTensor(DType::F32, {2, 2, 5, 4}, 413),
+                      randomTensor(DType::F32, {2, 5, 2}, 414),
+                      randomTensor(DType::F32, {2, 5, 2}, 415)});
+  std::string gs = R"(graph @g(%x: f32[N, 2, H, W], %gr: f32[N, P, Q, 2]) -> (%y) {
+    %y = GridSample(%x, %gr) {mode = "cubic", padding_mode = "border"} : ?
+  })";
+  expectMatches(gs, {randomTensor(DType::F32, {2, 2, 3, 4}, 416),
+                     randomTensor(DType::F32, {2, 2, 3, 2}, 417, -1.3, 1.3)});
+  expectMatches(gs, {randomTensor(DType::F32, {1, 2, 5, 2}, 418),
+                     randomTensor(DType::F32, {1, 4, 1, 2}, 419, -1.3, 1.3)});
+  std::string roi = R"(graph @g(%x: f32[N, 2, H, W], %r: f32[R, 4], %b: i64[R]) -> (%y) {
+    %y = RoiAlign(%x, %r, %b) {output_height = 2, output_width = 2, sampling_ratio = 3, mode = "max"} : ?
+  })";
+  expectMatches(roi, {randomTensor(DType::F32, {2, 2, 5, 6}, 420),
+                      Tensor::fromDoubles(DType::F32, {2, 4}, {0.5, 0.5, 4, 3, 1, 0, 5.5, 4.5}),
+                      ints(DType::I64, {2}, {1, 0})});
+  std::string c2i = R"(graph @g(%x: f32[N, 4, 6]) -> (%y) {
+    %img = constant i64[2] [3, 4]
+    %blk = constant i64[2] [2, 2]
+    %y = Col2Im(%x, %img, %blk) {} : ?
+  })";
+  expectMatches(c2i, {randomTensor(DType::F32, {1, 4, 6}, 421)});
+  expectMatches(c2i, {randomTensor(DType::F32, {3, 4, 6}, 422)});
+  std::string unpool = R"(graph @g(%x: f32[N, 2, H, 4]) -> (%u) {
+    symbol H in [2, 16]
+    %y, %i = MaxPool(%x) {kernel_shape = [2, 2], strides = [2, 2]} : ?
+    %u = MaxUnpool(%y, %i) {kernel_shape = [2, 2], strides = [2, 2]} : ?
+  })";
+  expectMatches(unpool, {randomTensor(DType::F32, {2, 2, 4, 4}, 423)});
+  expectMatches(unpool, {randomTensor(DType::F32, {1, 2, 6, 4}, 424)});
+}
+
+TEST(SpatialLower, HalfAndDoubleTypes) {
+  expectMatches(
+      R"(graph @g(%x: f16[2, 2, 3], %w: f16[1, 8, 3], %r: f16[1, 8, 2]) -> (%y, %yh, %yc) {
+    %y, %yh, %yc = LSTM(%x, %w, %r) {hidden_size = 2} : ?
+  })",
+      {randomTensor(DType::F16, {2, 2, 3}, 500), randomTensor(DType::F16, {1, 8, 3}, 501),
+       randomTensor(DType::F16, {1, 8, 2}, 502)},
+      3e-3);
+  expectMatches(R"(graph @g(%x: f64[1, 2, 5, 6]) -> (%y, %z) {
+    %y = AveragePool(%x) {kernel_shape = [2, 3], pads = [1, 1, 1, 1], ceil_mode = 1, strides = [2, 2]} : ?
+    %z = LpPool(%x) {kernel_shape = [2, 2], p = 2} : ?
+  })",
+                {randomTensor(DType::F64, {1, 2, 5, 6}, 503)}, 1e-12);
+  expectMatches(resizeGraph("1, 1, 3, 4", "f32[4] [1, 1, 1.75, 2.5]", "mode = \"cubic\"", "bf16"),
+                {randomTensor(DType::BF16, {1, 1, 3, 4}, 504)}, 1e-2);
 }
 
 } // namespace

@@ -188,6 +188,8 @@ private:
 
   // --- kernel structure
   Status emitPointwise(CodeWriter &w);
+  bool planFlat(LoopCtx &ctx, const std::vector<bool> &live);
+  Status emitFlat(CodeWriter &w, LoopCtx &ctx, const std::vector<bool> &live);
   Status emitRows(CodeWriter &w);
   Status emitPhase(CodeWriter &w, size_t pi);
   void emitStartPoint(CodeWriter &w, size_t lastDim);
@@ -563,8 +565,8 @@ Expected<std::string> Emitter::opExpr(const Stmt &s, const std::vector<std::stri
   case ScalarOp::Reciprocal:
     if (bo) return bad();
     return fl ? one() + " / " + a : "coil_div<" + T + ">(" + T + "(1), " + a + ")";
-  case ScalarOp::Exp:
-    return fn("exp");
+  case ScalarOp::Exp: // f32: coil's vectorizable exp
+    return t == DType::F64 ? fn("exp") : fl ? Expected<std::string>("coil_expf(" + a + ")") : bad();
   case ScalarOp::Log:
     return fn("log");
   case ScalarOp::Sqrt:
@@ -586,7 +588,9 @@ Expected<std::string> Emitter::opExpr(const Stmt &s, const std::vector<std::stri
   case ScalarOp::Cosh:
     return fn("cosh");
   case ScalarOp::Tanh:
-    return fn("tanh");
+    return t == DType::F64 ? fn("tanh")
+           : fl            ? Expected<std::string>("coil_tanhf(" + a + ")")
+                           : bad();
   case ScalarOp::Asinh:
     return fn("asinh");
   case ScalarOp::Acosh:
@@ -594,7 +598,7 @@ Expected<std::string> Emitter::opExpr(const Stmt &s, const std::vector<std::stri
   case ScalarOp::Atanh:
     return fn("atanh");
   case ScalarOp::Erf:
-    return fn("erf");
+    return t == DType::F64 ? fn("erf") : fl ? Expected<std::string>("coil_erff(" + a + ")") : bad();
   case ScalarOp::Floor:
     return fl ? "std::floor(" + a + ")" : a;
   case ScalarOp::Ceil:
@@ -641,10 +645,10 @@ Expected<std::string> Emitter::opExpr(const Stmt &s, const std::vector<std::stri
     return tmpl("coil_min");
   case ScalarOp::Max:
     return tmpl("coil_max");
-  case ScalarOp::And:
-    return "(" + castExpr(a, t, DType::Bool) + " && " + castExpr(x, t, DType::Bool) + ")";
+  case ScalarOp::And: // & and | on bools: both sides are computed already, and no branch
+    return "bool(" + castExpr(a, t, DType::Bool) + " & " + castExpr(x, t, DType::Bool) + ")";
   case ScalarOp::Or:
-    return "(" + castExpr(a, t, DType::Bool) + " || " + castExpr(x, t, DType::Bool) + ")";
+    return "bool(" + castExpr(a, t, DType::Bool) + " | " + castExpr(x, t, DType::Bool) + ")";
   case ScalarOp::Xor:
     return "(" + castExpr(a, t, DType::Bool) + " != " + castExpr(x, t, DType::Bool) + ")";
   case ScalarOp::BitAnd:
@@ -672,8 +676,8 @@ Expected<std::string> Emitter::opExpr(const Stmt &s, const std::vector<std::stri
     return "(" + a + " > " + x + ")";
   case ScalarOp::Ge:
     return "(" + a + " >= " + x + ")";
-  case ScalarOp::Select:
-    return "(" + castExpr(a, at, DType::Bool) + " ? " + x + " : " + y + ")";
+  case ScalarOp::Select: // both sides are computed values: a mask select, no branch
+    return "coil_select<" + T + ">(" + castExpr(a, at, DType::Bool) + ", " + x + ", " + y + ")";
   }
   return bad();
 }
@@ -700,6 +704,14 @@ Status Emitter::emitBody(CodeWriter &w, LoopCtx &ctx, const Body &b, const std::
       valName[i] = constantLiteral(s);
       continue;
     case Stmt::Kind::Index:
+      if (auto c = simplify(renamed(s.expr), ranges_).maybeConstant()) { // a literal
+        Stmt lit;
+        lit.dtype = s.dtype;
+        lit.isInt = true;
+        lit.intNumber = *c;
+        valName[i] = constantLiteral(lit);
+        continue;
+      }
       rhs = cpp(s.expr);
       if (s.dtype != DType::I64) rhs = castExpr("int64_t(" + rhs + ")", DType::I64, s.dtype);
       break;
@@ -769,7 +781,7 @@ std::string Emitter::paramList(bool restrict) const {
   }
   for (const std::string &sym : sizeSyms_) {
     if (!s.empty()) s += ", ";
-    s += "int64_t " + cname_.at(sym);
+    s += std::string(restrict ? "[[maybe_unused]] " : "") + "int64_t " + cname_.at(sym);
   }
   return s;
 }
@@ -837,6 +849,64 @@ Status Emitter::emitPointwise(CodeWriter &w) {
   w.line("f += hi - lo;");
   w.line("lo = 0;");
   emitCarry(w, rank - 1);
+  w.close();
+  return okStatus();
+}
+
+/// A pointwise kernel whose every access is either the row-major flat index of the outer space
+/// (same shape, no broadcast or view) or independent of the outer point runs as one flat loop:
+/// no row segments, no index decomposition. Fills ctx.offsets; false when not flat.
+bool Emitter::planFlat(LoopCtx &ctx, const std::vector<bool> &live) {
+  const sched::Phase &ph = k_.phases[0];
+  std::vector<SymInt> vars, extents;
+  std::set<std::string> outer;
+  for (size_t d = 0; d < k_.vars.size(); ++d) {
+    vars.push_back(SymInt::symbol(cname_[k_.vars[d]]));
+    extents.push_back(renamed(k_.ranges[d]));
+    outer.insert(cname_[k_.vars[d]]);
+  }
+  SymInt flat = simplify(linearIndex(extents, vars), ranges_);
+  auto usesOuter = [&](const SymInt &e) {
+    std::set<std::string> syms;
+    e.collectSymbols(syms);
+    for (const std::string &v : syms)
+      if (outer.count(v)) return true;
+    return false;
+  };
+  auto offset = [&](NodeId node, const std::vector<SymInt> &idx, bool isStore, std::string &out) {
+    std::vector<SymInt> ridx, shape;
+    for (const SymInt &e : idx) ridx.push_back(renamed(e));
+    for (const SymInt &d : p_.nodes[size_t(node)].shape) shape.push_back(renamed(d));
+    SymInt lin = simplify(linearIndex(shape, ridx), ranges_);
+    if (lin == flat) {
+      out = "f";
+      return true;
+    }
+    if (isStore || usesOuter(lin)) return false;
+    out = lin.toCpp(ranges_);
+    return true;
+  };
+  for (size_t i = 0; i < ph.body.stmts.size(); ++i) {
+    const Stmt &s = ph.body.stmts[i];
+    if (!live[i]) continue;
+    if (s.kind == Stmt::Kind::Index && usesOuter(renamed(s.expr))) return false;
+    if (s.kind == Stmt::Kind::Load && !offset(s.node, s.index, false, ctx.offsets[&s]))
+      return false;
+  }
+  for (const sched::Store &st : ph.stores) {
+    if (!offset(st.node, st.index, true, ctx.offsets[&st])) return false;
+    if (readSet_.count(st.node)) ctx.simd = false;
+  }
+  return true;
+}
+
+Status Emitter::emitFlat(CodeWriter &w, LoopCtx &ctx, const std::vector<bool> &live) {
+  const sched::Phase &ph = k_.phases[0];
+  if (ctx.simd) w.line("#pragma omp simd");
+  w.open("for (int64_t f = begin; f < end; ++f)");
+  std::vector<std::string> valName;
+  COIL_TRY_STATUS(emitBody(w, ctx, ph.body, live, valName));
+  COIL_TRY_STATUS(emitStores(w, ctx, ph.stores, ph.body, valName));
   w.close();
   return okStatus();
 }
@@ -922,11 +992,12 @@ Status Emitter::emitPhase(CodeWriter &w, size_t pi) {
     }
     case ReduceKind::ArgMax:
     case ReduceKind::ArgMin:
+      // Compared in the value's own type (accDType may name the i64 result).
       argReduce = true;
-      red.W = T;
+      red.W = computeType(red.vt);
       red.pos = red.work + "i";
       red.seen = red.work + "s";
-      w.line(T + " " + red.work + " = " + T + "(0);");
+      w.line(red.W + " " + red.work + " = " + red.W + "(0);");
       w.line("int64_t " + red.pos + " = 0;");
       w.line("bool " + red.seen + " = false;");
       break;
@@ -959,15 +1030,17 @@ Status Emitter::emitPhase(CodeWriter &w, size_t pi) {
   COIL_TRY_STATUS(emitStores(w, ctx, ph.stores, b, valName));
   for (const Red &red : reds) {
     const sched::Accumulate &r = *red.r;
-    std::string v = castExpr(valName[size_t(r.value)], red.vt, r.accDType);
-    bool fl = isFloat(r.accDType);
+    bool arg = r.kind == ReduceKind::ArgMax || r.kind == ReduceKind::ArgMin;
+    DType cmpType = arg ? red.vt : r.accDType;
+    std::string v = castExpr(valName[size_t(r.value)], red.vt, cmpType);
+    bool fl = isFloat(cmpType);
     // A temporary when the folded value is an expression used more than once.
     auto named = [&](std::string e) {
       if (e == valName[size_t(r.value)] && e.find_first_of("(-") == std::string::npos) return e;
       w.line("const " + red.W + " " + red.work + "v = " + e + ";");
       return red.work + "v";
     };
-    std::string wv = red.W == computeType(r.accDType) ? v : red.W + "(" + v + ")";
+    std::string wv = red.W == computeType(cmpType) ? v : red.W + "(" + v + ")";
     switch (r.kind) {
     case ReduceKind::Sum:
       w.line(red.work + " += " + wv + ";");
@@ -1069,19 +1142,30 @@ Expected<CpuKernelSource> Emitter::run() {
     info.configs.push_back(wrapper::KernelConfig{"block" + std::to_string(blk), {{"block", blk}}});
   }
 
+  LoopCtx flatCtx;
+  std::vector<bool> flatLive;
+  bool flat = false;
+  if (pointwise) {
+    flatLive = liveStmts(k_.phases[0].body, &k_.phases[0]);
+    flat = planFlat(flatCtx, flatLive);
+  }
   CodeWriter w;
   std::string fusedNames;
   for (NodeId n : k_.fused)
     if (n >= 0 && size_t(n) < p_.nodes.size())
       fusedNames += (fusedNames.empty() ? "" : ", ") + p_.nodes[size_t(n)].name;
   w.line("// kernel " + k_.name + (fusedNames.empty() ? "" : " (" + fusedNames + ")") + ": " +
-         (pointwise ? "pointwise, blocks of elements"
-                    : "per outer point, " + std::to_string(k_.phases.size()) + " phase(s)"));
+         (flat        ? "pointwise, flat"
+          : pointwise ? "pointwise, blocks of rows"
+                      : "per outer point, " + std::to_string(k_.phases.size()) + " phase(s)"));
   w.open("static void " + k_.name + "_body(int64_t begin, int64_t end" +
          (buffers_.empty() && sizeSyms_.empty() ? "" : ", ") + paramList(true) + ")");
-  for (size_t d = 0; d < k_.vars.size(); ++d)
+  // Extents of the outer dims the body walks (the outermost one only bounds a pointwise row).
+  for (size_t d = pointwise && k_.vars.size() == 1 ? 0 : 1; d < k_.vars.size() && !flat; ++d)
     w.line("const int64_t " + extent_[d] + " = " + cpp(k_.ranges[d]) + ";");
-  COIL_TRY_STATUS(pointwise ? emitPointwise(w) : emitRows(w));
+  COIL_TRY_STATUS(flat        ? emitFlat(w, flatCtx, flatLive)
+                  : pointwise ? emitPointwise(w)
+                              : emitRows(w));
   w.close();
   for (size_t c = 0; c < blocks.size(); ++c) {
     w.blank();

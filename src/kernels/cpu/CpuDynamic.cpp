@@ -4,6 +4,7 @@
 #include "kernels/cpu/CpuKernelsImpl.h"
 
 #include <algorithm>
+#include <new>
 #include <numeric>
 #include <vector>
 
@@ -48,7 +49,12 @@ void topk(const void *x, void *values, void *indices, int64_t outer, int64_t len
 #pragma omp parallel for schedule(dynamic, 16) if (lines > 1 && all > 16384)
   for (int64_t line = 0; line < lines; ++line) {
     int64_t o = line / inner, i = line % inner;
-    std::vector<int64_t> order(static_cast<size_t>(len));
+    std::vector<int64_t> order;
+    try {
+      order.resize(static_cast<size_t>(len));
+    } catch (const std::bad_alloc &) {
+      continue; // out of memory: this line stays unwritten (never an exception out of here)
+    }
     std::iota(order.begin(), order.end(), 0);
     auto at = [&](int64_t j) { return load<E>(x, (o * len + j) * inner + i); };
     auto before = [&](int64_t a, int64_t b) {
@@ -70,6 +76,49 @@ void topk(const void *x, void *values, void *indices, int64_t outer, int64_t len
 void *allocate(coil_alloc_fn alloc, void *ctx, int64_t bytes) {
   if (!alloc) return nullptr;
   return alloc(ctx, size_t(bytes));
+}
+
+/// outer/len/inner of a shape buffer around a run-time axis; false when out of range.
+bool splitDynamic(const void *axisBuf, const void *shapeBuf, int64_t rank, bool axisI32,
+                  int64_t *outer, int64_t *len, int64_t *inner) {
+  if (rank < 1) return false;
+  int64_t axis = axisI32 ? int64_t(load<I32T>(axisBuf, 0)) : load<I64T>(axisBuf, 0);
+  if (axis < -rank || axis >= rank) return false;
+  if (axis < 0) axis += rank;
+  int64_t o = 1, in = 1;
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t v = load<I64T>(shapeBuf, d);
+    if (d < axis && !mulSize(o, v, &o)) return false;
+    if (d > axis && !mulSize(in, v, &in)) return false;
+    if (v < 0) return false;
+  }
+  *outer = o, *len = load<I64T>(shapeBuf, axis), *inner = in;
+  return true;
+}
+
+template <typename E, bool Prod>
+void scanDyn(const void *x, const void *axis, const void *shape, void *y, int64_t rank,
+             bool axisI32, bool exclusive, bool reverse) {
+  int64_t outer, len, inner;
+  if (!splitDynamic(axis, shape, rank, axisI32, &outer, &len, &inner)) return;
+  scan<E, Prod>(x, y, outer, len, inner, exclusive, reverse);
+}
+
+template <typename E>
+void topkDyn(coil_alloc_fn alloc, void *actx, const void *x, const void *kBuf, void **values,
+             void **indices, int64_t *count, int64_t outer, int64_t len, int64_t inner,
+             bool largest) {
+  *count = 0;
+  *values = *indices = nullptr;
+  int64_t k = load<I64T>(kBuf, 0), n, vb, ib;
+  if (k < 0 || k > len || !mulSizes({outer, k, inner}, &n) ||
+      !mulSize(n, int64_t(sizeof(typename E::S)), &vb) || !mulSize(n, 8, &ib))
+    return;
+  void *pv = allocate(alloc, actx, vb), *pi = allocate(alloc, actx, ib);
+  *values = pv, *indices = pi;
+  if (n > 0 && (!pv || !pi)) return;
+  topk<E>(x, pv, pi, outer, len, inner, k, largest);
+  *count = k;
 }
 
 template <typename E>
@@ -239,6 +288,25 @@ extern "C" {
 COIL_CPU_FOR_EACH_NUMERIC(COIL_CPU_DEFINE_NUMERIC)
 #undef COIL_CPU_DEFINE_NUMERIC
 
+#define COIL_CPU_DEFINE_NUMERIC_DYN(S, E)                                                          \
+  void coil_cpu_cumsum_dyn_##S(const void *x, const void *axis, const void *shape, void *y,        \
+                               int64_t rank, int64_t axisIsI32, int64_t exclusive,                 \
+                               int64_t reverse) {                                                  \
+    scanDyn<E, false>(x, axis, shape, y, rank, axisIsI32 != 0, exclusive != 0, reverse != 0);      \
+  }                                                                                                \
+  void coil_cpu_cumprod_dyn_##S(const void *x, const void *axis, const void *shape, void *y,       \
+                                int64_t rank, int64_t axisIsI32, int64_t exclusive,                \
+                                int64_t reverse) {                                                 \
+    scanDyn<E, true>(x, axis, shape, y, rank, axisIsI32 != 0, exclusive != 0, reverse != 0);       \
+  }                                                                                                \
+  void coil_cpu_topk_dyn_##S(coil_alloc_fn alloc, void *alloc_ctx, const void *x, const void *k,   \
+                             void **values, void **indices, int64_t *count, int64_t outer,         \
+                             int64_t len, int64_t inner, int64_t largest) {                        \
+    topkDyn<E>(alloc, alloc_ctx, x, k, values, indices, count, outer, len, inner, largest != 0);   \
+  }
+COIL_CPU_FOR_EACH_NUMERIC(COIL_CPU_DEFINE_NUMERIC_DYN)
+#undef COIL_CPU_DEFINE_NUMERIC_DYN
+
 #define COIL_CPU_DEFINE_DYNAMIC(S, E)                                                              \
   void coil_cpu_nonzero_##S(coil_alloc_fn alloc, void *alloc_ctx, const void *x, void **indices,   \
                             int64_t *count, int64_t numel) {                                       \
@@ -247,8 +315,12 @@ COIL_CPU_FOR_EACH_NUMERIC(COIL_CPU_DEFINE_NUMERIC)
   void coil_cpu_unique_##S(coil_alloc_fn alloc, void *alloc_ctx, const void *x, void **y,          \
                            void **indices, void **inverse, void **counts, int64_t *count,          \
                            int64_t outer, int64_t len, int64_t inner, int64_t sorted) {            \
-    unique<E>(alloc, alloc_ctx, x, y, indices, inverse, counts, count, outer, len, inner,          \
-              sorted != 0);                                                                        \
+    try {                                                                                          \
+      unique<E>(alloc, alloc_ctx, x, y, indices, inverse, counts, count, outer, len, inner,        \
+                sorted != 0);                                                                      \
+    } catch (const std::bad_alloc &) {                                                             \
+      *count = 0; /* out of memory: an empty result */                                             \
+    }                                                                                              \
   }
 COIL_CPU_FOR_EACH_DTYPE(COIL_CPU_DEFINE_DYNAMIC)
 #undef COIL_CPU_DEFINE_DYNAMIC
@@ -257,9 +329,25 @@ void coil_cpu_nms_f32(coil_alloc_fn alloc, void *alloc_ctx, const void *boxes, c
                       void **selected, int64_t *count, int64_t batches, int64_t classes,
                       int64_t nboxes, int64_t maxPerClass, double iouThreshold,
                       double scoreThreshold, int64_t hasScoreThreshold, int64_t centerPointBox) {
-  nms(alloc, alloc_ctx, static_cast<const float *>(boxes), static_cast<const float *>(scores),
-      selected, count, batches, classes, nboxes, maxPerClass, iouThreshold, scoreThreshold,
-      hasScoreThreshold != 0, centerPointBox != 0);
+  try {
+    nms(alloc, alloc_ctx, static_cast<const float *>(boxes), static_cast<const float *>(scores),
+        selected, count, batches, classes, nboxes, maxPerClass, iouThreshold, scoreThreshold,
+        hasScoreThreshold != 0, centerPointBox != 0);
+  } catch (const std::bad_alloc &) {
+    *count = 0; // out of memory: an empty result
+  }
+}
+
+void coil_cpu_nms_dyn_f32(coil_alloc_fn alloc, void *alloc_ctx, const void *boxes,
+                          const void *scores, const void *maxOut, const void *iou,
+                          const void *scoreThreshold, void **selected, int64_t *count,
+                          int64_t batches, int64_t classes, int64_t nboxes, int64_t maxCount,
+                          int64_t iouCount, int64_t scoreCount, int64_t centerPointBox) {
+  int64_t maxPerClass = maxCount > 0 ? load<I64T>(maxOut, 0) : 0;
+  double iouT = iouCount > 0 ? double(load<F32T>(iou, 0)) : 0.0;
+  double scoreT = scoreCount > 0 ? double(load<F32T>(scoreThreshold, 0)) : 0.0;
+  coil_cpu_nms_f32(alloc, alloc_ctx, boxes, scores, selected, count, batches, classes, nboxes,
+                   maxPerClass, iouT, scoreT, scoreCount > 0 ? 1 : 0, centerPointBox);
 }
 
 } // extern "C"

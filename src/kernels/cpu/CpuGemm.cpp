@@ -7,6 +7,7 @@
 #include <cblas.h>
 #include <climits>
 #include <cstdlib>
+#include <new>
 #include <vector>
 
 namespace coil::cpu {
@@ -111,8 +112,9 @@ void gemmOne(const T *a, const T *b, T *y, int64_t m, int64_t n, int64_t k, bool
     }
 }
 
-/// Below this many multiply-adds per matrix, batches run in parallel (BLAS would run each one
-/// on a single thread anyway).
+/// Up to this many multiply-adds per matrix, batches run in parallel, one matrix per thread:
+/// OpenBLAS runs such sizes on a single thread anyway (its multithreading threshold is
+/// 4 * 65536), so threads never nest.
 constexpr int64_t kSmallGemm = int64_t(1) << 18;
 
 template <typename T>
@@ -131,7 +133,7 @@ void gemmBatched(const T *a, const T *b, const T *c, T *y, int64_t batch, int64_
     if (c) std::memmove(yb, c + i * sc, size_t(mn) * sizeof(T));
     gemmOne<T>(a + i * sa, b + i * sb, yb, m, n, k, ta != 0, tb != 0, T(alpha), c ? T(beta) : T(0));
   };
-  if (batch > 1 && work < kSmallGemm) {
+  if (batch > 1 && work <= kSmallGemm) {
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < batch; ++i) one(i);
   } else {
@@ -158,7 +160,8 @@ bool makeGeom(ConvGeom &g, int64_t n, int64_t c, int64_t m, int64_t group, int64
     bool used = i < nd;
     g.in[i] = used ? in[i] : 1, g.k[i] = used ? k[i] : 1, g.out[i] = used ? out[i] : 1;
     g.s[i] = used ? s[i] : 1, g.d[i] = used ? d[i] : 1, g.p[i] = used ? p[i] : 0;
-    if (g.in[i] < 0 || g.k[i] < 0 || g.out[i] < 0 || g.s[i] < 1 || g.d[i] < 1 || g.p[i] < 0)
+    if (g.in[i] < 0 || g.k[i] < 0 || g.out[i] < 0 || g.s[i] < 1 || g.d[i] < 1 ||
+        g.p[i] < -(INT64_MAX >> 2))
       return false;
     // Coordinates o*s - p + kk*d (and i*s - p + kk*d) must stay far from overflow.
     int64_t a, b, e;
@@ -195,10 +198,14 @@ template <typename T> void im2col(const ConvGeom &g, const T *x, T *col) {
         int64_t i1 = o1 * g.s[1] - g.p[1] + k1 * g.d[1];
         bool in1 = in0 && i1 >= 0 && i1 < g.in[1];
         T *d = dst + (o0 * g.out[1] + o1) * g.out[2];
+        if (!in1) {
+          std::fill(d, d + g.out[2], T(0));
+          continue;
+        }
         const T *src = xc + (i0 * g.in[1] + i1) * g.in[2];
         for (int64_t o2 = 0; o2 < g.out[2]; ++o2) {
           int64_t i2 = o2 * g.s[2] - g.p[2] + k2 * g.d[2];
-          d[o2] = in1 && i2 >= 0 && i2 < g.in[2] ? src[i2] : T(0);
+          d[o2] = i2 >= 0 && i2 < g.in[2] ? src[i2] : T(0);
         }
       }
     }
@@ -239,24 +246,70 @@ bool isPointwiseConv(const ConvGeom &g) {
   return true;
 }
 
+/// Calls fn(fromFlat, kk, toFlat) for every position `f` of the `from` grid and kernel position
+/// kk whose target t = f*s - p + kk*d lies inside the `to` grid (conv: from = output, to =
+/// input; transposed conv: from = input, to = output). The workspace-free fallback of the
+/// GEMM formulations when their column buffer cannot be allocated.
+template <typename F>
+void forEachTap(const ConvGeom &g, const int64_t from[3], const int64_t to[3], F fn) {
+  for (int64_t f0 = 0; f0 < from[0]; ++f0)
+    for (int64_t f1 = 0; f1 < from[1]; ++f1)
+      for (int64_t f2 = 0; f2 < from[2]; ++f2)
+        for (int64_t k0 = 0; k0 < g.k[0]; ++k0)
+          for (int64_t k1 = 0; k1 < g.k[1]; ++k1)
+            for (int64_t k2 = 0; k2 < g.k[2]; ++k2) {
+              int64_t t0 = f0 * g.s[0] - g.p[0] + k0 * g.d[0];
+              int64_t t1 = f1 * g.s[1] - g.p[1] + k1 * g.d[1];
+              int64_t t2 = f2 * g.s[2] - g.p[2] + k2 * g.d[2];
+              if (t0 < 0 || t0 >= to[0] || t1 < 0 || t1 >= to[1] || t2 < 0 || t2 >= to[2]) continue;
+              fn((f0 * from[1] + f1) * from[2] + f2, (k0 * g.k[1] + k1) * g.k[2] + k2,
+                 (t0 * to[1] + t1) * to[2] + t2);
+            }
+}
+
 template <typename T> void conv(const T *x, T *y, const T *w, const ConvGeom &g) {
   if (g.n == 0 || g.m == 0 || g.outSize == 0) return;
   bool direct = isPointwiseConv(g);
-  std::vector<T> col;
-  if (!direct) col.resize(size_t(g.colRows * g.outSize));
-  for (int64_t b = 0; b < g.n; ++b)
-    for (int64_t gr = 0; gr < g.group; ++gr) {
-      const T *xg = x + (b * g.c + gr * g.cg) * g.inSize;
-      T *yg = y + (b * g.m + gr * g.mg) * g.outSize;
-      const T *wg = w + gr * g.mg * g.colRows;
-      const T *cols = xg;
-      if (!direct) {
-        im2col(g, xg, col.data());
-        cols = col.data();
+  int64_t items = g.n * g.group; // (image, group) pairs, each one GEMM
+  // One (image, group): im2col into `col` (unless 1x1), then y_g [mg, O] = w_g [mg, cg*K] *
+  // col [cg*K, O].
+  auto one = [&](int64_t item, std::vector<T> &col) {
+    int64_t b = item / g.group, gr = item % g.group;
+    const T *xg = x + (b * g.c + gr * g.cg) * g.inSize;
+    T *yg = y + (b * g.m + gr * g.mg) * g.outSize;
+    const T *wg = w + gr * g.mg * g.colRows;
+    const T *cols = xg;
+    if (!direct) {
+      try {
+        col.resize(size_t(g.colRows * g.outSize));
+      } catch (const std::bad_alloc &) { // no memory for the columns: direct loops
+        std::fill(yg, yg + g.mg * g.outSize, T(0));
+        for (int64_t oc = 0; oc < g.mg; ++oc)
+          for (int64_t ic = 0; ic < g.cg; ++ic)
+            forEachTap(g, g.out, g.in, [&](int64_t o, int64_t kk, int64_t i) {
+              yg[oc * g.outSize + o] += xg[ic * g.inSize + i] * wg[(oc * g.cg + ic) * g.kSize + kk];
+            });
+        return;
       }
-      // y_g [mg, O] = w_g [mg, cg*K] * col [cg*K, O]
-      gemmOne<T>(wg, cols, yg, g.mg, g.outSize, g.colRows, false, false, T(1), T(0));
+      im2col(g, xg, col.data());
+      cols = col.data();
     }
+    gemmOne<T>(wg, cols, yg, g.mg, g.outSize, g.colRows, false, false, T(1), T(0));
+  };
+  int64_t work; // multiply-adds per item
+  if (!mulSizes({g.mg, g.outSize, g.colRows}, &work)) work = INT64_MAX;
+  if (items > 1 && work <= kSmallGemm) {
+    // Small images: one item per thread (BLAS would run each on one thread anyway).
+#pragma omp parallel
+    {
+      std::vector<T> col;
+#pragma omp for schedule(dynamic)
+      for (int64_t i = 0; i < items; ++i) one(i, col);
+    }
+  } else {
+    std::vector<T> col;
+    for (int64_t i = 0; i < items; ++i) one(i, col);
+  }
 }
 
 template <typename T> void convTranspose(const T *x, T *y, const T *w, const ConvGeom &g) {
@@ -264,7 +317,22 @@ template <typename T> void convTranspose(const T *x, T *y, const T *w, const Con
   std::fill(y, y + total, T(0));
   if (g.n == 0 || g.c == 0 || g.inSize == 0) return;
   int64_t rows = g.mg * g.kSize; // col [mg*K, inSize]
-  std::vector<T> col(size_t(rows * g.inSize));
+  std::vector<T> col;
+  try {
+    col.resize(size_t(rows * g.inSize));
+  } catch (const std::bad_alloc &) { // no memory for the columns: direct loops
+    for (int64_t b = 0; b < g.n; ++b)
+      for (int64_t gr = 0; gr < g.group; ++gr)
+        for (int64_t ic = 0; ic < g.cg; ++ic)
+          for (int64_t oc = 0; oc < g.mg; ++oc) {
+            const T *xc = x + (b * g.c + gr * g.cg + ic) * g.inSize;
+            const T *wc = w + ((gr * g.cg + ic) * g.mg + oc) * g.kSize;
+            T *yc = y + (b * g.m + gr * g.mg + oc) * g.outSize;
+            forEachTap(g, g.in, g.out,
+                       [&](int64_t i, int64_t kk, int64_t o) { yc[o] += xc[i] * wc[kk]; });
+          }
+    return;
+  }
   for (int64_t b = 0; b < g.n; ++b)
     for (int64_t gr = 0; gr < g.group; ++gr) {
       const T *xg = x + (b * g.c + gr * g.cg) * g.inSize; // [cg, inSize]
@@ -280,7 +348,13 @@ template <typename T> void det(const T *x, T *y, int64_t batch, int64_t n) {
   if (batch < 0 || !mulSize(n, n, &nn) || !mulSize(batch, nn, &all)) return;
 #pragma omp parallel for schedule(static) if (batch > 16)
   for (int64_t b = 0; b < batch; ++b) {
-    std::vector<double> m(x + b * nn, x + (b + 1) * nn);
+    std::vector<double> m;
+    try {
+      m.assign(x + b * nn, x + (b + 1) * nn);
+    } catch (const std::bad_alloc &) {
+      y[b] = T(NAN); // out of memory: no determinant (never an exception out of here)
+      continue;
+    }
     double r = 1;
     for (int64_t c = 0; c < n && r != 0; ++c) {
       int64_t piv = c;

@@ -19,6 +19,9 @@
 /// a size product that overflows, a stride below 1 or an out-of-range attribute makes the call a
 /// no-op (documented per function) instead of reading or writing out of bounds. The caller is
 /// responsible only for passing buffers that hold the number of elements the sizes describe.
+/// No C++ exception leaves a function: when memory for a workspace runs out, convolutions fall
+/// back to direct loops, allocating calls report empty results, Det writes NaN and TopK leaves
+/// the affected lines unwritten.
 /// Floating results are computed as the reference interpreter defines them where that is cheap
 /// (double accumulation for scans and Det); GEMM and convolution accumulate in their own type
 /// through BLAS.
@@ -67,7 +70,8 @@ void coil_cpu_gemm_c_f64(const void *a, const void *b, const void *c, void *y, i
 /// Output position o of dim d reads input o*s_d - p_d + kk*d_d (zero outside [0, in_d)); p_d is
 /// the begin padding (the end padding is implied by out_d). Computed per (image, group) as
 /// im2col + GEMM. No-op when group < 1 does not divide c and m, when nd is not 1..3, or a size,
-/// stride or dilation is out of range (sizes >= 0, strides and dilations >= 1, pads >= 0).
+/// stride or dilation is out of range (sizes >= 0, strides and dilations >= 1, |pads| < 2^61; a
+/// negative pad crops).
 void coil_cpu_conv_f32(const void *x, const void *w, void *y, int64_t n, int64_t c, int64_t m,
                        int64_t group, int64_t nd, int64_t in0, int64_t in1, int64_t in2, int64_t k0,
                        int64_t k1, int64_t k2, int64_t out0, int64_t out1, int64_t out2, int64_t s0,
@@ -122,7 +126,27 @@ void coil_cpu_det_f64(const void *x, void *y, int64_t batch, int64_t n);
 #define COIL_CPU_DECLARE_TOPK(S)                                                                   \
   void coil_cpu_topk_##S(const void *x, void *values, void *indices, int64_t outer, int64_t len,   \
                          int64_t inner, int64_t k, int64_t largest);
-#define COIL_CPU_DECLARE_NUMERIC(S) COIL_CPU_DECLARE_SCAN(S) COIL_CPU_DECLARE_TOPK(S)
+/// The same scans with the axis known only at run time: x has shape `shape` (an int64 buffer of
+/// `rank` dims) and the axis is the one element of `axis` (int32 when axisIsI32 != 0, else
+/// int64), negative values counting from the end. No-op when the axis is out of range or a
+/// dim is negative.
+#define COIL_CPU_DECLARE_SCAN_DYN(S)                                                               \
+  void coil_cpu_cumsum_dyn_##S(const void *x, const void *axis, const void *shape, void *y,        \
+                               int64_t rank, int64_t axisIsI32, int64_t exclusive,                 \
+                               int64_t reverse);                                                   \
+  void coil_cpu_cumprod_dyn_##S(const void *x, const void *axis, const void *shape, void *y,       \
+                                int64_t rank, int64_t axisIsI32, int64_t exclusive,                \
+                                int64_t reverse);
+/// TopK with K known only at run time (the one int64 element of `k`), allocating: values and
+/// indices [outer, *count, inner] as coil_cpu_topk_*; *count is K, or 0 when K is not in
+/// [0, len].
+#define COIL_CPU_DECLARE_TOPK_DYN(S)                                                               \
+  void coil_cpu_topk_dyn_##S(coil_alloc_fn alloc, void *alloc_ctx, const void *x, const void *k,   \
+                             void **values, void **indices, int64_t *count, int64_t outer,         \
+                             int64_t len, int64_t inner, int64_t largest);
+#define COIL_CPU_DECLARE_NUMERIC(S)                                                                \
+  COIL_CPU_DECLARE_SCAN(S)                                                                         \
+  COIL_CPU_DECLARE_TOPK(S) COIL_CPU_DECLARE_SCAN_DYN(S) COIL_CPU_DECLARE_TOPK_DYN(S)
 COIL_CPU_DECLARE_NUMERIC(f64)
 COIL_CPU_DECLARE_NUMERIC(f32)
 COIL_CPU_DECLARE_NUMERIC(f16)
@@ -136,6 +160,8 @@ COIL_CPU_DECLARE_NUMERIC(u32)
 COIL_CPU_DECLARE_NUMERIC(u16)
 COIL_CPU_DECLARE_NUMERIC(u8)
 #undef COIL_CPU_DECLARE_NUMERIC
+#undef COIL_CPU_DECLARE_TOPK_DYN
+#undef COIL_CPU_DECLARE_SCAN_DYN
 #undef COIL_CPU_DECLARE_TOPK
 #undef COIL_CPU_DECLARE_SCAN
 
@@ -184,6 +210,15 @@ void coil_cpu_nms_f32(coil_alloc_fn alloc, void *alloc_ctx, const void *boxes, c
                       void **selected, int64_t *count, int64_t batches, int64_t classes,
                       int64_t nboxes, int64_t maxPerClass, double iouThreshold,
                       double scoreThreshold, int64_t hasScoreThreshold, int64_t centerPointBox);
+/// NonMaxSuppression with its scalar inputs read at run time: maxOut (int64), iou and
+/// scoreThreshold (float) hold `maxCount`, `iouCount`, `scoreCount` elements; a count of 0
+/// stands for an absent input (max 0, IoU threshold 0, no score filter), otherwise element 0 is
+/// read. Callers pass any buffer (e.g. boxes) for an absent input.
+void coil_cpu_nms_dyn_f32(coil_alloc_fn alloc, void *alloc_ctx, const void *boxes,
+                          const void *scores, const void *maxOut, const void *iou,
+                          const void *scoreThreshold, void **selected, int64_t *count,
+                          int64_t batches, int64_t classes, int64_t nboxes, int64_t maxCount,
+                          int64_t iouCount, int64_t scoreCount, int64_t centerPointBox);
 
 #ifdef __cplusplus
 } // extern "C"

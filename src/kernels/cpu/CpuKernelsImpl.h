@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
-#include <type_traits>
 #include <limits>
+#include <type_traits>
 
 namespace coil::cpu {
 
@@ -111,6 +111,9 @@ template <typename E> bool isNonZero(typename E::S v) {
 // One macro application per dtype suffix and traits type.
 #define COIL_CPU_FOR_EACH_NUMERIC(X)                                                               \
   X(f64, F64T)                                                                                     \
-  X(f32, F32T) X(f16, F16T) X(bf16, BF16T) X(i64, I64T) X(i32, I32T) X(i16, I16T) X(i8, I8T)       \
-      X(u64, U64T) X(u32, U32T) X(u16, U16T) X(u8, U8T)
+  X(f32, F32T)                                                                                     \
+  X(f16, F16T)                                                                                     \
+  X(bf16, BF16T)                                                                                   \
+  X(i64, I64T) X(i32, I32T) X(i16, I16T) X(i8, I8T) X(u64, U64T) X(u32, U32T) X(u16, U16T)         \
+      X(u8, U8T)
 #define COIL_CPU_FOR_EACH_DTYPE(X) COIL_CPU_FOR_EACH_NUMERIC(X) X(bool, BoolT)

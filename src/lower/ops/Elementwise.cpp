@@ -5,6 +5,7 @@
 #include "lower/Lower.h"
 
 #include <cmath>
+#include <limits>
 
 namespace coil::loop {
 namespace {
@@ -26,6 +27,37 @@ Status needInputs(LowerContext &ctx, size_t n) {
 void pointwiseOut(LowerContext &ctx, const PointwiseFn &fn, size_t out = 0) {
   const TensorType &t = ctx.outputType(out);
   ctx.setOutput(out, ctx.pointwise(t.dtype, t.shape, fn));
+}
+
+/// Input i broadcast to output 0's shape (a view).
+TensorRef broadcastInput(LowerContext &ctx, size_t i) {
+  return ctx.broadcastTo(ctx.input(i), ctx.outputType(0).shape);
+}
+
+/// An input as a body reads it: a one-element constant becomes a literal of the body (no node,
+/// no load); anything else is loaded, broadcast to output 0's shape.
+struct Operand {
+  DType dtype = DType::F32;
+  std::optional<TensorRef> ref;
+  std::optional<Tensor> scalar;
+
+  Val get(BodyBuilder &b, const Idx &idx) const {
+    if (scalar)
+      return isFloat(dtype) ? b.constant(dtype, scalar->getDouble(0))
+                            : b.intConstant(dtype, scalar->getInt(0));
+    return b.load(*ref, idx);
+  }
+};
+
+Operand operand(LowerContext &ctx, size_t i) {
+  Operand o;
+  o.dtype = ctx.inputType(i).dtype;
+  const Tensor *c = ctx.constant(i);
+  if (c && c->numel() == 1)
+    o.scalar = *c;
+  else
+    o.ref = broadcastInput(ctx, i);
+  return o;
 }
 
 // --- small body helpers
@@ -62,8 +94,14 @@ Val stdMin(BodyBuilder &b, Val x, Val y) {
 Val softplus(BodyBuilder &b, Val x) {
   Val zero = cst(b, x, 0), one = cst(b, x, 1);
   Val e = b.op(ScalarOp::Exp, b.op(ScalarOp::Neg, b.op(ScalarOp::Abs, x)));
-  return add(b, b.op(ScalarOp::Max, x, zero), b.op(ScalarOp::Log, add(b, one, e)));
+  Val pos = b.op(ScalarOp::Max, x, zero);
+  Val l = b.op(ScalarOp::Log, add(b, one, e));
+  return add(b, pos, l);
 }
+
+// Bodies build their statements in a fixed order: an argument list holds at most one call
+// that emits statements (C++ leaves the order of argument evaluation unspecified, and the
+// printed Loop IR and generated code must not depend on the compiler).
 
 // --- unary
 
@@ -96,13 +134,16 @@ template <ScalarOp Op> Status lUnaryOp(LowerContext &ctx) {
 
 Status lSoftsign(LowerContext &ctx) {
   return unaryFloat(ctx, [](BodyBuilder &b, Val x) {
-    return div(b, x, add(b, cst(b, x, 1), b.op(ScalarOp::Abs, x)));
+    Val one = cst(b, x, 1);
+    Val d = add(b, one, b.op(ScalarOp::Abs, x));
+    return div(b, x, d);
   });
 }
 Status lHardSwish(LowerContext &ctx) {
   return unaryFloat(ctx, [](BodyBuilder &b, Val x) {
-    Val t = add(b, div(b, x, cst(b, x, 6)), cst(b, x, 0.5));
-    t = stdMax(b, cst(b, x, 0), stdMin(b, cst(b, x, 1), t));
+    Val six = cst(b, x, 6), half = cst(b, x, 0.5), zero = cst(b, x, 0), one = cst(b, x, 1);
+    Val t = add(b, div(b, x, six), half);
+    t = stdMax(b, zero, stdMin(b, one, t));
     return mul(b, x, t);
   });
 }
@@ -116,22 +157,26 @@ Status lMish(LowerContext &ctx) {
 Status lSwish(LowerContext &ctx) {
   double alpha = attrF(ctx, "alpha", 1.0);
   return unaryFloat(ctx, [alpha](BodyBuilder &b, Val x) {
-    return mul(b, x, b.op(ScalarOp::Sigmoid, mul(b, cst(b, x, alpha), x)));
+    Val a = cst(b, x, alpha);
+    return mul(b, x, b.op(ScalarOp::Sigmoid, mul(b, a, x)));
   });
 }
 Status lCelu(LowerContext &ctx) {
   double alpha = attrF(ctx, "alpha", 1.0);
   return unaryFloat(ctx, [alpha](BodyBuilder &b, Val x) {
-    Val zero = cst(b, x, 0), a = cst(b, x, alpha);
-    Val e = sub(b, b.op(ScalarOp::Exp, div(b, x, a)), cst(b, x, 1));
-    return add(b, stdMax(b, zero, x), stdMin(b, zero, mul(b, a, e)));
+    Val zero = cst(b, x, 0), a = cst(b, x, alpha), one = cst(b, x, 1);
+    Val e = sub(b, b.op(ScalarOp::Exp, div(b, x, a)), one);
+    Val pos = stdMax(b, zero, x);
+    Val neg = stdMin(b, zero, mul(b, a, e));
+    return add(b, pos, neg);
   });
 }
 Status lElu(LowerContext &ctx) {
   double alpha = attrF(ctx, "alpha", 1.0);
   return unaryFloat(ctx, [alpha](BodyBuilder &b, Val x) {
-    Val neg = b.op(ScalarOp::Lt, x, cst(b, x, 0));
-    Val e = mul(b, cst(b, x, alpha), sub(b, b.op(ScalarOp::Exp, x), cst(b, x, 1)));
+    Val zero = cst(b, x, 0), one = cst(b, x, 1), a = cst(b, x, alpha);
+    Val neg = b.op(ScalarOp::Lt, x, zero);
+    Val e = mul(b, a, sub(b, b.op(ScalarOp::Exp, x), one));
     return select(b, neg, e, x);
   });
 }
@@ -139,44 +184,54 @@ Status lSelu(LowerContext &ctx) {
   double alpha = attrF(ctx, "alpha", 1.67326319217681884765625);
   double gamma = attrF(ctx, "gamma", 1.05070102214813232421875);
   return unaryFloat(ctx, [alpha, gamma](BodyBuilder &b, Val x) {
-    Val pos = b.op(ScalarOp::Gt, x, cst(b, x, 0));
-    Val g = cst(b, x, gamma), a = cst(b, x, alpha);
+    Val zero = cst(b, x, 0), g = cst(b, x, gamma), a = cst(b, x, alpha);
+    Val pos = b.op(ScalarOp::Gt, x, zero);
     Val neg = mul(b, g, sub(b, mul(b, a, b.op(ScalarOp::Exp, x)), a));
-    return select(b, pos, mul(b, g, x), neg);
+    Val lin = mul(b, g, x);
+    return select(b, pos, lin, neg);
   });
 }
 Status lHardSigmoid(LowerContext &ctx) {
   double alpha = attrF(ctx, "alpha", 0.2), beta = attrF(ctx, "beta", 0.5);
   return unaryFloat(ctx, [alpha, beta](BodyBuilder &b, Val x) {
-    Val t = add(b, mul(b, cst(b, x, alpha), x), cst(b, x, beta));
-    return stdMax(b, cst(b, x, 0), stdMin(b, cst(b, x, 1), t));
+    Val a = cst(b, x, alpha), c = cst(b, x, beta), zero = cst(b, x, 0), one = cst(b, x, 1);
+    Val t = add(b, mul(b, a, x), c);
+    return stdMax(b, zero, stdMin(b, one, t));
   });
 }
 Status lLeakyRelu(LowerContext &ctx) {
   double alpha = attrF(ctx, "alpha", 0.01);
   return unaryFloat(ctx, [alpha](BodyBuilder &b, Val x) {
-    return select(b, b.op(ScalarOp::Lt, x, cst(b, x, 0)), mul(b, cst(b, x, alpha), x), x);
+    Val zero = cst(b, x, 0), a = cst(b, x, alpha);
+    Val neg = b.op(ScalarOp::Lt, x, zero);
+    Val scaled = mul(b, a, x);
+    return select(b, neg, scaled, x);
   });
 }
 Status lThresholdedRelu(LowerContext &ctx) {
   double alpha = attrF(ctx, "alpha", 1.0);
   return unaryFloat(ctx, [alpha](BodyBuilder &b, Val x) {
-    return select(b, b.op(ScalarOp::Gt, x, cst(b, x, alpha)), x, cst(b, x, 0));
+    Val a = cst(b, x, alpha), zero = cst(b, x, 0);
+    return select(b, b.op(ScalarOp::Gt, x, a), x, zero);
   });
 }
 Status lGelu(LowerContext &ctx) {
   std::string approx = ctx.gnode().attrs.getString("approximate", "none");
   if (approx == "none")
     return unaryFloat(ctx, [](BodyBuilder &b, Val x) {
-      Val e = b.op(ScalarOp::Erf, mul(b, x, cst(b, x, 1.0 / std::sqrt(2.0))));
-      return mul(b, mul(b, cst(b, x, 0.5), x), add(b, cst(b, x, 1), e));
+      Val half = cst(b, x, 0.5), one = cst(b, x, 1), k = cst(b, x, 1.0 / std::sqrt(2.0));
+      Val e = b.op(ScalarOp::Erf, mul(b, x, k));
+      Val h = mul(b, half, x);
+      return mul(b, h, add(b, one, e));
     });
   if (approx == "tanh")
     return unaryFloat(ctx, [](BodyBuilder &b, Val x) {
+      Val half = cst(b, x, 0.5), one = cst(b, x, 1), k = cst(b, x, std::sqrt(2.0 / M_PI)),
+          c = cst(b, x, 0.044715);
       Val x3 = mul(b, mul(b, x, x), x);
-      Val inner =
-          mul(b, cst(b, x, std::sqrt(2.0 / M_PI)), add(b, x, mul(b, cst(b, x, 0.044715), x3)));
-      return mul(b, mul(b, cst(b, x, 0.5), x), add(b, cst(b, x, 1), b.op(ScalarOp::Tanh, inner)));
+      Val inner = mul(b, k, add(b, x, mul(b, c, x3)));
+      Val h = mul(b, half, x);
+      return mul(b, h, add(b, one, b.op(ScalarOp::Tanh, inner)));
     });
   return ctx.error("approximate must be 'none' or 'tanh', got '" + approx + "'");
 }
@@ -192,7 +247,8 @@ Status lSign(LowerContext &ctx) {
 }
 Status lRelu(LowerContext &ctx) {
   return unary(ctx, [](BodyBuilder &b, Val x) {
-    return select(b, b.op(ScalarOp::Lt, x, cst(b, x, 0)), cst(b, x, 0), x);
+    Val zero = cst(b, x, 0);
+    return select(b, b.op(ScalarOp::Lt, x, zero), zero, x);
   });
 }
 Status lBitwiseNot(LowerContext &ctx) {
@@ -207,10 +263,11 @@ Status lShrink(LowerContext &ctx) {
   return unary(ctx, [=](BodyBuilder &b, Val x) {
     // Integers compute in f64 and truncate back, as the reference kernel.
     Val v = isFloat(t) ? x : b.cast(x, DType::F64);
-    Val lo = b.op(ScalarOp::Lt, v, cst(b, v, -lambd));
-    Val hi = b.op(ScalarOp::Gt, v, cst(b, v, lambd));
-    Val r = select(b, hi, sub(b, v, cst(b, v, bias)), cst(b, v, 0));
-    r = select(b, lo, add(b, v, cst(b, v, bias)), r);
+    Val nl = cst(b, v, -lambd), l = cst(b, v, lambd), c = cst(b, v, bias), zero = cst(b, v, 0);
+    Val lo = b.op(ScalarOp::Lt, v, nl);
+    Val hi = b.op(ScalarOp::Gt, v, l);
+    Val r = select(b, hi, sub(b, v, c), zero);
+    r = select(b, lo, add(b, v, c), r);
     return b.cast(r, t);
   });
 }
@@ -228,8 +285,10 @@ Status lIsInf(LowerContext &ctx) {
   bool fl = isFloat(ctx.inputType(0).dtype);
   return unary(ctx, [=](BodyBuilder &b, Val x) {
     if (!fl || (!neg && !pos)) return b.intConstant(DType::Bool, 0);
-    if (pos && neg)
-      return b.op(ScalarOp::Or, b.op(ScalarOp::IsPosInf, x), b.op(ScalarOp::IsNegInf, x));
+    if (pos && neg) {
+      Val p = b.op(ScalarOp::IsPosInf, x);
+      return b.op(ScalarOp::Or, p, b.op(ScalarOp::IsNegInf, x));
+    }
     return b.op(pos ? ScalarOp::IsPosInf : ScalarOp::IsNegInf, x);
   });
 }
@@ -264,12 +323,13 @@ using BinaryBody = std::function<Val(BodyBuilder &, Val, Val)>;
 
 Status binary(LowerContext &ctx, const BinaryBody &f) {
   COIL_TRY_STATUS(needInputs(ctx, 2));
-  TensorRef x = ctx.input(0), y = ctx.input(1);
+  Operand x = operand(ctx, 0), y = operand(ctx, 1);
   if (x.dtype != y.dtype && ctx.gnode().op != OpKind::Pow)
     return ctx.error("inputs 0 and 1 must have the same dtype, got " +
                      std::string(dtypeName(x.dtype)) + " and " + std::string(dtypeName(y.dtype)));
   pointwiseOut(ctx, [&](BodyBuilder &b, const Idx &idx) {
-    return f(b, b.loadBroadcast(x, idx), b.loadBroadcast(y, idx));
+    Val a = x.get(b, idx);
+    return f(b, a, y.get(b, idx));
   });
   return okStatus();
 }
@@ -298,10 +358,18 @@ Status lPow(LowerContext &ctx) {
   DType bt = ctx.inputType(0).dtype, et = ctx.inputType(1).dtype;
   return binary(ctx, [=](BodyBuilder &b, Val x, Val y) {
     if (bt == et && isFloat(bt)) return b.op(ScalarOp::Pow, x, y);
-    if (!isFloat(bt) && !isFloat(et)) // integer power, wrapping, in i64
-      return b.cast(b.op(ScalarOp::Pow, b.cast(x, DType::I64), b.cast(y, DType::I64)), bt);
+    if (!isFloat(bt) && !isFloat(et)) { // integer power, wrapping, in i64
+      Val xi = b.cast(x, DType::I64);
+      Val yi = b.cast(y, DType::I64);
+      if (et == DType::U64) { // exponents >= 2^63 act as 2^63 - 1, as in the reference kernel
+        Val big = b.op(ScalarOp::Lt, yi, b.intConstant(DType::I64, 0));
+        yi = select(b, big, b.intConstant(DType::I64, std::numeric_limits<int64_t>::max()), yi);
+      }
+      return b.cast(b.op(ScalarOp::Pow, xi, yi), bt);
+    }
     // Mixed: as the reference kernel, in double, rounded (or truncated) to the base type.
-    return b.cast(b.op(ScalarOp::Pow, b.cast(x, DType::F64), b.cast(y, DType::F64)), bt);
+    Val xd = b.cast(x, DType::F64);
+    return b.cast(b.op(ScalarOp::Pow, xd, b.cast(y, DType::F64)), bt);
   });
 }
 
@@ -310,7 +378,9 @@ Status lPRelu(LowerContext &ctx) {
   bool uns = isUnsigned(ctx.inputType(0).dtype);
   return binary(ctx, [uns](BodyBuilder &b, Val x, Val s) {
     if (uns) return x;
-    return select(b, b.op(ScalarOp::Lt, x, cst(b, x, 0)), mul(b, s, x), x);
+    Val neg = b.op(ScalarOp::Lt, x, cst(b, x, 0));
+    Val scaled = mul(b, s, x);
+    return select(b, neg, scaled, x);
   });
 }
 
@@ -320,9 +390,9 @@ template <Fold F> Status lVariadic(LowerContext &ctx) {
   size_t m = ctx.numInputs();
   if (m == 0) return ctx.error(std::string(opName(ctx.gnode().op)) + " needs at least one input");
   COIL_TRY_STATUS(needInputs(ctx, m));
-  std::vector<TensorRef> xs;
+  std::vector<Operand> xs;
   for (size_t k = 0; k < m; ++k) {
-    xs.push_back(ctx.input(k));
+    xs.push_back(operand(ctx, k));
     if (xs.back().dtype != xs[0].dtype)
       return ctx.error("inputs 0 and " + std::to_string(k) + " must have the same dtype, got " +
                        std::string(dtypeName(xs[0].dtype)) + " and " +
@@ -333,7 +403,7 @@ template <Fold F> Status lVariadic(LowerContext &ctx) {
     // Float sums and means accumulate in f64, as the reference kernel.
     bool wide = isFloat(t) && (F == Fold::Sum || F == Fold::Mean) && m > 1;
     auto ld = [&](size_t k) {
-      Val v = b.loadBroadcast(xs[k], idx);
+      Val v = xs[k].get(b, idx);
       return wide ? b.cast(v, DType::F64) : v;
     };
     Val acc = ld(0);
@@ -352,12 +422,14 @@ template <Fold F> Status lVariadic(LowerContext &ctx) {
 
 Status lWhere(LowerContext &ctx) {
   COIL_TRY_STATUS(needInputs(ctx, 3));
-  TensorRef c = ctx.input(0), x = ctx.input(1), y = ctx.input(2);
+  Operand c = operand(ctx, 0), x = operand(ctx, 1), y = operand(ctx, 2);
   if (x.dtype != y.dtype)
     return ctx.error("inputs 1 and 2 must have the same dtype, got " +
                      std::string(dtypeName(x.dtype)) + " and " + std::string(dtypeName(y.dtype)));
   pointwiseOut(ctx, [&](BodyBuilder &b, const Idx &idx) {
-    return select(b, b.loadBroadcast(c, idx), b.loadBroadcast(x, idx), b.loadBroadcast(y, idx));
+    Val cv = c.get(b, idx);
+    Val xv = x.get(b, idx);
+    return select(b, cv, xv, y.get(b, idx));
   });
   return okStatus();
 }
@@ -370,40 +442,54 @@ Val loadScalar(BodyBuilder &b, const TensorRef &t) {
 Status lClip(LowerContext &ctx) {
   COIL_TRY_STATUS(needInputs(ctx, 1));
   TensorRef x = ctx.input(0);
-  std::optional<TensorRef> lo, hi;
-  std::optional<double> loA, hiA;
+  // Each bound: input 1 / 2 (a one-element tensor: a literal when constant), or in older
+  // models attribute min / max, or absent.
+  struct Bound {
+    std::optional<TensorRef> ref;
+    std::optional<Tensor> lit;
+    std::optional<double> attr;
+    bool present() const { return ref || lit || attr; }
+  };
+  Bound bounds[2];
   for (size_t i : {size_t(1), size_t(2)}) {
+    Bound &bd = bounds[i - 1];
     if (ctx.hasInput(i)) {
-      TensorRef r = ctx.input(i);
+      const TensorType &t = ctx.inputType(i);
       SymInt n = 1;
-      for (const SymInt &d : r.shape) n = n * d;
+      for (const SymInt &d : t.shape) n = n * d;
       if (n != SymInt(1))
         return ctx.error("input " + std::to_string(i) + " of Clip must be a scalar, got shape " +
-                         TensorType{r.dtype, r.shape}.str());
-      if (r.dtype != x.dtype)
+                         t.str());
+      if (t.dtype != x.dtype)
         return ctx.error("inputs 0 and " + std::to_string(i) + " must have the same dtype, got " +
                          std::string(dtypeName(x.dtype)) + " and " +
-                         std::string(dtypeName(r.dtype)));
-      (i == 1 ? lo : hi) = r;
+                         std::string(dtypeName(t.dtype)));
+      if (const Tensor *c = ctx.constant(i))
+        bd.lit = *c;
+      else
+        bd.ref = ctx.input(i);
     } else {
       const char *attr = i == 1 ? "min" : "max";
-      if (ctx.gnode().attrs.has(attr)) (i == 1 ? loA : hiA) = attrF(ctx, attr, 0);
+      if (ctx.gnode().attrs.has(attr)) bd.attr = attrF(ctx, attr, 0);
     }
   }
   pointwiseOut(ctx, [&](BodyBuilder &b, const Idx &idx) {
     Val v = b.load(x, idx);
-    auto bound = [&](const std::optional<TensorRef> &r, const std::optional<double> &a) {
-      if (r) return loadScalar(b, *r);
+    auto bound = [&](const Bound &bd) {
+      if (bd.ref) return loadScalar(b, *bd.ref);
+      if (bd.lit)
+        return isFloat(x.dtype) ? b.constant(x.dtype, bd.lit->getDouble(0))
+                                : b.intConstant(x.dtype, bd.lit->getInt(0));
       // An attribute bound is stored in x's dtype (as the reference kernel's scalar tensor).
-      return b.cast(b.constant(DType::F64, *a), x.dtype);
+      return b.cast(b.constant(DType::F64, *bd.attr), x.dtype);
     };
     // max(x, lo) then min(., hi): when lo > hi every value becomes hi.
-    if (lo || loA) {
-      Val l = bound(lo, loA);
+    if (bounds[0].present()) {
+      Val l = bound(bounds[0]);
       v = select(b, b.op(ScalarOp::Lt, v, l), l, v);
     }
-    if (hi || hiA) {
-      Val h = bound(hi, hiA);
+    if (bounds[1].present()) {
+      Val h = bound(bounds[1]);
       v = select(b, b.op(ScalarOp::Gt, v, h), h, v);
     }
     return v;
@@ -527,10 +613,11 @@ Status lQuantizeLinear(LowerContext &ctx) {
     Val xv = roundTo(b, b.load(x, idx), precision);
     Val sv = roundTo(b, b.load(s, si.index(idx, s)), precision);
     Val q = b.op(ScalarOp::Round, roundTo(b, div(b, xv, sv), precision));
-    q = select(b, b.op(ScalarOp::IsNaN, q), b.constant(DType::F64, 0), q);
+    Val nan = b.op(ScalarOp::IsNaN, q);
+    q = select(b, nan, b.constant(DType::F64, 0), q);
     if (zp) q = add(b, q, b.cast(b.load(*zp, zi.index(idx, *zp)), DType::F64));
-    q = b.op(ScalarOp::Min, b.constant(DType::F64, hi),
-             b.op(ScalarOp::Max, b.constant(DType::F64, lo), q));
+    Val hiC = b.constant(DType::F64, hi), loC = b.constant(DType::F64, lo);
+    q = b.op(ScalarOp::Min, hiC, b.op(ScalarOp::Max, loC, q));
     return b.cast(q, outType);
   });
   return okStatus();
@@ -587,13 +674,15 @@ Status lDynamicQuantizeLinear(LowerContext &ctx) {
     Val zero = b.constant(DType::F32, 0);
     Val hi = b.op(ScalarOp::Max, zero, b.load(mx, {}));
     Val lo = b.op(ScalarOp::Min, zero, b.load(mn, {}));
-    Val range = select(b, b.op(ScalarOp::Eq, hi, lo), b.constant(DType::F32, 1), sub(b, hi, lo));
+    Val same = b.op(ScalarOp::Eq, hi, lo);
+    Val one = b.constant(DType::F32, 1);
+    Val range = select(b, same, one, sub(b, hi, lo));
     return std::pair<Val, Val>(div(b, range, b.constant(DType::F32, 255)), lo);
   };
   auto zeroPointOf = [&](BodyBuilder &b, Val scale, Val lo) {
-    Val zpf = sub(b, b.constant(DType::F32, 0), div(b, lo, scale));
-    zpf = b.op(ScalarOp::Max, b.constant(DType::F32, 0),
-               b.op(ScalarOp::Min, b.constant(DType::F32, 255), zpf));
+    Val zero = b.constant(DType::F32, 0), top = b.constant(DType::F32, 255);
+    Val zpf = sub(b, zero, div(b, lo, scale));
+    zpf = b.op(ScalarOp::Max, zero, b.op(ScalarOp::Min, top, zpf));
     return b.op(ScalarOp::Round, zpf);
   };
   TensorRef scale = ctx.pointwise(
@@ -606,11 +695,11 @@ Status lDynamicQuantizeLinear(LowerContext &ctx) {
       },
       "dql_zero_point");
   TensorRef y = ctx.pointwise(DType::U8, x.shape, [&](BodyBuilder &b, const Idx &idx) {
-    auto [sc, lo] = scaleOf(b);
-    Val z = zeroPointOf(b, sc, lo);
-    Val q = add(b, b.op(ScalarOp::Round, div(b, b.load(x, idx), sc)), z);
-    q = b.op(ScalarOp::Max, b.constant(DType::F32, 0),
-             b.op(ScalarOp::Min, b.constant(DType::F32, 255), q));
+    Val z = b.cast(b.load(zp, {}), DType::F32); // exact: an integer in [0, 255]
+    Val xv = b.load(x, idx);
+    Val q = add(b, b.op(ScalarOp::Round, div(b, xv, b.load(scale, {}))), z);
+    Val zero = b.constant(DType::F32, 0), top = b.constant(DType::F32, 255);
+    q = b.op(ScalarOp::Max, zero, b.op(ScalarOp::Min, top, q));
     return b.cast(q, DType::U8);
   });
   ctx.setOutput(0, y);

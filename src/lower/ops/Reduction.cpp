@@ -335,43 +335,6 @@ Status lowerSoftmax(LowerContext &ctx) {
   return okStatus();
 }
 
-// --- CumSum / CumProd
-
-/// out[..., i, ...] folds x[..., k, ...] over every k of the prefix (or suffix) of i: a
-/// Reduction over the whole axis whose terms outside the prefix are the identity. This costs
-/// O(n^2) per row of n elements (fine for short axes; a scan kernel would be O(n)).
-Status lowerCumulative(LowerContext &ctx) {
-  const coil::Node &n = ctx.gnode();
-  TensorRef x = ctx.input(0);
-  if (x.rank() == 0)
-    return ctx.error("input 0 of " + opStr(ctx) + " must have rank >= 1, got rank 0");
-  auto av = ctx.intValue(1);
-  if (!av || av->size() != 1 || !(*av)[0].isConstant())
-    return ctx.error("axis (input 1) of " + opStr(ctx) +
-                     " must be a constant known at compile time to lower it");
-  COIL_TRY(int64_t axis, normAxis(ctx, (*av)[0].constant(), x.rank()));
-  bool exclusive = n.attrs.getInt("exclusive", 0) != 0;
-  bool reverse = n.attrs.getInt("reverse", 0) != 0;
-  bool prod = n.op == OpKind::CumProd;
-  DType t = x.dtype;
-  DType acc = isFloat(t) ? floatAcc(t) : wideInt(t);
-  ScalarOp inPrefix = reverse ? (exclusive ? ScalarOp::Gt : ScalarOp::Ge)
-                              : (exclusive ? ScalarOp::Lt : ScalarOp::Le);
-  ctx.setOutput(0, ctx.reduce(
-                       prod ? ReduceKind::Prod : ReduceKind::Sum, ctx.outputType(0).dtype, acc,
-                       x.shape, {x.shape[size_t(axis)]},
-                       [&](BodyBuilder &b, const std::vector<SymInt> &o,
-                           const std::vector<SymInt> &r, Val *) {
-                         std::vector<SymInt> idx = o;
-                         idx[size_t(axis)] = r[0];
-                         Val v = ldCast(b, x, idx, acc);
-                         Val in = b.op(inPrefix, b.index(r[0]), b.index(o[size_t(axis)]));
-                         return b.op(ScalarOp::Select, in, v, b.intConstant(acc, prod ? 1 : 0));
-                       },
-                       false, prod ? "cumprod" : "cumsum"));
-  return okStatus();
-}
-
 // --- LayerNormalization / RMSNormalization
 
 Expected<DType> stashDType(const LowerContext &ctx) {
@@ -827,8 +790,6 @@ void registerReductionLowerings(LowerRegistry &r) {
   r.add(OpKind::Softmax, lowerSoftmax);
   r.add(OpKind::LogSoftmax, lowerSoftmax);
   r.add(OpKind::Hardmax, lowerSoftmax);
-  r.add(OpKind::CumSum, lowerCumulative);
-  r.add(OpKind::CumProd, lowerCumulative);
   r.add(OpKind::LayerNormalization, lowerLayerNorm);
   r.add(OpKind::RMSNormalization, lowerLayerNorm);
   r.add(OpKind::BatchNormalization, lowerBatchNorm);

@@ -243,9 +243,10 @@ TensorRef indexVector(LowerContext &ctx, const std::vector<SymInt> &exprs, DType
     if (exprs.size() == 1) return b.index(exprs[0], t);
     Val pos = b.index(idx.at(0));
     Val acc = exprs.empty() ? b.intConstant(t, 0) : b.index(exprs.back(), t);
-    for (size_t k = exprs.size() - 1; k-- > 0;)
-      acc = b.op(ScalarOp::Select, b.op(ScalarOp::Eq, pos, b.intConstant(DType::I64, int64_t(k))),
-                 b.index(exprs[k], t), acc);
+    for (size_t k = exprs.size() - 1; k-- > 0;) {
+      Val hit = b.op(ScalarOp::Eq, pos, b.intConstant(DType::I64, int64_t(k)));
+      acc = b.op(ScalarOp::Select, hit, b.index(exprs[k], t), acc);
+    }
     return acc;
   });
 }
@@ -353,9 +354,10 @@ Status lConstant(LowerContext &ctx) {
     for (size_t d = 0; d < idx.size(); ++d) flat = flat + idx[d] * strides[d];
     Val pos = b.index(flat);
     Val acc = scalarConstant(b, t, t.numel() - 1);
-    for (int64_t k = t.numel() - 1; k-- > 0;)
-      acc = b.op(ScalarOp::Select, b.op(ScalarOp::Eq, pos, b.intConstant(DType::I64, k)),
-                 scalarConstant(b, t, k), acc);
+    for (int64_t k = t.numel() - 1; k-- > 0;) {
+      Val hit = b.op(ScalarOp::Eq, pos, b.intConstant(DType::I64, k));
+      acc = b.op(ScalarOp::Select, hit, scalarConstant(b, t, k), acc);
+    }
     return acc;
   }));
   return okStatus();

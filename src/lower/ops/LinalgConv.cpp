@@ -1,0 +1,314 @@
+// Lowering of the convolutions: Conv, ConvTranspose, ConvInteger, QLinearConv.
+//
+// f32/f64 Conv and ConvTranspose with 1 to 3 spatial dims call the CPU extern (im2col + GEMM,
+// GEMM + col2im), with the bias added by a Pointwise epilogue. Every other case of Conv and the
+// quantized convolutions lower to one Reduction over (input channel of the group, kernel
+// position) that reads the input through clamped indices and zeroes the products that fall
+// into the padding, accumulating as the interpreter does (f64 for floats, i64 for integers,
+// zero points subtracted before the padding test so that padding contributes zero).
+#include "ir/Infer.h"
+#include "lower/ops/LinalgLower.h"
+
+namespace coil::loop::linalg {
+namespace {
+
+/// Geometry of a convolution on symbolic shapes.
+struct ConvPlan {
+  size_t nd = 0;
+  SymInt n, c, m, cg, mg;
+  int64_t group = 1;
+  std::vector<SymInt> in, k, out, pb;
+  std::vector<int64_t> s, d;
+  bool padded = false; ///< whether a window may reach outside the input
+};
+
+bool isExternType(DType t) {
+  return t == DType::F32 || t == DType::F64;
+}
+
+/// Reads group/strides/dilations/pads/auto_pad of a Conv-like node with input x [N, C, ...]
+/// and weights w [M, C/group, k...]; the output sizes come from inference.
+Expected<ConvPlan> planConv(LowerContext &ctx, const TensorRef &x, const TensorRef &w) {
+  if (x.rank() < 3)
+    return ctx.error("input 0 must have rank >= 3 ([N, C, spatial...]), got rank " +
+                     std::to_string(x.rank()));
+  if (w.rank() != x.rank())
+    return ctx.error("weights must have rank " + std::to_string(x.rank()) + ", got rank " +
+                     std::to_string(w.rank()));
+  const Attrs &at = ctx.gnode().attrs;
+  ConvPlan p;
+  p.nd = size_t(x.rank() - 2);
+  size_t nd = p.nd;
+  p.group = at.getInt("group", 1);
+  p.n = x.shape[0];
+  p.c = x.shape[1];
+  p.m = w.shape[0];
+  p.cg = w.shape[1];
+  if (p.group < 1) return ctx.error("group must be positive, got " + std::to_string(p.group));
+  auto cc = p.c.maybeConstant(), mc = p.m.maybeConstant(), cgc = p.cg.maybeConstant();
+  if ((cc && cgc && *cgc * p.group != *cc) || (mc && *mc % p.group != 0))
+    return ctx.error("group " + std::to_string(p.group) + " does not fit " + p.c.str() +
+                     " input channels and " + p.m.str() + " output channels");
+  p.mg = p.group == 1 ? p.m : floorDiv(p.m, SymInt(p.group));
+  p.s = at.getInts("strides", std::vector<int64_t>(nd, 1));
+  p.d = at.getInts("dilations", std::vector<int64_t>(nd, 1));
+  std::vector<int64_t> pads = at.getInts("pads", std::vector<int64_t>(2 * nd, 0));
+  std::string autoPad = at.getString("auto_pad", "NOTSET");
+  if (p.s.size() != nd || p.d.size() != nd || pads.size() != 2 * nd)
+    return ctx.error("strides, dilations and pads must match the " + std::to_string(nd) +
+                     " spatial dims");
+  const TensorType &yt = ctx.outputType(0);
+  for (size_t i = 0; i < nd; ++i) {
+    if (p.s[i] < 1 || p.d[i] < 1) return ctx.error("strides and dilations must be positive");
+    p.in.push_back(x.shape[2 + i]);
+    p.k.push_back(w.shape[2 + i]);
+    p.out.push_back(yt.shape[2 + i]);
+    SymInt span = (p.k[i] - 1) * p.d[i] + 1;
+    if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+      SymInt total = max(SymInt(0), (p.out[i] - 1) * p.s[i] + span - p.in[i]);
+      SymInt half = floorDiv(total, SymInt(2));
+      p.pb.push_back(autoPad == "SAME_UPPER" ? half : total - half);
+      p.padded = true;
+    } else if (autoPad == "VALID") {
+      p.pb.push_back(0);
+    } else if (autoPad == "NOTSET") {
+      if (pads[i] < 0 || pads[i + nd] < 0) return ctx.error("pads must be non-negative");
+      p.pb.push_back(pads[i]);
+      p.padded = p.padded || pads[i] != 0 || pads[i + nd] != 0;
+    } else {
+      return ctx.error("auto_pad must be NOTSET, SAME_UPPER, SAME_LOWER or VALID, got '" + autoPad +
+                       "'");
+    }
+  }
+  return p;
+}
+
+/// The 26 size arguments shared by the conv and conv-transpose externs after the buffers.
+std::vector<ExternArg> geometryArgs(const SymInt &n, const SymInt &c, const SymInt &m,
+                                    int64_t group, size_t nd, const std::vector<SymInt> &in,
+                                    const std::vector<SymInt> &k, const std::vector<SymInt> &out,
+                                    const std::vector<int64_t> &s, const std::vector<int64_t> &d,
+                                    const std::vector<SymInt> &pb) {
+  std::vector<ExternArg> a{intArg(n), intArg(c), intArg(m), intArg(group), intArg(int64_t(nd))};
+  auto three = [&](auto get, SymInt fill) {
+    for (size_t i = 0; i < 3; ++i) a.push_back(intArg(i < nd ? SymInt(get(i)) : fill));
+  };
+  three([&](size_t i) { return in[i]; }, 1);
+  three([&](size_t i) { return k[i]; }, 1);
+  three([&](size_t i) { return out[i]; }, 1);
+  three([&](size_t i) { return SymInt(s[i]); }, 1);
+  three([&](size_t i) { return SymInt(d[i]); }, 1);
+  three([&](size_t i) { return pb[i]; }, 0);
+  return a;
+}
+
+/// Element converters of the reduction: the loaded raw value -> the accumulation type (with a
+/// zero point subtracted); `oc` is the output channel (for per-channel weight zero points).
+using ConvElemFn = std::function<Val(BodyBuilder &, Val raw, const SymInt &oc)>;
+
+ConvElemFn castElem(DType acc) {
+  return [acc](BodyBuilder &b, Val v, const SymInt &) { return b.cast(v, acc); };
+}
+ConvElemFn zeroPointElem(std::optional<TensorRef> zp, bool perChannel) {
+  return [zp, perChannel](BodyBuilder &b, Val v, const SymInt &oc) {
+    v = b.cast(v, DType::I64);
+    if (!zp) return v;
+    return b.op(ScalarOp::Sub, v, loadPerIndex(b, *zp, perChannel ? oc : SymInt(0), DType::I64));
+  };
+}
+
+/// y [n, m, out...] = sum over (ic, kernel position) of fx(x) * fw(w), products in the padding
+/// being zero.
+TensorRef convReduction(LowerContext &ctx, const ConvPlan &p, const TensorRef &x,
+                        const TensorRef &w, DType outT, DType acc, const ConvElemFn &fx,
+                        const ConvElemFn &fw) {
+  std::vector<SymInt> outer{p.n, p.m}, rr{p.cg};
+  outer.insert(outer.end(), p.out.begin(), p.out.end());
+  rr.insert(rr.end(), p.k.begin(), p.k.end());
+  return ctx.reduce(
+      ReduceKind::Sum, outT, acc, outer, rr,
+      [&](BodyBuilder &b, const std::vector<SymInt> &o, const std::vector<SymInt> &r, Val *) {
+        SymInt oc = o[1];
+        SymInt ic = p.group == 1 ? r[0] : floorDiv(oc, p.mg) * p.cg + r[0];
+        std::vector<SymInt> xi{o[0], ic}, wi{oc};
+        wi.insert(wi.end(), r.begin(), r.end());
+        Val inside = kNoVal;
+        for (size_t i = 0; i < p.nd; ++i) {
+          SymInt pos = o[2 + i] * p.s[i] - p.pb[i] + r[1 + i] * p.d[i];
+          if (!p.padded) {
+            xi.push_back(pos);
+            continue;
+          }
+          xi.push_back(max(SymInt(0), min(pos, p.in[i] - 1)));
+          Val pv = b.index(pos);
+          Val ok = b.op(ScalarOp::And, b.op(ScalarOp::Ge, pv, b.index(0)),
+                        b.op(ScalarOp::Lt, pv, b.index(p.in[i])));
+          inside = inside == kNoVal ? ok : b.op(ScalarOp::And, inside, ok);
+        }
+        Val prod = b.op(ScalarOp::Mul, fx(b, b.load(x, xi), oc), fw(b, b.load(w, wi), oc));
+        if (inside != kNoVal) prod = b.op(ScalarOp::Select, inside, prod, b.constant(acc, 0));
+        return prod;
+      });
+}
+
+/// y + bias[channel] broadcast over [n, m, spatial...], computed in `computeT`, stored as outT.
+TensorRef addChannelBias(LowerContext &ctx, const TensorRef &y, const TensorRef &bias,
+                         DType computeT, DType outT) {
+  return ctx.pointwise(outT, y.shape, [&](BodyBuilder &b, const std::vector<SymInt> &i) {
+    Val v = b.cast(b.load(y, i), computeT);
+    return b.cast(b.op(ScalarOp::Add, v, b.cast(b.load(bias, {i[1]}), computeT)), outT);
+  });
+}
+
+Status lowerConv(LowerContext &ctx) {
+  TensorRef x = ctx.input(0), w = ctx.input(1);
+  COIL_TRY(ConvPlan p, planConv(ctx, x, w));
+  if (auto ks = ctx.gnode().attrs.maybeInts("kernel_shape"))
+    for (size_t i = 0; i < ks->size() && i < p.nd; ++i)
+      if (auto kc = p.k[i].maybeConstant(); kc && *kc != (*ks)[i])
+        return ctx.error("kernel_shape differs from the weight shape");
+  DType dt = ctx.outputType(0).dtype;
+  std::optional<TensorRef> bias;
+  if (ctx.hasInput(2)) bias = ctx.input(2);
+  TensorRef y;
+  bool depthwise = p.group > 1 && p.cg == SymInt(1);
+  if (isExternType(dt) && depthwise) {
+    // One input channel per group: im2col + GEMM would make a GEMM of one row per group. A
+    // direct reduction over the kernel window, accumulated in the element type, is much faster.
+    y = convReduction(ctx, p, x, w, dt, dt, castElem(dt), castElem(dt));
+    if (bias) y = addChannelBias(ctx, y, *bias, dt, dt);
+  } else if (isExternType(dt) && p.nd <= 3) {
+    x = ctx.realize(x);
+    w = ctx.realize(w);
+    std::vector<ExternArg> args{nodeArg(x), nodeArg(w), outArg(0)};
+    auto g = geometryArgs(p.n, p.c, p.m, p.group, p.nd, p.in, p.k, p.out, p.s, p.d, p.pb);
+    args.insert(args.end(), g.begin(), g.end());
+    y = ctx.externCall("coil_cpu_conv_" + suffix(dt), std::move(args),
+                       {{dt, ctx.outputType(0).shape}})[0];
+    if (bias) y = addChannelBias(ctx, y, *bias, dt, dt);
+  } else {
+    if (!isFloat(dt)) return ctx.error("conv needs a floating-point input");
+    // The interpreter accumulates in double and adds the bias before rounding once.
+    DType mid = bias ? DType::F64 : dt;
+    y = convReduction(ctx, p, x, w, mid, DType::F64, castElem(DType::F64), castElem(DType::F64));
+    if (bias) y = addChannelBias(ctx, y, *bias, DType::F64, dt);
+  }
+  ctx.setOutput(0, y);
+  return okStatus();
+}
+
+std::optional<TensorRef> optionalInput(LowerContext &ctx, size_t i) {
+  if (!ctx.hasInput(i)) return std::nullopt;
+  return ctx.input(i);
+}
+
+Status lowerConvInteger(LowerContext &ctx) {
+  TensorRef x = ctx.input(0), w = ctx.input(1);
+  COIL_TRY(ConvPlan p, planConv(ctx, x, w));
+  TensorRef y = convReduction(ctx, p, x, w, DType::I32, DType::I64,
+                              zeroPointElem(optionalInput(ctx, 2), false),
+                              zeroPointElem(optionalInput(ctx, 3), true));
+  ctx.setOutput(0, y);
+  return okStatus();
+}
+
+Status lowerQLinearConv(LowerContext &ctx) {
+  TensorRef x = ctx.input(0), w = ctx.input(3);
+  COIL_TRY(ConvPlan p, planConv(ctx, x, w));
+  TensorRef acc = convReduction(ctx, p, x, w, DType::I64, DType::I64,
+                                zeroPointElem(optionalInput(ctx, 2), false),
+                                zeroPointElem(optionalInput(ctx, 5), true));
+  TensorRef xs = ctx.input(1), ws = ctx.input(4), ys = ctx.input(6), yz = ctx.input(7);
+  std::optional<TensorRef> bias = optionalInput(ctx, 8);
+  DType outT = ctx.outputType(0).dtype;
+  TensorRef y = ctx.pointwise(outT, acc.shape, [&](BodyBuilder &b, const std::vector<SymInt> &i) {
+    Val a = b.cast(b.load(acc, i), DType::F64);
+    if (bias) a = b.op(ScalarOp::Add, a, b.cast(b.load(*bias, {i[1]}), DType::F64));
+    // The scale is a float32 product, as in the ONNX definition.
+    Val scale = b.op(ScalarOp::Mul, loadPerIndex(b, xs, 0, DType::F32),
+                     loadPerIndex(b, ws, i[1], DType::F32));
+    scale = b.op(ScalarOp::Div, scale, loadPerIndex(b, ys, 0, DType::F32));
+    Val v = b.op(ScalarOp::Mul, a, b.cast(scale, DType::F64));
+    return requantize(b, v, loadPerIndex(b, yz, 0, DType::F64), outT);
+  });
+  ctx.setOutput(0, y);
+  return okStatus();
+}
+
+Status lowerConvTranspose(LowerContext &ctx) {
+  TensorRef x = ctx.input(0), w = ctx.input(1);
+  if (x.rank() < 3 || w.rank() != x.rank())
+    return ctx.error("conv_transpose needs input [N, C, spatial...] and weights of the same rank");
+  size_t nd = size_t(x.rank() - 2);
+  DType dt = ctx.outputType(0).dtype;
+  if (!isFloat(dt) || nd > 3)
+    return ctx.error("ConvTranspose is compiled for floating-point inputs with 1 to 3 spatial "
+                     "dims only, got " +
+                     std::string(dtypeName(dt)) + " with " + std::to_string(nd));
+  // f16/bf16 go through the f64 kernel: the interpreter computes in double and rounds once.
+  DType kt = isExternType(dt) ? dt : DType::F64;
+  const Attrs &at = ctx.gnode().attrs;
+  int64_t group = at.getInt("group", 1);
+  if (group < 1) return ctx.error("group must be positive, got " + std::to_string(group));
+  std::vector<int64_t> s = at.getInts("strides", std::vector<int64_t>(nd, 1));
+  std::vector<int64_t> d = at.getInts("dilations", std::vector<int64_t>(nd, 1));
+  std::vector<int64_t> outPad = at.getInts("output_padding", std::vector<int64_t>(nd, 0));
+  std::string autoPad = at.getString("auto_pad", "NOTSET");
+  auto outShapeAttr = at.maybeInts("output_shape");
+  std::vector<int64_t> pads = at.getInts("pads", std::vector<int64_t>(2 * nd, 0));
+  if (s.size() != nd || d.size() != nd || outPad.size() < nd || pads.size() != 2 * nd ||
+      (outShapeAttr && outShapeAttr->size() < nd))
+    return ctx.error("strides, dilations, pads, output_padding and output_shape must match the " +
+                     std::to_string(nd) + " spatial dims");
+  bool same = (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") && !at.has("pads");
+  const TensorType &yt = ctx.outputType(0);
+  std::vector<SymInt> in, k, out, pb;
+  for (size_t i = 0; i < nd; ++i) {
+    if (s[i] < 1 || d[i] < 1) return ctx.error("strides and dilations must be positive");
+    in.push_back(x.shape[2 + i]);
+    k.push_back(w.shape[2 + i]);
+    out.push_back(yt.shape[2 + i]);
+    if (same) {
+      SymInt full = (in[i] - 1) * s[i] + outPad[i] + (k[i] - 1) * d[i] + 1;
+      SymInt o =
+          outShapeAttr ? SymInt((*outShapeAttr)[outShapeAttr->size() - nd + i]) : in[i] * s[i];
+      SymInt total = full - o, half = floorDiv(total, SymInt(2));
+      pb.push_back(autoPad == "SAME_UPPER" ? half : total - half);
+    } else {
+      pb.push_back(pads[i]);
+    }
+  }
+  SymInt n = x.shape[0], c = x.shape[1], m = yt.shape[1];
+  auto prepare = [&](const TensorRef &t) {
+    if (t.dtype == kt) return ctx.realize(t);
+    return ctx.pointwise(kt, t.shape, [&](BodyBuilder &b, const std::vector<SymInt> &i) {
+      return b.cast(b.load(t, i), kt);
+    });
+  };
+  x = prepare(x);
+  w = prepare(w);
+  std::vector<ExternArg> args{nodeArg(x), nodeArg(w), outArg(0)};
+  auto g = geometryArgs(n, c, m, group, nd, in, k, out, s, d, pb);
+  args.insert(args.end(), g.begin(), g.end());
+  TensorRef y =
+      ctx.externCall("coil_cpu_conv_transpose_" + suffix(kt), std::move(args), {{kt, yt.shape}})[0];
+  if (ctx.hasInput(2))
+    y = addChannelBias(ctx, y, ctx.input(2), kt, dt);
+  else if (kt != dt)
+    y = ctx.pointwise(dt, yt.shape, [&](BodyBuilder &b, const std::vector<SymInt> &i) {
+      return b.cast(b.load(y, i), dt);
+    });
+  ctx.setOutput(0, y);
+  return okStatus();
+}
+
+} // namespace
+
+void registerLinalgConvLowerings(LowerRegistry &r) {
+  r.add(OpKind::Conv, lowerConv);
+  r.add(OpKind::ConvInteger, lowerConvInteger);
+  r.add(OpKind::QLinearConv, lowerQLinearConv);
+  r.add(OpKind::ConvTranspose, lowerConvTranspose);
+}
+
+} // namespace coil::loop::linalg

@@ -1,0 +1,31 @@
+/// \file Private helpers shared by the spatial lowerings (lower/ops/Spatial*.cpp).
+#pragma once
+
+#include "lower/Lower.h"
+
+#include <string>
+#include <vector>
+
+namespace coil::loop::spatial {
+
+using Syms = std::vector<SymInt>;
+
+/// The type arithmetic happens in: f16 and bf16 compute in f32, integers in f64 (as the
+/// interpreter, which computes in double).
+DType calcType(DType t);
+const Attrs &attrsOf(const LowerContext &ctx);
+/// `v` clamped into [0, extent - 1].
+SymInt clampSym(const SymInt &v, const SymInt &extent);
+/// The conjunction of bool values (true when there are none).
+Val andAll(BodyBuilder &b, const std::vector<Val> &conds);
+/// The lowest value of `t` (-inf for floats).
+Val lowestOf(BodyBuilder &b, DType t);
+/// Converts a computed value `v` back to `t` as the interpreter stores its double results:
+/// floats are converted, integers rounded half to even and saturated (saturateRound).
+Val storeAs(BodyBuilder &b, Val v, DType t);
+
+// One per file besides Spatial.cpp.
+void registerSpatialSampleLowerings(LowerRegistry &r); ///< SpatialSample.cpp
+void registerSpatialRnnLowerings(LowerRegistry &r);    ///< SpatialRnn.cpp
+
+} // namespace coil::loop::spatial
