@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <optional>
+#include <ranges>
 #include <set>
 #include <sstream>
 #include <unordered_map>
@@ -95,8 +97,6 @@ public:
       if (const auto *f = std::get_if<FreeIfNotReused>(&l)) l = Free{f->buffer};
     return verifyWrapper(p_);
   }
-
-  int64_t hintOf(const SymInt &e) const { return hint(e); }
 
 private:
   int64_t hint(const SymInt &e) const {
@@ -470,17 +470,88 @@ private:
 
 } // namespace
 
+namespace {
+
+/// Sample points of the symbols bound from inputs (clamped to their ranges, as hints are).
+std::vector<SymBindings> samplePoints(const WrapperProgram &p, const std::vector<int64_t> &values) {
+  std::set<std::string> bound;
+  for (const Line &l : p.lines)
+    if (const auto *b = std::get_if<BindSymbol>(&l)) bound.insert(b->symbol);
+  std::vector<SymBindings> points;
+  // The diagonal (every symbol at v), then points where the symbols differ (symbol i at
+  // values[(k + 2i) % n]).
+  size_t n = values.size();
+  for (size_t k = 0; k < 2 * n; ++k) {
+    SymBindings b;
+    size_t i = 0;
+    for (const std::string &s : bound) {
+      SymRange r = p.symbols.count(s) ? p.symbols.at(s) : SymRange{};
+      int64_t v = k < n ? values[k] : values[(k + 2 * i++) % n];
+      b[s] = std::max(r.min, std::min(r.max, v));
+    }
+    if (std::find(points.begin(), points.end(), b) == points.end()) points.push_back(std::move(b));
+  }
+  return points;
+}
+
+/// The worst arena / lower bound ratio of a plan over the sample points.
+double worstRatio(const WrapperProgram &p, const std::vector<SymBindings> &points) {
+  double worst = 1;
+  for (const SymBindings &b : points) {
+    auto r = memoryReport(p, b);
+    if (r.ok() && r->lowerBound > 0) worst = std::max(worst, r->ratio);
+  }
+  return worst;
+}
+
+} // namespace
+
 Status planMemory(WrapperProgram &p, const MemoryPlanOptions &options) {
-  if (!options.reuse || !options.arena) return Planner(p, options).run();
-  // Reuse fixes blocks before the arena sees them, which can pack worse than the arena alone:
-  // plan both ways and keep the smaller arena at the hints (reuse on a tie).
-  WrapperProgram alone = p;
-  MemoryPlanOptions noReuse = options;
-  noReuse.reuse = false;
-  Planner withReuse(p, options), withoutReuse(alone, noReuse);
-  COIL_TRY_STATUS(withReuse.run());
-  COIL_TRY_STATUS(withoutReuse.run());
-  if (withoutReuse.hintOf(alone.arenaBytes) < withReuse.hintOf(p.arenaBytes)) p = std::move(alone);
+  if (!options.arena) return Planner(p, options).run();
+  // One symbolic plan serves every value of the symbols, but placement is guided by sample
+  // values: plan with several (the given hints first, then every symbol at 1, 16 and 1024),
+  // with and without step 1 (reuse fixes blocks before the arena sees them, which can pack
+  // worse), and keep the plan whose worst ratio to the lower bound over those sample points is
+  // smallest (the first on a tie).
+  std::vector<MemoryPlanOptions> variants;
+  for (int64_t v : {options.defaultHint, int64_t(1), int64_t(16), int64_t(1024)}) {
+    MemoryPlanOptions o = options;
+    o.defaultHint = v;
+    if (v != options.defaultHint) o.hints.clear();
+    if (v != options.defaultHint && !options.hints.empty()) continue; // the caller's hints rule
+    variants.push_back(o);
+    if (o.reuse) {
+      o.reuse = false;
+      variants.push_back(o);
+    }
+  }
+  std::vector<SymBindings> points = samplePoints(p, {1, 4, 16, 64, 256, 1024});
+  // With several symbols, also placements guided by points where they differ.
+  if (options.hints.empty())
+    for (const SymBindings &b : samplePoints(p, {1, 16, 1024}))
+      if (std::set<int64_t>(std::views::values(b).begin(), std::views::values(b).end()).size() >
+          1) {
+        MemoryPlanOptions o = options;
+        o.hints = b;
+        variants.push_back(o);
+        if (o.reuse) {
+          o.reuse = false;
+          variants.push_back(o);
+        }
+      }
+  for (const auto &[s, v] : options.hints) points.front()[s] = v; // the caller's point
+  std::optional<WrapperProgram> best;
+  double bestScore = 0;
+  for (const MemoryPlanOptions &o : variants) {
+    WrapperProgram q = p;
+    COIL_TRY_STATUS(Planner(q, o).run());
+    double score = worstRatio(q, points);
+    if (!best || score < bestScore - 1e-9) {
+      best = std::move(q);
+      bestScore = score;
+    }
+  }
+  p = std::move(*best);
   return okStatus();
 }
 

@@ -242,7 +242,7 @@ TEST(MemoryPlan, RandomProgramsHaveValidArenas) {
   double worst = 0, sum = 0;
   size_t longest = 0;
   int programs = 0;
-  for (int iter = 0; iter < 150; ++iter) {
+  for (int iter = 0; iter < 80; ++iter) {
     Steps s;
     s.b.input("k", DType::F32, {sym("K")});
     s.b.bind("K", 2, 0);
