@@ -21,8 +21,10 @@
 ///    symbol ranges) ends below each such block placed above it; the topmost position needs no
 ///    proof. Chains dominated by another (a subset, or a provably smaller sum) are dropped and
 ///    at most 6 are kept (merging two into their union bounds both), so offsets stay small.
-///    So two blocks live at once never overlap, whatever the symbols' values. planMemory plans
-///    with and without step 1 and keeps the smaller arena at the hints.
+///    So two blocks live at once never overlap, whatever the symbols' values.
+/// planMemory plans several times (hints: the given ones, every symbol at 1, 16 and 1024, and
+/// points where the symbols differ; each with and without step 1) and keeps the plan whose worst
+/// arena / lower-bound ratio over a set of sample points of the input-bound symbols is smallest.
 /// FreeIfNotReused lines become Free.
 #pragma once
 
