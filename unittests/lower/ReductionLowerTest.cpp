@@ -145,6 +145,10 @@ TEST(ReductionLower, ReduceRuntimeAxesKeepdims) {
     checkRuntimeAxes(op, DType::F32, true, false, {{1}, {-3}}, 1);
     checkRuntimeAxes(op, DType::F32, true, false, {{-1, 0}, {2, 1}}, 2);
     checkRuntimeAxes(op, DType::F64, false, false, {{2, 0, -2}}, 3);
+    // An empty axes input (static length 0): every axis, or the input with noop_with_empty_axes.
+    checkRuntimeAxes(op, DType::F32, true, false, {{}}, 0);
+    checkRuntimeAxes(op, DType::F32, false, false, {{}}, 0);
+    checkRuntimeAxes(op, DType::F32, false, true, {{}}, 0);
   }
   // Axes of a symbolic length (keepdims=1 keeps the output rank static).
   Builder b;
