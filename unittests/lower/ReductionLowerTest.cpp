@@ -177,6 +177,24 @@ TEST(ReductionLower, ReduceRuntimeAxesNoKeepdimsAndIntegers) {
   checkRuntimeAxes(OpKind::ReduceMax, DType::Bool, false, false, {{1}, {0}}, 1);
 }
 
+TEST(ReductionLower, ReduceRuntimeAxesUnitDimsAndDownstreamUse) {
+  // A unit input dim stays 1 in the inferred type (no fresh symbol); the result feeds a
+  // pointwise op, which reads the extern's output with the dims it reported.
+  Builder b;
+  b.symbol("N", 1, 64);
+  ValueId x = b.input(DType::F32, {SymInt::symbol("N"), 1, 3});
+  ValueId axes = b.input(DType::I64, {2});
+  ValueId r = b.node1(OpKind::ReduceMean, {x, axes});
+  b.outputs({b.node1(OpKind::Add, {r, r})});
+  auto p = lower(b.g);
+  ASSERT_TRUE(p);
+  for (const std::vector<int64_t> &a :
+       {std::vector<int64_t>{1, 2}, std::vector<int64_t>{0, -2}, std::vector<int64_t>{-1, 0}})
+    expectSame(b.g, *p,
+               {random(DType::F32, {5, 1, 3}, -2, 2, 11), Tensor::fromInts(DType::I64, {2}, a)},
+               1e-6, 1e-6);
+}
+
 TEST(ReductionLower, ReduceRuntimeAxesBadAxesAreUserErrors) {
   Builder b;
   ValueId x = b.input(DType::F32, {2, 4});
