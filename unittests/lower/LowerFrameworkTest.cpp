@@ -253,34 +253,19 @@ TEST(LowerFramework, SymbolicConstantsAsInputs) {
             {{{"N", 4}}});
 }
 
-TEST(LowerFramework, UnsupportedOpsAreReportedTogether) {
-  Graph g = parseOrDie(R"(graph @g(%x: f32[2, 3], %w: f32[3, 4]) -> (%z) {
-    %y = MatMul(%x, %w) : f32[2, 4] name "mm1"
-    %z = NonZero(%y) : i64[2, nnz] name "nz"
+TEST(LowerFramework, EveryLoweringErrorIsReportedInOneRun) {
+  // Two nodes that cannot be compiled (an RNN needs a compile-time sequence length): both are
+  // reported, each with its node name, from one lowerGraph call.
+  Graph g = parseOrDie(R"(graph @g(%x: f32[T, 2, 3], %w: f32[1, 4, 3], %r: f32[1, 4, 4]) -> (%y1, %y2) {
+    %y1 = RNN(%x, %w, %r) {hidden_size = 4} : f32[T, 1, 2, 4] name "rnn_a"
+    %y2 = RNN(%x, %w, %r) {hidden_size = 4} : f32[T, 1, 2, 4] name "rnn_b"
   })");
-  if (lowerFnFor(OpKind::MatMul) || lowerFnFor(OpKind::NonZero)) GTEST_SKIP();
   auto p = lowerGraph(g);
   ASSERT_FALSE(p.ok());
   std::string msg = p.error().render();
-  EXPECT_NE(msg.find("'MatMul' is not supported"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("'NonZero' is not supported"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("mm1"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("nz"), std::string::npos) << msg;
-}
-
-TEST(LowerFramework, OneRunReportsUnsupportedOpsAndLoweringErrors) {
-  if (lowerFnFor(OpKind::NonZero)) GTEST_SKIP() << "NonZero has a lowering now";
-  GraphBuilder b;
-  ValueId x = b.input("x", DType::F32, {3});
-  ValueId lim = b.input("limit", DType::I64, {});
-  b.output(b.op(OpKind::Neg, {b.op(OpKind::NonZero, {x})}));
-  b.output(b.op(OpKind::Range, {b.constant("z", Tensor::fromInts(DType::I64, {}, {0})), lim,
-                                b.constant("o", Tensor::fromInts(DType::I64, {}, {1}))}));
-  auto p = lowerGraph(b.g);
-  ASSERT_FALSE(p.ok());
-  std::string msg = p.error().render();
-  EXPECT_NE(msg.find("'NonZero' is not supported"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("Range with a length computed from tensor data"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("rnn_a"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("rnn_b"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("dynamic sequence length"), std::string::npos) << msg;
 }
 
 TEST(LowerFramework, LoweringErrorsNameTheNode) {
