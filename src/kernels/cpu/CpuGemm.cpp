@@ -156,10 +156,13 @@ bool makeGeom(ConvGeom &g, int64_t n, int64_t c, int64_t m, int64_t group, int64
   if (nd < 1 || nd > 3 || n < 0 || c < 0 || m < 0 || group < 1 || c % group || m % group)
     return false;
   g.n = n, g.c = c, g.m = m, g.group = group, g.cg = c / group, g.mg = m / group;
+  // The spatial dims are right-aligned (unused leading dims of size 1), so that the innermost
+  // loops of im2col/col2im run along the last, contiguous dim of a 1-D or 2-D convolution.
   for (int i = 0; i < 3; ++i) {
-    bool used = i < nd;
-    g.in[i] = used ? in[i] : 1, g.k[i] = used ? k[i] : 1, g.out[i] = used ? out[i] : 1;
-    g.s[i] = used ? s[i] : 1, g.d[i] = used ? d[i] : 1, g.p[i] = used ? p[i] : 0;
+    int64_t j = i - (3 - nd);
+    bool used = j >= 0;
+    g.in[i] = used ? in[j] : 1, g.k[i] = used ? k[j] : 1, g.out[i] = used ? out[j] : 1;
+    g.s[i] = used ? s[j] : 1, g.d[i] = used ? d[j] : 1, g.p[i] = used ? p[j] : 0;
     if (g.in[i] < 0 || g.k[i] < 0 || g.out[i] < 0 || g.s[i] < 1 || g.d[i] < 1 ||
         g.p[i] < -(INT64_MAX >> 2))
       return false;
@@ -203,10 +206,20 @@ template <typename T> void im2col(const ConvGeom &g, const T *x, T *col) {
           continue;
         }
         const T *src = xc + (i0 * g.in[1] + i1) * g.in[2];
-        for (int64_t o2 = 0; o2 < g.out[2]; ++o2) {
-          int64_t i2 = o2 * g.s[2] - g.p[2] + k2 * g.d[2];
-          d[o2] = i2 >= 0 && i2 < g.in[2] ? src[i2] : T(0);
+        // i2 = o2 * s2 + off lies in [0, in2) exactly for o2 in [lo, hi): zeros around a copy.
+        int64_t s2 = g.s[2], off = k2 * g.d[2] - g.p[2], out2 = g.out[2];
+        int64_t lo = off >= 0 ? 0 : (-off + s2 - 1) / s2;
+        int64_t last = g.in[2] - 1 - off; // o2 * s2 <= last
+        int64_t hi = last < 0 ? 0 : std::min(out2, last / s2 + 1);
+        lo = std::min(lo, out2);
+        hi = std::max(hi, lo);
+        std::fill(d, d + lo, T(0));
+        if (s2 == 1) {
+          std::copy(src + lo + off, src + hi + off, d + lo);
+        } else {
+          for (int64_t o2 = lo; o2 < hi; ++o2) d[o2] = src[o2 * s2 + off];
         }
+        std::fill(d + hi, d + out2, T(0));
       }
     }
   }

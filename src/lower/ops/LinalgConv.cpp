@@ -151,6 +151,58 @@ TensorRef convReduction(LowerContext &ctx, const ConvPlan &p, const TensorRef &x
       });
 }
 
+/// A depthwise convolution (one input channel per group) with a small constant window, as a
+/// Pointwise node that sums the taps in the reduction's order: its innermost loop runs along the
+/// output row, so it vectorizes, where a Reduction would loop over a 3-tap inner dim.
+std::optional<TensorRef> depthwiseTaps(LowerContext &ctx, const ConvPlan &p, const TensorRef &x,
+                                       const TensorRef &w, DType t) {
+  std::vector<int64_t> ks;
+  int64_t taps = 1;
+  for (const SymInt &k : p.k) {
+    auto kc = k.maybeConstant();
+    if (!kc || *kc < 1) return std::nullopt;
+    ks.push_back(*kc);
+    taps *= *kc;
+  }
+  if (taps > 49) return std::nullopt;
+  std::vector<SymInt> shape{p.n, p.m};
+  shape.insert(shape.end(), p.out.begin(), p.out.end());
+  return ctx.pointwise(t, shape, [&](BodyBuilder &b, const std::vector<SymInt> &o) {
+    SymInt oc = o[1];
+    SymInt ic = floorDiv(oc, p.mg); // cg == 1: input channel of this output channel's group
+    Val acc = b.constant(t, 0);
+    std::vector<int64_t> tap(p.nd, 0);
+    for (int64_t flat = 0; flat < taps; ++flat) {
+      int64_t rest = flat;
+      for (size_t i = p.nd; i-- > 0;) {
+        tap[i] = rest % ks[i];
+        rest /= ks[i];
+      }
+      std::vector<SymInt> xi{o[0], ic}, wi{oc, 0};
+      Val inside = kNoVal;
+      for (size_t i = 0; i < p.nd; ++i) {
+        wi.push_back(tap[i]);
+        SymInt pos = o[2 + i] * p.s[i] - p.pb[i] + tap[i] * p.d[i];
+        if (!p.padded) {
+          xi.push_back(pos);
+          continue;
+        }
+        xi.push_back(max(SymInt(0), min(pos, p.in[i] - 1)));
+        Val pv = b.index(pos);
+        Val ok = b.op(ScalarOp::And, b.op(ScalarOp::Ge, pv, b.index(0)),
+                      b.op(ScalarOp::Lt, pv, b.index(p.in[i])));
+        inside = inside == kNoVal ? ok : b.op(ScalarOp::And, inside, ok);
+      }
+      Val xv = b.load(x, xi);
+      Val wv = b.load(w, wi);
+      Val prod = b.op(ScalarOp::Mul, xv, wv);
+      if (inside != kNoVal) prod = b.op(ScalarOp::Select, inside, prod, b.constant(t, 0));
+      acc = b.op(ScalarOp::Add, acc, prod);
+    }
+    return acc;
+  });
+}
+
 /// y + bias[channel] broadcast over [n, m, spatial...], computed in `computeT`, stored as outT.
 TensorRef addChannelBias(LowerContext &ctx, const TensorRef &y, const TensorRef &bias,
                          DType computeT, DType outT) {
@@ -175,7 +227,10 @@ Status lowerConv(LowerContext &ctx) {
   if (isExternType(dt) && depthwise) {
     // One input channel per group: im2col + GEMM would make a GEMM of one row per group. A
     // direct reduction over the kernel window, accumulated in the element type, is much faster.
-    y = convReduction(ctx, p, x, w, dt, dt, castElem(dt), castElem(dt));
+    if (auto taps = depthwiseTaps(ctx, p, x, w, dt))
+      y = *taps;
+    else
+      y = convReduction(ctx, p, x, w, dt, dt, castElem(dt), castElem(dt));
     if (bias) y = addChannelBias(ctx, y, *bias, dt, dt);
   } else if (isExternType(dt) && p.nd <= 3) {
     x = ctx.realize(x);
