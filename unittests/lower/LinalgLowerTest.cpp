@@ -178,6 +178,23 @@ TEST(LinalgLower, ConvThroughExtern) {
   }
 }
 
+TEST(LinalgLower, DepthwiseConvAsSumOfTaps) {
+  // One input channel per group: a pointwise sum over the window's taps (with padding, strides,
+  // dilations, a channel multiplier of 2, 1-D and 2-D), and a reduction when the window is big.
+  for (DType t : {DType::F32, DType::F64}) {
+    Tolerance tol = t == DType::F32 ? kF32 : kF64;
+    checkConv(t, {N, 4, 9, 8}, {8, 1, 3, 3},
+              attrs({{"group", int64_t(4)},
+                     {"strides", std::vector<int64_t>{2, 1}},
+                     {"dilations", std::vector<int64_t>{1, 2}},
+                     {"pads", std::vector<int64_t>{1, 2, 1, 2}}}),
+              true, tol);
+    checkConv(t, {N, 3, 10}, {3, 1, 5},
+              attrs({{"group", int64_t(3)}, {"pads", std::vector<int64_t>{2, 2}}}), true, tol);
+    checkConv(t, {N, 2, 9, 9}, {2, 1, 8, 8}, attrs({{"group", int64_t(2)}}), false, tol);
+  }
+}
+
 TEST(LinalgLower, ConvAsReduction) {
   // f16 and more than 3 spatial dims lower to a Reduction.
   checkConv(DType::F16, {N, 4, 6, 5}, {2, 2, 3, 3},
