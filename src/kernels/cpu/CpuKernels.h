@@ -220,6 +220,37 @@ void coil_cpu_nms_dyn_f32(coil_alloc_fn alloc, void *alloc_ctx, const void *boxe
                           int64_t batches, int64_t classes, int64_t nboxes, int64_t maxCount,
                           int64_t iouCount, int64_t scoreCount, int64_t centerPointBox);
 
+// --- Output shapes from run-time tensors (CpuShape.cpp) ---------------------------------------
+
+/// Ops of coil_cpu_shape_dims.
+#define COIL_SHAPE_RESHAPE 0
+#define COIL_SHAPE_UNSQUEEZE 1
+#define COIL_SHAPE_SQUEEZE 2
+#define COIL_SHAPE_PAD 3
+#define COIL_SHAPE_EXPAND 4
+#define COIL_SHAPE_TILE 5
+#define COIL_SHAPE_CONSTANT_OF_SHAPE 6
+#define COIL_SHAPE_SLICE 7
+/// The sizes of op `op` whose output shape comes from the run-time int64 vector `values`
+/// (`nValues` <= 64 elements) and the input dims `inDims` (`inRank` <= 16 int64), written to
+/// s0..s15 (unused ones 0), allocating: `status` gets one int64, 1 when the values follow the
+/// op's rules, else 0 with every size 0 (an empty result). Per op (`outRank`: the output rank):
+///   RESHAPE: values = target shape (0 copies the input dim unless `attr` (allowzero) is set,
+///     one -1 inferred); s = output dims; the element count must match.
+///   UNSQUEEZE / SQUEEZE: values = axes; s = output dims (squeezed dims must be 1).
+///   PAD: values = begin pads [r], end pads [r]; s = output dims, begin pads, end pads (3r <=
+///     16); `attr` 1 for the edge/reflect/wrap modes (which cannot pad an empty region).
+///   EXPAND: values = shape broadcast with the input; s = output dims.
+///   TILE: values = repeats; s = output dims.  CONSTANT_OF_SHAPE: values = shape; s = it.
+///   SLICE: values = starts, ends, axes, steps (k each); s = output dims, the first input index
+///     of each dim (ONNX clamping, negative steps included), the step of each dim (3r <= 16).
+void coil_cpu_shape_dims(coil_alloc_fn alloc, void *alloc_ctx, const void *values,
+                         const void *inDims, void **status, int64_t *s0, int64_t *s1, int64_t *s2,
+                         int64_t *s3, int64_t *s4, int64_t *s5, int64_t *s6, int64_t *s7,
+                         int64_t *s8, int64_t *s9, int64_t *s10, int64_t *s11, int64_t *s12,
+                         int64_t *s13, int64_t *s14, int64_t *s15, int64_t op, int64_t nValues,
+                         int64_t inRank, int64_t outRank, int64_t attr);
+
 #ifdef __cplusplus
 } // extern "C"
 #endif

@@ -7,7 +7,9 @@
 // DepthToSpace / SpaceToDepth are Linalg ops too.
 //
 // The interpreter (interp/kernels/DataMovement*.cpp) is the reference for every rule here.
+#include "kernels/cpu/CpuKernels.h"
 #include "lower/Lower.h"
+#include "lower/ops/DynShape.h"
 
 #include <algorithm>
 #include <cmath>
@@ -126,11 +128,21 @@ Status lowerSplit(LowerContext &ctx) {
 
 Status lowerTile(LowerContext &ctx) {
   TensorRef x = ctx.input(0);
-  COIL_TRY(std::vector<SymInt> reps, knownInts(ctx, 1, "repeats"));
-  if (int64_t(reps.size()) != x.rank())
-    return ctx.error("repeats must have " + std::to_string(x.rank()) +
-                     " elements (the rank of input), got " + std::to_string(reps.size()));
   std::vector<SymInt> shape = ctx.outputType(0).shape;
+  if (ctx.hasInput(1) && !ctx.intValue(1)) {
+    // Repeats read at run time: the size extern computes the output dims.
+    auto reps = dynshape::inputElems(ctx, 1);
+    if (!reps || int64_t(reps->size()) != x.rank())
+      return ctx.error("repeats of Tile must be a 1-D integer tensor of " +
+                       std::to_string(x.rank()) + " elements (the rank of input)");
+    COIL_TRY(auto dd, dynshape::shapeDims(ctx, COIL_SHAPE_TILE, *reps, x.shape, 0, 0, 0));
+    shape = dd.dims;
+  } else {
+    COIL_TRY(std::vector<SymInt> reps, knownInts(ctx, 1, "repeats"));
+    if (int64_t(reps.size()) != x.rank())
+      return ctx.error("repeats must have " + std::to_string(x.rank()) +
+                       " elements (the rank of input), got " + std::to_string(reps.size()));
+  }
   std::vector<SymInt> in = x.shape;
   ctx.setOutput(0, ctx.view(x, shape, [in](const Idx &idx) {
     Idx src;
@@ -151,17 +163,43 @@ Status lowerPad(LowerContext &ctx) {
   if (mode != "constant" && mode != "reflect" && mode != "edge" && mode != "wrap")
     return ctx.error("mode of Pad must be one of constant, reflect, edge, wrap, got '" + mode +
                      "'");
-  std::vector<SymInt> pads;
-  if (ctx.hasInput(1)) {
-    COIL_TRY(pads, knownInts(ctx, 1, "pads"));
-  } else {
-    for (int64_t p : n.attrs.getInts("pads")) pads.push_back(p);
-  }
   std::vector<int64_t> axes;
   if (ctx.hasInput(3)) {
     COIL_TRY(axes, knownConstInts(ctx, 3, "axes"));
   } else {
     for (int64_t i = 0; i < r; ++i) axes.push_back(i);
+  }
+  std::vector<SymInt> pads;
+  std::optional<std::vector<SymInt>> dynShape;
+  if (ctx.hasInput(1) && !ctx.intValue(1)) {
+    // Pads read at run time: the size extern binds every dim's begin and end pad and output
+    // size (checking them), and the lowering below works on those symbols.
+    auto pv = dynshape::inputElems(ctx, 1);
+    if (!pv || pv->size() != 2 * axes.size())
+      return ctx.error("pads of Pad must be a 1-D integer tensor of " +
+                       std::to_string(2 * axes.size()) + " elements (2 per padded axis)");
+    std::vector<dynshape::ElemFn> vals(size_t(2 * r), dynshape::constElem(0));
+    for (size_t i = 0; i < axes.size(); ++i) {
+      int64_t a = axes[i] < 0 ? axes[i] + r : axes[i];
+      if (a < 0 || a >= r)
+        return ctx.error("axes of Pad must be in [" + std::to_string(-r) + ", " +
+                         std::to_string(r - 1) + "], got " + intsStr(axes));
+      vals[size_t(a)] = (*pv)[i];
+      vals[size_t(r + a)] = (*pv)[i + axes.size()];
+    }
+    COIL_TRY(auto dd, dynshape::shapeDims(ctx, COIL_SHAPE_PAD, vals, x.shape, 0, 2 * r,
+                                          mode == "constant" ? 0 : 1));
+    pads.resize(2 * axes.size());
+    for (size_t i = 0; i < axes.size(); ++i) {
+      int64_t a = axes[i] < 0 ? axes[i] + r : axes[i];
+      pads[i] = dd.extra[size_t(a)];
+      pads[i + axes.size()] = dd.extra[size_t(r + a)];
+    }
+    dynShape = dd.dims;
+  } else if (ctx.hasInput(1)) {
+    COIL_TRY(pads, knownInts(ctx, 1, "pads"));
+  } else {
+    for (int64_t p : n.attrs.getInts("pads")) pads.push_back(p);
   }
   if (pads.size() != 2 * axes.size())
     return ctx.error("pads of Pad must have " + std::to_string(2 * axes.size()) +
@@ -185,7 +223,7 @@ Status lowerPad(LowerContext &ctx) {
     len.push_back(x.shape[d] - cropBegin[d] - max(SymInt(0), -end[d]));
     padBegin.push_back(max(SymInt(0), begin[d]));
   }
-  std::vector<SymInt> shape = ctx.outputType(0).shape;
+  std::vector<SymInt> shape = dynShape ? *dynShape : ctx.outputType(0).shape;
   auto padded = [&](size_t d) { return begin[d] != SymInt(0) || end[d] != SymInt(0); };
   if (mode != "constant") {
     for (size_t d = 0; d < size_t(r); ++d)
