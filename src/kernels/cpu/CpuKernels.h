@@ -238,8 +238,9 @@ void coil_cpu_nms_dyn_f32(coil_alloc_fn alloc, void *alloc_ctx, const void *boxe
 ///   RESHAPE: values = target shape (0 copies the input dim unless `attr` (allowzero) is set,
 ///     one -1 inferred); s = output dims; the element count must match.
 ///   UNSQUEEZE / SQUEEZE: values = axes; s = output dims (squeezed dims must be 1).
-///   PAD: values = begin pads [r], end pads [r]; s = output dims, begin pads, end pads (3r <=
-///     16); `attr` 1 for the edge/reflect/wrap modes (which cannot pad an empty region).
+///   PAD: values = pads [2k] (k begins, k ends), axes [k] (distinct, in [-r, r)); s = output
+///     dims, begin pads, end pads of every dim (3r <= 16); `attr` 1 for the edge, reflect and
+///     wrap modes (which cannot pad an empty region).
 ///   EXPAND: values = shape broadcast with the input; s = output dims.
 ///   TILE: values = repeats; s = output dims.  CONSTANT_OF_SHAPE: values = shape; s = it.
 ///   SLICE: values = starts, ends, axes, steps (k each); s = output dims, the first input index

@@ -74,22 +74,30 @@ bool computeDims(int64_t op, const int64_t *v, int64_t n, const int64_t *in, int
       if (!axis[d]) s[j++] = in[d];
     return true;
   }
-  case COIL_SHAPE_PAD: { // v: begin pads [r], end pads [r]; s: out dims, begins, ends
-    if (n != 2 * r || 3 * r > kMaxSyms || outRank != r) return false;
+  case COIL_SHAPE_PAD: { // v: pads [2k], axes [k]; s: out dims, begin pads, end pads
+    if (n % 3 != 0 || 3 * r > kMaxSyms || outRank != r) return false;
+    int64_t k = n / 3;
+    int64_t b[kMaxSyms] = {}, e[kMaxSyms] = {};
+    bool seen[kMaxSyms] = {};
+    const int64_t lim = int64_t(1) << 61;
+    for (int64_t i = 0; i < k; ++i) {
+      int64_t a = v[2 * k + i] < 0 ? v[2 * k + i] + r : v[2 * k + i];
+      if (a < 0 || a >= r || seen[a]) return false;
+      seen[a] = true;
+      b[a] = v[i];
+      e[a] = v[k + i];
+      if (b[a] < -lim || b[a] > lim || e[a] < -lim || e[a] > lim) return false;
+    }
     for (int64_t d = 0; d < r; ++d) {
-      int64_t b = v[d], e = v[d + r], o;
-      if (b < -(int64_t(1) << 61) || b > (int64_t(1) << 61) || e < -(int64_t(1) << 61) ||
-          e > (int64_t(1) << 61))
-        return false;
-      o = in[d] + b + e;
+      int64_t o = in[d] + b[d] + e[d];
       if (o < 0) return false;
       // The kept region after negative pads crop; edge, reflect and wrap need a non-empty one.
-      int64_t len = in[d] - (b < 0 ? -b : 0) - (e < 0 ? -e : 0);
+      int64_t len = in[d] - (b[d] < 0 ? -b[d] : 0) - (e[d] < 0 ? -e[d] : 0);
       if (len < 0) return false;
-      if (attr != 0 && (b != 0 || e != 0) && len == 0 && o > 0) return false;
+      if (attr != 0 && (b[d] != 0 || e[d] != 0) && len == 0 && o > 0) return false;
       s[d] = o;
-      s[r + d] = b;
-      s[2 * r + d] = e;
+      s[r + d] = b[d];
+      s[2 * r + d] = e[d];
     }
     return true;
   }

@@ -164,42 +164,41 @@ Status lowerPad(LowerContext &ctx) {
     return ctx.error("mode of Pad must be one of constant, reflect, edge, wrap, got '" + mode +
                      "'");
   std::vector<int64_t> axes;
-  if (ctx.hasInput(3)) {
-    COIL_TRY(axes, knownConstInts(ctx, 3, "axes"));
-  } else {
-    for (int64_t i = 0; i < r; ++i) axes.push_back(i);
-  }
   std::vector<SymInt> pads;
   std::optional<std::vector<SymInt>> dynShape;
-  if (ctx.hasInput(1) && !ctx.intValue(1)) {
-    // Pads read at run time: the size extern binds every dim's begin and end pad and output
-    // size (checking them), and the lowering below works on those symbols.
+  bool runTimeAxes = ctx.hasInput(3) && !knownConstInts(ctx, 3, "axes").ok();
+  if ((ctx.hasInput(1) && !ctx.intValue(1)) || runTimeAxes) {
+    // Pads or axes read at run time: the size extern binds every dim's begin and end pad and
+    // output size (checking them), and the lowering below works on those symbols.
     auto pv = dynshape::inputElems(ctx, 1);
-    if (!pv || pv->size() != 2 * axes.size())
-      return ctx.error("pads of Pad must be a 1-D integer tensor of " +
-                       std::to_string(2 * axes.size()) + " elements (2 per padded axis)");
-    std::vector<dynshape::ElemFn> vals(size_t(2 * r), dynshape::constElem(0));
-    for (size_t i = 0; i < axes.size(); ++i) {
-      int64_t a = axes[i] < 0 ? axes[i] + r : axes[i];
-      if (a < 0 || a >= r)
-        return ctx.error("axes of Pad must be in [" + std::to_string(-r) + ", " +
-                         std::to_string(r - 1) + "], got " + intsStr(axes));
-      vals[size_t(a)] = (*pv)[i];
-      vals[size_t(r + a)] = (*pv)[i + axes.size()];
+    std::optional<std::vector<dynshape::ElemFn>> av;
+    if (ctx.hasInput(3)) {
+      av = dynshape::inputElems(ctx, 3);
+    } else {
+      av.emplace();
+      for (int64_t i = 0; i < r; ++i) av->push_back(dynshape::constElem(i));
     }
+    if (!pv || !av || pv->size() != 2 * av->size())
+      return ctx.error("pads and axes of Pad must be 1-D integer tensors of known lengths, pads "
+                       "2 per axis");
+    std::vector<dynshape::ElemFn> vals = *pv;
+    vals.insert(vals.end(), av->begin(), av->end());
     COIL_TRY(auto dd, dynshape::shapeDims(ctx, COIL_SHAPE_PAD, vals, x.shape, 0, 2 * r,
                                           mode == "constant" ? 0 : 1));
-    pads.resize(2 * axes.size());
-    for (size_t i = 0; i < axes.size(); ++i) {
-      int64_t a = axes[i] < 0 ? axes[i] + r : axes[i];
-      pads[i] = dd.extra[size_t(a)];
-      pads[i + axes.size()] = dd.extra[size_t(r + a)];
-    }
+    for (int64_t i = 0; i < r; ++i) axes.push_back(i);
+    pads = dd.extra;
     dynShape = dd.dims;
-  } else if (ctx.hasInput(1)) {
-    COIL_TRY(pads, knownInts(ctx, 1, "pads"));
   } else {
-    for (int64_t p : n.attrs.getInts("pads")) pads.push_back(p);
+    if (ctx.hasInput(3)) {
+      COIL_TRY(axes, knownConstInts(ctx, 3, "axes"));
+    } else {
+      for (int64_t i = 0; i < r; ++i) axes.push_back(i);
+    }
+    if (ctx.hasInput(1)) {
+      COIL_TRY(pads, knownInts(ctx, 1, "pads"));
+    } else {
+      for (int64_t p : n.attrs.getInts("pads")) pads.push_back(p);
+    }
   }
   if (pads.size() != 2 * axes.size())
     return ctx.error("pads of Pad must have " + std::to_string(2 * axes.size()) +
