@@ -231,6 +231,10 @@ void coil_cpu_nms_dyn_f32(coil_alloc_fn alloc, void *alloc_ctx, const void *boxe
 #define COIL_SHAPE_TILE 5
 #define COIL_SHAPE_CONSTANT_OF_SHAPE 6
 #define COIL_SHAPE_SLICE 7
+#define COIL_SHAPE_SPLIT 8
+#define COIL_SHAPE_ONE_HOT 9
+#define COIL_SHAPE_CENTER_CROP_PAD 10
+#define COIL_SHAPE_RANGE 11
 /// The sizes of op `op` whose output shape comes from the run-time int64 vector `values`
 /// (`nValues` <= 64 elements) and the input dims `inDims` (`inRank` <= 16 int64), written to
 /// s0..s15 (unused ones 0), allocating: `status` gets one int64, 1 when the values follow the
@@ -245,6 +249,11 @@ void coil_cpu_nms_dyn_f32(coil_alloc_fn alloc, void *alloc_ctx, const void *boxe
 ///   TILE: values = repeats; s = output dims.  CONSTANT_OF_SHAPE: values = shape; s = it.
 ///   SLICE: values = starts, ends, axes, steps (k each); s = output dims, the first input index
 ///     of each dim (ONNX clamping, negative steps included), the step of each dim (3r <= 16).
+///   SPLIT: values = split [m], `attr` the axis; s = the m sizes (>= 0, summing to its dim).
+///   ONE_HOT: values = depth [1] (>= 1), `attr` the output axis; s = output dims.
+///   CENTER_CROP_PAD: values = sizes [k], axes [k]; s = output dims.
+///   RANGE: values = start, limit, delta (as f64 bits when `attr` is 1); s0 = the length,
+///     max(ceil((limit - start) / delta), 0) (delta != 0, under 2^40).
 void coil_cpu_shape_dims(coil_alloc_fn alloc, void *alloc_ctx, const void *values,
                          const void *inDims, void **status, int64_t *s0, int64_t *s1, int64_t *s2,
                          int64_t *s3, int64_t *s4, int64_t *s5, int64_t *s6, int64_t *s7,

@@ -4,6 +4,7 @@
 // itself stays generated Loop IR. Semantics follow interp/kernels (ShapeOps, DataMovement).
 #include "kernels/cpu/CpuKernels.h"
 
+#include <cmath>
 #include <cstring>
 
 namespace {
@@ -161,6 +162,55 @@ bool computeDims(int64_t op, const int64_t *v, int64_t n, const int64_t *in, int
       s[r + a] = b;
       s[2 * r + a] = step;
     }
+    return true;
+  }
+  case COIL_SHAPE_SPLIT: { // v: split [m]; attr: the axis; s: the m sizes along it
+    if (n != outRank || n > kMaxSyms || attr < 0 || attr >= r) return false;
+    int64_t sum = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      if (v[i] < 0 || __builtin_add_overflow(sum, v[i], &sum)) return false;
+      s[i] = v[i];
+    }
+    return sum == in[attr];
+  }
+  case COIL_SHAPE_ONE_HOT: { // v: depth [1]; attr: the axis of the output; s: out dims
+    if (n != 1 || outRank != r + 1 || outRank > kMaxSyms || attr < 0 || attr > r) return false;
+    if (v[0] < 1 || v[0] > (int64_t(1) << 62)) return false;
+    for (int64_t d = 0, j = 0; d < outRank; ++d) s[d] = d == attr ? v[0] : in[j++];
+    return true;
+  }
+  case COIL_SHAPE_CENTER_CROP_PAD: { // v: sizes [k], axes [k]; s: out dims
+    if (n % 2 != 0 || outRank != r || r > kMaxSyms) return false;
+    int64_t k = n / 2;
+    bool seen[kMaxSyms] = {};
+    for (int64_t d = 0; d < r; ++d) s[d] = in[d];
+    for (int64_t i = 0; i < k; ++i) {
+      int64_t a = v[k + i] < 0 ? v[k + i] + r : v[k + i];
+      if (a < 0 || a >= r || seen[a] || v[i] < 0) return false;
+      seen[a] = true;
+      s[a] = v[i];
+    }
+    return true;
+  }
+  case COIL_SHAPE_RANGE: { // v: start, limit, delta (attr 1: the bits of f64 values)
+    if (n != 3 || outRank != 1) return false;
+    const double maxLen = double(int64_t(1) << 40);
+    int64_t len;
+    if (attr != 0) {
+      double f[3];
+      std::memcpy(f, v, sizeof f);
+      if (f[2] == 0) return false;
+      double l = std::ceil((f[1] - f[0]) / f[2]);
+      if (!(l < maxLen)) return false;
+      len = l > 0 ? int64_t(l) : 0;
+    } else {
+      if (v[2] == 0) return false;
+      __int128 span = __int128(v[1]) - v[0], step = v[2];
+      __int128 l = span / step + (span % step != 0 && ((span < 0) == (step < 0)) ? 1 : 0);
+      if (l >= __int128(int64_t(1) << 40)) return false;
+      len = l > 0 ? int64_t(l) : 0;
+    }
+    s[0] = len;
     return true;
   }
   default:

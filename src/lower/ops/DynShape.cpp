@@ -80,7 +80,13 @@ std::optional<std::vector<ElemFn>> inputElems(LowerContext &ctx, size_t i) {
 Expected<DynDims> shapeDims(LowerContext &ctx, int64_t op, const std::vector<ElemFn> &values,
                             const std::vector<SymInt> &inShape, size_t out, int64_t numExtra,
                             int64_t attr) {
-  const std::vector<SymInt> &outShape = ctx.outputType(out).shape;
+  return shapeDimsNamed(ctx, op, values, inShape, ctx.outputType(out).shape, numExtra, attr);
+}
+
+Expected<DynDims> shapeDimsNamed(LowerContext &ctx, int64_t op, const std::vector<ElemFn> &values,
+                                 const std::vector<SymInt> &inShape,
+                                 const std::vector<SymInt> &outShape, int64_t numExtra,
+                                 int64_t attr) {
   int64_t outRank = int64_t(outShape.size());
   std::string opn(opName(ctx.gnode().op));
   if (outRank + numExtra > kMaxSyms || int64_t(inShape.size()) > kMaxSyms ||

@@ -30,5 +30,10 @@ struct DynDims {
 Expected<DynDims> shapeDims(LowerContext &ctx, int64_t op, const std::vector<ElemFn> &values,
                             const std::vector<SymInt> &inShape, size_t out, int64_t numExtra,
                             int64_t attr);
+/// The same with the dims named after `outShape` (e.g. the split axis of every output).
+Expected<DynDims> shapeDimsNamed(LowerContext &ctx, int64_t op, const std::vector<ElemFn> &values,
+                                 const std::vector<SymInt> &inShape,
+                                 const std::vector<SymInt> &outShape, int64_t numExtra,
+                                 int64_t attr);
 
 } // namespace coil::loop::dynshape

@@ -370,8 +370,27 @@ Status lSize(LowerContext &ctx) {
 Status lRange(LowerContext &ctx) {
   COIL_TRY_STATUS(needInputs(ctx, 3));
   TensorRef s = ctx.input(0), d = ctx.input(2);
-  COIL_TRY(auto shape, staticOutputShape(ctx, 0, "a length"));
   DType t = ctx.outputType(0).dtype;
+  std::vector<SymInt> shape;
+  if (runTimeShape(ctx, 0)) {
+    // The length read at run time: the size extern computes it from start, limit and delta
+    // (passed as i64, or as the bits of f64 for float ranges).
+    std::vector<dynshape::ElemFn> vals;
+    for (size_t k = 0; k < 3; ++k) {
+      TensorRef v = ctx.input(k);
+      if (v.rank() > 1 || (v.rank() == 1 && v.shape[0] != SymInt(1)))
+        return ctx.error("range inputs must be scalars");
+      vals.push_back([v, t](BodyBuilder &b) {
+        Val x = b.load(v, Idx(v.shape.size(), SymInt(0)));
+        return isFloat(t) ? b.bitcast(b.cast(x, DType::F64), DType::I64) : b.cast(x, DType::I64);
+      });
+    }
+    COIL_TRY(auto dd,
+             dynshape::shapeDims(ctx, COIL_SHAPE_RANGE, vals, {}, 0, 0, isFloat(t) ? 1 : 0));
+    shape = dd.dims;
+  } else {
+    COIL_TRY(shape, staticOutputShape(ctx, 0, "a length"));
+  }
   ctx.setOutput(0, ctx.pointwise(t, shape, [&](BodyBuilder &b, const Idx &idx) {
     // start + i*delta: f32 in f32 (as the reference kernel), other floats in f64, integers
     // in i64 wrapping to the type.
