@@ -235,6 +235,7 @@ void coil_cpu_nms_dyn_f32(coil_alloc_fn alloc, void *alloc_ctx, const void *boxe
 #define COIL_SHAPE_ONE_HOT 9
 #define COIL_SHAPE_CENTER_CROP_PAD 10
 #define COIL_SHAPE_RANGE 11
+#define COIL_SHAPE_RESIZE 12
 /// The sizes of op `op` whose output shape comes from the run-time int64 vector `values`
 /// (`nValues` <= 64 elements) and the input dims `inDims` (`inRank` <= 16 int64), written to
 /// s0..s15 (unused ones 0), allocating: `status` gets one int64, 1 when the values follow the
@@ -254,6 +255,10 @@ void coil_cpu_nms_dyn_f32(coil_alloc_fn alloc, void *alloc_ctx, const void *boxe
 ///   CENTER_CROP_PAD: values = sizes [k], axes [k]; s = output dims.
 ///   RANGE: values = start, limit, delta (as f64 bits when `attr` is 1); s0 = the length,
 ///     max(ceil((limit - start) / delta), 0) (delta != 0, under 2^40).
+///   RESIZE: `inDims` = the dims of the r resized axes; values = their scales as f64 bits
+///     (`attr` 0: s = floor(scale * dim)) or sizes (`attr` 1 stretch: s = sizes; 2 not_larger,
+///     3 not_smaller: s = the dims times the min / max of sizes / dims, rounded), then s[r..2r)
+///     = the sizes (0 for scales); an empty axis cannot grow.
 void coil_cpu_shape_dims(coil_alloc_fn alloc, void *alloc_ctx, const void *values,
                          const void *inDims, void **status, int64_t *s0, int64_t *s1, int64_t *s2,
                          int64_t *s3, int64_t *s4, int64_t *s5, int64_t *s6, int64_t *s7,

@@ -213,6 +213,33 @@ bool computeDims(int64_t op, const int64_t *v, int64_t n, const int64_t *in, int
     s[0] = len;
     return true;
   }
+  case COIL_SHAPE_RESIZE: { // v: scales (f64 bits, attr 0) or sizes (attr 1..3), per axis
+    if (n != r || outRank != r || 2 * r > kMaxSyms || attr < 0 || attr > 3) return false;
+    const double maxLen = double(int64_t(1) << 40);
+    double ratio = attr == 2 ? 1e300 : -1e300;
+    for (int64_t i = 0; i < n; ++i) {
+      if (attr == 0) {
+        double sc;
+        std::memcpy(&sc, &v[i], sizeof sc);
+        if (!(sc > 0) || !(sc * double(in[i]) < maxLen)) return false;
+        s[i] = int64_t(std::floor(sc * double(in[i])));
+      } else {
+        if (v[i] < 0) return false;
+        s[i] = s[r + i] = v[i];
+        double q = double(v[i]) / double(in[i]);
+        ratio = attr == 2 ? std::fmin(ratio, q) : std::fmax(ratio, q);
+      }
+    }
+    if (attr >= 2)
+      for (int64_t i = 0; i < n; ++i) {
+        double o = ratio * double(in[i]) + 0.5;
+        if (!(o >= 0 && o < maxLen)) return false;
+        s[i] = int64_t(o);
+      }
+    for (int64_t i = 0; i < n; ++i)
+      if (in[i] == 0 && s[i] > 0) return false; // an empty axis cannot be resized
+    return true;
+  }
   default:
     return false;
   }
