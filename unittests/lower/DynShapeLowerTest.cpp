@@ -143,3 +143,33 @@ TEST(DynShapeLower, SplitOneHotCenterCropPadWindow) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(DynShapeLower, ResizeWithRunTimeScalesSizesRoi) {
+  for (const char *mode : {"nearest", "linear", "cubic"}) {
+    SCOPED_TRACE(mode);
+    GraphBuilder b;
+    ValueId x = b.input("x", DType::F32, {1, 2, 4, 5});
+    ValueId sc = b.input("scales", DType::F32, {4});
+    ValueId sz = b.input("sizes", DType::I64, {2});
+    ValueId roi = b.input("roi", DType::F32, {4});
+    b.output(b.op(OpKind::Resize, {x, kNoValue, sc}, attrs({{"mode", std::string(mode)}})));
+    b.output(b.op(OpKind::Resize, {x, kNoValue, kNoValue, sz},
+                  attrs({{"mode", std::string(mode)},
+                         {"axes", std::vector<int64_t>{3, 2}},
+                         {"keep_aspect_ratio_policy", std::string("not_larger")}})));
+    b.output(b.op(OpKind::Resize, {x, roi, kNoValue, sz},
+                  attrs({{"mode", std::string(mode)},
+                         {"axes", std::vector<int64_t>{2, 3}},
+                         {"coordinate_transformation_mode", std::string("tf_crop_and_resize")},
+                         {"extrapolation_value", 2.5}})));
+    std::mt19937_64 rng(7);
+    std::vector<Tensor> ins{randomTensor(DType::F32, {1, 2, 4, 5}, rng),
+                            Tensor::fromDoubles(DType::F32, {4}, {1, 1, 0.6, 1.7}), i64s({7, 3}),
+                            Tensor::fromDoubles(DType::F32, {4}, {0.1, -0.2, 0.9, 1.3})};
+    expectMatchesInterpreter(b.g, ins, {1e-5, 1e-5});
+  }
+}
+
+} // namespace
