@@ -23,6 +23,15 @@ if ! $PY -c "import onnx, numpy, onnxruntime, lit" >/dev/null 2>&1 ||
   $PY -m pip install -q --disable-pip-version-check -r requirements.txt
 fi
 
+# Optional: CUTLASS's headers (and its Python EVT tracer, for test/evt/cutlass_compare.py) from
+# the nvidia-cutlass wheel (~6 MB). Without it `coil evt` still emits code; the nvcc sample of the
+# evt-corpus test skips with a message.
+if ! $PY -c "import cutlass_library" >/dev/null 2>&1; then
+  echo "setup: installing the optional nvidia-cutlass package (CUTLASS headers)"
+  $PY -m pip install -q --disable-pip-version-check nvidia-cutlass ||
+    echo "setup: nvidia-cutlass not installed (optional; coil evt compile checks will skip)"
+fi
+
 BUILD=${COIL_BUILD_DIR:-build}
 if [ ! -f "$BUILD/build.ninja" ]; then
   cmake -S . -B "$BUILD" -G Ninja -DPython3_EXECUTABLE="$(command -v $PY)" >/dev/null

@@ -298,6 +298,57 @@ EvalExternFn topkDynAdapter(TopKDynFn fn) {
   };
 }
 
+// --- Reduce* with run-time axes: x, axes, y, y0..y7 (out-symbols), rank, d0..d7, naxes, kind,
+//     keepdims, noopWithEmptyAxes
+
+using ReduceDynFn = void (*)(coil_alloc_fn, void *, const void *, const void *, void **,
+                             int64_t *, int64_t *, int64_t *, int64_t *, int64_t *, int64_t *,
+                             int64_t *, int64_t *, int64_t, int64_t, int64_t, int64_t, int64_t,
+                             int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                             int64_t);
+EvalExternFn reduceDynAdapter(ReduceDynFn fn) {
+  return [fn](const ExternNode &en, Args &a) -> Status {
+    COIL_TRY_STATUS(checkSignature(en, a, "NNOSSSSSSSSIIIIIIIIIIIII"));
+    const Tensor &x = *a[0].tensor, &axes = *a[1].tensor;
+    int64_t rank = a[11].i, naxes = a[20].i, kind = a[21].i;
+    bool keepdims = a[22].i != 0, noop = a[23].i != 0;
+    if (rank != x.rank() || rank > 8 || kind < 0 || kind > 9)
+      return Error::internal("extern '" + en.function + "': rank or kind do not fit");
+    for (int64_t d = 0; d < rank; ++d)
+      if (a[12 + size_t(d)].i != x.dim(d))
+        return Error::internal("extern '" + en.function + "': the dims are not x's");
+    if (axes.dtype() != DType::I64 || axes.numel() != naxes)
+      return Error::internal("extern '" + en.function + "': axes do not fit their count");
+    // The checks of the interpreter (planReduce), as user errors.
+    std::vector<bool> red(size_t(rank), false);
+    for (int64_t i = 0; i < naxes; ++i) {
+      int64_t ax = axes.getInt(i);
+      if (ax < -rank || ax >= rank)
+        return Error::user("axis " + std::to_string(ax) + " is out of range for rank " +
+                           std::to_string(rank));
+      int64_t d = ax < 0 ? ax + rank : ax;
+      if (red[size_t(d)])
+        return Error::user("axis " + std::to_string(ax) + " appears more than once in axes");
+      red[size_t(d)] = true;
+    }
+    int64_t outRank = rank;
+    if (!keepdims && !(naxes == 0 && noop)) outRank = naxes == 0 ? 0 : rank - naxes;
+    const auto &yShape = en.outputs.at(0).shape;
+    if (int64_t(yShape.size()) != outRank)
+      return Error::user("the result has rank " + std::to_string(outRank) +
+                         ", the compiled program expects rank " + std::to_string(yShape.size()));
+    Blocks blocks;
+    void *p = nullptr;
+    fn(&Blocks::alloc, &blocks, x.data(), axes.data(), &p, a[3].outSymbol, a[4].outSymbol,
+       a[5].outSymbol, a[6].outSymbol, a[7].outSymbol, a[8].outSymbol, a[9].outSymbol,
+       a[10].outSymbol, rank, a[12].i, a[13].i, a[14].i, a[15].i, a[16].i, a[17].i, a[18].i,
+       a[19].i, naxes, kind, a[22].i, a[23].i);
+    Shape s;
+    for (int64_t d = 0; d < outRank; ++d) s.push_back(*a[3 + size_t(d)].outSymbol);
+    return adopt(en, a[2].output, x.dtype(), s, p);
+  };
+}
+
 } // namespace
 
 void registerCpuShapeEvalExterns();
@@ -340,6 +391,22 @@ void registerCpuKernelEvalExterns() {
 #undef COIL_REGISTER_DYNAMIC
 #undef COIL_REGISTER_NUMERIC
   registerEvalExtern("coil_cpu_nms_dyn_f32", nmsAdapter());
+#define COIL_REGISTER_REDUCE_DYN(S)                                                                \
+  registerEvalExtern("coil_cpu_reduce_dyn_" #S, reduceDynAdapter(coil_cpu_reduce_dyn_##S));
+  COIL_REGISTER_REDUCE_DYN(f64)
+  COIL_REGISTER_REDUCE_DYN(f32)
+  COIL_REGISTER_REDUCE_DYN(f16)
+  COIL_REGISTER_REDUCE_DYN(bf16)
+  COIL_REGISTER_REDUCE_DYN(i64)
+  COIL_REGISTER_REDUCE_DYN(i32)
+  COIL_REGISTER_REDUCE_DYN(i16)
+  COIL_REGISTER_REDUCE_DYN(i8)
+  COIL_REGISTER_REDUCE_DYN(u64)
+  COIL_REGISTER_REDUCE_DYN(u32)
+  COIL_REGISTER_REDUCE_DYN(u16)
+  COIL_REGISTER_REDUCE_DYN(u8)
+  COIL_REGISTER_REDUCE_DYN(bool)
+#undef COIL_REGISTER_REDUCE_DYN
 }
 
 // --- Output shapes from run-time tensors (kernels/cpu/CpuShape.cpp)

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <optional>
+#include <ranges>
 #include <set>
 #include <sstream>
 #include <unordered_map>
@@ -70,8 +72,8 @@ public:
     for (const std::string &s : programSymbols(p_)) {
       auto it = o_.hints.find(s);
       SymRange r = p_.symbols.count(s) ? p_.symbols.at(s) : SymRange{};
-      hints_[s] =
-          it != o_.hints.end() ? it->second : std::max(r.min, std::min(r.max, o_.defaultHint));
+      int64_t h = it != o_.hints.end() ? it->second : o_.defaultHint;
+      hints_[s] = std::max(r.min, std::min(r.max, h)); // inside the range: refutations hold
     }
     life_ = bufferLifetimes(p_);
     size_t n = p_.buffers.size();
@@ -95,8 +97,6 @@ public:
       if (const auto *f = std::get_if<FreeIfNotReused>(&l)) l = Free{f->buffer};
     return verifyWrapper(p_);
   }
-
-  int64_t hintOf(const SymInt &e) const { return hint(e); }
 
 private:
   int64_t hint(const SymInt &e) const {
@@ -228,15 +228,9 @@ private:
     }
     for (;;) {
       std::vector<bool> drop(paths.size(), false);
-      std::vector<SymInt> sums;
-      for (const Path &p : paths) sums.push_back(pathSum(p));
       for (size_t i = 0; i < paths.size(); ++i)
-        for (size_t j = 0; j < paths.size() && !drop[i]; ++j) {
-          if (i == j || drop[j]) continue;
-          bool subset =
-              std::includes(paths[j].begin(), paths[j].end(), paths[i].begin(), paths[i].end());
-          if (subset || le(sums[i], sums[j])) drop[i] = true;
-        }
+        for (size_t j = 0; j < paths.size() && !drop[i]; ++j)
+          if (i != j && !drop[j] && pathLE(paths[i], paths[j])) drop[i] = true;
       std::vector<Path> kept;
       for (size_t i = 0; i < paths.size(); ++i)
         if (!drop[i]) kept.push_back(std::move(paths[i]));
@@ -269,12 +263,18 @@ private:
   /// Paths ending at the top of the blocks in `below` (each path extended by its block).
   std::vector<Path> pathsAbove(const std::vector<int32_t> &below) {
     std::vector<Path> out;
-    for (int32_t x : below)
+    // Blocks with the highest ends first, pruning as the set grows (bounded work per block).
+    std::vector<int32_t> order = below;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int32_t a, int32_t b) { return placed_[a].endHint > placed_[b].endHint; });
+    for (int32_t x : order) {
       for (const Path &q : placed_[x].paths) {
         Path p = q;
         p.insert(std::upper_bound(p.begin(), p.end(), x), x);
         out.push_back(std::move(p));
       }
+      if (out.size() > 3 * kMaxPaths) prune(out);
+    }
     if (out.empty()) out.push_back({});
     prune(out);
     return out;
@@ -289,7 +289,11 @@ private:
     std::vector<int64_t> alignedHint, span;
     for (const Group &g : groups_) {
       aligned_.push_back(align64(g.size));
+      auto [cls, fresh] = classIds_.emplace(aligned_.back(), int32_t(classSize_.size()));
+      if (fresh) classSize_.push_back(aligned_.back());
+      classOf_.push_back(cls->second);
       alignedHint.push_back(hint(aligned_.back()));
+      alignedHint_.push_back(alignedHint.back());
       int64_t s = 0;
       for (BufferId m : g.members) s += life_[m].last - life_[m].first + 1;
       span.push_back(s);
@@ -313,7 +317,10 @@ private:
       std::sort(cands.begin(), cands.end());
       cands.erase(std::unique(cands.begin(), cands.end()), cands.end());
       bool done = false;
+      int tries = 0;
       for (size_t ci = 0; ci < cands.size() && !done; ++ci) {
+        // Past kMaxTries positions that fit at the hints but fail the proof, go to the top.
+        if (tries == kMaxTries) ci = cands.size() - 1;
         int64_t h = cands[ci];
         std::vector<int32_t> below, above;
         bool fits = true;
@@ -328,25 +335,28 @@ private:
         }
         if (!fits) continue;
         std::vector<Path> paths = pathsAbove(below);
-        SymInt off = maxOfPaths(paths);
-        SymInt end = off + aligned_[gi];
         // Every chain below it, plus itself, must provably fit under some chain of each
         // block above it.
         bool ok = true;
-        for (int32_t x : above)
+        for (size_t xi = 0; xi < above.size() && ok; ++xi)
           for (const Path &p : paths) {
-            SymInt e = pathSum(p) + aligned_[gi];
+            Path e = p;
+            e.insert(std::upper_bound(e.begin(), e.end(), gi), gi);
             bool under = false;
-            for (const Path &q : placed_[x].paths) under = under || le(e, pathSum(q));
-            if (!under) ok = false;
-            if (!ok) break;
+            for (const Path &q : placed_[above[xi]].paths) under = under || pathLE(e, q);
+            if (!under) {
+              ok = false;
+              break;
+            }
           }
-        if (!ok && ci + 1 < cands.size()) continue;
-        if (!ok) { // the top at the hints, yet some block is not provably above: go above all
-          paths = pathsAbove(conflicts);
-          off = maxOfPaths(paths);
-          end = off + aligned_[gi];
+        if (!ok && ci + 1 < cands.size()) {
+          ++tries;
+          continue;
         }
+        if (!ok) // the top at the hints, yet some block is not provably above: go above all
+          paths = pathsAbove(conflicts);
+        SymInt off = maxOfPaths(paths);
+        SymInt end = off + aligned_[gi];
         placed_[gi] = {paths, off, end, hint(off), hint(end)};
         done = true;
       }
@@ -367,6 +377,52 @@ private:
 
   /// Offsets stay small: at most this many chains in the max() of an offset.
   static constexpr size_t kMaxPaths = 6;
+  /// Positions tried (that fit at the hints) before a block goes on top of all it meets.
+  static constexpr int kMaxTries = 16;
+
+  int64_t pathHint(const Path &p) {
+    auto it = pathHints_.find(p);
+    if (it != pathHints_.end()) return it->second;
+    int64_t h = 0;
+    for (int32_t g : p) h += alignedHint_[g];
+    return pathHints_.emplace(p, h).first->second;
+  }
+
+  /// sum(a) <= sum(b) for every value of the symbols: a subset, or refuted at the hints (the
+  /// hints lie in the ranges), or proven.
+  bool pathLE(const Path &a, const Path &b) {
+    if (a.size() <= b.size() && std::includes(b.begin(), b.end(), a.begin(), a.end())) return true;
+    if (pathHint(a) > pathHint(b)) return false;
+    auto key = std::make_pair(a, b);
+    auto it = pathLE_.find(key);
+    if (it != pathLE_.end()) return it->second;
+    // sum(b) - sum(a) as a combination of the distinct block sizes.
+    std::map<int32_t, int64_t> coef;
+    for (int32_t g : b) ++coef[classOf_[g]];
+    for (int32_t g : a) --coef[classOf_[g]];
+    bool anyPos = false, anyNeg = false;
+    std::vector<std::pair<int32_t, int64_t>> diff;
+    for (auto [k, c] : coef) {
+      anyPos = anyPos || c > 0;
+      anyNeg = anyNeg || c < 0;
+      if (c != 0) diff.push_back({k, c});
+    }
+    bool r = !anyNeg;
+    if (!r && anyPos) {
+      // Many pairs of chains differ by the same combination of sizes: prove each once.
+      auto d = diffLE_.find(diff);
+      if (d != diffLE_.end()) {
+        r = d->second;
+      } else {
+        SymInt e = 0;
+        for (auto [k, c] : diff) e = e + SymInt(c) * classSize_[k];
+        r = bounds(e, p_.symbols).min >= 0 || proveLE(SymInt(0), e, p_.symbols);
+        diffLE_.emplace(std::move(diff), r);
+      }
+    }
+    pathLE_.emplace(std::move(key), r);
+    return r;
+  }
 
   /// a <= b for every value of the symbols in their ranges: structural, then interval bounds
   /// of the canonical difference, then proveLE. Memoized:
@@ -403,21 +459,99 @@ private:
   };
   std::unordered_map<std::pair<SymInt, SymInt>, bool, PairHash> leCache_;
   std::map<Path, SymInt> sums_;
+  std::map<Path, int64_t> pathHints_;
+  std::map<std::pair<Path, Path>, bool> pathLE_;
+  std::map<std::vector<std::pair<int32_t, int64_t>>, bool> diffLE_;
+  std::vector<int64_t> alignedHint_;
+  std::map<SymInt, int32_t> classIds_; ///< distinct aligned block sizes
+  std::vector<SymInt> classSize_;
+  std::vector<int32_t> classOf_;
 };
 
 } // namespace
 
+namespace {
+
+/// Sample points of the symbols bound from inputs (clamped to their ranges, as hints are).
+std::vector<SymBindings> samplePoints(const WrapperProgram &p, const std::vector<int64_t> &values) {
+  std::set<std::string> bound;
+  for (const Line &l : p.lines)
+    if (const auto *b = std::get_if<BindSymbol>(&l)) bound.insert(b->symbol);
+  std::vector<SymBindings> points;
+  // The diagonal (every symbol at v), then points where the symbols differ (symbol i at
+  // values[(k + 2i) % n]).
+  size_t n = values.size();
+  for (size_t k = 0; k < 2 * n; ++k) {
+    SymBindings b;
+    size_t i = 0;
+    for (const std::string &s : bound) {
+      SymRange r = p.symbols.count(s) ? p.symbols.at(s) : SymRange{};
+      int64_t v = k < n ? values[k] : values[(k + 2 * i++) % n];
+      b[s] = std::max(r.min, std::min(r.max, v));
+    }
+    if (std::find(points.begin(), points.end(), b) == points.end()) points.push_back(std::move(b));
+  }
+  return points;
+}
+
+/// The worst arena / lower bound ratio of a plan over the sample points.
+double worstRatio(const WrapperProgram &p, const std::vector<SymBindings> &points) {
+  double worst = 1;
+  for (const SymBindings &b : points) {
+    auto r = memoryReport(p, b);
+    if (r.ok() && r->lowerBound > 0) worst = std::max(worst, r->ratio);
+  }
+  return worst;
+}
+
+} // namespace
+
 Status planMemory(WrapperProgram &p, const MemoryPlanOptions &options) {
-  if (!options.reuse || !options.arena) return Planner(p, options).run();
-  // Reuse fixes blocks before the arena sees them, which can pack worse than the arena alone:
-  // plan both ways and keep the smaller arena at the hints (reuse on a tie).
-  WrapperProgram alone = p;
-  MemoryPlanOptions noReuse = options;
-  noReuse.reuse = false;
-  Planner withReuse(p, options), withoutReuse(alone, noReuse);
-  COIL_TRY_STATUS(withReuse.run());
-  COIL_TRY_STATUS(withoutReuse.run());
-  if (withoutReuse.hintOf(alone.arenaBytes) < withReuse.hintOf(p.arenaBytes)) p = std::move(alone);
+  if (!options.arena) return Planner(p, options).run();
+  // One symbolic plan serves every value of the symbols, but placement is guided by sample
+  // values: plan with several (the given hints first, then every symbol at 1, 16 and 1024),
+  // with and without step 1 (reuse fixes blocks before the arena sees them, which can pack
+  // worse), and keep the plan whose worst ratio to the lower bound over those sample points is
+  // smallest (the first on a tie).
+  std::vector<MemoryPlanOptions> variants;
+  for (int64_t v : {options.defaultHint, int64_t(1), int64_t(16), int64_t(1024)}) {
+    MemoryPlanOptions o = options;
+    o.defaultHint = v;
+    if (v != options.defaultHint) o.hints.clear();
+    if (v != options.defaultHint && !options.hints.empty()) continue; // the caller's hints rule
+    variants.push_back(o);
+    if (o.reuse) {
+      o.reuse = false;
+      variants.push_back(o);
+    }
+  }
+  std::vector<SymBindings> points = samplePoints(p, {1, 4, 16, 64, 256, 1024});
+  // With several symbols, also placements guided by points where they differ.
+  if (options.hints.empty())
+    for (const SymBindings &b : samplePoints(p, {1, 16, 1024}))
+      if (std::set<int64_t>(std::views::values(b).begin(), std::views::values(b).end()).size() >
+          1) {
+        MemoryPlanOptions o = options;
+        o.hints = b;
+        variants.push_back(o);
+        if (o.reuse) {
+          o.reuse = false;
+          variants.push_back(o);
+        }
+      }
+  for (const auto &[s, v] : options.hints) points.front()[s] = v; // the caller's point
+  std::optional<WrapperProgram> best;
+  double bestScore = 0;
+  for (const MemoryPlanOptions &o : variants) {
+    WrapperProgram q = p;
+    COIL_TRY_STATUS(Planner(q, o).run());
+    double score = worstRatio(q, points);
+    if (!best || score < bestScore - 1e-9) {
+      best = std::move(q);
+      bestScore = score;
+    }
+  }
+  p = std::move(*best);
   return okStatus();
 }
 
@@ -426,9 +560,22 @@ Expected<MemoryReport> memoryReport(const WrapperProgram &p, const SymBindings &
   COIL_TRY(r.arenaBytes, p.arenaBytes.evaluate(bindings));
   std::vector<Lifetime> life = bufferLifetimes(p);
   std::vector<int64_t> live(p.lines.size() + 1, 0);
+  std::vector<bool> ownsStorage(p.buffers.size(), false);
+  for (const Line &l : p.lines)
+    if (std::holds_alternative<Allocate>(l) || std::holds_alternative<Reuse>(l) ||
+        std::holds_alternative<ExternKernelAlloc>(l))
+      for (BufferId d : lineEffects(l).defines) ownsStorage[d] = true;
   for (size_t b = 0; b < p.buffers.size(); ++b) {
     const Buffer &buf = p.buffers[b];
-    if (!buf.arenaOffset) continue;
+    if (!buf.arenaOffset) {
+      // Intermediates allocated at run time: listed when their size is known here, not part
+      // of the arena or its bound. Views own no storage.
+      bool owns = ownsStorage[b];
+      auto bytes = buf.bytes().evaluate(bindings);
+      if (buf.kind == BufferKind::Intermediate && owns && bytes.ok())
+        r.rows.push_back({buf.name, *bytes, -1, life[b].first, life[b].last});
+      continue;
+    }
     MemoryReport::Row row;
     row.name = buf.name;
     COIL_TRY(row.bytes, buf.bytes().evaluate(bindings));
@@ -452,7 +599,10 @@ std::string MemoryReport::str() const {
      << " (most bytes of intermediates live at one line)\nratio: " << buf << "\n";
   os << "buffer                           bytes       offset  lines\n";
   for (const Row &r : rows) {
-    std::snprintf(buf, sizeof buf, "%12lld %12lld", (long long)r.bytes, (long long)r.offset);
+    if (r.offset >= 0)
+      std::snprintf(buf, sizeof buf, "%12lld %12lld", (long long)r.bytes, (long long)r.offset);
+    else
+      std::snprintf(buf, sizeof buf, "%12lld %12s", (long long)r.bytes, "run time");
     std::string name = r.name;
     if (name.size() < 28) name.resize(28, ' ');
     os << name << " " << buf << "  " << r.first << "-" << r.last << "\n";

@@ -13,11 +13,18 @@
 ///    candidates and drive the peak guard: a block larger than the buffer is taken only when the
 ///    extra bytes do not raise the peak of live bytes (at the hints) over the buffer's lifetime.
 /// 2. Arena: every storage block (a buffer with the buffers that reuse it) gets a 64-byte
-///    aligned byte offset (a SymInt) into one arena of `arenaBytes`. Blocks are placed largest
-///    first (at the hints), each at the lowest candidate offset (0 or the end of a block it
-///    overlaps in time) that is provably clear of every block live at the same time, for every
-///    value of the symbols in their ranges; when no candidate is provably clear, above all of
-///    them (a max() of their ends). So two blocks live at once never overlap.
+///    aligned byte offset (a SymInt) into one arena of `arenaBytes`. A block's offset is the
+///    max over *chains* of blocks stacked under it of the chain's sum of aligned sizes, so it
+///    is >= the end of every block it sits on for every value of the symbols. Blocks are placed
+///    largest first (sizes at the hints); each takes the lowest position that is free at the
+///    hints among 0 and the ends of the blocks it meets in time, provided it provably (under the
+///    symbol ranges) ends below each such block placed above it; the topmost position needs no
+///    proof. Chains dominated by another (a subset, or a provably smaller sum) are dropped and
+///    at most 6 are kept (merging two into their union bounds both), so offsets stay small.
+///    So two blocks live at once never overlap, whatever the symbols' values.
+/// planMemory plans several times (hints: the given ones, every symbol at 1, 16 and 1024, and
+/// points where the symbols differ; each with and without step 1) and keeps the plan whose worst
+/// arena / lower-bound ratio over a set of sample points of the input-bound symbols is smallest.
 /// FreeIfNotReused lines become Free.
 #pragma once
 
@@ -33,7 +40,7 @@ struct MemoryPlanOptions {
   bool reuse = true;
   bool arena = true;
   /// Sample values of the symbols for heuristic choices (placement order, peak guard); a symbol
-  /// missing here samples as `defaultHint` clamped to its range.
+  /// missing here samples as `defaultHint`; every hint is clamped to its symbol's range.
   SymBindings hints;
   int64_t defaultHint = 64;
 };
@@ -63,7 +70,8 @@ struct MemoryReport {
   std::string str() const;
 };
 
-/// The plan of `p` at these symbol values (planned intermediates only).
+/// The plan of `p` at these symbol values: a row per planned intermediate, and per intermediate
+/// allocated at run time whose size these bindings determine (offset -1, outside the bound).
 Expected<MemoryReport> memoryReport(const WrapperProgram &p, const SymBindings &bindings);
 
 } // namespace coil::wrapper

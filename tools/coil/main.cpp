@@ -2,6 +2,7 @@
 // Exit codes: 0 ok, 1 user error, 2 internal error, 3 runtime error.
 #include "Commands.h"
 #include "driver/LoadModel.h"
+#include "evt/EvtCommand.h"
 #include "interp/Interpreter.h"
 #include "io/Npz.h"
 #include "ir/Printer.h"
@@ -46,6 +47,7 @@ commands:
       print a summary of MODEL; --graph prints it in coil's text format, --loops the Loop IR,
       --fusion the kernels and what each fuses, --kernels the kernel names, --wrapper the C++
       wrapper, --memory the arena plan against its lower bound (at the sizes of IN.npz)
+  evt EPILOGUE.py --arch sm80|sm90 --shape M,N[,L] [...]   (see 'coil evt --help')
   help
       print this message
 )";
@@ -169,6 +171,7 @@ Status run(int argc, char **argv) {
     COIL_TRY(Args a, parseArgs(argc, argv, {"--inputs", "--outputs"}, {}));
     return cmdInterpret(a);
   }
+  if (cmd == "evt") return evt::runEvtCommand(argc, argv);
   if (cmd == "inspect") {
     COIL_TRY(Args a,
              parseArgs(argc, argv, {"--inputs", "--device"},

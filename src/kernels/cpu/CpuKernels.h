@@ -266,6 +266,41 @@ void coil_cpu_shape_dims(coil_alloc_fn alloc, void *alloc_ctx, const void *value
                          int64_t *s13, int64_t *s14, int64_t *s15, int64_t op, int64_t nValues,
                          int64_t inRank, int64_t outRank, int64_t attr);
 
+// --- Reduce* with run-time axes (allocating; every dtype including bool) ----------------------
+
+/// Reduce* of x (rank `rank` <= 8, dims d0..d{rank-1}; the unused dims are ignored) over the
+/// `naxes` int64 axes in `axes` (negative ones count from the end). `kind` selects the
+/// reduction: 0 Sum, 1 SumSquare, 2 L1, 3 L2, 4 LogSum, 5 LogSumExp, 6 Max, 7 Min, 8 Mean,
+/// 9 Prod (4 and 5 for floats only). No axes reduce every dim, or copy x when
+/// noopWithEmptyAxes != 0. The result *y is allocated through `alloc`; its dims are written to
+/// *y0.. in order (x's dims with the reduced ones 1 when keepdims != 0, else without them) and
+/// the unused ones of the 8 are 1. Arithmetic as the interpreter: floats in double, rounded once;
+/// integers exact modulo 2^64, wrapped to the type; empty reductions give the identity (the
+/// lowest / highest value for Max / Min; Mean of nothing is NaN, 0 for integers). No-op (y
+/// NULL, every dim 0) when an axis is out of range or repeated, rank is not in [0, 8], a dim is
+/// negative or the sizes overflow, or `kind` is not valid for the dtype.
+#define COIL_CPU_DECLARE_REDUCE_DYN(S)                                                             \
+  void coil_cpu_reduce_dyn_##S(coil_alloc_fn alloc, void *alloc_ctx, const void *x,                \
+                               const void *axes, void **y, int64_t *y0, int64_t *y1, int64_t *y2,  \
+                               int64_t *y3, int64_t *y4, int64_t *y5, int64_t *y6, int64_t *y7,    \
+                               int64_t rank, int64_t d0, int64_t d1, int64_t d2, int64_t d3,       \
+                               int64_t d4, int64_t d5, int64_t d6, int64_t d7, int64_t naxes,      \
+                               int64_t kind, int64_t keepdims, int64_t noopWithEmptyAxes);
+COIL_CPU_DECLARE_REDUCE_DYN(f64)
+COIL_CPU_DECLARE_REDUCE_DYN(f32)
+COIL_CPU_DECLARE_REDUCE_DYN(f16)
+COIL_CPU_DECLARE_REDUCE_DYN(bf16)
+COIL_CPU_DECLARE_REDUCE_DYN(i64)
+COIL_CPU_DECLARE_REDUCE_DYN(i32)
+COIL_CPU_DECLARE_REDUCE_DYN(i16)
+COIL_CPU_DECLARE_REDUCE_DYN(i8)
+COIL_CPU_DECLARE_REDUCE_DYN(u64)
+COIL_CPU_DECLARE_REDUCE_DYN(u32)
+COIL_CPU_DECLARE_REDUCE_DYN(u16)
+COIL_CPU_DECLARE_REDUCE_DYN(u8)
+COIL_CPU_DECLARE_REDUCE_DYN(bool)
+#undef COIL_CPU_DECLARE_REDUCE_DYN
+
 #ifdef __cplusplus
 } // extern "C"
 #endif

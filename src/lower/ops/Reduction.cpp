@@ -9,10 +9,12 @@
 //
 // The interpreter (interp/kernels/Reduction*.cpp) is the reference for every formula here.
 #include "lower/Lower.h"
+#include "lower/ops/LinalgLower.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
 
 namespace coil::loop {
 namespace {
@@ -122,6 +124,92 @@ TensorRef sumOver(LowerContext &ctx, const AxesSplit &s, DType acc,
 
 // --- Reduce*
 
+/// Reduce* whose axes are read at run time: an allocating extern (kernels/cpu/CpuReduce.cpp)
+/// that computes the output dims, defining the symbols inference gave them. The output rank
+/// must be static: keepdims=1, or keepdims=0 with a static number of axes.
+Status lowerReduceRuntimeAxes(LowerContext &ctx) {
+  namespace la = linalg;
+  constexpr int64_t kMaxRank = 8;
+  TensorRef x = ctx.input(0);
+  int64_t rank = x.rank();
+  const TensorType &axesT = ctx.inputType(1);
+  if (axesT.dtype != DType::I64 || axesT.rank() != 1)
+    return ctx.error("axes (input 1) of " + opStr(ctx) + " must be a 1-d i64 tensor");
+  if (rank > kMaxRank)
+    return ctx.error("input 0 of " + opStr(ctx) + " with axes known only at run time must have " +
+                     "rank <= " + std::to_string(kMaxRank) + ", got rank " + std::to_string(rank));
+  const TensorType &yt = ctx.outputType(0);
+  if (yt.rank() > rank)
+    return ctx.error("the output of " + opStr(ctx) + " has rank " + std::to_string(yt.rank()) +
+                     ", above the input's " + std::to_string(rank));
+  int64_t kind = 0;
+  switch (ctx.gnode().op) {
+  case OpKind::ReduceSum:
+    kind = 0;
+    break;
+  case OpKind::ReduceSumSquare:
+    kind = 1;
+    break;
+  case OpKind::ReduceL1:
+    kind = 2;
+    break;
+  case OpKind::ReduceL2:
+    kind = 3;
+    break;
+  case OpKind::ReduceLogSum:
+    kind = 4;
+    break;
+  case OpKind::ReduceLogSumExp:
+    kind = 5;
+    break;
+  case OpKind::ReduceMax:
+    kind = 6;
+    break;
+  case OpKind::ReduceMin:
+    kind = 7;
+    break;
+  case OpKind::ReduceMean:
+    kind = 8;
+    break;
+  default:
+    kind = 9;
+    break;
+  }
+  if (!isFloat(x.dtype) && (kind == 4 || kind == 5))
+    return ctx.error(opStr(ctx) + " requires a floating-point input, got " +
+                     std::string(dtypeName(x.dtype)));
+  const Attrs &at = ctx.gnode().attrs;
+  bool keepdims = at.getInt("keepdims", 1) != 0;
+  bool noop = at.getInt("noop_with_empty_axes", 0) != 0;
+  x = ctx.realize(x);
+  TensorRef axes = ctx.realize(ctx.input(1));
+  // The output dims: the symbols inference made (readers of the output see them), fresh ones
+  // where inference knew the dim or named it after an input dim.
+  std::vector<SymInt> shape;
+  std::vector<ExternArg> args{la::nodeArg(x), la::nodeArg(axes), la::outArg(0)};
+  std::set<std::string> inSyms;
+  for (const SymInt &in : x.shape) in.collectSymbols(inSyms);
+  for (int64_t d = 0; d < kMaxRank; ++d) {
+    std::string sym;
+    const SymInt *dim = d < yt.rank() ? &yt.shape[size_t(d)] : nullptr;
+    bool ownSymbol = dim && dim->isSymbol() && !inSyms.count(dim->symbolName());
+    sym = ownSymbol ? dim->symbolName() : ctx.freshSymbol("reduced").symbolName();
+    if (dim) shape.push_back(SymInt::symbol(sym));
+    args.push_back(la::outSymbolArg(sym));
+  }
+  args.push_back(la::intArg(rank));
+  for (int64_t d = 0; d < kMaxRank; ++d)
+    args.push_back(la::intArg(d < rank ? x.shape[size_t(d)] : SymInt(1)));
+  args.push_back(la::intArg(axes.shape[0]));
+  args.push_back(la::intArg(kind));
+  args.push_back(la::intArg(keepdims ? 1 : 0));
+  args.push_back(la::intArg(noop ? 1 : 0));
+  auto outs = ctx.externCall("coil_cpu_reduce_dyn_" + la::suffix(x.dtype), std::move(args),
+                             {{x.dtype, shape}}, true);
+  ctx.setOutput(0, outs[0]);
+  return okStatus();
+}
+
 Status lowerReduce(LowerContext &ctx) {
   const coil::Node &n = ctx.gnode();
   TensorRef x = ctx.input(0);
@@ -133,15 +221,15 @@ Status lowerReduce(LowerContext &ctx) {
   std::vector<int64_t> axes;
   if (ctx.hasInput(1)) {
     auto v = ctx.intValue(1);
-    if (!v)
-      return ctx.error("axes (input 1) of " + opStr(ctx) +
-                       " must be known at compile time to lower it");
-    for (const SymInt &s : *v) {
-      if (!s.isConstant())
-        return ctx.error("axes (input 1) of " + opStr(ctx) +
-                         " must be constants to lower it, got " + s.str());
-      axes.push_back(s.constant());
-    }
+    bool known =
+        v && std::all_of(v->begin(), v->end(), [](const SymInt &s) { return s.isConstant(); });
+    auto numAxes =
+        ctx.inputType(1).rank() == 1 ? ctx.inputType(1).shape[0].maybeConstant() : std::nullopt;
+    // No axes with noop_with_empty_axes is the input; otherwise the extern defines the output
+    // dims (inference gave them fresh symbols even for a static empty axes).
+    if (!known && !(numAxes == 0 && noop)) return lowerReduceRuntimeAxes(ctx);
+    if (known)
+      for (const SymInt &s : *v) axes.push_back(s.constant());
   } else {
     axes = at.getInts("axes", {});
   }

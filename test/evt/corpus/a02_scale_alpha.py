@@ -1,0 +1,4 @@
+# expect: accept
+def epi(accum, alpha: "scalar"):
+    D = alpha * accum
+    return D

@@ -1,0 +1,4 @@
+# expect: accept
+def epi(accum, bias: "M,1"):
+    D = accum + bias
+    return D

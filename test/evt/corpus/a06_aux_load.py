@@ -1,0 +1,4 @@
+# expect: accept
+def epi(accum, X):
+    D = accum * X
+    return D

@@ -1,0 +1,5 @@
+# expect: accept
+def epi(accum):
+    E = accum + 1
+    D = E * 2
+    return D, E

@@ -1,0 +1,5 @@
+# expect: accept
+def epi(accum, C):
+    x = accum + C
+    D = x * x
+    return D

@@ -1,0 +1,4 @@
+# expect: accept
+def epi(accum, C):
+    D = -accum + -C * 2
+    return D

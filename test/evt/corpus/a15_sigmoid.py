@@ -1,0 +1,4 @@
+# expect: accept
+def epi(accum):
+    D = sigmoid(accum)
+    return D

@@ -1,0 +1,4 @@
+# expect: accept
+def epi(accum):
+    D = log(abs(accum) + 1)
+    return D

@@ -1,0 +1,4 @@
+# expect: accept
+def epi(accum):
+    D = accum * True + False
+    return D

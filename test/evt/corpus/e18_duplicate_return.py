@@ -1,0 +1,4 @@
+# expect: error: 'D' is returned twice
+def epi(accum):
+    D = accum
+    return D, D

@@ -1,0 +1,5 @@
+# expect: error: augmented assignment
+def epi(accum):
+    D = accum
+    D += 1
+    return D
