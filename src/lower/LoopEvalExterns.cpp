@@ -351,7 +351,10 @@ EvalExternFn reduceDynAdapter(ReduceDynFn fn) {
 
 } // namespace
 
+void registerCpuShapeEvalExterns();
+
 void registerCpuKernelEvalExterns() {
+  registerCpuShapeEvalExterns();
   registerEvalExtern("coil_cpu_gemm_f32", gemmAdapter(coil_cpu_gemm_f32));
   registerEvalExtern("coil_cpu_gemm_f64", gemmAdapter(coil_cpu_gemm_f64));
   registerEvalExtern("coil_cpu_conv_f32", convAdapter(coil_cpu_conv_f32, false));
@@ -404,6 +407,35 @@ void registerCpuKernelEvalExterns() {
   COIL_REGISTER_REDUCE_DYN(u8)
   COIL_REGISTER_REDUCE_DYN(bool)
 #undef COIL_REGISTER_REDUCE_DYN
+}
+
+// --- Output shapes from run-time tensors (kernels/cpu/CpuShape.cpp)
+
+namespace {
+// Shape dims: values, inDims, status, s0..s15, op, nValues, inRank, outRank, attr
+EvalExternFn shapeDimsAdapter() {
+  return [](const ExternNode &en, Args &a) -> Status {
+    COIL_TRY_STATUS(checkSignature(en, a, "NNOSSSSSSSSSSSSSSSSIIIII"));
+    const Tensor &v = *a[0].tensor, &dims = *a[1].tensor;
+    int64_t nValues = a[20].i, inRank = a[21].i;
+    if (v.dtype() != DType::I64 || dims.dtype() != DType::I64)
+      return Error::internal("extern '" + en.function + "': values and dims must be i64");
+    COIL_TRY_STATUS(checkNumel(en, v, nValues, "the values"));
+    COIL_TRY_STATUS(checkNumel(en, dims, inRank, "the input dims"));
+    int64_t *s[16];
+    for (size_t i = 0; i < 16; ++i) s[i] = a[3 + i].outSymbol;
+    Blocks blocks;
+    void *p = nullptr;
+    coil_cpu_shape_dims(&Blocks::alloc, &blocks, v.data(), dims.data(), &p, s[0], s[1], s[2], s[3],
+                        s[4], s[5], s[6], s[7], s[8], s[9], s[10], s[11], s[12], s[13], s[14],
+                        s[15], a[19].i, nValues, inRank, a[22].i, a[23].i);
+    return adopt(en, a[2].output, DType::I64, {1}, p);
+  };
+}
+} // namespace
+
+void registerCpuShapeEvalExterns() {
+  registerEvalExtern("coil_cpu_shape_dims", shapeDimsAdapter());
 }
 
 } // namespace coil::loop

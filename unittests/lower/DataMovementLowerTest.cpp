@@ -345,18 +345,7 @@ TEST(DataMovementLower, Windows) {
       }
 }
 
-TEST(DataMovementLower, UnknownSizesAreRejected) {
-  Builder b;
-  b.symbol("N", 1, 64);
-  ValueId x = b.input(DType::F32, {N(), 4});
-  ValueId reps = b.input(DType::I64, {2});
-  b.outputs({b.node1(OpKind::Tile, {x, reps})});
-  auto p = loop::lowerGraph(b.g);
-  ASSERT_FALSE(p.ok());
-  EXPECT_NE(p.error().message().find("repeats (input 1) of Tile must be known at compile time"),
-            std::string::npos)
-      << p.error().message();
-}
+// Repeats, pads, split, depth, sizes read at run time: see DynShapeLowerTest.cpp.
 
 } // namespace
 

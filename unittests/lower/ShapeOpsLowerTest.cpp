@@ -271,18 +271,6 @@ TEST(ShapeOpsLower, RandomSlices) {
   }
 }
 
-TEST(ShapeOpsLower, DataDependentShapesAreReported) {
-  GraphBuilder b;
-  ValueId lim = b.input("limit", DType::I64, {});
-  ValueId r = b.op(OpKind::Range, {b.constant("z", Tensor::fromInts(DType::I64, {}, {0})), lim,
-                                   b.constant("o", Tensor::fromInts(DType::I64, {}, {1}))});
-  ASSERT_NE(r, kNoValue);
-  b.output(r);
-  auto p = lowerGraph(b.g);
-  ASSERT_FALSE(p.ok());
-  EXPECT_NE(p.error().render().find("Range"), std::string::npos) << p.error().render();
-  EXPECT_NE(p.error().render().find("run time is not supported"), std::string::npos)
-      << p.error().render();
-}
+// Shapes read at run time (Range of a run-time limit, ...): see DynShapeLowerTest.cpp.
 
 } // namespace

@@ -587,9 +587,10 @@ TEST(SpatialLower, ResizeMoreCases) {
 
 TEST(SpatialLower, UnsupportedFormsAreReported) {
   std::string err = lowerError(R"(graph @g(%x: f32[1, 1, 4, 4], %s: f32[4]) -> (%y) {
-    %y = Resize(%x, _, %s) {mode = "linear"} : f32[1, 1, A, B]
+    %y = Resize(%x, _, %s) {mode = "linear", antialias = 1} : f32[1, 1, A, B]
   })");
-  EXPECT_NE(err.find("Resize with scales computed at run time is not supported"), std::string::npos)
+  EXPECT_NE(err.find("Resize with antialias and a scale known only at run time is not supported"),
+            std::string::npos)
       << err;
   err = lowerError(R"(graph @g(%x: f32[1, 2, 5, 5], %r: f32[2, 4], %b: i64[2]) -> (%y) {
     %y = RoiAlign(%x, %r, %b) {output_height = 2, output_width = 2} : ?

@@ -220,6 +220,52 @@ void coil_cpu_nms_dyn_f32(coil_alloc_fn alloc, void *alloc_ctx, const void *boxe
                           int64_t batches, int64_t classes, int64_t nboxes, int64_t maxCount,
                           int64_t iouCount, int64_t scoreCount, int64_t centerPointBox);
 
+// --- Output shapes from run-time tensors (CpuShape.cpp) ---------------------------------------
+
+/// Ops of coil_cpu_shape_dims.
+#define COIL_SHAPE_RESHAPE 0
+#define COIL_SHAPE_UNSQUEEZE 1
+#define COIL_SHAPE_SQUEEZE 2
+#define COIL_SHAPE_PAD 3
+#define COIL_SHAPE_EXPAND 4
+#define COIL_SHAPE_TILE 5
+#define COIL_SHAPE_CONSTANT_OF_SHAPE 6
+#define COIL_SHAPE_SLICE 7
+#define COIL_SHAPE_SPLIT 8
+#define COIL_SHAPE_ONE_HOT 9
+#define COIL_SHAPE_CENTER_CROP_PAD 10
+#define COIL_SHAPE_RANGE 11
+#define COIL_SHAPE_RESIZE 12
+/// The sizes of op `op` whose output shape comes from the run-time int64 vector `values`
+/// (`nValues` <= 64 elements) and the input dims `inDims` (`inRank` <= 16 int64), written to
+/// s0..s15 (unused ones 0), allocating: `status` gets one int64, 1 when the values follow the
+/// op's rules, else 0 with every size 0 (an empty result). Per op (`outRank`: the output rank):
+///   RESHAPE: values = target shape (0 copies the input dim unless `attr` (allowzero) is set,
+///     one -1 inferred); s = output dims; the element count must match.
+///   UNSQUEEZE / SQUEEZE: values = axes; s = output dims (squeezed dims must be 1).
+///   PAD: values = pads [2k] (k begins, k ends), axes [k] (distinct, in [-r, r)); s = output
+///     dims, begin pads, end pads of every dim (3r <= 16); `attr` 1 for the edge, reflect and
+///     wrap modes (which cannot pad an empty region).
+///   EXPAND: values = shape broadcast with the input; s = output dims.
+///   TILE: values = repeats; s = output dims.  CONSTANT_OF_SHAPE: values = shape; s = it.
+///   SLICE: values = starts, ends, axes, steps (k each); s = output dims, the first input index
+///     of each dim (ONNX clamping, negative steps included), the step of each dim (3r <= 16).
+///   SPLIT: values = split [m], `attr` the axis; s = the m sizes (>= 0, summing to its dim).
+///   ONE_HOT: values = depth [1] (>= 1), `attr` the output axis; s = output dims.
+///   CENTER_CROP_PAD: values = sizes [k], axes [k]; s = output dims.
+///   RANGE: values = start, limit, delta (as f64 bits when `attr` is 1); s0 = the length,
+///     max(ceil((limit - start) / delta), 0) (delta != 0, under 2^40).
+///   RESIZE: `inDims` = the dims of the r resized axes; values = their scales as f64 bits
+///     (`attr` 0: s = floor(scale * dim)) or sizes (`attr` 1 stretch: s = sizes; 2 not_larger,
+///     3 not_smaller: s = the dims times the min / max of sizes / dims, rounded), then s[r..2r)
+///     = the sizes (0 for scales); an empty axis cannot grow.
+void coil_cpu_shape_dims(coil_alloc_fn alloc, void *alloc_ctx, const void *values,
+                         const void *inDims, void **status, int64_t *s0, int64_t *s1, int64_t *s2,
+                         int64_t *s3, int64_t *s4, int64_t *s5, int64_t *s6, int64_t *s7,
+                         int64_t *s8, int64_t *s9, int64_t *s10, int64_t *s11, int64_t *s12,
+                         int64_t *s13, int64_t *s14, int64_t *s15, int64_t op, int64_t nValues,
+                         int64_t inRank, int64_t outRank, int64_t attr);
+
 // --- Reduce* with run-time axes (allocating; every dtype including bool) ----------------------
 
 /// Reduce* of x (rank `rank` <= 8, dims d0..d{rank-1}; the unused dims are ignored) over the

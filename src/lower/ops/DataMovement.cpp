@@ -7,7 +7,9 @@
 // DepthToSpace / SpaceToDepth are Linalg ops too.
 //
 // The interpreter (interp/kernels/DataMovement*.cpp) is the reference for every rule here.
+#include "kernels/cpu/CpuKernels.h"
 #include "lower/Lower.h"
+#include "lower/ops/DynShape.h"
 
 #include <algorithm>
 #include <cmath>
@@ -107,12 +109,25 @@ Status lowerSplit(LowerContext &ctx) {
   COIL_TRY(int64_t axis, normAxis(ctx, ctx.gnode().attrs.getInt("axis", 0), x.rank()));
   bool hasSplit =
       ctx.hasInput(1) && !(ctx.inputType(1).rank() == 1 && ctx.inputType(1).shape[0] == SymInt(0));
-  if (hasSplit && !ctx.intValue(1))
-    return ctx.error("split (input 1) of Split must be known at compile time to lower it");
+  std::vector<SymInt> sizes;
+  if (hasSplit && !ctx.intValue(1)) {
+    // Split read at run time: the size extern binds each output's size along the axis.
+    auto sv = dynshape::inputElems(ctx, 1);
+    if (!sv || sv->size() != ctx.numOutputs())
+      return ctx.error("split (input 1) of Split must be a 1-D integer tensor of " +
+                       std::to_string(ctx.numOutputs()) + " elements (one per output)");
+    std::vector<SymInt> named;
+    for (size_t i = 0; i < ctx.numOutputs(); ++i)
+      named.push_back(ctx.outputType(i).shape.at(size_t(axis)));
+    COIL_TRY(auto dd,
+             dynshape::shapeDimsNamed(ctx, COIL_SHAPE_SPLIT, *sv, x.shape, named, 0, axis));
+    sizes = dd.dims;
+  }
   // The output types hold the sizes (from split, or equal chunks); outputs are slices.
   SymInt start = 0;
   for (size_t i = 0; i < ctx.numOutputs(); ++i) {
     std::vector<SymInt> shape = ctx.outputType(i).shape;
+    if (!sizes.empty()) shape[size_t(axis)] = sizes[i];
     SymInt off = start;
     ctx.setOutput(i, ctx.view(x, shape, [axis, off](const Idx &idx) {
       Idx src = idx;
@@ -126,11 +141,21 @@ Status lowerSplit(LowerContext &ctx) {
 
 Status lowerTile(LowerContext &ctx) {
   TensorRef x = ctx.input(0);
-  COIL_TRY(std::vector<SymInt> reps, knownInts(ctx, 1, "repeats"));
-  if (int64_t(reps.size()) != x.rank())
-    return ctx.error("repeats must have " + std::to_string(x.rank()) +
-                     " elements (the rank of input), got " + std::to_string(reps.size()));
   std::vector<SymInt> shape = ctx.outputType(0).shape;
+  if (ctx.hasInput(1) && !ctx.intValue(1)) {
+    // Repeats read at run time: the size extern computes the output dims.
+    auto reps = dynshape::inputElems(ctx, 1);
+    if (!reps || int64_t(reps->size()) != x.rank())
+      return ctx.error("repeats of Tile must be a 1-D integer tensor of " +
+                       std::to_string(x.rank()) + " elements (the rank of input)");
+    COIL_TRY(auto dd, dynshape::shapeDims(ctx, COIL_SHAPE_TILE, *reps, x.shape, 0, 0, 0));
+    shape = dd.dims;
+  } else {
+    COIL_TRY(std::vector<SymInt> reps, knownInts(ctx, 1, "repeats"));
+    if (int64_t(reps.size()) != x.rank())
+      return ctx.error("repeats must have " + std::to_string(x.rank()) +
+                       " elements (the rank of input), got " + std::to_string(reps.size()));
+  }
   std::vector<SymInt> in = x.shape;
   ctx.setOutput(0, ctx.view(x, shape, [in](const Idx &idx) {
     Idx src;
@@ -151,17 +176,42 @@ Status lowerPad(LowerContext &ctx) {
   if (mode != "constant" && mode != "reflect" && mode != "edge" && mode != "wrap")
     return ctx.error("mode of Pad must be one of constant, reflect, edge, wrap, got '" + mode +
                      "'");
-  std::vector<SymInt> pads;
-  if (ctx.hasInput(1)) {
-    COIL_TRY(pads, knownInts(ctx, 1, "pads"));
-  } else {
-    for (int64_t p : n.attrs.getInts("pads")) pads.push_back(p);
-  }
   std::vector<int64_t> axes;
-  if (ctx.hasInput(3)) {
-    COIL_TRY(axes, knownConstInts(ctx, 3, "axes"));
-  } else {
+  std::vector<SymInt> pads;
+  std::optional<std::vector<SymInt>> dynShape;
+  bool runTimeAxes = ctx.hasInput(3) && !knownConstInts(ctx, 3, "axes").ok();
+  if ((ctx.hasInput(1) && !ctx.intValue(1)) || runTimeAxes) {
+    // Pads or axes read at run time: the size extern binds every dim's begin and end pad and
+    // output size (checking them), and the lowering below works on those symbols.
+    auto pv = dynshape::inputElems(ctx, 1);
+    std::optional<std::vector<dynshape::ElemFn>> av;
+    if (ctx.hasInput(3)) {
+      av = dynshape::inputElems(ctx, 3);
+    } else {
+      av.emplace();
+      for (int64_t i = 0; i < r; ++i) av->push_back(dynshape::constElem(i));
+    }
+    if (!pv || !av || pv->size() != 2 * av->size())
+      return ctx.error("pads and axes of Pad must be 1-D integer tensors of known lengths, pads "
+                       "2 per axis");
+    std::vector<dynshape::ElemFn> vals = *pv;
+    vals.insert(vals.end(), av->begin(), av->end());
+    COIL_TRY(auto dd, dynshape::shapeDims(ctx, COIL_SHAPE_PAD, vals, x.shape, 0, 2 * r,
+                                          mode == "constant" ? 0 : 1));
     for (int64_t i = 0; i < r; ++i) axes.push_back(i);
+    pads = dd.extra;
+    dynShape = dd.dims;
+  } else {
+    if (ctx.hasInput(3)) {
+      COIL_TRY(axes, knownConstInts(ctx, 3, "axes"));
+    } else {
+      for (int64_t i = 0; i < r; ++i) axes.push_back(i);
+    }
+    if (ctx.hasInput(1)) {
+      COIL_TRY(pads, knownInts(ctx, 1, "pads"));
+    } else {
+      for (int64_t p : n.attrs.getInts("pads")) pads.push_back(p);
+    }
   }
   if (pads.size() != 2 * axes.size())
     return ctx.error("pads of Pad must have " + std::to_string(2 * axes.size()) +
@@ -185,7 +235,7 @@ Status lowerPad(LowerContext &ctx) {
     len.push_back(x.shape[d] - cropBegin[d] - max(SymInt(0), -end[d]));
     padBegin.push_back(max(SymInt(0), begin[d]));
   }
-  std::vector<SymInt> shape = ctx.outputType(0).shape;
+  std::vector<SymInt> shape = dynShape ? *dynShape : ctx.outputType(0).shape;
   auto padded = [&](size_t d) { return begin[d] != SymInt(0) || end[d] != SymInt(0); };
   if (mode != "constant") {
     for (size_t d = 0; d < size_t(r); ++d)
@@ -266,14 +316,23 @@ SymInt truncHalf(const SymInt &a) {
 Status lowerCenterCropPad(LowerContext &ctx) {
   TensorRef x = ctx.input(0);
   int64_t r = x.rank();
-  COIL_TRY(std::vector<SymInt> target, knownInts(ctx, 1, "shape"));
-  (void)target;
   std::vector<int64_t> axes;
   if (auto a = ctx.gnode().attrs.maybeInts("axes"))
     axes = *a;
   else
     for (int64_t i = 0; i < r; ++i) axes.push_back(i);
   std::vector<SymInt> shape = ctx.outputType(0).shape;
+  if (!ctx.intValue(1)) {
+    // Sizes read at run time: the size extern binds the output dims.
+    auto sv = dynshape::inputElems(ctx, 1);
+    if (!sv || sv->size() != axes.size())
+      return ctx.error("shape (input 1) of CenterCropPad must be a 1-D integer tensor of " +
+                       std::to_string(axes.size()) + " elements (one per axis)");
+    std::vector<dynshape::ElemFn> vals = *sv;
+    for (int64_t a : axes) vals.push_back(dynshape::constElem(a));
+    COIL_TRY(auto dd, dynshape::shapeDims(ctx, COIL_SHAPE_CENTER_CROP_PAD, vals, x.shape, 0, 0, 0));
+    shape = dd.dims;
+  }
   // Input coordinate = output coordinate + shift; a centered crop shifts by (dim - size) / 2,
   // a centered pad by -((size - dim) / 2): both are trunc((dim - size) / 2).
   std::vector<SymInt> shift(size_t(r), 0);
@@ -597,15 +656,33 @@ Status lowerEyeLike(LowerContext &ctx) {
 
 Status lowerOneHot(LowerContext &ctx) {
   TensorRef ind = ctx.input(0), values = ctx.input(2);
-  if (!ctx.intValue(1) && !ctx.constant(1))
-    return ctx.error("depth (input 1) of OneHot must be known at compile time to lower it");
-  const TensorType &ot = ctx.outputType(0);
+  TensorType ot = ctx.outputType(0);
   int64_t r = ind.rank();
   int64_t axis = ctx.gnode().attrs.getInt("axis", -1);
   if (axis < -r - 1 || axis > r)
     return ctx.error("axis " + std::to_string(axis) +
                      " of OneHot is out of range for output rank " + std::to_string(r + 1));
   if (axis < 0) axis += r + 1;
+  if (!ctx.intValue(1) && !ctx.constant(1)) {
+    // Depth read at run time (a float depth rounds up, as in the interpreter): the size extern
+    // binds it, rejecting depths below 1.
+    TensorRef dt = ctx.input(1);
+    if (dt.rank() > 1 || (dt.rank() == 1 && dt.shape[0] != SymInt(1)) || dt.dtype == DType::Bool)
+      return ctx.error("depth (input 1) of OneHot must be a numeric scalar");
+    dynshape::ElemFn depthElem = dynshape::loadElem(dt, 0);
+    if (isFloat(dt.dtype))
+      depthElem = [dt](BodyBuilder &b) {
+        Idx at(dt.shape.size(), SymInt(0));
+        Val v = b.op(ScalarOp::Ceil, b.cast(b.load(dt, at), DType::F64));
+        // Outside [1, 2^62] (or NaN): 0, which the extern rejects; the cast stays in range.
+        Val ok = b.op(ScalarOp::And, b.op(ScalarOp::Ge, v, b.constant(DType::F64, 1)),
+                      b.op(ScalarOp::Le, v, b.constant(DType::F64, 4611686018427387904.0)));
+        return b.cast(b.op(ScalarOp::Select, ok, v, b.constant(DType::F64, 0)), DType::I64);
+      };
+    COIL_TRY(auto dd,
+             dynshape::shapeDims(ctx, COIL_SHAPE_ONE_HOT, {depthElem}, ind.shape, 0, 0, axis));
+    ot.shape = dd.dims;
+  }
   SymInt depth = ot.shape[size_t(axis)];
   bool floatIdx = isFloat(ind.dtype);
   ctx.setOutput(0, ctx.pointwise(ot.dtype, ot.shape, [&](BodyBuilder &b, const Idx &idx) {
@@ -651,10 +728,15 @@ Status lowerReverseSequence(LowerContext &ctx) {
 enum class Window { Blackman, Hamming, Hann };
 
 template <Window W> Status lowerWindow(LowerContext &ctx) {
-  if (!ctx.intValue(0))
-    return ctx.error("size (input 0) of " + opStr(ctx) +
-                     " must be known at compile time to lower it");
-  const TensorType &ot = ctx.outputType(0);
+  TensorType ot = ctx.outputType(0);
+  if (!ctx.intValue(0)) {
+    // Size read at run time: the size extern binds it (>= 0).
+    auto sv = dynshape::inputElems(ctx, 0);
+    if (!sv || sv->size() != 1)
+      return ctx.error("size (input 0) of " + opStr(ctx) + " must be an integer scalar");
+    COIL_TRY(auto dd, dynshape::shapeDims(ctx, COIL_SHAPE_CONSTANT_OF_SHAPE, *sv, {}, 0, 0, 0));
+    ot.shape = dd.dims;
+  }
   bool periodic = ctx.gnode().attrs.getInt("periodic", 1) != 0;
   SymInt size = ot.shape[0];
   ctx.setOutput(0, ctx.pointwise(ot.dtype, ot.shape, [&](BodyBuilder &b, const Idx &idx) {

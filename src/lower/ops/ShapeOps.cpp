@@ -4,7 +4,9 @@
 // interp/kernels/ShapeOps.cpp; output shapes are the inferred ones.
 #include "ir/Infer.h"
 #include "ir/infer/ShapeOpsHelpers.h"
+#include "kernels/cpu/CpuKernels.h"
 #include "lower/Lower.h"
+#include "lower/ops/DynShape.h"
 
 #include <set>
 
@@ -50,9 +52,45 @@ Expected<std::vector<SymInt>> staticOutputShape(LowerContext &ctx, size_t i, con
   return shape;
 }
 
-/// Reshape-like ops: the inferred shape is the target; the view maps it onto the input.
+/// Whether output i's inferred shape uses symbols bound only when the node runs (its shape
+/// comes from tensor data).
+bool runTimeShape(LowerContext &ctx, size_t i) {
+  std::set<std::string> used;
+  for (const SymInt &d : ctx.outputType(i).shape) d.collectSymbols(used);
+  if (used.empty()) return false;
+  std::set<std::string> bound = boundSymbols(ctx);
+  for (const std::string &s : used)
+    if (!bound.count(s)) return true;
+  return false;
+}
+
+/// The elements of input i for the size extern, or an error naming it.
+Expected<std::vector<dynshape::ElemFn>> runTimeElems(LowerContext &ctx, size_t i,
+                                                     const char *what) {
+  auto e = dynshape::inputElems(ctx, i);
+  if (!e)
+    return ctx.error(std::string(what) + " of " + std::string(opName(ctx.gnode().op)) +
+                     " must be a 1-D integer tensor of known length");
+  return *e;
+}
+
+/// Reshape-like ops: the inferred shape is the target; the view maps it onto the input. A
+/// target read at run time (Reshape's shape, Squeeze's and Unsqueeze's axes) gets its dims
+/// from the size extern, which checks the ONNX rules.
 Status lReshapeLike(LowerContext &ctx) {
   COIL_TRY_STATUS(needInputs(ctx, 1));
+  OpKind op = ctx.gnode().op;
+  if (op != OpKind::Flatten && ctx.hasInput(1) && runTimeShape(ctx, 0)) {
+    TensorRef x = ctx.input(0);
+    COIL_TRY(auto vals, runTimeElems(ctx, 1, op == OpKind::Reshape ? "shape" : "axes"));
+    int64_t code = op == OpKind::Reshape     ? COIL_SHAPE_RESHAPE
+                   : op == OpKind::Unsqueeze ? COIL_SHAPE_UNSQUEEZE
+                                             : COIL_SHAPE_SQUEEZE;
+    int64_t allowzero = op == OpKind::Reshape ? ctx.gnode().attrs.getInt("allowzero", 0) : 0;
+    COIL_TRY(auto dd, dynshape::shapeDims(ctx, code, vals, x.shape, 0, 0, allowzero));
+    ctx.setOutput(0, ctx.reshape(x, dd.dims));
+    return okStatus();
+  }
   COIL_TRY(auto shape, staticOutputShape(ctx, 0, "a target shape"));
   ctx.setOutput(0, ctx.reshape(ctx.input(0), shape));
   return okStatus();
@@ -60,6 +98,23 @@ Status lReshapeLike(LowerContext &ctx) {
 
 Status lExpand(LowerContext &ctx) {
   COIL_TRY_STATUS(needInputs(ctx, 2));
+  if (runTimeShape(ctx, 0)) {
+    TensorRef x = ctx.input(0);
+    COIL_TRY(auto vals, runTimeElems(ctx, 1, "shape"));
+    COIL_TRY(auto dd, dynshape::shapeDims(ctx, COIL_SHAPE_EXPAND, vals, x.shape, 0, 0, 0));
+    int64_t r = x.rank(), o = int64_t(dd.dims.size());
+    std::vector<SymInt> in = x.shape;
+    // Input dim 1 broadcasts (index 0); otherwise it equals the output dim (the extern checks).
+    ctx.setOutput(0, ctx.view(x, dd.dims, [&](const Idx &v) {
+      Idx i;
+      for (int64_t d = 0; d < r; ++d) {
+        const SymInt &od = v[size_t(d + o - r)], &id = in[size_t(d)];
+        i.push_back(id == SymInt(1) ? SymInt(0) : id.isConstant() ? od : min(od, id - 1));
+      }
+      return i;
+    }));
+    return okStatus();
+  }
   COIL_TRY(auto shape, staticOutputShape(ctx, 0, "a target shape"));
   ctx.setOutput(0, ctx.broadcastTo(ctx.input(0), shape));
   return okStatus();
@@ -187,9 +242,38 @@ Status lSlice(LowerContext &ctx) {
   int64_t r = x.rank();
   if (r == 0) return ctx.error("slice data must have rank >= 1, got a scalar");
   auto symStarts = ctx.intValue(1), symEnds = ctx.intValue(2);
-  if (!symStarts || !symEnds)
-    return ctx.error("Slice with starts or ends computed from tensor data at run time is not "
-                     "supported");
+  bool runTime = !symStarts || !symEnds || (ctx.hasInput(3) && !constInts(ctx, 3)) ||
+                 (ctx.hasInput(4) && !constInts(ctx, 4));
+  if (runTime) {
+    // Starts, ends, axes or steps read at run time: the size extern computes every dim's
+    // length, first index and step (ONNX clamping), and the output is a view over them.
+    COIL_TRY(auto st, runTimeElems(ctx, 1, "starts"));
+    COIL_TRY(auto en, runTimeElems(ctx, 2, "ends"));
+    size_t k = st.size();
+    std::vector<dynshape::ElemFn> ax, sp;
+    if (ctx.hasInput(3)) {
+      COIL_TRY(ax, runTimeElems(ctx, 3, "axes"));
+    } else {
+      for (size_t i = 0; i < k; ++i) ax.push_back(dynshape::constElem(int64_t(i)));
+    }
+    if (ctx.hasInput(4)) {
+      COIL_TRY(sp, runTimeElems(ctx, 4, "steps"));
+    } else {
+      for (size_t i = 0; i < k; ++i) sp.push_back(dynshape::constElem(1));
+    }
+    if (en.size() != k || ax.size() != k || sp.size() != k)
+      return ctx.error("starts, ends, axes and steps must have the same length");
+    std::vector<dynshape::ElemFn> vals = st;
+    for (auto *v : {&en, &ax, &sp}) vals.insert(vals.end(), v->begin(), v->end());
+    COIL_TRY(auto dd, dynshape::shapeDims(ctx, COIL_SHAPE_SLICE, vals, x.shape, 0, 2 * r, 0));
+    ctx.setOutput(0, ctx.view(x, dd.dims, [&](const Idx &v) {
+      Idx i;
+      for (int64_t d = 0; d < r; ++d)
+        i.push_back(dd.extra[size_t(d)] + v[size_t(d)] * dd.extra[size_t(r + d)]);
+      return i;
+    }));
+    return okStatus();
+  }
   size_t n = symStarts->size();
   std::vector<int64_t> axes, steps(n, 1);
   if (ctx.hasInput(3)) {
@@ -286,8 +370,27 @@ Status lSize(LowerContext &ctx) {
 Status lRange(LowerContext &ctx) {
   COIL_TRY_STATUS(needInputs(ctx, 3));
   TensorRef s = ctx.input(0), d = ctx.input(2);
-  COIL_TRY(auto shape, staticOutputShape(ctx, 0, "a length"));
   DType t = ctx.outputType(0).dtype;
+  std::vector<SymInt> shape;
+  if (runTimeShape(ctx, 0)) {
+    // The length read at run time: the size extern computes it from start, limit and delta
+    // (passed as i64, or as the bits of f64 for float ranges).
+    std::vector<dynshape::ElemFn> vals;
+    for (size_t k = 0; k < 3; ++k) {
+      TensorRef v = ctx.input(k);
+      if (v.rank() > 1 || (v.rank() == 1 && v.shape[0] != SymInt(1)))
+        return ctx.error("range inputs must be scalars");
+      vals.push_back([v, t](BodyBuilder &b) {
+        Val x = b.load(v, Idx(v.shape.size(), SymInt(0)));
+        return isFloat(t) ? b.bitcast(b.cast(x, DType::F64), DType::I64) : b.cast(x, DType::I64);
+      });
+    }
+    COIL_TRY(auto dd,
+             dynshape::shapeDims(ctx, COIL_SHAPE_RANGE, vals, {}, 0, 0, isFloat(t) ? 1 : 0));
+    shape = dd.dims;
+  } else {
+    COIL_TRY(shape, staticOutputShape(ctx, 0, "a length"));
+  }
   ctx.setOutput(0, ctx.pointwise(t, shape, [&](BodyBuilder &b, const Idx &idx) {
     // start + i*delta: f32 in f32 (as the reference kernel), other floats in f64, integers
     // in i64 wrapping to the type.
@@ -308,7 +411,14 @@ Val scalarConstant(BodyBuilder &b, const Tensor &v, int64_t i) {
 
 Status lConstantOfShape(LowerContext &ctx) {
   COIL_TRY_STATUS(needInputs(ctx, 1));
-  COIL_TRY(auto shape, staticOutputShape(ctx, 0, "a shape"));
+  std::vector<SymInt> shape;
+  if (runTimeShape(ctx, 0)) {
+    COIL_TRY(auto vals, runTimeElems(ctx, 0, "shape"));
+    COIL_TRY(auto dd, dynshape::shapeDims(ctx, COIL_SHAPE_CONSTANT_OF_SHAPE, vals, {}, 0, 0, 0));
+    shape = dd.dims;
+  } else {
+    COIL_TRY(shape, staticOutputShape(ctx, 0, "a shape"));
+  }
   Tensor value = Tensor::scalar(DType::F32, 0);
   if (auto v = ctx.gnode().attrs.getTensor("value")) {
     if (v->numel() != 1)

@@ -1,6 +1,8 @@
 // Lowerings of the sampling ops: Resize (one Pointwise node per resized axis, reading its taps
 // through indirect indices with weights computed in the body), GridSample, AffineGrid, RoiAlign
 // and MaxRoiPool. Semantics: interp/kernels/LinalgResize.cpp and LinalgSample.cpp.
+#include "kernels/cpu/CpuKernels.h"
+#include "lower/ops/DynShape.h"
 #include "lower/ops/SpatialUtil.h"
 
 #include <algorithm>
@@ -42,10 +44,15 @@ struct ResizeAxis {
   std::vector<std::pair<SymInt, SymInt>> sizeRatios; ///< scale = min/max of size/in ratios
   bool minRatio = true;
   double roiStart = 0, roiEnd = 1;
+  /// Read at run time: the scale is element `index` of `scales`; the roi elements `index` and
+  /// `index + numAxes` of `roi`.
+  std::optional<TensorRef> scales, roi;
+  int64_t index = 0, numAxes = 0;
 };
 
 Val resizeScale(BodyBuilder &b, const ResizeAxis &a) {
   if (a.scale) return b.constant(DType::F64, *a.scale);
+  if (a.scales) return b.cast(b.load(*a.scales, {SymInt(a.index)}), DType::F64);
   Val s = kNoVal;
   for (auto &[num, den] : a.sizeRatios) {
     Val r = b.op(ScalarOp::Div, b.index(num, DType::F64), b.index(den, DType::F64));
@@ -77,13 +84,18 @@ Val resizeSource(BodyBuilder &b, const ResizeParams &p, const ResizeAxis &a, con
                 b.op(ScalarOp::Div, b.op(ScalarOp::Mul, x, inM1()), outWM1()));
   if (m == "asymmetric") return b.op(ScalarOp::Div, x, scale);
   if (m == "tf_crop_and_resize") {
-    Val span = c(a.roiEnd - a.roiStart);
+    Val roiStart = c(a.roiStart), span = c(a.roiEnd - a.roiStart);
+    if (a.roi) {
+      roiStart = b.cast(b.load(*a.roi, {SymInt(a.index)}), t);
+      Val roiEnd = b.cast(b.load(*a.roi, {SymInt(a.index + a.numAxes)}), t);
+      span = b.op(ScalarOp::Sub, roiEnd, roiStart);
+    }
     Val one = b.op(ScalarOp::Div, b.op(ScalarOp::Mul, span, inM1()), c(2));
     Val many =
         b.op(ScalarOp::Div, b.op(ScalarOp::Mul, b.op(ScalarOp::Mul, x, span), inM1()), outWM1());
     Val r = b.op(ScalarOp::Select, outIsOne(), one, many);
     Val last = inM1();
-    r = b.op(ScalarOp::Add, r, b.op(ScalarOp::Mul, c(a.roiStart), last));
+    r = b.op(ScalarOp::Add, r, b.op(ScalarOp::Mul, roiStart, last));
     *extrapolate = b.op(ScalarOp::Or, b.op(ScalarOp::Lt, r, c(0)), b.op(ScalarOp::Gt, r, last));
     return r;
   }
@@ -250,13 +262,31 @@ Status lowerResize(LowerContext &ctx) {
   }
   if (present(3)) {
     auto sizes = ctx.intValue(3);
-    if (!sizes)
-      return ctx.error("Resize with sizes computed at run time is not supported by the compiler "
-                       "yet (sizes must be a constant or a shape computation)");
-    if (sizes->size() != na)
+    if (!sizes) {
+      // Sizes read at run time: the size extern binds the output sizes (and the sizes, whose
+      // ratios to the input dims are the scales).
+      auto sv = dynshape::inputElems(ctx, 3);
+      if (!sv || sv->size() != na)
+        return ctx.error("sizes must be a 1-D integer tensor of " + std::to_string(na) + " values");
+      Syms ins, named;
+      for (size_t i = 0; i < na; ++i) ins.push_back(ra[i].in), named.push_back(ra[i].out);
+      int64_t code = policy == "stretch" ? 1 : policy == "not_larger" ? 2 : 3;
+      COIL_TRY(auto dd, dynshape::shapeDimsNamed(ctx, COIL_SHAPE_RESIZE, *sv, ins, named,
+                                                 int64_t(na), code));
+      for (size_t i = 0; i < na; ++i) {
+        ra[i].out = dd.dims[i];
+        ra[i].minRatio = policy == "not_larger";
+        if (policy == "stretch")
+          ra[i].sizeRatios = {{dd.extra[i], ra[i].in}};
+        else
+          for (size_t k = 0; k < na; ++k) ra[i].sizeRatios.push_back({dd.extra[k], ra[k].in});
+      }
+      sizes.emplace(); // handled
+    } else if (sizes->size() != na) {
       return ctx.error("sizes must have " + std::to_string(na) + " values, got " +
                        std::to_string(sizes->size()));
-    for (size_t i = 0; i < na; ++i) {
+    }
+    for (size_t i = 0; i < na && !sizes->empty(); ++i) {
       if (policy == "stretch") {
         ra[i].sizeRatios = {{(*sizes)[i], ra[i].in}};
       } else {
@@ -279,10 +309,30 @@ Status lowerResize(LowerContext &ctx) {
     }
   } else if (present(2)) {
     const Tensor *sc = ctx.constant(2);
-    if (!sc)
-      return ctx.error("Resize with scales computed at run time is not supported by the "
-                       "compiler yet (scales must be a constant)");
-    auto v = sc->toDoubles();
+    TensorRef st = ctx.input(2);
+    if (!sc && (st.rank() != 1 || st.shape[0] != SymInt(int64_t(na)) || !isFloat(st.dtype)))
+      return ctx.error("scales must be a 1-D float tensor of " + std::to_string(na) + " values");
+    if (!sc) {
+      // Scales read at run time: the size extern binds the output sizes (passed the scales
+      // as f64 bits); the bodies read the scales.
+      std::vector<dynshape::ElemFn> vals;
+      for (size_t i = 0; i < na; ++i)
+        vals.push_back([st, i](BodyBuilder &b) {
+          Val v = b.cast(b.load(st, {SymInt(int64_t(i))}), DType::F64);
+          return b.bitcast(v, DType::I64);
+        });
+      Syms ins, named;
+      for (size_t i = 0; i < na; ++i) ins.push_back(ra[i].in), named.push_back(ra[i].out);
+      COIL_TRY(auto dd, dynshape::shapeDimsNamed(ctx, COIL_SHAPE_RESIZE, vals, ins, named, 0, 0));
+      for (size_t i = 0; i < na; ++i) {
+        ra[i].out = dd.dims[i];
+        ra[i].scales = st;
+        ra[i].index = int64_t(i);
+      }
+    }
+  }
+  if (present(2) && !present(3) && ctx.constant(2)) {
+    auto v = ctx.constant(2)->toDoubles();
     if (v.size() != na)
       return ctx.error("scales must have " + std::to_string(na) + " values, got " +
                        std::to_string(v.size()));
@@ -291,20 +341,29 @@ Status lowerResize(LowerContext &ctx) {
         return ctx.error("scales must be positive, got " + std::to_string(v[i]));
       ra[i].scale = v[i];
     }
-  } else {
+  } else if (!present(2) && !present(3)) {
     return ctx.error("exactly one of scales and sizes must be given");
   }
   bool hasRoi = p.coordMode == "tf_crop_and_resize" && present(1);
   if (hasRoi) {
     const Tensor *roi = ctx.constant(1);
-    if (!roi)
-      return ctx.error("Resize with a roi computed at run time is not supported by the compiler "
-                       "yet (roi must be a constant)");
-    auto v = roi->toDoubles();
-    if (v.size() != 2 * na)
-      return ctx.error("roi must have " + std::to_string(2 * na) + " values, got " +
-                       std::to_string(v.size()));
-    for (size_t i = 0; i < na; ++i) ra[i].roiStart = v[i], ra[i].roiEnd = v[na + i];
+    if (!roi) {
+      // Read at run time by the bodies.
+      TensorRef rt = ctx.input(1);
+      if (rt.rank() != 1 || rt.shape[0] != SymInt(int64_t(2 * na)) || !isFloat(rt.dtype))
+        return ctx.error("roi must be a 1-D float tensor of " + std::to_string(2 * na) + " values");
+      for (size_t i = 0; i < na; ++i) {
+        ra[i].roi = rt;
+        ra[i].index = int64_t(i);
+        ra[i].numAxes = int64_t(na);
+      }
+    } else {
+      auto v = roi->toDoubles();
+      if (v.size() != 2 * na)
+        return ctx.error("roi must have " + std::to_string(2 * na) + " values, got " +
+                         std::to_string(v.size()));
+      for (size_t i = 0; i < na; ++i) ra[i].roiStart = v[i], ra[i].roiEnd = v[na + i];
+    }
   }
   DType dt = xt.dtype;
   bool nearest = p.mode == "nearest";
