@@ -170,6 +170,23 @@ TEST(DynShapeLower, ResizeWithRunTimeScalesSizesRoi) {
                             Tensor::fromDoubles(DType::F32, {4}, {0.1, -0.2, 0.9, 1.3})};
     expectMatchesInterpreter(b.g, ins, {1e-5, 1e-5});
   }
+  for (const char *mode : {"linear", "cubic"}) { // antialias: the tap count read at run time
+    SCOPED_TRACE(mode);
+    GraphBuilder b;
+    ValueId x = b.input("x", DType::F32, {1, 1, 9, 8});
+    ValueId sc = b.input("scales", DType::F32, {4});
+    ValueId sz = b.input("sizes", DType::I64, {2});
+    b.output(b.op(OpKind::Resize, {x, kNoValue, sc},
+                  attrs({{"mode", std::string(mode)}, {"antialias", int64_t(1)}})));
+    b.output(b.op(OpKind::Resize, {x, kNoValue, kNoValue, sz},
+                  attrs({{"mode", std::string(mode)},
+                         {"antialias", int64_t(1)},
+                         {"axes", std::vector<int64_t>{2, 3}}})));
+    std::mt19937_64 rng(8);
+    std::vector<Tensor> ins{randomTensor(DType::F32, {1, 1, 9, 8}, rng),
+                            Tensor::fromDoubles(DType::F32, {4}, {1, 1, 0.3, 0.8}), i64s({4, 11})};
+    expectMatchesInterpreter(b.g, ins, {1e-5, 1e-5});
+  }
 }
 
 } // namespace

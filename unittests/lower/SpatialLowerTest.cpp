@@ -587,7 +587,7 @@ TEST(SpatialLower, ResizeMoreCases) {
 
 TEST(SpatialLower, UnsupportedFormsAreReported) {
   std::string err = lowerError(R"(graph @g(%x: f32[1, 1, 4, 4], %s: f32[4]) -> (%y) {
-    %y = Resize(%x, _, %s) {mode = "linear", antialias = 1} : f32[1, 1, A, B]
+    %y = Resize(%x, _, %s) {mode = "linear", antialias = 1, exclude_outside = 1} : f32[1, 1, A, B]
   })");
   EXPECT_NE(err.find("Resize with antialias and a scale known only at run time is not supported"),
             std::string::npos)

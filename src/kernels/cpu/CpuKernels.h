@@ -258,7 +258,8 @@ void coil_cpu_nms_dyn_f32(coil_alloc_fn alloc, void *alloc_ctx, const void *boxe
 ///   RESIZE: `inDims` = the dims of the r resized axes; values = their scales as f64 bits
 ///     (`attr` 0: s = floor(scale * dim)) or sizes (`attr` 1 stretch: s = sizes; 2 not_larger,
 ///     3 not_smaller: s = the dims times the min / max of sizes / dims, rounded), then s[r..2r)
-///     = the sizes (0 for scales); an empty axis cannot grow.
+///     = the sizes (0 for scales); an empty axis cannot grow. `attr` + 4 * support (1 linear,
+///     2 cubic) with antialias: s[2r..3r) = the filter's taps per axis (3r <= 16).
 void coil_cpu_shape_dims(coil_alloc_fn alloc, void *alloc_ctx, const void *values,
                          const void *inDims, void **status, int64_t *s0, int64_t *s1, int64_t *s2,
                          int64_t *s3, int64_t *s4, int64_t *s5, int64_t *s6, int64_t *s7,

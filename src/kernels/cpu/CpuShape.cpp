@@ -213,8 +213,12 @@ bool computeDims(int64_t op, const int64_t *v, int64_t n, const int64_t *in, int
     s[0] = len;
     return true;
   }
-  case COIL_SHAPE_RESIZE: { // v: scales (f64 bits, attr 0) or sizes (attr 1..3), per axis
-    if (n != r || outRank != r || 2 * r > kMaxSyms || attr < 0 || attr > 3) return false;
+  case COIL_SHAPE_RESIZE: {     // v: scales (f64 bits, attr 0) or sizes (attr 1..3), per axis
+    int64_t support = attr / 4; // antialias filter support (0: no antialias)
+    attr %= 4;
+    if (n != r || outRank != r || 3 * r > kMaxSyms || attr < 0 || support < 0 || support > 2)
+      return false;
+    double scales[kMaxSyms] = {};
     const double maxLen = double(int64_t(1) << 40);
     double ratio = attr == 2 ? 1e300 : -1e300;
     for (int64_t i = 0; i < n; ++i) {
@@ -223,12 +227,24 @@ bool computeDims(int64_t op, const int64_t *v, int64_t n, const int64_t *in, int
         std::memcpy(&sc, &v[i], sizeof sc);
         if (!(sc > 0) || !(sc * double(in[i]) < maxLen)) return false;
         s[i] = int64_t(std::floor(sc * double(in[i])));
+        scales[i] = sc;
       } else {
         if (v[i] < 0) return false;
         s[i] = s[r + i] = v[i];
         double q = double(v[i]) / double(in[i]);
+        scales[i] = q;
         ratio = attr == 2 ? std::fmin(ratio, q) : std::fmax(ratio, q);
       }
+    }
+    // The antialias taps: 2 - 2 * (floor(-support / min(scale, 1)) + 1).
+    for (int64_t i = 0; i < n && support > 0; ++i) {
+      double sc = std::fmin(attr >= 2 ? ratio : scales[i], 1.0);
+      double t = 2; // NaN (0 / 0): no output along the empty axis
+      if (sc > 0) {
+        t = -2 * std::floor(-double(support) / sc);
+        if (!(t >= 2 && t <= double(1 << 20))) return false; // too many taps
+      }
+      s[2 * r + i] = int64_t(t);
     }
     if (attr >= 2)
       for (int64_t i = 0; i < n; ++i) {

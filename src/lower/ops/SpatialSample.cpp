@@ -48,6 +48,9 @@ struct ResizeAxis {
   /// `index + numAxes` of `roi`.
   std::optional<TensorRef> scales, roi;
   int64_t index = 0, numAxes = 0;
+  /// Antialias with a scale known only at run time: the number of filter taps (a symbol the
+  /// size extern binds).
+  std::optional<SymInt> taps;
 };
 
 Val resizeScale(BodyBuilder &b, const ResizeAxis &a) {
@@ -114,9 +117,78 @@ Val resizeSource(BodyBuilder &b, const ResizeParams &p, const ResizeAxis &a, con
   return half;
 }
 
+/// Antialiased linear or cubic resize of axis `a.axis` whose tap count `a.taps` is known only
+/// at run time: a reduction of the weights, then of the normalized weights times the taps (as
+/// the interpreter: weights of 0 skipped, tap indices clamped into the input).
+TensorRef resizeAxisTaps(LowerContext &ctx, const ResizeParams &p, const ResizeAxis &a,
+                         const TensorRef &cur, DType nodeT, DType accT, bool last, DType outT) {
+  Syms shape = cur.shape;
+  size_t ax = size_t(a.axis);
+  shape[ax] = a.out;
+  const DType t = DType::F64;
+  double support = p.mode == "linear" ? 1 : 2;
+  // The weight of tap r and (if `at`) its load index.
+  auto tap = [&](BodyBuilder &b, const Syms &idx, const SymInt &r, Syms *at) {
+    auto c = [&](double v) { return b.constant(t, v); };
+    Val ext = kNoVal;
+    Val x = resizeSource(b, p, a, idx[ax], &ext);
+    Val fl = b.op(ScalarOp::Floor, x);
+    Val base = b.op(ScalarOp::Select, b.op(ScalarOp::Eq, x, fl), b.op(ScalarOp::Sub, fl, c(1)), fl);
+    Val ratio = b.op(ScalarOp::Sub, x, base);
+    Val sc = b.op(ScalarOp::Min, resizeScale(b, a), c(1));
+    Val start =
+        b.op(ScalarOp::Add, b.op(ScalarOp::Floor, b.op(ScalarOp::Div, c(-support), sc)), c(1));
+    Val d = b.op(ScalarOp::Sub, b.op(ScalarOp::Add, start, b.index(r, t)), ratio);
+    Val w;
+    if (p.mode == "linear")
+      w = b.op(ScalarOp::Min,
+               b.op(ScalarOp::Max,
+                    b.op(ScalarOp::Sub, c(1), b.op(ScalarOp::Abs, b.op(ScalarOp::Mul, d, sc))),
+                    c(0)),
+               c(1));
+    else
+      w = cubicWeight(b, b.op(ScalarOp::Mul, sc, d), p.cubicA);
+    if (at) {
+      // first = base - taps / 2 + 1 (taps is even); clamped into [0, in - 1].
+      Val half = b.op(ScalarOp::Div, b.index(*a.taps, t), c(2));
+      Val ti = b.op(ScalarOp::Add, b.op(ScalarOp::Add, b.op(ScalarOp::Sub, base, half), c(1)),
+                    b.index(r, t));
+      ti = b.op(ScalarOp::Min, b.op(ScalarOp::Max, ti, c(0)),
+                b.op(ScalarOp::Sub, b.index(a.in, t), c(1)));
+      *at = idx;
+      (*at)[ax] = b.indirect(b.cast(ti, DType::I64), a.in, false);
+    }
+    return w;
+  };
+  TensorRef sum = ctx.reduce(
+      ReduceKind::Sum, t, t, shape, {*a.taps},
+      [&](BodyBuilder &b, const Syms &o, const Syms &r, Val *) { return tap(b, o, r[0], nullptr); },
+      false, "taps_sum");
+  TensorRef acc = ctx.reduce(
+      ReduceKind::Sum, accT, accT, shape, {*a.taps},
+      [&](BodyBuilder &b, const Syms &o, const Syms &r, Val *) {
+        Syms at;
+        Val w = b.op(ScalarOp::Div, tap(b, o, r[0], &at), b.load(sum, o));
+        Val term = b.op(ScalarOp::Mul, b.cast(w, accT), b.cast(b.load(cur, at), accT));
+        return b.op(ScalarOp::Select, b.op(ScalarOp::Ne, w, b.constant(t, 0)), term,
+                    b.constant(accT, 0));
+      },
+      false, "taps_acc");
+  return ctx.pointwise(last ? outT : nodeT, shape, [&](BodyBuilder &b, const Syms &idx) {
+    Val v = b.load(acc, idx);
+    Val ext = kNoVal;
+    if (p.coordMode == "tf_crop_and_resize") {
+      resizeSource(b, p, a, idx[ax], &ext);
+      v = b.op(ScalarOp::Select, ext, b.constant(accT, p.extrapolation), v);
+    }
+    return last ? storeAs(b, v, outT) : b.cast(v, nodeT);
+  });
+}
+
 /// Resizes axis `a.axis` of `cur`: a Pointwise node of type `nodeT`.
 TensorRef resizeAxis(LowerContext &ctx, const ResizeParams &p, const ResizeAxis &a,
                      const TensorRef &cur, DType nodeT, DType accT, bool last, DType outT) {
+  if (p.antialias && a.taps) return resizeAxisTaps(ctx, p, a, cur, nodeT, accT, last, outT);
   Syms shape = cur.shape;
   size_t ax = size_t(a.axis);
   shape[ax] = a.out;
@@ -254,6 +326,8 @@ Status lowerResize(LowerContext &ctx) {
     return !cs || numelOf(*cs) > 0;
   };
   const Syms &outShape = ctx.outputType(0).shape;
+  // The antialias filter's support, for the size extern's tap count.
+  int64_t support = !p.antialias ? 0 : p.mode == "linear" ? 1 : 2;
   std::vector<ResizeAxis> ra(na);
   for (size_t i = 0; i < na; ++i) {
     ra[i].axis = axes[i];
@@ -271,8 +345,11 @@ Status lowerResize(LowerContext &ctx) {
       Syms ins, named;
       for (size_t i = 0; i < na; ++i) ins.push_back(ra[i].in), named.push_back(ra[i].out);
       int64_t code = policy == "stretch" ? 1 : policy == "not_larger" ? 2 : 3;
-      COIL_TRY(auto dd, dynshape::shapeDimsNamed(ctx, COIL_SHAPE_RESIZE, *sv, ins, named,
-                                                 int64_t(na), code));
+      COIL_TRY(auto dd,
+               dynshape::shapeDimsNamed(ctx, COIL_SHAPE_RESIZE, *sv, ins, named,
+                                        int64_t(p.antialias ? 2 * na : na), code + 4 * support));
+      if (p.antialias)
+        for (size_t i = 0; i < na; ++i) ra[i].taps = dd.extra[na + i];
       for (size_t i = 0; i < na; ++i) {
         ra[i].out = dd.dims[i];
         ra[i].minRatio = policy == "not_larger";
@@ -323,7 +400,10 @@ Status lowerResize(LowerContext &ctx) {
         });
       Syms ins, named;
       for (size_t i = 0; i < na; ++i) ins.push_back(ra[i].in), named.push_back(ra[i].out);
-      COIL_TRY(auto dd, dynshape::shapeDimsNamed(ctx, COIL_SHAPE_RESIZE, vals, ins, named, 0, 0));
+      COIL_TRY(auto dd, dynshape::shapeDimsNamed(ctx, COIL_SHAPE_RESIZE, vals, ins, named,
+                                                 p.antialias ? int64_t(2 * na) : 0, 4 * support));
+      if (p.antialias)
+        for (size_t i = 0; i < na; ++i) ra[i].taps = dd.extra[na + i];
       for (size_t i = 0; i < na; ++i) {
         ra[i].out = dd.dims[i];
         ra[i].scales = st;
@@ -378,7 +458,7 @@ Status lowerResize(LowerContext &ctx) {
       continue;
     if (ic && oc && *ic == 0 && *oc > 0)
       return ctx.error("cannot resize an empty axis to size " + std::to_string(*oc));
-    if (p.antialias && !a.scale)
+    if (p.antialias && !a.scale && (!a.taps || p.excludeOutside))
       return ctx.error("Resize with antialias and a scale known only at run time is not "
                        "supported by the compiler yet");
     todo.push_back(&a);
