@@ -183,7 +183,8 @@ private:
       s += "#include <cutlass/epilogue/collective/collective_builder.hpp>\n"
            "#include <cutlass/epilogue/fusion/sm90_callbacks_tma_warpspecialized.hpp>\n";
     } else {
-      s += "#include <cutlass/gemm/device/gemm_universal_adapter.h>\n"
+      s += "#include <cutlass/arch/arch.h>\n"
+           "#include <cutlass/gemm/device/gemm_universal_adapter.h>\n"
            "#include <cutlass/epilogue/threadblock/fusion/visitors.hpp>\n"
            "#include <cutlass/gemm/kernel/default_gemm_universal_with_visitor.h>\n";
     }
@@ -288,6 +289,17 @@ private:
          << ");\n    return r;\n  }\n};\n";
     }
     if (!ops.empty()) os << "\n";
+    if (needsLeaderAtomics()) {
+      os << "// Scalar reductions: every lane of a warp holds the warp's total when CUTLASS's "
+            "sm80\n"
+            "// visitor issues its atomic, so only the warp's first lane may apply it.\n";
+      for (const char *fn : {"atomic_add", "atomic_maximum"})
+        os << "template <class T> struct coil_warp_leader_" << fn << " {\n"
+           << "  CUTLASS_DEVICE void operator()(T *ptr, T const &value) const {\n"
+           << "    if (cutlass::arch::LaneId() == 0) cutlass::" << fn << "<T>{}(ptr, value);\n"
+           << "  }\n};\n";
+      os << "\n";
+    }
     return os.str();
   }
 
@@ -342,9 +354,26 @@ private:
 
   std::string field(const Node &n) const { return (isStore(n.kind) ? "o_" : "p_") + n.name; }
 
+  /// The element type a reduction accumulates in. On sm80 it is float: CUTLASS's 2.x reduction
+  /// visitors default-initialise their identity from an int, which half_t and bfloat16_t
+  /// (explicit constructors) reject, and float also keeps sums of narrow values accurate.
+  std::string redCompute() const { return sm90_ ? "ElementCompute" : "float"; }
+
   std::string identity(const Node &n) const {
-    return n.red == RedFn::Sum ? "ElementCompute(0)"
-                               : "-cutlass::platform::numeric_limits<ElementCompute>::infinity()";
+    std::string t = redCompute();
+    return n.red == RedFn::Sum ? t + "(0)"
+                               : "-cutlass::platform::numeric_limits<" + t + ">::infinity()";
+  }
+
+  /// sm80 scalar reductions: CUTLASS's VisitorScalarReduction reduces each warp with a butterfly
+  /// shuffle, which leaves the warp's total in every lane, and then issues the global atomic
+  /// from every lane, so a sum would count each warp 32 times. coil passes an atomic functor
+  /// that only the warp's first lane applies.
+  bool needsLeaderAtomics() const {
+    if (sm90_) return false;
+    for (int id : plan_.topo)
+      if (p_.at(id).kind == Kind::ScalarRed) return true;
+    return false;
   }
 
   /// Declares the node's own visitor op (once) and returns its name.
@@ -358,6 +387,8 @@ private:
     std::ostringstream d;
     std::string red = n.red == RedFn::Sum ? "cutlass::plus" : "cutlass::maximum";
     std::string atomic = n.red == RedFn::Sum ? "cutlass::atomic_add" : "cutlass::atomic_maximum";
+    std::string leaderAtomic =
+        n.red == RedFn::Sum ? "coil_warp_leader_atomic_add" : "coil_warp_leader_atomic_maximum";
     switch (n.kind) {
     case Kind::Accum:
       d << "using " << name << " = " << fus << (sm90_ ? "Sm90AccFetch" : "VisitorAccFetch")
@@ -429,7 +460,7 @@ private:
       else
         d << "using " << name << " = " << fus << "Visitor"
           << (n.kind == Kind::RowRed ? "Row" : "Col") << "Reduction<\n    " << red << ", " << atomic
-          << ", OutputTileThreadMap, " << el << ", ElementCompute, RoundStyle, " << st.first
+          << ", OutputTileThreadMap, " << el << ", " << redCompute() << ", RoundStyle, " << st.first
           << ">;  // " << redName(n.red) << "\n";
       break;
     case Kind::ScalarRed:
@@ -439,8 +470,8 @@ private:
           << redName(n.red) << "\n";
       else
         d << "using " << name << " = " << fus << "VisitorScalarReduction<\n    " << red << ", "
-          << atomic << ", OutputTileThreadMap, " << el << ", ElementCompute, RoundStyle, "
-          << st.first << ">;  // " << redName(n.red) << "\n";
+          << leaderAtomic << ", OutputTileThreadMap, " << el << ", " << redCompute()
+          << ", RoundStyle, " << st.first << ">;  // " << redName(n.red) << "\n";
       break;
     case Kind::Input:
       break;
