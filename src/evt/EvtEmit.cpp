@@ -628,8 +628,11 @@ private:
     if (sm90_) os << "  ElementD *o_D = nullptr;  // the collective's output\n";
     for (int id : storeNodes()) {
       const Node &n = p_.at(id);
-      os << "  " << cppType(n.dtype) << " *" << field(n) << " = nullptr;  // " << kindName(n.kind)
-         << "\n";
+      os << "  " << cppType(n.dtype) << " *" << field(n) << " = nullptr;  // " << kindName(n.kind);
+      // Sm90's reductions fill their output with the identity themselves; sm80's only add in.
+      if (!sm90_ && isReduction(n.kind))
+        os << ": holds " << (n.red == RedFn::Sum ? "0" : "-inf") << " before each launch";
+      os << "\n";
     }
     os << "};\n\n";
     return os.str();
