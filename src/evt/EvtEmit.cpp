@@ -354,10 +354,11 @@ private:
 
   std::string field(const Node &n) const { return (isStore(n.kind) ? "o_" : "p_") + n.name; }
 
-  /// The element type a reduction accumulates in. On sm80 it is float: CUTLASS's 2.x reduction
-  /// visitors default-initialise their identity from an int, which half_t and bfloat16_t
-  /// (explicit constructors) reject, and float also keeps sums of narrow values accurate.
-  std::string redCompute() const { return sm90_ ? "ElementCompute" : "float"; }
+  /// The element type a reduction accumulates in: float, whatever ElementCompute is. Its output
+  /// is f32 (rule reduction-dtype) and its input fragments convert; a half_t or bfloat16_t
+  /// accumulator would lose a sum's low bits, and CUTLASS's sm80 reduction visitors cannot even
+  /// hold one (they default-initialise the identity from an int, an explicit conversion there).
+  std::string redCompute() const { return "float"; }
 
   std::string identity(const Node &n) const {
     std::string t = redCompute();
@@ -454,9 +455,8 @@ private:
       if (sm90_)
         d << "using " << name << " = " << fus << "Sm90" << (n.kind == Kind::RowRed ? "Row" : "Col")
           << "Reduction<\n    " << red << ", " << red << ", " << atomic
-          << ", 0, typename EpilogueDescriptor::TileShape, " << el
-          << ", ElementCompute, RoundStyle,\n    " << st.first << ">;  // " << redName(n.red)
-          << "\n";
+          << ", 0, typename EpilogueDescriptor::TileShape, " << el << ", " << redCompute()
+          << ", RoundStyle,\n    " << st.first << ">;  // " << redName(n.red) << "\n";
       else
         d << "using " << name << " = " << fus << "Visitor"
           << (n.kind == Kind::RowRed ? "Row" : "Col") << "Reduction<\n    " << red << ", " << atomic
@@ -466,8 +466,8 @@ private:
     case Kind::ScalarRed:
       if (sm90_)
         d << "using " << name << " = " << fus << "Sm90ScalarReduction<\n    " << red << ", "
-          << atomic << ", " << el << ", ElementCompute, RoundStyle, " << st.first << ">;  // "
-          << redName(n.red) << "\n";
+          << atomic << ", " << el << ", " << redCompute() << ", RoundStyle, " << st.first
+          << ">;  // " << redName(n.red) << "\n";
       else
         d << "using " << name << " = " << fus << "VisitorScalarReduction<\n    " << red << ", "
           << leaderAtomic << ", OutputTileThreadMap, " << el << ", " << redCompute()
