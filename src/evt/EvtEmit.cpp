@@ -859,8 +859,14 @@ private:
       case Kind::Compute: {
         os << "    [[maybe_unused]] float " << v << ";\n    {";
         size_t used = n.op == Op::First ? 1 : n.operands.size();
+        // A compute visitor converts its inputs to ElementCompute (accumulators and loads reach
+        // it in their own types).
         for (size_t k = 0; k < used && k < 3; ++k)
-          os << " float a" << k << " = v" << n.operands[k] << ";";
+          os << " float a" << k << " = "
+             << (p_.compute != DType::F32
+                     ? "float(ElementCompute(v" + std::to_string(n.operands[k]) + "))"
+                     : "v" + std::to_string(n.operands[k]))
+             << ";";
         os << " " << v << " = " << scalarExpr(n.op) << ";";
         if (n.op == Op::First)
           for (size_t k = 1; k < n.operands.size(); ++k) os << " (void)v" << n.operands[k] << ";";
@@ -890,8 +896,13 @@ private:
       case Kind::Input:
         break;
       }
-      // A compute type narrower than f32 rounds every value the visitors pass on.
-      if (p_.compute != DType::F32 && !isStore(n.kind))
+      // Under a compute type narrower than f32, the values produced in ElementCompute are
+      // rounded to it: compute results (a cast's is in its own type), literals, and sm90's row
+      // and column broadcasts. Accumulators, loads and sm80 broadcasts keep their own types
+      // until a compute visitor converts them, so a store or reduction sees them unrounded.
+      bool inCompute = (n.kind == Kind::Compute && n.op != Op::Cast) || n.kind == Kind::Literal ||
+                       (sm90_ && (n.kind == Kind::RowBcast || n.kind == Kind::ColBcast));
+      if (p_.compute != DType::F32 && inCompute)
         os << "    " << v << " = float(ElementCompute(" << v << "));\n";
     }
     if (sm90_) {
