@@ -183,7 +183,8 @@ private:
       s += "#include <cutlass/epilogue/collective/collective_builder.hpp>\n"
            "#include <cutlass/epilogue/fusion/sm90_callbacks_tma_warpspecialized.hpp>\n";
     } else {
-      s += "#include <cutlass/gemm/device/gemm_universal_adapter.h>\n"
+      s += "#include <cutlass/arch/arch.h>\n"
+           "#include <cutlass/gemm/device/gemm_universal_adapter.h>\n"
            "#include <cutlass/epilogue/threadblock/fusion/visitors.hpp>\n"
            "#include <cutlass/gemm/kernel/default_gemm_universal_with_visitor.h>\n";
     }
@@ -288,6 +289,17 @@ private:
          << ");\n    return r;\n  }\n};\n";
     }
     if (!ops.empty()) os << "\n";
+    if (needsLeaderAtomics()) {
+      os << "// Scalar reductions: every lane of a warp holds the warp's total when CUTLASS's "
+            "sm80\n"
+            "// visitor issues its atomic, so only the warp's first lane may apply it.\n";
+      for (const char *fn : {"atomic_add", "atomic_maximum"})
+        os << "template <class T> struct coil_warp_leader_" << fn << " {\n"
+           << "  CUTLASS_DEVICE void operator()(T *ptr, T const &value) const {\n"
+           << "    if (cutlass::arch::LaneId() == 0) cutlass::" << fn << "<T>{}(ptr, value);\n"
+           << "  }\n};\n";
+      os << "\n";
+    }
     return os.str();
   }
 
@@ -342,9 +354,27 @@ private:
 
   std::string field(const Node &n) const { return (isStore(n.kind) ? "o_" : "p_") + n.name; }
 
+  /// The element type a reduction accumulates in: float, whatever ElementCompute is. Its output
+  /// is f32 (rule reduction-dtype) and its input fragments convert; a half_t or bfloat16_t
+  /// accumulator would lose a sum's low bits, and CUTLASS's sm80 reduction visitors cannot even
+  /// hold one (they default-initialise the identity from an int, an explicit conversion there).
+  std::string redCompute() const { return "float"; }
+
   std::string identity(const Node &n) const {
-    return n.red == RedFn::Sum ? "ElementCompute(0)"
-                               : "-cutlass::platform::numeric_limits<ElementCompute>::infinity()";
+    std::string t = redCompute();
+    return n.red == RedFn::Sum ? t + "(0)"
+                               : "-cutlass::platform::numeric_limits<" + t + ">::infinity()";
+  }
+
+  /// sm80 scalar reductions: CUTLASS's VisitorScalarReduction reduces each warp with a butterfly
+  /// shuffle, which leaves the warp's total in every lane, and then issues the global atomic
+  /// from every lane, so a sum would count each warp 32 times. coil passes an atomic functor
+  /// that only the warp's first lane applies.
+  bool needsLeaderAtomics() const {
+    if (sm90_) return false;
+    for (int id : plan_.topo)
+      if (p_.at(id).kind == Kind::ScalarRed) return true;
+    return false;
   }
 
   /// Declares the node's own visitor op (once) and returns its name.
@@ -358,6 +388,8 @@ private:
     std::ostringstream d;
     std::string red = n.red == RedFn::Sum ? "cutlass::plus" : "cutlass::maximum";
     std::string atomic = n.red == RedFn::Sum ? "cutlass::atomic_add" : "cutlass::atomic_maximum";
+    std::string leaderAtomic =
+        n.red == RedFn::Sum ? "coil_warp_leader_atomic_add" : "coil_warp_leader_atomic_maximum";
     switch (n.kind) {
     case Kind::Accum:
       d << "using " << name << " = " << fus << (sm90_ ? "Sm90AccFetch" : "VisitorAccFetch")
@@ -423,24 +455,23 @@ private:
       if (sm90_)
         d << "using " << name << " = " << fus << "Sm90" << (n.kind == Kind::RowRed ? "Row" : "Col")
           << "Reduction<\n    " << red << ", " << red << ", " << atomic
-          << ", 0, typename EpilogueDescriptor::TileShape, " << el
-          << ", ElementCompute, RoundStyle,\n    " << st.first << ">;  // " << redName(n.red)
-          << "\n";
+          << ", 0, typename EpilogueDescriptor::TileShape, " << el << ", " << redCompute()
+          << ", RoundStyle,\n    " << st.first << ">;  // " << redName(n.red) << "\n";
       else
         d << "using " << name << " = " << fus << "Visitor"
           << (n.kind == Kind::RowRed ? "Row" : "Col") << "Reduction<\n    " << red << ", " << atomic
-          << ", OutputTileThreadMap, " << el << ", ElementCompute, RoundStyle, " << st.first
+          << ", OutputTileThreadMap, " << el << ", " << redCompute() << ", RoundStyle, " << st.first
           << ">;  // " << redName(n.red) << "\n";
       break;
     case Kind::ScalarRed:
       if (sm90_)
         d << "using " << name << " = " << fus << "Sm90ScalarReduction<\n    " << red << ", "
-          << atomic << ", " << el << ", ElementCompute, RoundStyle, " << st.first << ">;  // "
-          << redName(n.red) << "\n";
+          << atomic << ", " << el << ", " << redCompute() << ", RoundStyle, " << st.first
+          << ">;  // " << redName(n.red) << "\n";
       else
         d << "using " << name << " = " << fus << "VisitorScalarReduction<\n    " << red << ", "
-          << atomic << ", OutputTileThreadMap, " << el << ", ElementCompute, RoundStyle, "
-          << st.first << ">;  // " << redName(n.red) << "\n";
+          << leaderAtomic << ", OutputTileThreadMap, " << el << ", " << redCompute()
+          << ", RoundStyle, " << st.first << ">;  // " << redName(n.red) << "\n";
       break;
     case Kind::Input:
       break;
@@ -597,8 +628,11 @@ private:
     if (sm90_) os << "  ElementD *o_D = nullptr;  // the collective's output\n";
     for (int id : storeNodes()) {
       const Node &n = p_.at(id);
-      os << "  " << cppType(n.dtype) << " *" << field(n) << " = nullptr;  // " << kindName(n.kind)
-         << "\n";
+      os << "  " << cppType(n.dtype) << " *" << field(n) << " = nullptr;  // " << kindName(n.kind);
+      // Sm90's reductions fill their output with the identity themselves; sm80's only add in.
+      if (!sm90_ && isReduction(n.kind))
+        os << ": holds " << (n.red == RedFn::Sum ? "0" : "-inf") << " before each launch";
+      os << "\n";
     }
     os << "};\n\n";
     return os.str();
@@ -825,8 +859,14 @@ private:
       case Kind::Compute: {
         os << "    [[maybe_unused]] float " << v << ";\n    {";
         size_t used = n.op == Op::First ? 1 : n.operands.size();
+        // A compute visitor converts its inputs to ElementCompute (accumulators and loads reach
+        // it in their own types).
         for (size_t k = 0; k < used && k < 3; ++k)
-          os << " float a" << k << " = v" << n.operands[k] << ";";
+          os << " float a" << k << " = "
+             << (p_.compute != DType::F32
+                     ? "float(ElementCompute(v" + std::to_string(n.operands[k]) + "))"
+                     : "v" + std::to_string(n.operands[k]))
+             << ";";
         os << " " << v << " = " << scalarExpr(n.op) << ";";
         if (n.op == Op::First)
           for (size_t k = 1; k < n.operands.size(); ++k) os << " (void)v" << n.operands[k] << ";";
@@ -856,8 +896,13 @@ private:
       case Kind::Input:
         break;
       }
-      // A compute type narrower than f32 rounds every value the visitors pass on.
-      if (p_.compute != DType::F32 && !isStore(n.kind))
+      // Under a compute type narrower than f32, the values produced in ElementCompute are
+      // rounded to it: compute results (a cast's is in its own type), literals, and sm90's row
+      // and column broadcasts. Accumulators, loads and sm80 broadcasts keep their own types
+      // until a compute visitor converts them, so a store or reduction sees them unrounded.
+      bool inCompute = (n.kind == Kind::Compute && n.op != Op::Cast) || n.kind == Kind::Literal ||
+                       (sm90_ && (n.kind == Kind::RowBcast || n.kind == Kind::ColBcast));
+      if (p_.compute != DType::F32 && inCompute)
         os << "    " << v << " = float(ElementCompute(" << v << "));\n";
     }
     if (sm90_) {

@@ -148,8 +148,8 @@ TEST(EvtEmit, DeterministicAndCollisionFree) {
       pos = e;
     }
     for (auto &[name, n] : defs) EXPECT_EQ(n, 1) << name;
-    EXPECT_NE(ca.find("-cutlass::platform::numeric_limits<ElementCompute>::infinity()"),
-              std::string::npos);
+    // The max's identity, in the reduction's compute type (float).
+    EXPECT_NE(ca.find("-cutlass::platform::numeric_limits<float>::infinity()"), std::string::npos);
   }
 }
 
@@ -293,4 +293,57 @@ TEST(EvtPasses, BetaTimesSourceFusesOnSm90Only) {
                             "    D = accum + y\n    E = y\n    return D, E\n",
                             Arch::Sm90);
   EXPECT_EQ(shared.p.at(shared.p.dValue).op, Op::Add);
+}
+
+TEST(EvtEmit, Sm80ScalarReductionAtomicIsAppliedOncePerWarp) {
+  // CUTLASS's sm80 scalar reduction leaves the warp's total in every lane before its atomic, so
+  // the emitted atomic must act in the warp's first lane only (else a sum counts 32 times).
+  std::string src = "def e(accum):\n    D = accum * 2\n    s = sum(accum, dim=(0, 1))\n"
+                    "    return D, s\n";
+  std::string code = emit(compile(src, Arch::Sm80), Arch::Sm80);
+  EXPECT_NE(code.find("VisitorScalarReduction<\n    cutlass::plus, coil_warp_leader_atomic_add,"),
+            std::string::npos)
+      << code;
+  EXPECT_NE(code.find("if (cutlass::arch::LaneId() == 0) cutlass::atomic_add<T>{}(ptr, value);"),
+            std::string::npos)
+      << code;
+  // Sm90's scalar reduction issues one atomic per tile itself.
+  std::string code90 = emit(compile(src, Arch::Sm90), Arch::Sm90);
+  EXPECT_EQ(code90.find("coil_warp_leader"), std::string::npos) << code90;
+  EXPECT_NE(code90.find("cutlass::plus, cutlass::atomic_add, float"), std::string::npos) << code90;
+  // Row and column reductions keep CUTLASS's atomics (one writing lane per row or column).
+  std::string row = emit(compile("def e(accum):\n    D = accum\n    r = sum(accum, dim=0)\n"
+                                 "    return D, r\n",
+                                 Arch::Sm80),
+                         Arch::Sm80);
+  EXPECT_EQ(row.find("coil_warp_leader"), std::string::npos) << row;
+}
+
+TEST(EvtEmit, ReductionsAccumulateInFloatUnderANarrowComputeType) {
+  // A bf16 accumulator would lose a sum's low bits, and CUTLASS's sm80 reduction visitors
+  // initialise their identity from an int, which bfloat16_t cannot take implicitly.
+  auto p = parse("def e(accum):\n    D = accum / 3\n    m = max(D, dim=0)\n"
+                 "    c = sum(D, dim=1)\n    s = sum(D, dim=(0, 1))\n    return D, m, c, s\n");
+  ASSERT_TRUE(p.ok()) << p.error().render();
+  for (Arch arch : {Arch::Sm80, Arch::Sm90}) {
+    Compiled c{p.value(), {}, {}};
+    c.p.compute = DType::BF16;
+    CompileOptions o;
+    o.arch = arch;
+    auto plan = compileEpilogue(c.p, o, &c.notes);
+    ASSERT_TRUE(plan.ok()) << plan.error().render();
+    c.plan = std::move(plan).value();
+    std::string code = emit(c, arch);
+    EXPECT_NE(code.find("using ElementCompute = cutlass::bfloat16_t;"), std::string::npos);
+    // Row, column and scalar reductions: output f32, accumulator float.
+    size_t n = 0;
+    for (size_t pos = 0; (pos = code.find("float, float, RoundStyle", pos)) != std::string::npos;
+         ++pos)
+      ++n;
+    EXPECT_EQ(n, 3u) << code;
+    EXPECT_EQ(code.find("float, ElementCompute, RoundStyle"), std::string::npos) << code;
+    EXPECT_NE(code.find("-cutlass::platform::numeric_limits<float>::infinity()"), std::string::npos)
+        << code;
+    EXPECT_NE(code.find("float(0)"), std::string::npos) << code;
+  }
 }
