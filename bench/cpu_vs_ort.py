@@ -73,6 +73,15 @@ def main():
             print("%s: outputs differ from onnxruntime (relative error %.2e); not timed" % (name, err))
             status = 1
             continue
+        # coil first: onnxruntime's intra-op threads keep spinning for a while after its runs
+        # and would steal the cores from the package that runs next.
+        r = subprocess.run([args.coil, "bench", pkg, "--inputs", inp, "--iters", str(args.iters), "--json"],
+                           capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS=str(threads)))
+        if r.returncode != 0:
+            print("%s: coil bench failed: %s" % (name, r.stderr.strip()[:400]))
+            status = 1
+            continue
+        coil_ms = json.loads(r.stdout.strip().splitlines()[-1])["median_ms"]
         for _ in range(5):
             sess.run(None, feeds)
         times = []
@@ -81,14 +90,9 @@ def main():
             sess.run(None, feeds)
             times.append((time.perf_counter() - t0) * 1e3)
         ort_ms = float(np.median(times))
-        r = subprocess.run([args.coil, "bench", pkg, "--inputs", inp, "--iters", str(args.iters), "--json"],
-                           capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS=str(threads)))
-        if r.returncode != 0:
-            print("%s: coil bench failed: %s" % (name, r.stderr.strip()[:400]))
-            status = 1
-            continue
-        coil_ms = json.loads(r.stdout.strip().splitlines()[-1])["median_ms"]
         rows.append((name, coil_ms, ort_ms, err))
+        del sess  # stop its thread pool before the next package runs
+        time.sleep(0.5)
     print("\nthreads %d, sizes %s, %d iterations, onnxruntime %s" % (threads, SIZES, args.iters, ort.__version__))
     print("%-14s %12s %12s %8s %10s" % ("model", "coil ms", "ort ms", "ratio", "rel err"))
     for name, c, o, e in rows:
