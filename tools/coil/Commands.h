@@ -2,6 +2,8 @@
 // of inspect (--fusion, --loops, --wrapper, --memory, --kernels).
 #pragma once
 
+#include "frontend/onnx/OnnxImporter.h"
+#include "ir/Tensor.h"
 #include "support/Expected.h"
 
 #include <map>
@@ -18,6 +20,11 @@ struct Args {
   std::map<std::string, bool> flags;         // --graph
   std::vector<std::string> dynamic;          // --dynamic N=1:8 (repeatable)
 };
+
+/// Symbol ranges from the --dynamic options.
+Expected<ImportOptions> importOptions(const Args &a);
+/// "name: f32[2, 3] min .. max .. mean ..", then the first values.
+std::string describeTensor(const std::string &name, const Tensor &t);
 
 Status cmdCompile(const Args &a);
 Status cmdRun(const Args &a);

@@ -20,10 +20,6 @@
 using namespace coil;
 using namespace coil::cli;
 
-namespace coil::cli {
-Expected<ImportOptions> importOptions(const Args &a);
-std::string describeTensor(const std::string &name, const Tensor &t);
-} // namespace coil::cli
 
 namespace {
 
