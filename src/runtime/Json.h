@@ -4,6 +4,8 @@
 /// byte offset; never undefined behaviour.
 #pragma once
 
+#include "support/JsonQuote.h"
+
 #include "support/Expected.h"
 
 #include <cstdint>
@@ -36,6 +38,6 @@ struct Value {
 Expected<Value> parse(std::string_view text);
 
 /// `s` as a JSON string literal (quotes included; control characters escaped).
-std::string quote(std::string_view s);
+inline std::string quote(std::string_view s) { return jsonQuote(s); }
 
 } // namespace coil::json

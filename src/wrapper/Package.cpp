@@ -1,5 +1,7 @@
 #include "wrapper/Package.h"
 
+#include "support/JsonQuote.h"
+
 #include "wrapper/CppBackend.h"
 
 #include <algorithm>
@@ -12,40 +14,9 @@ namespace coil::wrapper {
 
 namespace {
 
-std::string quote(std::string_view s) {
-  std::string r = "\"";
-  for (char c : s) {
-    switch (c) {
-    case '"':
-      r += "\\\"";
-      break;
-    case '\\':
-      r += "\\\\";
-      break;
-    case '\n':
-      r += "\\n";
-      break;
-    case '\r':
-      r += "\\r";
-      break;
-    case '\t':
-      r += "\\t";
-      break;
-    default:
-      if ((unsigned char)c < 0x20) {
-        char buf[8];
-        std::snprintf(buf, sizeof buf, "\\u%04x", (unsigned)(unsigned char)c);
-        r += buf;
-      } else {
-        r += c;
-      }
-    }
-  }
-  return r + "\"";
-}
 
 std::string q(std::string_view s) {
-  return quote(s);
+  return jsonQuote(s);
 }
 
 void tensorList(std::ostringstream &os, const WrapperProgram &p, const std::vector<BufferId> &ids) {
