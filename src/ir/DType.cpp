@@ -302,4 +302,21 @@ void storeFromInt(DType t, void *p, size_t i, int64_t v) {
   }
 }
 
+SaturationRange saturationRange(DType t) {
+  switch (t) {
+  case DType::U8:
+    return {0, 255};
+  case DType::I8:
+    return {-128, 127};
+  case DType::U16:
+    return {0, 65535};
+  case DType::I16:
+    return {-32768, 32767};
+  case DType::I32:
+    return {-2147483648.0, 2147483647.0};
+  default:
+    return {-9.2e18, 9.2e18};
+  }
+}
+
 } // namespace coil

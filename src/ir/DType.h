@@ -50,6 +50,14 @@ bool isUnsigned(DType t); ///< u8..u64 and bool
 /// as carried by attributes such as Cast's `to`; nullopt for types coil lacks (string, fp8, ...).
 std::optional<DType> dtypeFromOnnxCode(int64_t code);
 
+/// The interval that rounded results saturate to when stored as `t` (quantization and
+/// integer outputs of float computations): the type's range for 8, 16 and 32-bit integers,
+/// [-9.2e18, 9.2e18] (inside int64) for every other type.
+struct SaturationRange {
+  double lo, hi;
+};
+SaturationRange saturationRange(DType t);
+
 float halfToFloat(uint16_t h);
 uint16_t floatToHalf(float f);
 float bf16ToFloat(uint16_t h);

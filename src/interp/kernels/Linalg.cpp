@@ -68,27 +68,7 @@ Expected<Window> computeWindow(const KernelContext &ctx, const Shape &in, const 
 
 int64_t saturateRound(double v, DType t) {
   double r = std::nearbyint(v);
-  double lo, hi;
-  switch (t) {
-  case DType::U8:
-    lo = 0, hi = 255;
-    break;
-  case DType::I8:
-    lo = -128, hi = 127;
-    break;
-  case DType::U16:
-    lo = 0, hi = 65535;
-    break;
-  case DType::I16:
-    lo = -32768, hi = 32767;
-    break;
-  case DType::I32:
-    lo = -2147483648.0, hi = 2147483647.0;
-    break;
-  default:
-    lo = -9.2e18, hi = 9.2e18;
-    break;
-  }
+  auto [lo, hi] = saturationRange(t);
   if (std::isnan(r)) return 0;
   return int64_t(std::clamp(r, lo, hi));
 }

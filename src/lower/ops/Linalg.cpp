@@ -77,26 +77,7 @@ Val loadPerIndex(BodyBuilder &b, const TensorRef &t, const SymInt &i, DType acc)
 }
 
 Val requantize(BodyBuilder &b, Val v, Val zeroPoint, DType outT) {
-  double lo = -9.2e18, hi = 9.2e18;
-  switch (outT) {
-  case DType::U8:
-    lo = 0, hi = 255;
-    break;
-  case DType::I8:
-    lo = -128, hi = 127;
-    break;
-  case DType::U16:
-    lo = 0, hi = 65535;
-    break;
-  case DType::I16:
-    lo = -32768, hi = 32767;
-    break;
-  case DType::I32:
-    lo = -2147483648.0, hi = 2147483647.0;
-    break;
-  default:
-    break;
-  }
+  auto [lo, hi] = saturationRange(outT);
   Val r = b.op(ScalarOp::Add, b.op(ScalarOp::Round, v), zeroPoint);
   r = b.op(ScalarOp::Min, b.op(ScalarOp::Max, r, b.constant(DType::F64, lo)),
            b.constant(DType::F64, hi));

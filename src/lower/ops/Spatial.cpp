@@ -61,27 +61,7 @@ Val lowestOf(BodyBuilder &b, DType t) {
 /// floats are converted, integers rounded half to even and saturated (saturateRound).
 Val storeAs(BodyBuilder &b, Val v, DType t) {
   if (isFloat(t) || t == DType::Bool) return b.cast(v, t);
-  double lo, hi;
-  switch (t) {
-  case DType::U8:
-    lo = 0, hi = 255;
-    break;
-  case DType::I8:
-    lo = -128, hi = 127;
-    break;
-  case DType::U16:
-    lo = 0, hi = 65535;
-    break;
-  case DType::I16:
-    lo = -32768, hi = 32767;
-    break;
-  case DType::I32:
-    lo = -2147483648.0, hi = 2147483647.0;
-    break;
-  default:
-    lo = -9.2e18, hi = 9.2e18;
-    break;
-  }
+  auto [lo, hi] = saturationRange(t);
   DType ct = b.dtypeOf(v);
   Val r = b.op(ScalarOp::Round, v);
   Val nan = b.op(ScalarOp::IsNaN, r);
