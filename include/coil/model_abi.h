@@ -38,12 +38,15 @@
 extern "C" {
 #endif
 
-#define COIL_MODEL_ABI_VERSION 1u
+#define COIL_MODEL_ABI_VERSION 2u
 
 /** Allocates `bytes` bytes (64-byte aligned), or returns NULL; may be asked for 0 bytes. */
 typedef void *(*coil_alloc_fn)(void *ctx, size_t bytes);
 /** Releases what the matching coil_alloc_fn returned (NULL is a no-op). */
 typedef void (*coil_free_fn)(void *ctx, void *ptr);
+
+/* The debug printer's hooks (include/coil/debug_abi.h); NULL when the printer is off. */
+struct coil_debug_hooks;
 
 typedef struct coil_model_run_args {
   uint32_t abi_version;               /* COIL_MODEL_ABI_VERSION */
@@ -60,6 +63,12 @@ typedef struct coil_model_run_args {
   void *alloc_ctx;
   char *error;       /* receives a NUL-terminated message on failure */
   size_t error_size; /* bytes at error */
+  /* Packages for a device other than the CPU: the device context of this run (cuda:
+   * coil_cuda_ctx of include/coil/cuda_abi.h); inputs, constants, arena and outputs are then
+   * device pointers and `alloc`/`free` manage device memory. NULL for CPU packages. */
+  void *device_ctx;
+  /* Debug printer hooks, or NULL (the generated code then skips every DebugPrint line). */
+  const struct coil_debug_hooks *debug;
 } coil_model_run_args;
 
 typedef uint32_t (*coil_model_abi_version_fn)(void);

@@ -417,6 +417,9 @@ private:
               }
               os_ << "  " << var(l.buffer) << " = (" << ctype(l.buffer) << " *)" << var(target)
                   << "; // output " << l.index << " of " << p_.buffers[l.source].name << "\n";
+            },
+            [&](const DebugPrint &) {
+              // The debug printer's runtime hooks are printed here once they exist.
             }},
         line);
   }

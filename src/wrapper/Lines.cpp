@@ -49,6 +49,12 @@ LineEffects lineEffects(const Line &line) {
                         [&](const MultiOutput &l) {
                           e.uses.push_back(l.source);
                           e.defines.push_back(l.buffer);
+                        },
+                        [&](const DebugPrint &l) {
+                          for (const DebugValue &v : l.values) {
+                            if (v.kind == DebugValue::Kind::Buffer) e.uses.push_back(v.buffer);
+                            if (v.kind == DebugValue::Kind::Size) e.exprs.push_back(v.size);
+                          }
                         }},
              line);
   return e;

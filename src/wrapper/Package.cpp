@@ -1,7 +1,6 @@
 #include "wrapper/Package.h"
 
 #include "support/JsonQuote.h"
-
 #include "wrapper/CppBackend.h"
 
 #include <algorithm>
@@ -13,7 +12,6 @@
 namespace coil::wrapper {
 
 namespace {
-
 
 std::string q(std::string_view s) {
   return jsonQuote(s);

@@ -25,7 +25,7 @@ namespace coil::wrapper {
 constexpr int32_t kPackageFormatVersion = 1;
 constexpr int64_t kWeightAlignment = 64;
 /// COIL_MODEL_ABI_VERSION of include/coil/model_abi.h (a test keeps them equal).
-constexpr int32_t kModelAbiVersion = 1;
+constexpr int32_t kModelAbiVersion = 2;
 
 /// A constant's value, independent of graph types: `data` holds `size` bytes, row-major.
 struct ConstantBlob {

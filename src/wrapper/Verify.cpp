@@ -12,7 +12,7 @@ namespace coil::wrapper {
 // Comment is the only line carrying free text; every other kind is typed data. A new line kind
 // must be added to the checks below (std::visit over `if constexpr` would otherwise accept it
 // silently), to lineEffects() and to the backends.
-static_assert(std::variant_size_v<Line> == 12, "a new Wrapper IR line kind: extend the verifier");
+static_assert(std::variant_size_v<Line> == 13, "a new Wrapper IR line kind: extend the verifier");
 
 namespace {
 
@@ -371,6 +371,13 @@ private:
               return err("view " + name(l.buffer) + " has an arena offset");
             root_[l.buffer] = root_[target];
             return shapeBound(l.buffer);
+          } else if constexpr (std::is_same_v<T, DebugPrint>) {
+            for (const DebugValue &v : l.values) {
+              if (v.kind == DebugValue::Kind::Buffer) COIL_TRY_STATUS(use(v.buffer));
+              if (v.kind == DebugValue::Kind::Size)
+                COIL_TRY_STATUS(symbolsBound(v.size, "debug value '" + v.name + "'"));
+            }
+            return okStatus();
           } else {
             static_assert(sizeof(T) == 0, "line kind without verifier checks");
           }

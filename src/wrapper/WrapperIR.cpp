@@ -29,7 +29,8 @@ const char *lineKindName(const Line &l) {
                                [](const KernelCall &) { return "KernelCall"; },
                                [](const ExternKernelOut &) { return "ExternKernelOut"; },
                                [](const ExternKernelAlloc &) { return "ExternKernelAlloc"; },
-                               [](const MultiOutput &) { return "MultiOutput"; }},
+                               [](const MultiOutput &) { return "MultiOutput"; },
+                               [](const DebugPrint &) { return "DebugPrint"; }},
                     l);
 }
 

@@ -23,6 +23,10 @@
 ///    defines the size symbols `outSymbols`.
 ///  - MultiOutput: buffer `buffer` is output `index` of the ExternKernelAlloc line that defined
 ///    `source` (its output 0).
+///  - DebugPrint: instrumentation (the debug printer, inserted by a pass): reports `values`
+///    (buffers with their shapes, sizes, scalars) of the launch `launch` (a kernel or extern
+///    call, by the name the printer's filter matches) just before or just after it. The runtime
+///    decides at load time what, if anything, it does (COIL_DEBUG_PRINTER / COIL_DEBUG_KERNELS).
 /// Buffer sizes are SymInts over the program's size symbols; a symbol is defined by a
 /// BindSymbol or ExternKernelAlloc line before any line that uses it.
 #pragma once
@@ -153,12 +157,30 @@ struct MultiOutput {
   int32_t index = 0;
 };
 
-using Line =
-    std::variant<Comment, BindSymbol, Allocate, Reuse, Reinterpret, Free, FreeIfNotReused,
-                 KernelDefinition, KernelCall, ExternKernelOut, ExternKernelAlloc, MultiOutput>;
+/// One value a DebugPrint line reports, named as the launch's parameter.
+struct DebugValue {
+  enum class Kind : uint8_t { Buffer, Size, Float };
+  Kind kind = Kind::Buffer;
+  std::string name;
+  BufferId buffer = -1;
+  SymInt size;
+  double number = 0;
+};
+struct DebugPrint {
+  enum class When : uint8_t { Before, After };
+  When when = When::Before;
+  std::string launch; ///< kernel name, or the extern call's name
+  std::vector<DebugValue> values;
+};
+
+using Line = std::variant<Comment, BindSymbol, Allocate, Reuse, Reinterpret, Free, FreeIfNotReused,
+                          KernelDefinition, KernelCall, ExternKernelOut, ExternKernelAlloc,
+                          MultiOutput, DebugPrint>;
 
 struct WrapperProgram {
   std::string name;
+  /// "cpu" or "cuda": where buffers live and kernels run (buffers are device memory on cuda).
+  std::string device = "cpu";
   std::vector<Buffer> buffers;
   std::vector<KernelInfo> kernels;
   std::vector<Line> lines;
