@@ -108,6 +108,21 @@ coil_status coil_model_symbol_info(const coil_model *model, int64_t index, const
 coil_status coil_model_run(coil_model *model, const coil_tensor *inputs, int64_t num_inputs,
                            coil_output *outputs, int64_t num_outputs);
 
+/* Where a package's buffers live and its kernels run (metadata.json "device"). */
+typedef enum coil_device { COIL_DEVICE_CPU = 0, COIL_DEVICE_CUDA = 1 } coil_device;
+coil_device coil_model_device(const coil_model *model);
+
+/* Runs a model of a device package (cuda) on device memory: every inputs[i].data and every
+ * caller output buffer is device memory of the model's device; outputs left NULL are allocated
+ * on the device by the runtime (owned == 2; release with coil_output_release). The work is
+ * enqueued on `stream` (a CUstream / cudaStream_t; NULL: the runtime's own stream, synchronized
+ * before returning); output shapes are set on return, the data is ready when the stream reaches
+ * the end of the enqueued work. coil_model_run (host memory) works for device packages too: it
+ * copies inputs in and outputs out and returns when they are ready. */
+coil_status coil_model_run_device(coil_model *model, const coil_tensor *inputs,
+                                  int64_t num_inputs, coil_output *outputs, int64_t num_outputs,
+                                  void *stream);
+
 /* Releases an output the runtime allocated (owned == 1) and sets data to NULL; no-op
  * otherwise. */
 void coil_output_release(coil_output *output);

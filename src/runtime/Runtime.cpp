@@ -472,6 +472,22 @@ coil_status coil_model_run(coil_model *model, const coil_tensor *inputs, int64_t
   return guarded([&] { return runModel(model, inputs, num_inputs, outputs, num_outputs); });
 }
 
+coil_device coil_model_device(const coil_model *model) {
+  return model && model->meta.device == "cuda" ? COIL_DEVICE_CUDA : COIL_DEVICE_CPU;
+}
+
+coil_status coil_model_run_device(coil_model *model, const coil_tensor *inputs, int64_t num_inputs,
+                                  coil_output *outputs, int64_t num_outputs, void *stream) {
+  if (!model) return fail(COIL_ERROR_INVALID_ARGUMENT, "coil_model_run_device: model is null");
+  if (coil_model_device(model) == COIL_DEVICE_CPU)
+    return fail(COIL_ERROR_INVALID_ARGUMENT,
+                "coil_model_run_device: package '" + model->path +
+                    "' is compiled for the cpu; call coil_model_run with host memory");
+  return fail(COIL_ERROR_PACKAGE, "coil_model_run_device: package '" + model->path +
+                                      "' is compiled for " + model->meta.device +
+                                      ", which this runtime cannot run");
+}
+
 void coil_output_release(coil_output *output) {
   if (!output || !output->owned) return;
   std::free(output->data);

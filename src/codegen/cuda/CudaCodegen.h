@@ -1,0 +1,53 @@
+/// \file CUDA kernel codegen: CUDA C++ for one fused kernel (sched::Kernel), with its configs, and
+/// a host launcher per config that computes the grid itself.
+///
+/// Output of generateCudaKernel, for kernel `k` with configs 0..C-1:
+///  - `device`: per config i one `extern "C" __global__ void <k>_c<i>_kernel(params...)`,
+///    compiled by nvcc into the package's fatbin (src/kernels.cu starts with
+///    cudaKernelPrelude() once). Buffer params are `const T *__restrict__` (read) or
+///    `T *__restrict__` (written), T the storage type (float, __half -> uint16_t bits, ...),
+///    then sizes as `int64_t`, in the order of info.params.
+///  - `host`: per config i one launcher
+///      extern "C" int32_t <k>_c<i>(const coil_cuda_ctx *ctx, params...)
+///    (src/launchers.cpp, compiled by the host compiler into model.so, starting with
+///    cudaLauncherPrelude() once) that computes the grid from the sizes (ceil-div, no overflow
+///    of the 2^31-1 grid.x limit: it loops or fails cleanly), returns 0 without launching when
+///    the iteration space is empty, and launches ctx->functions[functionBase + i] through
+///    cuLaunchKernel on ctx->stream. A failing launch returns nonzero with a message naming the
+///    kernel and the CUDA error in ctx->error.
+///  - `functions`: the __global__ names, config order (metadata.json "cuda_functions").
+/// The scalar semantics are the Loop IR's (lower/LoopIR.h), exactly as codegen/cpu reproduces
+/// them; f16/bf16 compute in f32.
+#pragma once
+
+#include "sched/Kernel.h"
+#include "support/Expected.h"
+#include "wrapper/WrapperIR.h"
+
+#include <string>
+#include <vector>
+
+namespace coil::codegen {
+
+struct CudaKernelSource {
+  wrapper::KernelInfo info;
+  std::string device;
+  std::string host;
+  std::vector<std::string> functions;
+};
+
+struct CudaCodegenOptions {
+  /// Index of config 0's CUfunction in ctx->functions (the kernels before it own the others).
+  int32_t functionBase = 0;
+  std::string deviceFile = "src/kernels.cu";
+};
+
+Expected<CudaKernelSource> generateCudaKernel(const sched::Kernel &k, const loop::LoopProgram &p,
+                                              const CudaCodegenOptions &o = {});
+
+/// Device-side text src/kernels.cu starts with: includes and scalar helpers.
+std::string cudaKernelPrelude();
+/// Host-side text src/launchers.cpp starts with: <cuda.h>, coil/cuda_abi.h, launch helpers.
+std::string cudaLauncherPrelude();
+
+} // namespace coil::codegen
