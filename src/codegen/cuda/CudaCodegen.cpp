@@ -46,7 +46,7 @@ struct Config {
 class CudaEmitter : KernelEmitterBase {
 public:
   CudaEmitter(const sched::Kernel &k, const loop::LoopProgram &p, const CudaCodegenOptions &o)
-      : KernelEmitterBase(k, p, {"v", "n", "acc", "red", "vec", "t", "j"},
+      : KernelEmitterBase(k, p, {"v", "n", "acc", "red", "vec", "t", "j", "rc"},
                           {"f",         "t",        "g",        "e",       "m",
                            "u",         "base",     "row",      "lane",    "total",
                            "grid",      "args",     "ctx",      "nvec",    "warp",
@@ -75,6 +75,19 @@ private:
   // rows
   Status emitRows(CodeWriter &w, const Config &c);
   Status emitPhase(CodeWriter &w, const Config &c, size_t pi);
+  /// A phase over one inner var of constant extent whose accesses that move with it are all
+  /// contiguous runs of aligned vectors: loads and stores of `width` elements at a time.
+  struct RowVec {
+    int64_t width = 1, extent = 0;
+    using Key = std::pair<NodeId, std::string>; ///< node, offset of the run's start (C text)
+    std::map<Key, bool> loads, stores;
+    std::map<const void *, Key> loadKey, storeKey;
+  };
+  std::optional<RowVec> planRowVec(size_t pi, const std::vector<bool> &live) const;
+  /// Persistent rows: runs that several vector phases load stay in registers (`rc<i>[k]`),
+  /// filled by the first phase that loads them. Per config.
+  std::map<RowVec::Key, std::string> rowCache_;
+  std::set<RowVec::Key> rowCacheFilled_;
 
   const CudaCodegenOptions &o_;
   bool pointwise_ = false;
@@ -375,6 +388,42 @@ Status CudaEmitter::emitPointwise(CodeWriter &w, const Config &c, const std::vec
 // --------------------------------------------------------------------------------------- rows
 
 Status CudaEmitter::emitRows(CodeWriter &w, const Config &c) {
+  bool rowVec = false;
+  for (size_t pi = 0; pi < k_.phases.size() && c.tpr > 1; ++pi)
+    rowVec |= planRowVec(pi, liveStmts(k_.phases[pi].body, &k_.phases[pi])).has_value();
+  rowCache_.clear();
+  rowCacheFilled_.clear();
+  if (rowVec) {
+    // Runs loaded by more than one vector phase, when a thread's share of the row is small.
+    std::map<RowVec::Key, std::pair<int, std::pair<int64_t, int64_t>>> seen;
+    std::set<RowVec::Key> mixed;
+    for (size_t pi = 0; pi < k_.phases.size(); ++pi) {
+      auto rv = planRowVec(pi, liveStmts(k_.phases[pi].body, &k_.phases[pi]));
+      if (!rv) continue;
+      for (const auto &[key, unused] : rv->loads) {
+        auto [it, fresh] = seen.try_emplace(key, 0, std::make_pair(rv->width, rv->extent));
+        if (!fresh && it->second.second != std::make_pair(rv->width, rv->extent)) mixed.insert(key);
+        ++it->second.first;
+      }
+    }
+    int64_t bytes = 0;
+    for (const auto &[key, info] : seen) {
+      int64_t steps = (info.second.second / info.second.first + c.tpr - 1) / c.tpr;
+      if (info.first < 2 || mixed.count(key) || steps > 8 || bytes + steps * 16 > 256) continue;
+      bytes += steps * 16;
+      std::string name = "rc" + std::to_string(rowCache_.size());
+      rowCache_[key] = name;
+    }
+  }
+  if (rowVec) {
+    // Vector accesses need every buffer 16-byte aligned (the runs start at multiples of the
+    // vector width); otherwise the phases run element by element.
+    std::string bits;
+    for (NodeId n : buffers_)
+      bits += (bits.empty() ? "" : " | ") + std::string("reinterpret_cast<uintptr_t>(") +
+              bufName_[n] + ")";
+    w.line("const bool coil_rowvec_ok = ((" + bits + ") & 15) == 0;");
+  }
   if (c.tpr > 1) w.line("const int lane = threadIdx.x % " + std::to_string(c.tpr) + ";");
   std::string R = std::to_string(c.rows);
   std::string first = c.tpr == 1    ? "threadIdx.x"
@@ -383,10 +432,83 @@ Status CudaEmitter::emitRows(CodeWriter &w, const Config &c) {
   w.open("for (int64_t row = int64_t(blockIdx.x) * " + R + " + " + first +
          "; row < total; row += int64_t(gridDim.x) * " + R + ")");
   emitDecompose(w, "row");
+  for (const auto &[key, name] : rowCache_) {
+    // Width and steps of the run, from the phases that load it.
+    for (size_t pi = 0; pi < k_.phases.size(); ++pi) {
+      auto rv = planRowVec(pi, liveStmts(k_.phases[pi].body, &k_.phases[pi]));
+      if (!rv || !rv->loads.count(key)) continue;
+      int64_t steps = (rv->extent / rv->width + c.tpr - 1) / c.tpr;
+      w.line("coil_vec<" + std::string(cStorageType(p_.nodes[size_t(key.first)].dtype)) + ", " +
+             std::to_string(rv->width) + "> " + name + "[" + std::to_string(steps) + "];");
+      break;
+    }
+  }
   for (size_t pi = 0; pi < k_.phases.size(); ++pi) COIL_TRY_STATUS(emitPhase(w, c, pi));
   if (c.tpr > 32) w.line("__syncthreads(); // the next row reuses the shared partials");
   w.close();
   return okStatus();
+}
+
+std::optional<CudaEmitter::RowVec> CudaEmitter::planRowVec(size_t pi,
+                                                           const std::vector<bool> &live) const {
+  const sched::Phase &ph = k_.phases[pi];
+  if (ph.vars.size() != 1) return std::nullopt;
+  auto extent = simplify(renamed(ph.ranges[0]), ranges_).maybeConstant();
+  if (!extent || *extent <= 0) return std::nullopt;
+  const std::string &var = cname_.at(ph.vars[0]);
+  std::set<std::string> indirect;
+  for (const std::string &s : indirectSyms_) indirect.insert(cname_.at(s));
+  struct Access {
+    const void *what;
+    NodeId node;
+    SymInt rest;
+    bool store;
+  };
+  std::vector<Access> runs;
+  int64_t maxSize = 1;
+  // nullopt: not vectorizable; false: independent of the inner var; true: a contiguous run.
+  auto classify = [&](const void *what, NodeId node, const std::vector<SymInt> &idx,
+                      bool store) -> std::optional<bool> {
+    std::vector<SymInt> ridx, shape;
+    for (const SymInt &e : idx) ridx.push_back(renamed(e));
+    for (const SymInt &d : p_.nodes[size_t(node)].shape) shape.push_back(renamed(d));
+    SymInt lin = simplify(linearIndex(shape, ridx), ranges_);
+    std::set<std::string> syms;
+    lin.collectSymbols(syms);
+    for (const std::string &sym : syms)
+      if (indirect.count(sym)) return std::nullopt;
+    auto a = affineIn(lin, var);
+    if (!a) return std::nullopt;
+    SymInt coef = simplify(a->coef, ranges_);
+    if (coef == SymInt(0)) return false;
+    if (!(coef == SymInt(1))) return std::nullopt;
+    runs.push_back(Access{what, node, simplify(a->rest, ranges_), store});
+    maxSize = std::max<int64_t>(maxSize, dtypeSize(p_.nodes[size_t(node)].dtype));
+    return true;
+  };
+  for (size_t i = 0; i < ph.body.stmts.size(); ++i) {
+    const Stmt &s = ph.body.stmts[i];
+    if (!live[i]) continue;
+    if (s.kind == Stmt::Kind::IndirectIndex) return std::nullopt;
+    if (s.kind == Stmt::Kind::Load && !classify(&s, s.node, s.index, false)) return std::nullopt;
+  }
+  for (const sched::Store &st : ph.stores) {
+    auto r = classify(&st, st.node, st.index, true);
+    if (!r || !*r || readSet_.count(st.node)) return std::nullopt;
+  }
+  if (runs.empty()) return std::nullopt;
+  RowVec rv;
+  rv.width = 16 / maxSize;
+  rv.extent = *extent;
+  if (rv.width < 2 || rv.extent % rv.width != 0) return std::nullopt;
+  for (const Access &a : runs) {
+    // The run starts at a multiple of the width (so aligned when the buffer is).
+    if (!(a.rest == SymInt(0)) && !exactQuotient(a.rest, SymInt(rv.width))) return std::nullopt;
+    RowVec::Key key{a.node, deviceIndex(a.rest.toCpp(ranges_))};
+    (a.store ? rv.stores : rv.loads)[key] = true;
+    (a.store ? rv.storeKey : rv.loadKey)[a.what] = key;
+  }
+  return rv;
 }
 
 Status CudaEmitter::emitPhase(CodeWriter &w, const Config &c, size_t pi) {
@@ -464,8 +586,159 @@ Status CudaEmitter::emitPhase(CodeWriter &w, const Config &c, size_t pi) {
     reds.push_back(red);
   }
 
-  // The inner loop: the phase's flattened inner space strided over the row's threads.
   std::vector<bool> live = liveStmts(b, &ph);
+  auto innerBody =
+      [&](const LoadFn &load,
+          const std::function<std::string(const sched::Store &)> &storeTarget) -> Status {
+    std::vector<std::string> valName;
+    COIL_TRY_STATUS(emitBody(w, b, live, valName, load));
+    // A phase without inner loop runs on every thread of the row: one of them stores.
+    bool guard = ph.vars.empty() && c.tpr > 1 && !ph.stores.empty();
+    if (guard) w.open("if (lane == 0)");
+    for (const sched::Store &st : ph.stores) w.line(storeText(st, b, valName, storeTarget(st)));
+    if (guard) w.close();
+    for (const Red &red : reds) {
+      const sched::Accumulate &r = *red.r;
+      bool arg = r.kind == ReduceKind::ArgMax || r.kind == ReduceKind::ArgMin;
+      DType cmpType = arg ? red.vt : r.accDType;
+      std::string v = castExpr(valName[size_t(r.value)], red.vt, cmpType);
+      auto named = [&](std::string e) {
+        if (e == valName[size_t(r.value)] && e.find_first_of("(-") == std::string::npos) return e;
+        w.line("const " + red.W + " " + red.work + "v = " + e + ";");
+        return red.work + "v";
+      };
+      std::string wv = red.W == computeType(cmpType) ? v : red.W + "(" + v + ")";
+      switch (r.kind) {
+      case ReduceKind::Sum:
+        w.line(red.work + " += " + wv + ";");
+        break;
+      case ReduceKind::Prod:
+        w.line(red.work + " *= " + wv + ";");
+        break;
+      case ReduceKind::Max:
+      case ReduceKind::Min: {
+        const char *cmp = r.kind == ReduceKind::Max ? " > " : " < ";
+        v = named(v);
+        if (red.fl) w.line(red.nan + " |= " + v + " != " + v + ";");
+        w.line(red.work + " = " + v + cmp + red.work + " ? " + v + " : " + red.work + ";");
+        break;
+      }
+      case ReduceKind::Any:
+        w.line(red.work + " |= int(" + v + ");");
+        break;
+      case ReduceKind::All:
+        w.line(red.work + " &= int(" + v + ");");
+        break;
+      case ReduceKind::ArgMax:
+      case ReduceKind::ArgMin: {
+        const char *cmp = r.kind == ReduceKind::ArgMax ? " > " : " < ";
+        v = named(v);
+        const std::string &best = red.work;
+        std::string tie = r.selectLast ? " || " + v + " == " + best : "";
+        std::string better = v + cmp + best + tie;
+        if (red.fl)
+          better = "(" + v + " != " + v + ") ? " +
+                   (r.selectLast ? std::string("true") : "!(" + best + " != " + best + ")") +
+                   " : (" + best + " == " + best + " && (" + better + "))";
+        w.open("if (!" + red.seen + " || (" + better + "))");
+        w.line(best + " = " + v + ";");
+        w.line(
+            red.pos + " = " +
+            castExpr(valName[size_t(r.position)], b.stmts[size_t(r.position)].dtype, DType::I64) +
+            ";");
+        w.line(red.seen + " = true;");
+        w.close();
+        break;
+      }
+      }
+    }
+    return okStatus();
+  };
+  auto scalarLoad = [&](const Stmt &s) {
+    return bufName_[s.node] + "[" + offsetText(s.node, s.index) + "]";
+  };
+  auto scalarStore = [&](const sched::Store &st) {
+    return bufName_[st.node] + "[" + offsetText(st.node, st.index) + "]";
+  };
+  std::optional<RowVec> rv;
+  if (c.tpr > 1) rv = planRowVec(pi, live);
+  if (rv) {
+    // 16-byte accesses: each thread takes V consecutive elements per step.
+    std::string V = std::to_string(rv->width), j = "j" + tag;
+    const std::string &var = cname_[ph.vars[0]];
+    int64_t nv = rv->extent / rv->width, steps = (nv + c.tpr - 1) / c.tpr;
+    bool unrolled = steps <= 8;
+    w.open("if (coil_rowvec_ok)");
+    if (unrolled) {
+      // Fully unrolled: the register arrays of persistent rows need constant indices.
+      w.line("#pragma unroll");
+      w.open("for (int k = 0; k < " + std::to_string(steps) + "; ++k)");
+      w.line("const int64_t " + j + " = lane + k * " + std::to_string(c.tpr) + ";");
+      w.open(nv % c.tpr == 0 ? "" : "if (" + j + " < " + std::to_string(nv) + ")");
+    } else {
+      w.open("for (int64_t " + j + " = lane; " + j + " < " + std::to_string(nv) + "; " + j +
+             " += " + std::to_string(c.tpr) + ")");
+    }
+    std::map<std::pair<NodeId, std::string>, std::string> vecName;
+    int vi = 0;
+    auto vecOf = [&](NodeId n, const std::string &rest) -> std::string & {
+      return vecName[{n, rest}];
+    };
+    for (const auto &[key, acc] : rv->loads) {
+      std::string &name = vecOf(key.first, key.second);
+      if (!name.empty()) continue;
+      name = "vec" + std::to_string(vi++);
+      std::string vt = "coil_vec<" + std::string(cStorageType(p_.nodes[size_t(key.first)].dtype)) +
+                       ", " + V + ">";
+      std::string mem = "*reinterpret_cast<const " + vt + " *>(" + bufName_[key.first] + " + " +
+                        (key.second == "0" ? "" : "(" + key.second + ") + ") + j + " * " + V + ")";
+      auto rc = unrolled ? rowCache_.find(key) : rowCache_.end();
+      if (rc == rowCache_.end()) {
+        w.line("const " + vt + " " + name + " = " + mem + ";");
+      } else if (rowCacheFilled_.count(key)) {
+        w.line("const " + vt + " " + name + " = " + rc->second + "[k];");
+      } else {
+        w.line(rc->second + "[k] = " + mem + ";");
+        w.line("const " + vt + " " + name + " = " + rc->second + "[k];");
+      }
+    }
+    if (unrolled)
+      for (const auto &[key, unused] : rv->loads)
+        if (rowCache_.count(key)) rowCacheFilled_.insert(key);
+    for (const auto &[key, acc] : rv->stores) {
+      std::string &name = vecOf(key.first, key.second);
+      if (!name.empty()) continue;
+      name = "vec" + std::to_string(vi++);
+      w.line("coil_vec<" + std::string(cStorageType(p_.nodes[size_t(key.first)].dtype)) + ", " + V +
+             "> " + name + ";");
+    }
+    w.line("#pragma unroll");
+    w.open("for (int e = 0; e < " + V + "; ++e)");
+    w.line("[[maybe_unused]] const int64_t " + var + " = " + j + " * " + V + " + e;");
+    COIL_TRY_STATUS(innerBody(
+        [&](const Stmt &s) {
+          auto it = rv->loadKey.find(&s);
+          if (it == rv->loadKey.end()) return scalarLoad(s);
+          return vecOf(it->second.first, it->second.second) + ".v[e]";
+        },
+        [&](const sched::Store &st) {
+          const auto &key = rv->storeKey.at(&st);
+          return vecOf(key.first, key.second) + ".v[e]";
+        }));
+    w.close();
+    for (const auto &[key, acc] : rv->stores) {
+      std::string vt = "coil_vec<" + std::string(cStorageType(p_.nodes[size_t(key.first)].dtype)) +
+                       ", " + V + ">";
+      w.line("*reinterpret_cast<" + vt + " *>(" + bufName_[key.first] + " + " +
+             (key.second == "0" ? "" : "(" + key.second + ") + ") + j + " * " + V +
+             ") = " + vecOf(key.first, key.second) + ";");
+    }
+    if (unrolled) w.close();
+    w.close();
+    w.close();
+    w.open("else");
+  }
+  // The inner loop: the phase's flattened inner space strided over the row's threads.
   std::string P;
   if (ph.vars.empty()) {
     w.open("");
@@ -492,72 +765,9 @@ Status CudaEmitter::emitPhase(CodeWriter &w, const Config &c, size_t pi) {
       w.line("[[maybe_unused]] const int64_t " + cname_[ph.vars[0]] + " = t" + tag + ";");
     }
   }
-  std::vector<std::string> valName;
-  COIL_TRY_STATUS(emitBody(w, b, live, valName, [&](const Stmt &s) {
-    return bufName_[s.node] + "[" + offsetText(s.node, s.index) + "]";
-  }));
-  // A phase without inner loop runs on every thread of the row: one of them stores.
-  bool guard = ph.vars.empty() && c.tpr > 1 && !ph.stores.empty();
-  if (guard) w.open("if (lane == 0)");
-  for (const sched::Store &st : ph.stores)
-    w.line(
-        storeText(st, b, valName, bufName_[st.node] + "[" + offsetText(st.node, st.index) + "]"));
-  if (guard) w.close();
-  for (const Red &red : reds) {
-    const sched::Accumulate &r = *red.r;
-    bool arg = r.kind == ReduceKind::ArgMax || r.kind == ReduceKind::ArgMin;
-    DType cmpType = arg ? red.vt : r.accDType;
-    std::string v = castExpr(valName[size_t(r.value)], red.vt, cmpType);
-    auto named = [&](std::string e) {
-      if (e == valName[size_t(r.value)] && e.find_first_of("(-") == std::string::npos) return e;
-      w.line("const " + red.W + " " + red.work + "v = " + e + ";");
-      return red.work + "v";
-    };
-    std::string wv = red.W == computeType(cmpType) ? v : red.W + "(" + v + ")";
-    switch (r.kind) {
-    case ReduceKind::Sum:
-      w.line(red.work + " += " + wv + ";");
-      break;
-    case ReduceKind::Prod:
-      w.line(red.work + " *= " + wv + ";");
-      break;
-    case ReduceKind::Max:
-    case ReduceKind::Min: {
-      const char *cmp = r.kind == ReduceKind::Max ? " > " : " < ";
-      v = named(v);
-      if (red.fl) w.line(red.nan + " |= " + v + " != " + v + ";");
-      w.line(red.work + " = " + v + cmp + red.work + " ? " + v + " : " + red.work + ";");
-      break;
-    }
-    case ReduceKind::Any:
-      w.line(red.work + " |= int(" + v + ");");
-      break;
-    case ReduceKind::All:
-      w.line(red.work + " &= int(" + v + ");");
-      break;
-    case ReduceKind::ArgMax:
-    case ReduceKind::ArgMin: {
-      const char *cmp = r.kind == ReduceKind::ArgMax ? " > " : " < ";
-      v = named(v);
-      const std::string &best = red.work;
-      std::string tie = r.selectLast ? " || " + v + " == " + best : "";
-      std::string better = v + cmp + best + tie;
-      if (red.fl)
-        better = "(" + v + " != " + v + ") ? " +
-                 (r.selectLast ? std::string("true") : "!(" + best + " != " + best + ")") + " : (" +
-                 best + " == " + best + " && (" + better + "))";
-      w.open("if (!" + red.seen + " || (" + better + "))");
-      w.line(best + " = " + v + ";");
-      w.line(red.pos + " = " +
-             castExpr(valName[size_t(r.position)], b.stmts[size_t(r.position)].dtype, DType::I64) +
-             ";");
-      w.line(red.seen + " = true;");
-      w.close();
-      break;
-    }
-    }
-  }
+  COIL_TRY_STATUS(innerBody(scalarLoad, scalarStore));
   w.close();
+  if (rv) w.close();
 
   // Combining the partials of the row's threads (every thread ends with the row's result).
   // `fold(dst, src)` merges the state named by the src suffix into dst's variables.
