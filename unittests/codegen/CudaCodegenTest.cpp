@@ -217,6 +217,7 @@ TEST(CudaCodegen, BroadcastIsNotFlat) {
   Generated g = generate(kBroadcast, "");
   ASSERT_EQ(g.kernels.size(), 1u);
   EXPECT_FALSE(contains(g.kernels[0].device, "coil_vec<"));
+  EXPECT_TRUE(contains(g.kernels[0].device, "t /= uint32_t(n1);"));
   EXPECT_TRUE(contains(g.kernels[0].device, "t /= n1;"));
 }
 

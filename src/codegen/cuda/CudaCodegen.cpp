@@ -67,7 +67,9 @@ private:
   std::string deviceParams() const;
   std::string hostParams() const;
   void emitExtents(CodeWriter &w, bool device) const;
-  void emitDecompose(CodeWriter &w, const std::string &flat) const;
+  /// `narrow`: divide in 32 bits when the space has at most 2^32 points (64-bit division is
+  /// a long instruction sequence on the GPU).
+  void emitDecompose(CodeWriter &w, const std::string &flat, bool narrow = false) const;
 
   // pointwise
   bool planFlat(const std::vector<bool> &live);
@@ -224,11 +226,33 @@ void CudaEmitter::emitExtents(CodeWriter &w, bool device) const {
 }
 
 /// The outer indices of flat index `flat` (row-major).
-void CudaEmitter::emitDecompose(CodeWriter &w, const std::string &flat) const {
+void CudaEmitter::emitDecompose(CodeWriter &w, const std::string &flat, bool narrow) const {
   size_t rank = k_.vars.size();
   if (rank == 0) return;
   if (rank == 1) {
     w.line("[[maybe_unused]] const int64_t " + cname_.at(k_.vars[0]) + " = " + flat + ";");
+    return;
+  }
+  if (narrow) {
+    std::string decl;
+    for (size_t d = 0; d < rank; ++d) decl += (d ? ", " : "") + cname_.at(k_.vars[d]);
+    w.line("[[maybe_unused]] int64_t " + decl + ";");
+    w.open("if (total <= 4294967295LL)");
+    w.line("uint32_t t = uint32_t(" + flat + ");");
+    for (size_t d = rank; d-- > 1;) {
+      w.line(cname_.at(k_.vars[d]) + " = t % uint32_t(" + extent_[d] + ");");
+      w.line("t /= uint32_t(" + extent_[d] + ");");
+    }
+    w.line(cname_.at(k_.vars[0]) + " = t;");
+    w.close();
+    w.open("else");
+    w.line("int64_t t = " + flat + ";");
+    for (size_t d = rank; d-- > 1;) {
+      w.line(cname_.at(k_.vars[d]) + " = t % " + extent_[d] + ";");
+      w.line("t /= " + extent_[d] + ";");
+    }
+    w.line(cname_.at(k_.vars[0]) + " = t;");
+    w.close();
     return;
   }
   w.line("int64_t t = " + flat + ";");
@@ -309,7 +333,7 @@ Status CudaEmitter::emitPointwise(CodeWriter &w, const Config &c, const std::vec
   };
   // The scalar path: element f.
   auto scalarBody = [&]() -> Status {
-    if (!flat_) emitDecompose(w, "f");
+    if (!flat_) emitDecompose(w, "f", true);
     std::vector<std::string> valName;
     COIL_TRY_STATUS(emitBody(w, ph.body, live, valName, scalarLoad));
     for (const sched::Store &st : ph.stores)
