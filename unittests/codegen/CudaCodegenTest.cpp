@@ -6,10 +6,12 @@
 // numerics run on a GPU (conformance with --device cuda).
 #include "codegen/cuda/CudaCodegen.h"
 
+#include "frontend/onnx/OnnxImporter.h"
 #include "ir/Parser.h"
 #include "lower/Lower.h"
 #include "sched/Schedule.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -246,3 +248,89 @@ TEST(CudaCodegen, FunctionBaseCountsEarlierKernels) {
 }
 
 } // namespace
+
+// Stress: every .onnx model under $COIL_CUDA_STRESS_DIR (e.g. the conformance work folder) is
+// imported, lowered and scheduled; all its kernels are generated and compiled, many models per
+// nvcc run (sm_90a) and host compiler run. Models coil cannot import or lower do not count.
+// Run: COIL_CUDA_STRESS_DIR=/tmp/conf build/bin/coil_unittests --gtest_filter='CudaCodegenStress*'
+TEST(CudaCodegenStress, ModelsCompile) {
+  const char *root = std::getenv("COIL_CUDA_STRESS_DIR");
+  if (!root) GTEST_SKIP() << "set COIL_CUDA_STRESS_DIR to a folder of .onnx models";
+  if (!hasNvcc()) GTEST_SKIP() << "nvcc not found";
+  std::vector<std::string> models;
+  for (const auto &e : std::filesystem::recursive_directory_iterator(root))
+    if (e.path().extension() == ".onnx") models.push_back(e.path().string());
+  std::sort(models.begin(), models.end());
+  int generated = 0, kernels = 0, skipped = 0;
+  std::string dir = tempDir();
+  std::string device, host;
+  std::vector<std::string> batchModels;
+  int batch = 0;
+  auto flush = [&]() {
+    if (batchModels.empty()) return;
+    std::string b = dir + "/b" + std::to_string(batch++);
+    std::ofstream(b + ".cu") << codegen::cudaKernelPrelude() << device;
+    std::ofstream(b + ".cpp") << codegen::cudaLauncherPrelude() << host;
+    // Up to PTX (every C++ and CUDA language check, no ptxas); COIL_CUDA_STRESS_FULL=1
+    // compiles down to SASS (minutes per batch).
+    std::string nvcc = std::string("nvcc -std=c++17 -O1 -arch=sm_90a -w ") +
+                       (std::getenv("COIL_CUDA_STRESS_FULL") ? "-c" : "-ptx") + " -o " + b + ".o " +
+                       b + ".cu > " + b + ".log 2>&1";
+    if (std::system(nvcc.c_str()) != 0) {
+      std::ifstream log(b + ".log");
+      std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+      std::string names;
+      for (const std::string &m : batchModels) names += "  " + m + "\n";
+      ADD_FAILURE() << "nvcc failed on " << b << ".cu, models:\n" << names << text.substr(0, 6000);
+    }
+    std::string cxx = "c++ -std=c++17 -O0 -w -c -I/usr/local/cuda/include -I" COIL_SOURCE_DIR
+                      "/include -o " +
+                      b + "_h.o " + b + ".cpp > " + b + "_h.log 2>&1";
+    if (std::system(cxx.c_str()) != 0) {
+      std::ifstream log(b + "_h.log");
+      std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+      ADD_FAILURE() << "host compiler failed on " << b << ".cpp:\n" << text.substr(0, 6000);
+    }
+    device.clear();
+    host.clear();
+    batchModels.clear();
+  };
+  for (size_t mi = 0; mi < models.size(); ++mi) {
+    auto g = importOnnxFile(models[mi]);
+    if (!g.ok()) {
+      ++skipped;
+      continue;
+    }
+    auto p = loop::lowerGraph(*g);
+    if (!p.ok()) {
+      ++skipped;
+      continue;
+    }
+    auto s = sched::scheduleProgram(*p);
+    if (!s.ok()) {
+      ++skipped;
+      continue;
+    }
+    ++generated;
+    for (const sched::Step &st : s->steps) {
+      const sched::Kernel *k = std::get_if<sched::Kernel>(&st);
+      if (!k) continue;
+      sched::Kernel named = *k;
+      named.name = "m" + std::to_string(mi) + "_" + k->name;
+      auto src = generateCudaKernel(named, *p);
+      if (!src.ok()) {
+        ADD_FAILURE() << models[mi] << ": " << src.error().render();
+        continue;
+      }
+      ++kernels;
+      device += "// model " + models[mi] + "\n" + src->device + "\n";
+      host += src->host + "\n";
+    }
+    batchModels.push_back(models[mi]);
+    if (batchModels.size() >= 150) flush();
+  }
+  flush();
+  std::filesystem::remove_all(dir);
+  std::printf("stress: %d models generated (%d kernels) in %d nvcc batches, %d not lowered\n",
+              generated, kernels, batch, skipped);
+}

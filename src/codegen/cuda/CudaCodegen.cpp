@@ -977,10 +977,28 @@ Expected<CudaKernelSource> CudaEmitter::run() {
     Config warp{"warp_per_row_rows4", 128, 1, 1, 32, 4};
     Config blk256{"block256_per_row", 256, 1, 1, 256, 1};
     Config blk1024{"block1024_per_row", 1024, 1, 1, 1024, 1};
-    Config best = inner <= 8                          ? thread
-                  : inner <= 1024 && outerMax >= 1024 ? warp
-                  : inner <= 16384 && outerMax >= 256 ? blk256
-                                                      : blk1024;
+    // Loads that stride through memory along a phase's innermost var (a reduction over a
+    // leading dim): neighbouring outer points are neighbours in memory, so one thread per
+    // outer point keeps the accesses of a warp coalesced.
+    bool strided = false;
+    for (const sched::Phase &ph : k_.phases) {
+      if (ph.vars.empty()) continue;
+      const std::string &var = cname_.at(ph.vars.back());
+      for (const Stmt &s : ph.body.stmts) {
+        if (s.kind != Stmt::Kind::Load) continue;
+        std::vector<SymInt> ridx, shape;
+        for (const SymInt &e : s.index) ridx.push_back(renamed(e));
+        for (const SymInt &d : p_.nodes[size_t(s.node)].shape) shape.push_back(renamed(d));
+        auto a = affineIn(simplify(linearIndex(shape, ridx), ranges_), var);
+        if (a && !(simplify(a->coef, ranges_) == SymInt(0)) &&
+            !(simplify(a->coef, ranges_) == SymInt(1)))
+          strided = true;
+      }
+    }
+    Config best = inner <= 8 || (strided && outerMax >= 4096) ? thread
+                  : inner <= 1024 && outerMax >= 1024         ? warp
+                  : inner <= 16384 && outerMax >= 256         ? blk256
+                                                              : blk1024;
     configs.push_back(best);
     for (const Config &c : {thread, warp, blk256, blk1024})
       if (c.name != best.name) configs.push_back(c);
