@@ -215,12 +215,30 @@ TEST(CudaCodegen, PointwiseIsFlatAndVectorized) {
   EXPECT_EQ(k.info.iterationSpace.size(), 2u);
 }
 
-TEST(CudaCodegen, BroadcastIsNotFlat) {
+TEST(CudaCodegen, BroadcastVectorsAlongTheLastDim) {
   Generated g = generate(kBroadcast, "");
   ASSERT_EQ(g.kernels.size(), 1u);
+  const CudaKernelSource &k = g.kernels[0];
+  EXPECT_TRUE(contains(k.device, "vectors along the last dim"));
+  EXPECT_TRUE(contains(k.device, "coil_vec<float, 4>"));
+  EXPECT_TRUE(contains(k.host, "n1 % 4 == 0"));
+  // Index decomposition, in 32 bits when the space allows.
+  EXPECT_TRUE(contains(k.device, "t /= uint32_t(n1);"));
+  EXPECT_TRUE(contains(k.device, "t /= n1;"));
+}
+
+TEST(CudaCodegen, TransposeIsNotVectorized) {
+  Generated g = generate(R"(
+graph @tr(%x: f32[N, 32]) -> (%y) {
+  symbol N in [1, 4096]
+  %t = Transpose(%x) {perm = [1, 0]} : f32[32, N]
+  %y = Relu(%t) : f32[32, N]
+}
+)",
+                         "");
+  ASSERT_EQ(g.kernels.size(), 1u);
   EXPECT_FALSE(contains(g.kernels[0].device, "coil_vec<"));
-  EXPECT_TRUE(contains(g.kernels[0].device, "t /= uint32_t(n1);"));
-  EXPECT_TRUE(contains(g.kernels[0].device, "t /= n1;"));
+  EXPECT_TRUE(contains(g.kernels[0].device, ": pointwise\n"));
 }
 
 TEST(CudaCodegen, SoftmaxIsOneWarpPerRowKernel) {

@@ -69,7 +69,8 @@ private:
   void emitExtents(CodeWriter &w, bool device) const;
   /// `narrow`: divide in 32 bits when the space has at most 2^32 points (64-bit division is
   /// a long instruction sequence on the GPU).
-  void emitDecompose(CodeWriter &w, const std::string &flat, bool narrow = false) const;
+  void emitDecompose(CodeWriter &w, const std::string &flat, bool narrow = false,
+                     const std::string &lastName = "") const;
 
   // pointwise
   bool planFlat(const std::vector<bool> &live);
@@ -86,6 +87,12 @@ private:
     std::map<const void *, Key> loadKey, storeKey;
   };
   std::optional<RowVec> planRowVec(size_t pi, const std::vector<bool> &live) const;
+  /// The vector plan of phase `ph` along loop variable `var` (C name), any extent.
+  std::optional<RowVec> planVec(const sched::Phase &ph, const std::string &var,
+                                const std::vector<bool> &live) const;
+  /// Pointwise kernels that are not flat: vectors along the last outer dim (when its extent is
+  /// a multiple of the width, checked by the launcher).
+  std::optional<RowVec> lastVec_;
   /// Persistent rows: runs that several vector phases load stay in registers (`rc<i>[k]`),
   /// filled by the first phase that loads them. Per config.
   std::map<RowVec::Key, std::string> rowCache_;
@@ -226,42 +233,45 @@ void CudaEmitter::emitExtents(CodeWriter &w, bool device) const {
 }
 
 /// The outer indices of flat index `flat` (row-major).
-void CudaEmitter::emitDecompose(CodeWriter &w, const std::string &flat, bool narrow) const {
+void CudaEmitter::emitDecompose(CodeWriter &w, const std::string &flat, bool narrow,
+                                const std::string &lastName) const {
   size_t rank = k_.vars.size();
+  auto name = [&](size_t d) {
+    return d + 1 == rank && !lastName.empty() ? lastName : cname_.at(k_.vars[d]);
+  };
   if (rank == 0) return;
   if (rank == 1) {
-    w.line("[[maybe_unused]] const int64_t " + cname_.at(k_.vars[0]) + " = " + flat + ";");
+    w.line("[[maybe_unused]] const int64_t " + name(0) + " = " + flat + ";");
     return;
   }
   if (narrow) {
     std::string decl;
-    for (size_t d = 0; d < rank; ++d) decl += (d ? ", " : "") + cname_.at(k_.vars[d]);
+    for (size_t d = 0; d < rank; ++d) decl += (d ? ", " : "") + name(d);
     w.line("[[maybe_unused]] int64_t " + decl + ";");
     w.open("if (total <= 4294967295LL)");
     w.line("uint32_t t = uint32_t(" + flat + ");");
     for (size_t d = rank; d-- > 1;) {
-      w.line(cname_.at(k_.vars[d]) + " = t % uint32_t(" + extent_[d] + ");");
+      w.line(name(d) + " = t % uint32_t(" + extent_[d] + ");");
       w.line("t /= uint32_t(" + extent_[d] + ");");
     }
-    w.line(cname_.at(k_.vars[0]) + " = t;");
+    w.line(name(0) + " = t;");
     w.close();
     w.open("else");
     w.line("int64_t t = " + flat + ";");
     for (size_t d = rank; d-- > 1;) {
-      w.line(cname_.at(k_.vars[d]) + " = t % " + extent_[d] + ";");
+      w.line(name(d) + " = t % " + extent_[d] + ";");
       w.line("t /= " + extent_[d] + ";");
     }
-    w.line(cname_.at(k_.vars[0]) + " = t;");
+    w.line(name(0) + " = t;");
     w.close();
     return;
   }
   w.line("int64_t t = " + flat + ";");
   for (size_t d = rank; d-- > 1;) {
-    w.line("[[maybe_unused]] const int64_t " + cname_.at(k_.vars[d]) + " = t % " + extent_[d] +
-           ";");
+    w.line("[[maybe_unused]] const int64_t " + name(d) + " = t % " + extent_[d] + ";");
     w.line("t /= " + extent_[d] + ";");
   }
-  w.line("[[maybe_unused]] const int64_t " + cname_.at(k_.vars[0]) + " = t;");
+  w.line("[[maybe_unused]] const int64_t " + name(0) + " = t;");
 }
 
 // ---------------------------------------------------------------------------------- pointwise
@@ -360,6 +370,55 @@ Status CudaEmitter::emitPointwise(CodeWriter &w, const Config &c, const std::vec
     w.close();
     return okStatus();
   };
+  if (lastVec_ && c.vec > 1) {
+    // Vectors along the last dim: group g is elements [g * V, g * V + V) of one row.
+    const RowVec &lv = *lastVec_;
+    std::string V = std::to_string(c.vec);
+    const std::string &last = cname_.at(k_.vars.back());
+    w.open("if (coil_vec_ok)");
+    w.line("const int64_t nvec = total / " + V + ";");
+    COIL_TRY_STATUS(gridLoop("nvec", "g", [&]() -> Status {
+      emitDecompose(w, "g * " + V, true, "xb");
+      std::map<RowVec::Key, std::string> vecName;
+      int vi = 0;
+      auto vt = [&](NodeId n) {
+        return "coil_vec<" + std::string(cStorageType(p_.nodes[size_t(n)].dtype)) + ", " + V + ">";
+      };
+      auto at = [&](const RowVec::Key &key) {
+        return bufName_[key.first] + " + " + (key.second == "0" ? "" : "(" + key.second + ") + ") +
+               "xb";
+      };
+      for (const auto &[key, unused] : lv.loads) {
+        std::string name = "vec" + std::to_string(vi++);
+        vecName[key] = name;
+        w.line("const " + vt(key.first) + " " + name + " = *reinterpret_cast<const " +
+               vt(key.first) + " *>(" + at(key) + ");");
+      }
+      for (const auto &[key, unused] : lv.stores) {
+        std::string name = "vec" + std::to_string(vi++);
+        vecName[key] = name;
+        w.line(vt(key.first) + " " + name + ";");
+      }
+      w.line("#pragma unroll");
+      w.open("for (int e = 0; e < " + V + "; ++e)");
+      w.line("[[maybe_unused]] const int64_t " + last + " = xb + e;");
+      std::vector<std::string> valName;
+      COIL_TRY_STATUS(emitBody(w, ph.body, live, valName, [&](const Stmt &s) {
+        auto it = lv.loadKey.find(&s);
+        if (it == lv.loadKey.end()) return scalarLoad(s);
+        return vecName[it->second] + ".v[e]";
+      }));
+      for (const sched::Store &st : ph.stores)
+        w.line(storeText(st, ph.body, valName, vecName[lv.storeKey.at(&st)] + ".v[e]"));
+      w.close();
+      for (const auto &[key, unused] : lv.stores)
+        w.line("*reinterpret_cast<" + vt(key.first) + " *>(" + at(key) + ") = " + vecName[key] +
+               ";");
+      return okStatus();
+    }));
+    w.line("return;");
+    w.close();
+  }
   if (flat_ && c.vec > 1) {
     std::string V = std::to_string(c.vec);
     w.open("if (coil_vec_ok)");
@@ -479,7 +538,15 @@ std::optional<CudaEmitter::RowVec> CudaEmitter::planRowVec(size_t pi,
   if (ph.vars.size() != 1) return std::nullopt;
   auto extent = simplify(renamed(ph.ranges[0]), ranges_).maybeConstant();
   if (!extent || *extent <= 0) return std::nullopt;
-  const std::string &var = cname_.at(ph.vars[0]);
+  auto rv = planVec(ph, cname_.at(ph.vars[0]), live);
+  if (!rv || *extent % rv->width != 0) return std::nullopt;
+  rv->extent = *extent;
+  return rv;
+}
+
+std::optional<CudaEmitter::RowVec> CudaEmitter::planVec(const sched::Phase &ph,
+                                                        const std::string &var,
+                                                        const std::vector<bool> &live) const {
   std::set<std::string> indirect;
   for (const std::string &s : indirectSyms_) indirect.insert(cname_.at(s));
   struct Access {
@@ -523,8 +590,7 @@ std::optional<CudaEmitter::RowVec> CudaEmitter::planRowVec(size_t pi,
   if (runs.empty()) return std::nullopt;
   RowVec rv;
   rv.width = 16 / maxSize;
-  rv.extent = *extent;
-  if (rv.width < 2 || rv.extent % rv.width != 0) return std::nullopt;
+  if (rv.width < 2) return std::nullopt;
   for (const Access &a : runs) {
     // The run starts at a multiple of the width (so aligned when the buffer is).
     if (!(a.rest == SymInt(0)) && !exactQuotient(a.rest, SymInt(rv.width))) return std::nullopt;
@@ -951,13 +1017,19 @@ Expected<CudaKernelSource> CudaEmitter::run() {
       flatAccess_.clear();
       flatNodes_.clear();
       vecWidth_ = 1;
+      if (k_.vars.size() >= 2) lastVec_ = planVec(k_.phases[0], cname_.at(k_.vars.back()), pwLive);
+      if (lastVec_) {
+        auto n = simplify(renamed(k_.ranges.back()), ranges_).maybeConstant();
+        if (n && *n % lastVec_->width != 0) lastVec_.reset(); // never a whole number of vectors
+      }
+      if (lastVec_) vecWidth_ = lastVec_->width;
     }
   }
 
   // Configs, the heuristic best first.
   std::vector<Config> configs;
   if (pointwise_) {
-    int64_t vec = flat_ ? vecWidth_ : 1;
+    int64_t vec = vecWidth_;
     for (auto [blk, ept] : std::vector<std::pair<int64_t, int64_t>>{{256, 2}, {128, 4}, {512, 1}})
       configs.push_back(Config{"block" + std::to_string(blk) + "_ept" + std::to_string(ept) +
                                    (vec > 1 ? "_vec" + std::to_string(vec) : ""),
@@ -1017,7 +1089,7 @@ Expected<CudaKernelSource> CudaEmitter::run() {
   for (NodeId n : k_.fused)
     if (n >= 0 && size_t(n) < p_.nodes.size())
       fusedNames += (fusedNames.empty() ? "" : ", ") + p_.nodes[size_t(n)].name;
-  bool vecParam = pointwise_ && flat_ && vecWidth_ > 1;
+  bool vecParam = pointwise_ && ((flat_ && vecWidth_ > 1) || lastVec_);
   CodeWriter dev, host;
   for (size_t ci = 0; ci < configs.size(); ++ci) {
     const Config &c = configs[ci];
@@ -1027,7 +1099,9 @@ Expected<CudaKernelSource> CudaEmitter::run() {
     if (ci) dev.blank();
     dev.line("// kernel " + k_.name + (fusedNames.empty() ? "" : " (" + fusedNames + ")") +
              ", config " + std::to_string(ci) + " " + c.name + ": " +
-             (pointwise_ ? (flat_ ? "pointwise, flat" : "pointwise")
+             (pointwise_ ? (flat_      ? "pointwise, flat"
+                            : lastVec_ ? "pointwise, vectors along the last dim"
+                                       : "pointwise")
                          : "per outer point, " + std::to_string(k_.phases.size()) + " phase(s)"));
     std::string params = deviceParams();
     if (vecParam) params += std::string(params.empty() ? "" : ", ") + "int32_t coil_vec_ok";
@@ -1054,7 +1128,13 @@ Expected<CudaKernelSource> CudaEmitter::run() {
       if (vecParam) {
         // The vector path needs every flat buffer aligned to its vector access.
         std::string cond;
-        for (NodeId n : flatNodes_)
+        std::set<NodeId> vecNodes = flatNodes_;
+        if (lastVec_) {
+          cond = extent_.back() + " % " + std::to_string(c.vec) + " == 0";
+          for (const auto &[key, unused] : lastVec_->loads) vecNodes.insert(key.first);
+          for (const auto &[key, unused] : lastVec_->stores) vecNodes.insert(key.first);
+        }
+        for (NodeId n : vecNodes)
           cond += (cond.empty() ? "" : " && ") + std::string("uintptr_t(") + bufName_[n] + ") % " +
                   std::to_string(c.vec * dtypeSize(p_.nodes[size_t(n)].dtype)) + " == 0";
         host.line("int32_t coil_vec_ok = " + cond + ";");
