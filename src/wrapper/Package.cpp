@@ -177,7 +177,18 @@ std::string metadataJson(const WrapperProgram &p, const std::vector<ConstantEntr
       externs.push_back(fn);
   }
   for (size_t i = 0; i < externs.size(); ++i) os << (i ? ", " : "") << q(externs[i]);
-  os << "]\n}\n";
+  os << "]";
+  if (options.cuda) {
+    const CudaPackageInfo &cu = *options.cuda;
+    os << ",\n  \"cuda\": {\"fatbin\": " << q(cu.fatbin) << ", \"archs\": [";
+    for (size_t i = 0; i < cu.archs.size(); ++i) os << (i ? ", " : "") << q(cu.archs[i]);
+    os << "], \"host_fallback\": " << (cu.hostFallback ? "true" : "false")
+       << ", \"workspace_bytes\": " << cu.workspaceBytes << ",\n    \"functions\": [";
+    for (size_t i = 0; i < cu.functions.size(); ++i)
+      os << (i ? ",\n      " : "\n      ") << q(cu.functions[i]);
+    os << (cu.functions.empty() ? "]}" : "\n    ]}");
+  }
+  os << "\n}\n";
   return os.str();
 }
 

@@ -84,6 +84,13 @@ double secondsSince(std::chrono::steady_clock::time_point t0) {
 CompileOptions compileOptions(const Args &a) {
   CompileOptions o;
   if (a.values.count("--device")) o.device = a.values.at("--device");
+  if (a.values.count("--arch")) {
+    o.cudaArchs.clear();
+    std::istringstream is(a.values.at("--arch"));
+    for (std::string arch; std::getline(is, arch, ',');)
+      if (!arch.empty()) o.cudaArchs.push_back(arch);
+    o.recordedOptions.emplace_back("arch", a.values.at("--arch"));
+  }
   if (a.values.count("--print-after")) o.printAfter = a.values.at("--print-after");
   o.toolchain.verbose = a.flags.count("--verbose") != 0;
   for (const std::string &d : a.dynamic) o.recordedOptions.emplace_back("dynamic", d);
@@ -430,7 +437,7 @@ Status cmdInspectCompiled(const Args &a) {
   if (a.flags.count("--loops")) std::cout << loop::printLoopProgram(c->loops);
   if (a.flags.count("--fusion")) std::cout << sched::fusionReport(c->schedule);
   if (a.flags.count("--kernels"))
-    for (const codegen::CpuKernelSource &k : c->kernels) std::cout << k.info.name << "\n";
+    for (const wrapper::KernelInfo &k : c->wrapper.kernels) std::cout << k.name << "\n";
   if (a.flags.count("--wrapper")) std::cout << wrapper::emitCppWrapper(c->wrapper);
   if (a.flags.count("--memory")) {
     COIL_TRY(std::vector<Tensor> inputs, inputsFor(a, g));
