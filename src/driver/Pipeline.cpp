@@ -12,6 +12,8 @@
 #include "wrapper/Verify.h"
 
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
 
 #ifndef COIL_INCLUDE_DIR
@@ -35,6 +37,23 @@ private:
   Compilation &c_;
   std::chrono::steady_clock::time_point t_;
 };
+
+/// coil's public headers (include/coil/*.h), which generated code includes: $COIL_INCLUDE_DIR,
+/// else the source tree coil was built from, else `include/` beside the executable's directory
+/// (a relocated build: bin/coil and include/coil/ side by side).
+std::string coilIncludeDir() {
+  namespace fs = std::filesystem;
+  if (const char *env = std::getenv("COIL_INCLUDE_DIR"); env && *env) return env;
+  std::error_code ec;
+  if (fs::exists(fs::path(COIL_INCLUDE_DIR) / "coil" / "model_abi.h", ec)) return COIL_INCLUDE_DIR;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec)
+    for (fs::path dir = exe.parent_path(); !dir.empty() && dir != dir.root_path();
+         dir = dir.parent_path())
+      if (fs::exists(dir / "include" / "coil" / "model_abi.h", ec))
+        return (dir / "include").string();
+  return COIL_INCLUDE_DIR;
+}
 
 /// A CUDA program: buffers live on the device, and externs with a CUDA twin call it.
 void useCudaExterns(wrapper::WrapperProgram &p) {
@@ -143,7 +162,7 @@ Expected<PackageResult> writePackage(const Compilation &c, const std::string &di
   COIL_TRY_STATUS(wrapper::writePackage(dir, c.wrapper, blobs, po));
 
   ToolchainOptions to = o.toolchain;
-  to.includes.push_back(COIL_INCLUDE_DIR);
+  to.includes.push_back(coilIncludeDir());
   PackageResult r;
   r.dir = dir;
   std::vector<SourceFile> sources;
