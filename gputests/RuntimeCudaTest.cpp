@@ -64,11 +64,14 @@ static int launchFailed(const coil_cuda_ctx *ctx, const char *kernel, CUresult r
   return 1;
 }
 
+// Blocks of 128 threads; 4096 (an invalid launch) when N is 7777, to test launch errors.
+static unsigned blockFor(int64_t rows) { return rows == 7777 ? 4096 : 128; }
+
 static int launch(const coil_cuda_ctx *ctx, int f, const char *kernel, int64_t threads,
-                  void **params) {
+                  unsigned block, void **params) {
   if (threads == 0) return 0;
-  unsigned grid = unsigned((threads + 127) / 128);
-  CUresult r = cuLaunchKernel((CUfunction)ctx->functions[f], grid, 1, 1, 128, 1, 1, 0,
+  unsigned grid = unsigned((threads + block - 1) / block);
+  CUresult r = cuLaunchKernel((CUfunction)ctx->functions[f], grid, 1, 1, block, 1, 1, 0,
                               (CUstream)ctx->stream, params, nullptr);
   return r == CUDA_SUCCESS ? 0 : launchFailed(ctx, kernel, r);
 }
@@ -76,15 +79,15 @@ static int launch(const coil_cuda_ctx *ctx, int f, const char *kernel, int64_t t
 static int k_add_c0(const coil_cuda_ctx *ctx, const float *x, const float *w, float *t,
                     int64_t n) {
   void *p[] = {&x, &w, &t, &n};
-  return launch(ctx, 0, "k_add_c0", n, p);
+  return launch(ctx, 0, "k_add_c0", n, blockFor(n / 4), p);
 }
 static int k_scale_c0(const coil_cuda_ctx *ctx, const float *t, float *u, int64_t n) {
   void *p[] = {&t, &u, &n};
-  return launch(ctx, 1, "k_scale_c0", n, p);
+  return launch(ctx, 1, "k_scale_c0", n, blockFor(n / 4), p);
 }
 static int k_rows_c0(const coil_cuda_ctx *ctx, const float *u, float *y, float *s, int64_t rows) {
   void *p[] = {&u, &y, &s, &rows};
-  return launch(ctx, 2, "k_rows_c0", rows, p);
+  return launch(ctx, 2, "k_rows_c0", rows, blockFor(rows), p);
 }
 
 uint32_t coil_model_abi_version(void) { return COIL_MODEL_ABI_VERSION; }
@@ -524,6 +527,17 @@ TEST_F(CudaRuntime, Errors) {
   EXPECT_EQ(coil_model_run(l.m, &in, 1, out, 2), COIL_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(coil_model_run(l.m, &in, 1, out, 1), COIL_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(pkg.runCalls(), 0);
+  // A launch error (N = 7777 makes the test wrapper launch 4096-thread blocks): a runtime error
+  // naming the kernel, with the CUDA error.
+  x = randomInput(7777, 62);
+  shape[0] = 7777;
+  in = {x.data(), COIL_DTYPE_F32, 2, shape};
+  EXPECT_EQ(coil_model_run(l.m, &in, 1, out, 2), COIL_ERROR_RUNTIME);
+  std::string e = coil_last_error();
+  EXPECT_NE(e.find("model 'cuda_tiny': kernel k_add_c0: cuLaunchKernel failed: CUDA_ERROR_"),
+            std::string::npos)
+      << e;
+  EXPECT_EQ(out[0].data, nullptr);
   // The model still runs after the errors.
   hostRun(l.m, w, 8, 61);
 }

@@ -128,9 +128,12 @@ CudaStatus CudaModel::run(const Metadata &md, coil_model_arena_bytes_fn arenaByt
                           const struct coil_debug_hooks *debug) {
   std::vector<size_t> inputBytes(size_t(numInputs) + 1);
   for (int64_t i = 0; i < numInputs; ++i) {
-    size_t n = rtDTypeSize(md.inputs[i].dtype);
-    for (int64_t d = 0; d < inputs[i].rank; ++d) n *= size_t(inputs[i].shape[d]);
-    inputBytes[i] = n;
+    __int128 n = rtDTypeSize(md.inputs[i].dtype);
+    for (int64_t d = 0; d < inputs[i].rank; ++d) n *= inputs[i].shape[d];
+    if (n > (__int128(1) << 62))
+      return {COIL_ERROR_INVALID_ARGUMENT,
+              "input " + std::to_string(i) + " '" + md.inputs[i].name + "' is too large"};
+    inputBytes[i] = size_t(n);
   }
   std::vector<int64_t> ranks(size_t(numOutputs) + 1);
   std::vector<size_t> elementBytes(size_t(numOutputs) + 1);

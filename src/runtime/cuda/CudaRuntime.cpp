@@ -350,8 +350,12 @@ Model *createModel(const ModelDesc &d) {
   std::string gpu = "this GPU (" + dev.name + ", " + smName(dev.smVersion) + ")";
 
   CUresult r = cuModuleLoadData(&m->module, d.fatbin);
-  if (r == CUDA_ERROR_NO_BINARY_FOR_GPU || r == CUDA_ERROR_INVALID_IMAGE ||
-      r == CUDA_ERROR_INVALID_PTX || r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION)
+  if (r == CUDA_ERROR_INVALID_IMAGE)
+    throw Failure{COIL_ERROR_PACKAGE, pkg + m->fatbinName +
+                                          " is not a valid fatbin (cuModuleLoadData: " + cuText(r) +
+                                          ")"};
+  if (r == CUDA_ERROR_NO_BINARY_FOR_GPU || r == CUDA_ERROR_INVALID_PTX ||
+      r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION)
     throw Failure{COIL_ERROR_PACKAGE, pkg + m->fatbinName + " has no kernel image for " + gpu +
                                           "; the package was compiled for " + archList(m->archs) +
                                           " (cuModuleLoadData: " + cuText(r) + ")"};
@@ -397,8 +401,9 @@ std::string outputName(const RunRequest &q, int64_t i) {
   return "output " + std::to_string(i) + " '" + q.outputNames[i] + "'";
 }
 
-Failure modelFailure(const char *error, const std::string &allocFailure) {
-  std::string msg = error[0] ? error : "the run failed";
+/// The model's error: its message, else the message of the launcher or extern that failed.
+Failure modelFailure(const char *error, const char *ctxError, const std::string &allocFailure) {
+  std::string msg = error[0] ? error : ctxError[0] ? ctxError : "the run failed";
   if (!allocFailure.empty()) msg += " (" + allocFailure + ")";
   bool caller = msg.find("the caller gave") != std::string::npos;
   return Failure{caller ? COIL_ERROR_INVALID_ARGUMENT : COIL_ERROR_RUNTIME, msg};
@@ -415,6 +420,7 @@ struct RunFrame {
   std::vector<int64_t> shapes;
   std::vector<int64_t *> outShapes;
   char error[2048] = {};
+  char ctxError[2048] = {}; ///< the launchers' and externs' buffer (coil_cuda_ctx::error)
 
   RunFrame(const Model &m, const RunRequest &q, Slot &slot, CUstream stream) {
     inData.resize(size_t(q.numInputs) + 1);
@@ -436,8 +442,8 @@ struct RunFrame {
     ctx.blas = slot.blas;
     ctx.workspace = reinterpret_cast<void *>(slot.workspace);
     ctx.workspace_bytes = slot.workspaceBytes;
-    ctx.error = error;
-    ctx.error_size = sizeof error;
+    ctx.error = ctxError;
+    ctx.error_size = sizeof ctxError;
     ctx.host_alloc = pinnedAlloc;
     ctx.host_free = pinnedFree;
     ctx.host_ctx = nullptr;
@@ -549,7 +555,7 @@ void runEager(Model &m, const RunRequest &q, int64_t arenaBytes) {
   if (rc != 0) {
     freeStaged();
     if (ownStream) (void)cuStreamSynchronize(stream);
-    throw modelFailure(f.error, alloc.failure);
+    throw modelFailure(f.error, f.ctxError, alloc.failure);
   }
   if (q.hostMemory) {
     std::vector<void *> device(f.outData.begin(), f.outData.end() - 1);
