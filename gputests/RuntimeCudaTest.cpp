@@ -448,6 +448,19 @@ TEST_F(CudaRuntime, GraphsOffByEnvironmentAndHostFallback) {
     EXPECT_EQ(pkg.runCalls(), 3);
   }
   {
+    setenv("COIL_CUDA_MAX_GRAPHS", "1", 1);
+    Package pkg;
+    Loaded l(pkg);
+    unsetenv("COIL_CUDA_MAX_GRAPHS");
+    ASSERT_EQ(l.status, COIL_OK) << l.error;
+    hostRun(l.m, w, 5, 45); // captured
+    hostRun(l.m, w, 6, 46); // eager: one graph at most
+    hostRun(l.m, w, 6, 47);
+    EXPECT_EQ(pkg.runCalls(), 3);
+    hostRun(l.m, w, 5, 48); // replayed
+    EXPECT_EQ(pkg.runCalls(), 3);
+  }
+  {
     Package pkg(kFunctions, /*hostFallback=*/true);
     Loaded l(pkg);
     ASSERT_EQ(l.status, COIL_OK) << l.error;

@@ -122,7 +122,10 @@ coil_device coil_model_device(const coil_model *model);
  * copies inputs in and outputs out and returns when they are ready.
  * CUDA graphs: each input-shape signature (with the device pointers of the call) is captured on
  * its first run and replayed afterwards; off when the package has host-fallback externs, when
- * the debug printer is on, or with COIL_CUDA_GRAPHS=0 in the environment. The device is
+ * the debug printer is on, or with COIL_CUDA_GRAPHS=0 in the environment; at most
+ * COIL_CUDA_MAX_GRAPHS (default 16) per loaded model, each with its own scratch arena. Device
+ * outputs the runtime allocates are stream-ordered allocations on `stream`: use them there, or
+ * anywhere once that stream is synchronized. The device is
  * COIL_CUDA_DEVICE (an ordinal, default 0); libcoil_cuda.so is looked up next to
  * libcoil_runtime.so unless COIL_CUDA_LIBRARY names it. */
 coil_status coil_model_run_device(coil_model *model, const coil_tensor *inputs,

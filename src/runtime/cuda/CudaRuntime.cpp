@@ -1,15 +1,15 @@
 /// libcoil_cuda's half of the runtime (see CudaRuntime.h): driver API context, fatbin module,
 /// device weights, run slots, device allocation, CUDA graphs.
 ///
-/// Runs. A run either executes eagerly on a slot from the pool (the slot's arena, workspace and
-/// GEMM state; the caller's stream or the slot's own), or through a graph entry. A slot or entry
+/// Runs. A run either executes eagerly on a slot from the pool (the slot's arena and workspace;
+/// the caller's stream or the slot's own), or through a graph entry. A slot or entry
 /// carries an event recorded after the last work that used it; a later user makes its stream
 /// wait on that event first, so a slot goes back to the pool as soon as its work is enqueued.
 ///
 /// Graphs. Keyed by the input shapes and, for coil_model_run_device, the caller's input and
 /// output pointers (with capacities); coil_model_run (host memory) copies inputs into staging
 /// buffers owned by the entry, so its key is the shapes alone. An entry owns everything the graph
-/// touches: its own slot (arena, workspace, GEMM state, capture stream), the staging buffers, and
+/// touches: its own slot (arena, workspace, capture stream), the staging buffers, and
 /// the buffers the model allocated while it was captured (outputs the caller left NULL, buffers
 /// sized at run time), which are kept, not freed, while the graph lives. A replay copies those
 /// outputs into fresh buffers for the caller (host memory, or device memory with owned == 2).
@@ -38,7 +38,15 @@ extern "C" void coil_cuda_blas_destroy(void *blas) __attribute__((weak));
 namespace coil::runtime::cuda {
 namespace {
 
-constexpr size_t kMaxGraphsPerModel = 64;
+/// Graphs per model instance (each holds an arena): COIL_CUDA_MAX_GRAPHS, default 16; runs of
+/// further signatures run eagerly.
+size_t maxGraphs() {
+  const char *env = std::getenv("COIL_CUDA_MAX_GRAPHS");
+  if (!env || !*env) return 16;
+  char *end = nullptr;
+  long v = std::strtol(env, &end, 10);
+  return *end || v < 0 ? 16 : size_t(v);
+}
 
 /// A failed CUDA call or another reason to stop, carried to the table boundary.
 struct Failure {
@@ -139,7 +147,7 @@ std::string smName(int sm) {
 
 // --- slots --------------------------------------------------------------------------------------
 
-/// What one run needs besides its inputs and outputs.
+/// What one run needs besides its inputs, outputs and the model's shared state.
 struct Slot {
   CUstream stream = nullptr;
   CUevent done = nullptr; ///< recorded after the last work that used this slot
@@ -147,11 +155,9 @@ struct Slot {
   size_t arenaBytes = 0;
   CUdeviceptr workspace = 0;
   size_t workspaceBytes = 0;
-  void *blas = nullptr;
 
   ~Slot() {
     if (done) (void)cuEventSynchronize(done);
-    if (blas && coil_cuda_blas_destroy) coil_cuda_blas_destroy(blas);
     if (arena) (void)cuMemFree(arena);
     if (workspace) (void)cuMemFree(workspace);
     if (done) (void)cuEventDestroy(done);
@@ -167,7 +173,6 @@ std::unique_ptr<Slot> newSlot(size_t workspaceBytes) {
     COIL_CU(cuMemAlloc(&s->workspace, workspaceBytes));
     s->workspaceBytes = workspaceBytes;
   }
-  if (coil_cuda_blas_create) s->blas = coil_cuda_blas_create();
   return s;
 }
 
@@ -283,6 +288,8 @@ struct Model {
   std::vector<const void *> constants;
   size_t workspaceBytes = 0;
   bool graphs = true;
+  size_t maxGraphs = 16;
+  void *blas = nullptr; ///< the externs' GEMM state, shared by all runs (it is thread-safe)
 
   std::mutex mu; ///< guards slots, graphs, noGraph
   std::vector<std::unique_ptr<Slot>> freeSlots;
@@ -293,6 +300,7 @@ struct Model {
   ~Model() {
     graphEntries.clear();
     freeSlots.clear();
+    if (blas && coil_cuda_blas_destroy) coil_cuda_blas_destroy(blas);
     if (weights) (void)cuMemFree(weights);
     if (module) (void)cuModuleUnload(module);
   }
@@ -346,6 +354,10 @@ Model *createModel(const ModelDesc &d) {
   m->ordinal = dev.ordinal;
   m->workspaceBytes = d.workspaceBytes;
   m->graphs = d.graphs;
+  m->maxGraphs = maxGraphs();
+  // NULL when libcoil_cuda lacks the externs or cuBLASLt cannot start: externs then fail with
+  // a message naming themselves.
+  if (coil_cuda_blas_create) m->blas = coil_cuda_blas_create();
   std::string pkg = "package '" + m->package + "': ";
   std::string gpu = "this GPU (" + dev.name + ", " + smName(dev.smVersion) + ")";
 
@@ -439,7 +451,7 @@ struct RunFrame {
     }
     ctx.stream = stream;
     ctx.functions = m.functions.data();
-    ctx.blas = slot.blas;
+    ctx.blas = m.blas;
     ctx.workspace = reinterpret_cast<void *>(slot.workspace);
     ctx.workspace_bytes = slot.workspaceBytes;
     ctx.error = ctxError;
@@ -725,7 +737,7 @@ void runModel(Model &m, const RunRequest &q) {
       auto it = m.graphEntries.find(key);
       if (it != m.graphEntries.end()) {
         if (it->second->mu.try_lock()) e = it->second.get();
-      } else if (m.graphEntries.size() < kMaxGraphsPerModel) {
+      } else if (m.graphEntries.size() < m.maxGraphs) {
         auto entry = std::make_unique<GraphEntry>();
         entry->mu.lock();
         e = entry.get();

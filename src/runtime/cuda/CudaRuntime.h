@@ -5,11 +5,12 @@
 ///
 /// libcoil_cuda does, per model instance: the primary context of device COIL_CUDA_DEVICE
 /// (default 0) made current on every calling thread, the package's fatbin loaded with
-/// cuModuleLoadData and its functions resolved by name, the weights uploaded once, a pool of run
-/// slots (stream, device arena grown as needed, extern workspace, GEMM state; one slot per
-/// concurrent run), device allocation for outputs and data-dependent buffers (stream-ordered),
-/// pinned host memory for host-fallback externs, and CUDA graphs: one graph per input-shape
-/// signature (plus the device pointers involved), captured on the first run and replayed after.
+/// cuModuleLoadData and its functions resolved by name, the weights uploaded once, the externs'
+/// GEMM state (coil_cuda_blas_create), a pool of run slots (stream, device arena grown as
+/// needed, extern workspace; one slot per concurrent run), device allocation for outputs and
+/// data-dependent buffers (stream-ordered), pinned host memory for host-fallback externs, and CUDA
+/// graphs: one graph per input-shape signature (plus the device pointers involved), captured on the
+/// first run and replayed after.
 #pragma once
 
 #include <coil/coil.h>
