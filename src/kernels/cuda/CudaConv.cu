@@ -66,7 +66,44 @@ bool isPointwise(const Geom &g) {
   return true;
 }
 
-__device__ __forceinline__ void split3(int64_t v, const int64_t dims[3], int64_t r[3]) {
+/// The geometry as the kernels read it, in index type I: int32_t when every index and
+/// coordinate fits (32-bit division is several times cheaper on the GPU), else int64_t.
+template <typename I> struct KGeom {
+  I c, m, cg, mg;
+  I in[3], k[3], out[3], s[3], d[3], p[3];
+  I inSize, kSize, outSize;
+};
+
+template <typename I> KGeom<I> kgeom(const Geom &g) {
+  KGeom<I> r;
+  r.c = I(g.c), r.m = I(g.m), r.cg = I(g.cg), r.mg = I(g.mg);
+  for (int i = 0; i < 3; ++i) {
+    r.in[i] = I(g.in[i]), r.k[i] = I(g.k[i]), r.out[i] = I(g.out[i]);
+    r.s[i] = I(g.s[i]), r.d[i] = I(g.d[i]), r.p[i] = I(g.p[i]);
+  }
+  r.inSize = I(g.inSize), r.kSize = I(g.kSize), r.outSize = I(g.outSize);
+  return r;
+}
+
+/// Whether 32-bit indices suffice: every buffer index below 2^31 (`maxIndex`: the largest
+/// element count a kernel addresses) and every coordinate o*s - p + k*d (and i*s - p + k*d)
+/// far from overflow.
+bool fits32(const Geom &g, int64_t maxIndex) {
+  constexpr int64_t kLimit = int64_t(1) << 29;
+  int64_t all;
+  if (maxIndex >= (int64_t(1) << 31) || !mulSizes({g.n, g.c, g.inSize}, &all) ||
+      all >= (int64_t(1) << 31) || !mulSizes({g.n, g.m, g.outSize}, &all) ||
+      all >= (int64_t(1) << 31) || !mulSizes({g.m, g.cg, g.kSize}, &all) ||
+      all >= (int64_t(1) << 31))
+    return false;
+  for (int i = 0; i < 3; ++i)
+    if (g.out[i] * g.s[i] >= kLimit || g.in[i] * g.s[i] >= kLimit || g.k[i] * g.d[i] >= kLimit ||
+        g.p[i] >= kLimit || g.p[i] <= -kLimit || g.in[i] >= kLimit || g.out[i] >= kLimit)
+      return false;
+  return true;
+}
+
+template <typename I> __device__ __forceinline__ void split3(I v, const I dims[3], I r[3]) {
   r[2] = v % dims[2];
   v /= dims[2];
   r[1] = v % dims[1];
@@ -74,50 +111,55 @@ __device__ __forceinline__ void split3(int64_t v, const int64_t dims[3], int64_t
 }
 
 /// col[img][ic*K + kk][o] = x[b0 + img][ic][position(o, kk)] (0 in the padding), for `nb`
-/// images and every input channel.
-template <typename T>
-__global__ void im2colKernel(const T *x, T *col, Geom g, int64_t b0, int64_t nb) {
-  int64_t O = g.outSize, rows = g.c * g.kSize, total = nb * rows * O;
-  for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
-       idx += int64_t(gridDim.x) * blockDim.x) {
-    int64_t o = idx % O, row = (idx / O) % rows, img = idx / (O * rows);
-    int64_t ic = row / g.kSize, kk = row % g.kSize;
-    int64_t oi[3], ki[3];
+/// images and every input channel. The loop counter is 64-bit so that the grid stride cannot
+/// overflow; everything else is in I.
+template <typename T, typename I>
+__global__ void im2colKernel(const T *x, T *col, KGeom<I> g, I b0, I nb) {
+  using A = typename ElemOf<T>::Acc;
+  I O = g.outSize, rows = g.c * g.kSize;
+  int64_t total = int64_t(nb) * rows * O;
+  for (int64_t it = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; it < total;
+       it += int64_t(gridDim.x) * blockDim.x) {
+    I idx = I(it);
+    I o = idx % O, row = (idx / O) % rows, img = idx / (O * rows);
+    I ic = row / g.kSize, kk = row % g.kSize;
+    I oi[3], ki[3];
     split3(o, g.out, oi);
     split3(kk, g.k, ki);
     bool inside = true;
-    int64_t pos = 0;
+    I pos = 0;
     for (int d = 0; d < 3; ++d) {
-      int64_t i = oi[d] * g.s[d] - g.p[d] + ki[d] * g.d[d];
+      I i = oi[d] * g.s[d] - g.p[d] + ki[d] * g.d[d];
       inside = inside && i >= 0 && i < g.in[d];
       pos = pos * g.in[d] + i;
     }
-    col[idx] = inside ? x[((b0 + img) * g.c + ic) * g.inSize + pos]
-                      : fromAcc<T>(typename ElemOf<T>::Acc(0));
+    col[idx] = inside ? x[((b0 + img) * g.c + ic) * g.inSize + pos] : fromAcc<T>(A(0));
   }
 }
 
 /// Direct convolution: one thread per output element, accumulated in ElemOf<T>::Acc.
-template <typename T> __global__ void directConvKernel(const T *x, const T *w, T *y, Geom g) {
+template <typename T, typename I>
+__global__ void directConvKernel(const T *x, const T *w, T *y, KGeom<I> g, int64_t total) {
   using A = typename ElemOf<T>::Acc;
-  int64_t O = g.outSize, total = g.n * g.m * O;
-  for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
-       idx += int64_t(gridDim.x) * blockDim.x) {
-    int64_t o = idx % O, oc = (idx / O) % g.m, b = idx / (O * g.m);
-    int64_t gr = oc / g.mg;
-    int64_t oi[3];
+  I O = g.outSize;
+  for (int64_t it = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; it < total;
+       it += int64_t(gridDim.x) * blockDim.x) {
+    I idx = I(it);
+    I o = idx % O, oc = (idx / O) % g.m, b = idx / (O * g.m);
+    I gr = oc / g.mg;
+    I oi[3];
     split3(o, g.out, oi);
     A acc = 0;
-    for (int64_t ic = 0; ic < g.cg; ++ic) {
+    for (I ic = 0; ic < g.cg; ++ic) {
       const T *xc = x + (b * g.c + gr * g.cg + ic) * g.inSize;
       const T *wc = w + (oc * g.cg + ic) * g.kSize;
-      for (int64_t kk = 0; kk < g.kSize; ++kk) {
-        int64_t ki[3];
+      for (I kk = 0; kk < g.kSize; ++kk) {
+        I ki[3];
         split3(kk, g.k, ki);
         bool inside = true;
-        int64_t pos = 0;
+        I pos = 0;
         for (int d = 0; d < 3; ++d) {
-          int64_t i = oi[d] * g.s[d] - g.p[d] + ki[d] * g.d[d];
+          I i = oi[d] * g.s[d] - g.p[d] + ki[d] * g.d[d];
           inside = inside && i >= 0 && i < g.in[d];
           pos = pos * g.in[d] + i;
         }
@@ -129,13 +171,13 @@ template <typename T> __global__ void directConvKernel(const T *x, const T *w, T
 }
 
 /// The input position of transposed-conv output `oi` through kernel tap `ki`, or -1.
-__device__ __forceinline__ int64_t transposedSource(const Geom &g, const int64_t oi[3],
-                                                    const int64_t ki[3]) {
-  int64_t pos = 0;
+template <typename I>
+__device__ __forceinline__ I transposedSource(const KGeom<I> &g, const I oi[3], const I ki[3]) {
+  I pos = 0;
   for (int d = 0; d < 3; ++d) {
-    int64_t t = oi[d] + g.p[d] - ki[d] * g.d[d];
+    I t = oi[d] + g.p[d] - ki[d] * g.d[d];
     if (t < 0 || t % g.s[d] != 0) return -1;
-    int64_t i = t / g.s[d];
+    I i = t / g.s[d];
     if (i >= g.in[d]) return -1;
     pos = pos * g.in[d] + i;
   }
@@ -144,46 +186,49 @@ __device__ __forceinline__ int64_t transposedSource(const Geom &g, const int64_t
 
 /// y[b0 + img][oc][o] = sum over taps kk of col[img][oc*K + kk][source(o, kk)] (col2im as a
 /// gather: deterministic, no atomics).
-template <typename T>
-__global__ void col2imKernel(const T *col, T *y, Geom g, int64_t b0, int64_t nb) {
+template <typename T, typename I>
+__global__ void col2imKernel(const T *col, T *y, KGeom<I> g, I b0, I nb) {
   using A = typename ElemOf<T>::Acc;
-  int64_t O = g.outSize, I = g.inSize, K = g.kSize, total = nb * g.m * O;
-  for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
-       idx += int64_t(gridDim.x) * blockDim.x) {
-    int64_t o = idx % O, oc = (idx / O) % g.m, img = idx / (O * g.m);
-    int64_t oi[3];
+  I O = g.outSize, In = g.inSize, K = g.kSize;
+  int64_t total = int64_t(nb) * g.m * O;
+  for (int64_t it = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; it < total;
+       it += int64_t(gridDim.x) * blockDim.x) {
+    I idx = I(it);
+    I o = idx % O, oc = (idx / O) % g.m, img = idx / (O * g.m);
+    I oi[3];
     split3(o, g.out, oi);
-    const T *src = col + (img * g.m + oc) * K * I;
+    const T *src = col + (img * g.m + oc) * K * In;
     A acc = 0;
-    for (int64_t kk = 0; kk < K; ++kk) {
-      int64_t ki[3];
+    for (I kk = 0; kk < K; ++kk) {
+      I ki[3];
       split3(kk, g.k, ki);
-      int64_t pos = transposedSource(g, oi, ki);
-      if (pos >= 0) acc += toAcc<A>(src[kk * I + pos]);
+      I pos = transposedSource(g, oi, ki);
+      if (pos >= 0) acc += toAcc<A>(src[kk * In + pos]);
     }
     y[b0 * g.m * O + idx] = fromAcc<T>(acc);
   }
 }
 
 /// Direct transposed convolution: one thread per output element.
-template <typename T>
-__global__ void directConvTransposeKernel(const T *x, const T *w, T *y, Geom g) {
+template <typename T, typename I>
+__global__ void directConvTransposeKernel(const T *x, const T *w, T *y, KGeom<I> g, int64_t total) {
   using A = typename ElemOf<T>::Acc;
-  int64_t O = g.outSize, total = g.n * g.m * O;
-  for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
-       idx += int64_t(gridDim.x) * blockDim.x) {
-    int64_t o = idx % O, oc = (idx / O) % g.m, b = idx / (O * g.m);
-    int64_t gr = oc / g.mg, mc = oc % g.mg;
-    int64_t oi[3];
+  I O = g.outSize;
+  for (int64_t it = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; it < total;
+       it += int64_t(gridDim.x) * blockDim.x) {
+    I idx = I(it);
+    I o = idx % O, oc = (idx / O) % g.m, b = idx / (O * g.m);
+    I gr = oc / g.mg, mc = oc % g.mg;
+    I oi[3];
     split3(o, g.out, oi);
     A acc = 0;
-    for (int64_t kk = 0; kk < g.kSize; ++kk) {
-      int64_t ki[3];
+    for (I kk = 0; kk < g.kSize; ++kk) {
+      I ki[3];
       split3(kk, g.k, ki);
-      int64_t pos = transposedSource(g, oi, ki);
+      I pos = transposedSource(g, oi, ki);
       if (pos < 0) continue;
-      for (int64_t ic = 0; ic < g.cg; ++ic) {
-        int64_t ch = gr * g.cg + ic;
+      for (I ic = 0; ic < g.cg; ++ic) {
+        I ch = gr * g.cg + ic;
         acc += toAcc<A>(x[(b * g.c + ch) * g.inSize + pos]) *
                toAcc<A>(w[(ch * g.mg + mc) * g.kSize + kk]);
       }
@@ -215,7 +260,11 @@ int32_t conv(const coil_cuda_ctx *ctx, const char *fn, const T *x, const T *w, T
     return check(ctx, fn, "cudaMemsetAsync",
                  cudaMemsetAsync(y, 0, size_t(total) * sizeof(T), stream));
   auto direct = [&]() {
-    directConvKernel<T><<<gridFor(total, 256), 256, 0, stream>>>(x, w, y, g);
+    unsigned grid = gridFor(total, 256);
+    if (fits32(g, total))
+      directConvKernel<T, int32_t><<<grid, 256, 0, stream>>>(x, w, y, kgeom<int32_t>(g), total);
+    else
+      directConvKernel<T, int64_t><<<grid, 256, 0, stream>>>(x, w, y, kgeom<int64_t>(g), total);
     return checkLaunch(ctx, fn, "directConvKernel");
   };
   if (g.group > 1 && g.cg == 1) return direct(); // depthwise: a GEMM would have one row
@@ -243,7 +292,12 @@ int32_t conv(const coil_cuda_ctx *ctx, const char *fn, const T *x, const T *w, T
   T *col = static_cast<T *>(cols.ptr);
   for (int64_t b0 = 0; b0 < g.n; b0 += fit) {
     int64_t nb = g.n - b0 < fit ? g.n - b0 : fit;
-    im2colKernel<T><<<gridFor(nb * perImage, 256), 256, 0, stream>>>(x, col, g, b0, nb);
+    unsigned grid = gridFor(nb * perImage, 256);
+    if (fits32(g, nb * perImage))
+      im2colKernel<T, int32_t>
+          <<<grid, 256, 0, stream>>>(x, col, kgeom<int32_t>(g), int32_t(b0), int32_t(nb));
+    else
+      im2colKernel<T, int64_t><<<grid, 256, 0, stream>>>(x, col, kgeom<int64_t>(g), b0, nb);
     if (int32_t r = checkLaunch(ctx, fn, "im2colKernel")) return r;
     call.batch = nb;
     call.sb = perImage;
@@ -268,7 +322,13 @@ int32_t convTranspose(const coil_cuda_ctx *ctx, const char *fn, const T *x, cons
                  cudaMemsetAsync(y, 0, size_t(total) * sizeof(T), stream));
   if (!ctx->blas) return fail(ctx, fn, "no cuBLASLt state (coil_cuda_blas_create failed)");
   auto direct = [&]() {
-    directConvTransposeKernel<T><<<gridFor(total, 256), 256, 0, stream>>>(x, w, y, g);
+    unsigned grid = gridFor(total, 256);
+    if (fits32(g, total))
+      directConvTransposeKernel<T, int32_t>
+          <<<grid, 256, 0, stream>>>(x, w, y, kgeom<int32_t>(g), total);
+    else
+      directConvTransposeKernel<T, int64_t>
+          <<<grid, 256, 0, stream>>>(x, w, y, kgeom<int64_t>(g), total);
     return checkLaunch(ctx, fn, "directConvTransposeKernel");
   };
   if (g.cg == 1) return direct(); // a GEMM with k = 1 is only overhead
@@ -293,7 +353,12 @@ int32_t convTranspose(const coil_cuda_ctx *ctx, const char *fn, const T *x, cons
       call.y = col + gr * rows * g.inSize;
       if (int32_t r = gemmLt(ctx, fn, call)) return r;
     }
-    col2imKernel<T><<<gridFor(nb * g.m * g.outSize, 256), 256, 0, stream>>>(col, y, g, b0, nb);
+    unsigned grid = gridFor(nb * g.m * g.outSize, 256);
+    if (fits32(g, nb * perImage))
+      col2imKernel<T, int32_t>
+          <<<grid, 256, 0, stream>>>(col, y, kgeom<int32_t>(g), int32_t(b0), int32_t(nb));
+    else
+      col2imKernel<T, int64_t><<<grid, 256, 0, stream>>>(col, y, kgeom<int64_t>(g), b0, nb);
     if (int32_t r = checkLaunch(ctx, fn, "col2imKernel")) return r;
   }
   return 0;
