@@ -4,8 +4,11 @@
 #include "kernels/cpu/CpuKernelsImpl.h"
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <gtest/gtest.h>
 #include <random>
+#include <sys/resource.h>
 #include <vector>
 
 namespace {
@@ -167,6 +170,49 @@ TEST(CpuKernelsHalfConv, ConvAndTransposeRoundTheF32Result) {
   checkHalfConv<Bf16>(false);
   checkHalfConv<Half>(true);
   checkHalfConv<Bf16>(true);
+}
+
+/// Runs the f16 GEMM, conv and conv-transpose kernels in a child process whose address space is
+/// capped below what their f32 copies need: they must fall back to direct loops and still be
+/// right.
+TEST(CpuKernelsHalfDeathTest, FallBackToDirectLoopsWithoutMemory) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto run = [] {
+    // GEMM 1 x 1 x 4M: f32 copies of 16 MB per operand. Convs 1x1 over a 3000x3000 image: an
+    // f32 copy of 36 MB.
+    const int64_t K = int64_t(1) << 22, H = 3000;
+    std::vector<uint16_t> a, b, x, w;
+    std::vector<double> av, bv, xv, wv;
+    randomHalf<Half>(size_t(K), 31, a, av);
+    randomHalf<Half>(size_t(K), 32, b, bv);
+    randomHalf<Half>(size_t(H * H), 33, x, xv);
+    randomHalf<Half>(1, 34, w, wv);
+    double ref = 0, mag = 0;
+    for (size_t i = 0; i < size_t(K); ++i) ref += av[i] * bv[i], mag += std::fabs(av[i] * bv[i]);
+    std::vector<uint16_t> y(1, 0), yc(size_t(H * H), 0), yt(size_t(H * H), 0);
+    rlimit cap{};
+    getrlimit(RLIMIT_AS, &cap);
+    FILE *f = std::fopen("/proc/self/statm", "r");
+    unsigned long pages = 0;
+    if (!f || std::fscanf(f, "%lu", &pages) != 1) std::exit(3);
+    std::fclose(f);
+    cap.rlim_cur = rlim_t(pages) * 4096 + (24u << 20); // the inputs fit, the f32 copies do not
+    if (setrlimit(RLIMIT_AS, &cap) != 0) std::exit(4);
+    coil_cpu_gemm_f16(a.data(), b.data(), y.data(), 1, 1, 1, K, 0, 0, 0, 0, 1.0);
+    coil_cpu_conv_f16(x.data(), w.data(), yc.data(), 1, 1, 1, 1, 2, H, H, 1, 1, 1, 1, H, H, 1, 1, 1,
+                      1, 1, 1, 1, 0, 0, 0);
+    coil_cpu_conv_transpose_f16(x.data(), w.data(), yt.data(), 1, 1, 1, 1, 2, H, H, 1, 1, 1, 1, H,
+                                H, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0);
+    if (!(std::fabs(halfBitsToFloat(y[0]) - ref) <= 2e-3 * std::fabs(ref) + 1e-5 * mag))
+      std::exit(5);
+    for (size_t i = 0; i < yc.size(); ++i) {
+      uint16_t want = floatToHalfBits(float(xv[i]) * float(wv[0])); // exact product, one rounding
+      if (yc[i] != want) std::exit(6);
+      if (yt[i] != want) std::exit(7);
+    }
+    std::exit(0);
+  };
+  EXPECT_EXIT(run(), ::testing::ExitedWithCode(0), "");
 }
 
 } // namespace
