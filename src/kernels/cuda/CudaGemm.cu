@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <cublasLt.h>
+#include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -265,14 +266,18 @@ int32_t gemmLt(const coil_cuda_ctx *ctx, const char *fn, const GemmCall &call) {
       if (it != st->plans.end()) plan = it->second;
     }
     if (!plan) {
-      plan = std::make_shared<Plan>();
-      cublasStatus_t s = makePlan(*st, c, nb, key, *plan);
-      if (s != CUBLAS_STATUS_SUCCESS)
-        return fail(ctx, fn, "cuBLASLt setup for a %lldx%lldx%lld GEMM (batch %lld) failed: %s",
-                    (long long)c.m, (long long)c.n, (long long)c.k, (long long)nb, statusName(s));
-      std::lock_guard<std::mutex> lock(st->mu);
-      if (st->plans.size() >= kMaxPlans) st->plans.clear();
-      st->plans.emplace(key, plan);
+      try {
+        plan = std::make_shared<Plan>();
+        cublasStatus_t s = makePlan(*st, c, nb, key, *plan);
+        if (s != CUBLAS_STATUS_SUCCESS)
+          return fail(ctx, fn, "cuBLASLt setup for a %lldx%lldx%lld GEMM (batch %lld) failed: %s",
+                      (long long)c.m, (long long)c.n, (long long)c.k, (long long)nb, statusName(s));
+        std::lock_guard<std::mutex> lock(st->mu);
+        if (st->plans.size() >= kMaxPlans) st->plans.clear();
+        st->plans.emplace(key, plan);
+      } catch (const std::exception &e) { // out of host memory (never across the C ABI)
+        return fail(ctx, fn, "caching the cuBLASLt plan failed: %s", e.what());
+      }
     }
     if (!plan->hasAlgo) {
       if (int32_t r = plainGemm(ctx, fn, c)) return r;
