@@ -311,16 +311,19 @@ Status cmdCompile(const Args &a) {
   COIL_TRY(std::unique_ptr<Compilation> c, compileModel(a, a.positional[0]));
   CompileOptions o = compileOptions(a);
   COIL_TRY(PackageResult r, writePackage(*c, a.values.at("--output"), o));
-  size_t externs = c->schedule.steps.size() - c->kernels.size();
+  size_t nKernels = c->wrapper.kernels.size();
+  size_t externs = c->schedule.steps.size() - nKernels;
   std::cout << "kernels:";
-  for (const codegen::CpuKernelSource &k : c->kernels) std::cout << " " << k.info.name;
+  for (const wrapper::KernelInfo &k : c->wrapper.kernels) std::cout << " " << k.name;
   std::cout << "\n";
   std::cout << "stages:";
   for (const auto &[stage, s] : c->timings) std::printf(" %s %.1f ms,", stage.c_str(), s * 1e3);
+  if (c->wrapper.device == "cuda")
+    std::printf(" nvcc %.2f s%s,", r.fatbin.seconds, r.fatbin.cacheHit ? " (cached)" : "");
   std::printf(" build %.2f s%s\n", r.build.seconds, r.build.cacheHit ? " (cached)" : "");
   std::printf(
       "compile: %zu graph nodes -> %zu kernels and %zu extern calls; package %s in %.2f s\n",
-      c->graph.nodes().size(), c->kernels.size(), externs, r.dir.c_str(), secondsSince(t0));
+      c->graph.nodes().size(), nKernels, externs, r.dir.c_str(), secondsSince(t0));
   return okStatus();
 }
 
