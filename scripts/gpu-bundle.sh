@@ -9,7 +9,7 @@ BUILD=${BUILD:-build}
 OUT=${OUT_DIR:-build-gpu}
 rm -rf "$OUT"
 mkdir -p "$OUT/bin" "$OUT/lib"
-for b in coil coil_gpu_tests; do
+for b in coil coil_gpu_tests coil_unittests; do
   [ -x "$BUILD/bin/$b" ] && strip -o "$OUT/bin/$b" "$BUILD/bin/$b"
 done
 for l in "$BUILD"/lib/*.so; do strip -o "$OUT/lib/$(basename "$l")" "$l"; done
