@@ -244,7 +244,7 @@ std::string emitWrapperJson(const WrapperProgram &p) {
 
 namespace {
 
-/// A DOT double-quoted string's contents; `\n` (two characters) stays a DOT line break.
+/// A DOT double-quoted string's contents.
 std::string dotText(const std::string &s) {
   std::string r;
   for (char c : s) {
@@ -253,6 +253,19 @@ std::string dotText(const std::string &s) {
     r += c;
   }
   return r;
+}
+
+/// A DOT label of several lines, each escaped.
+std::string dotLines(const std::vector<std::string> &lines) {
+  std::string r;
+  for (size_t i = 0; i < lines.size(); ++i) r += (i ? "\\n" : "") + dotText(lines[i]);
+  return r;
+}
+
+std::string plainList(const std::vector<SymInt> &v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i].str();
+  return s + "]";
 }
 
 std::string shapeText(const Buffer &b) {
@@ -290,13 +303,15 @@ std::string emitWrapperDot(const WrapperProgram &p) {
       fill = "lightyellow";
       break;
     }
-    std::string label = buf.name + "\\n" + shapeText(buf) + "\\n" + kindName(buf.kind);
+    std::string where = kindName(buf.kind);
     if (buf.kind == BufferKind::Input || buf.kind == BufferKind::Output ||
         buf.kind == BufferKind::Constant)
-      label += " " + std::to_string(buf.index);
-    if (buf.arenaOffset) label += " @ arena + " + buf.arenaOffset->str();
+      where += " " + std::to_string(buf.index);
+    if (buf.arenaOffset) where += " @ arena + " + buf.arenaOffset->str();
+    std::string name = buf.name;
+    if (!buf.ioName.empty() && buf.ioName != buf.name) name += " (" + buf.ioName + ")";
     os << "  b" << b << " [shape=ellipse, style=filled, fillcolor=" << fill << ", label=\""
-       << dotText(label) << "\"];\n";
+       << dotLines({name, shapeText(buf), where}) << "\"];\n";
   }
   auto edge = [&](const std::string &from, const std::string &to, const std::string &attrs) {
     os << "  " << from << " -> " << to << (attrs.empty() ? "" : " [" + attrs + "]") << ";\n";
@@ -309,12 +324,13 @@ std::string emitWrapperDot(const WrapperProgram &p) {
         Overloaded{
             [&](const KernelCall &l) {
               const KernelInfo &k = p.kernels[l.kernel];
-              std::string label = k.name + "_c" + std::to_string(l.config);
+              std::vector<std::string> label = {k.name + "_c" + std::to_string(l.config)};
               if (size_t(l.config) < k.configs.size())
-                label += "\\n" + k.configs[size_t(l.config)].name;
-              if (!k.iterationSpace.empty()) label += "\\ngrid " + symList(k.iterationSpace);
+                label.push_back("config " + k.configs[size_t(l.config)].name);
+              if (!k.iterationSpace.empty())
+                label.push_back("iterations " + plainList(k.iterationSpace));
               os << "  " << node << " [shape=box, style=\"rounded,filled\", fillcolor=lightblue, "
-                 << "label=\"" << dotText(label) << "\"];\n";
+                 << "label=\"" << dotLines(label) << "\"];\n";
               for (size_t a = 0; a < l.args.size(); ++a) {
                 if (l.args[a].kind != CallArg::Kind::Buffer) continue;
                 bool written = a < k.params.size() && k.params[a].written;
@@ -335,11 +351,10 @@ std::string emitWrapperDot(const WrapperProgram &p) {
               }
             },
             [&](const ExternKernelAlloc &l) {
-              std::string label = l.function + "\\n(allocates";
-              for (const std::string &s : l.outSymbols) label += ", defines " + s;
-              label += ")";
+              std::string note = "allocates its outputs";
+              for (const std::string &s : l.outSymbols) note += ", defines " + s;
               os << "  " << node << " [shape=hexagon, style=filled, fillcolor=plum, label=\""
-                 << dotText(label) << "\"];\n";
+                 << dotLines({l.function, note}) << "\"];\n";
               for (const ExternArg &a : l.args) {
                 if (a.kind == ExternArg::Kind::Buffer) edge(buf(a.buffer), node, "");
                 if (a.kind == ExternArg::Kind::Output) edge(node, buf(a.buffer), "");
@@ -351,6 +366,7 @@ std::string emitWrapperDot(const WrapperProgram &p) {
                    "style=dashed, label=\"view +" + dotText(l.offsetBytes.str()) + "\"");
             },
             [&](const MultiOutput &l) {
+              if (l.buffer == l.source) return;
               edge(buf(l.source), buf(l.buffer),
                    "style=dashed, label=\"output " + std::to_string(l.index) + "\"");
             },

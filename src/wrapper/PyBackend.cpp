@@ -183,7 +183,7 @@ private:
     tensorTable("INPUTS", p_.inputs);
     tensorTable("OUTPUTS", p_.outputs);
     tensorTable("CONSTANTS", p_.constants);
-    os_ << "\n";
+    os_ << "\n\n";
   }
 
   void bindSymbol(const BindSymbol &l) {
