@@ -33,6 +33,12 @@ NONZERO = """graph @nz(%x: f32[N, 4], %w: f32[4, 3]) -> (%idx, %y) {
   %y = Sigmoid(%m) : f32[N, 3]
 }
 """
+# Unique: an allocating extern with four outputs (MultiOutput lines) and a data-dependent U.
+UNIQUE = """graph @uq(%x: f32[N]) -> (%y, %idx, %inv, %cnt) {
+  symbol N in [1, 64]
+  %y, %idx, %inv, %cnt = Unique(%x) {sorted = 1} : f32[U], i64[U], i64[N], i64[U]
+}
+"""
 DTYPES = """graph @dtypes(%h: f16[N, 8], %m: bool[N, 8], %b: bf16[8], %i: i32[N, 8], %u: u8[8]) -> (%sel, %pos, %bsum, %isum, %u2) {
   symbol N in [1, 32]
   %z = Neg(%h) : f16[N, 8]
@@ -250,8 +256,8 @@ def check_json_schema(pkg, wj, meta, module):
     externs = []
     defined = set()
     for n, line in enumerate(wj["lines"]):
-        check(line["index"] == n, "line indices")
-        check(set(line) - {"index", "kind"} == LINE_FIELDS[line["kind"]],
+        check(line["line"] == n, "line positions")
+        check(set(line) - {"line", "kind"} == LINE_FIELDS[line["kind"]],
               f"fields of {line['kind']}: {sorted(line)}")
         for f in ("buffer", "from", "to", "base", "source"):
             if f in line:
@@ -285,12 +291,12 @@ def check_dot(pkg, wj):
         check(re.search(rf"^  b{b['id']} \[", dot, re.M), f"buffer node b{b['id']}")
     for line in wj["lines"]:
         if line["kind"] in ("KernelCall", "ExternKernelOut", "ExternKernelAlloc"):
-            check(re.search(rf"^  l{line['index']} \[", dot, re.M), f"launch node l{line['index']}")
+            check(re.search(rf"^  l{line['line']} \[", dot, re.M), f"launch node l{line['line']}")
             for a in line["args"]:
                 if a["kind"] in ("buffer", "output"):
-                    check(re.search(rf"^  (b{a['buffer']} -> l{line['index']}|"
-                                    rf"l{line['index']} -> b{a['buffer']})\b", dot, re.M),
-                          f"edge between b{a['buffer']} and l{line['index']}")
+                    check(re.search(rf"^  (b{a['buffer']} -> l{line['line']}|"
+                                    rf"l{line['line']} -> b{a['buffer']})\b", dot, re.M),
+                          f"edge between b{a['buffer']} and l{line['line']}")
     if shutil.which("dot"):
         r = subprocess.run(["dot", "-Tsvg"], input=dot, capture_output=True, text=True)
         check(r.returncode == 0 and "<svg" in r.stdout, f"dot renders wrapper.dot: {r.stderr}")
@@ -310,7 +316,7 @@ def compile_model(coil_bin, work, name, model, extra=()):
     return pkg
 
 
-def test_package(pkg, sizes_list):
+def test_package(pkg, sizes_list, make_inputs=random_inputs):
     m = coil.load(pkg)
     w = pw.load(pkg, debug=None)
     wj = json.load(open(os.path.join(pkg, "src", "wrapper.json")))
@@ -318,7 +324,7 @@ def test_package(pkg, sizes_list):
     check_json_schema(pkg, wj, meta, w.module)
     check_dot(pkg, wj)
     for sizes in sizes_list:
-        xs = random_inputs(m, sizes)
+        xs = make_inputs(m, sizes)
         ref = m.run(*xs)
         check(len(ref) == len(m.outputs), "one array per output")
         for o, t in zip(ref, m.outputs):
@@ -408,12 +414,19 @@ def main():
                             os.path.join(ROOT, "examples", "mlp.onnx"), ["--dynamic", "batch=1:48"])
     nz = compile_model(a.coil, a.work, "nonzero", NONZERO)
     dt = compile_model(a.coil, a.work, "dtypes", DTYPES)
+    uq = compile_model(a.coil, a.work, "unique", UNIQUE)
+
+    def repeated_values(m, sizes):  # values with repeats, so that Unique has work to do
+        return [np.round(RNG.standard_normal(sizes["N"]) * 2).astype(np.float32)]
+
     tests = [
         ("mlp (extern GEMM)", lambda: test_package(mlp, [{"batch": 1}, {"batch": 7}, {"batch": 33}])),
         ("mlp --dynamic", lambda: test_package(mlp_dyn, [{"batch": 2}, {"batch": 48}])),
         ("nonzero (allocating extern, data-dependent dim)",
          lambda: test_package(nz, [{"N": 1}, {"N": 5}, {"N": 64}])),
         ("every dtype", lambda: test_package(dt, [{"N": 1}, {"N": 9}])),
+        ("unique (MultiOutput lines)",
+         lambda: test_package(uq, [{"N": 1}, {"N": 20}, {"N": 64}], repeated_values)),
         ("module API", lambda: test_api(mlp, nz)),
     ]
     failed = 0

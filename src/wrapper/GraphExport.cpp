@@ -236,7 +236,7 @@ std::string emitWrapperJson(const WrapperProgram &p) {
   }
   os << (p.kernels.empty() ? "]" : "\n  ]") << ",\n  \"lines\": [";
   for (size_t i = 0; i < p.lines.size(); ++i)
-    os << (i ? ",\n    " : "\n    ") << "{\"index\": " << i
+    os << (i ? ",\n    " : "\n    ") << "{\"line\": " << i
        << ", \"kind\": " << q(lineKindName(p.lines[i])) << lineFields(p.lines[i]) << "}";
   os << (p.lines.empty() ? "]" : "\n  ]") << "\n}\n";
   return os.str();
