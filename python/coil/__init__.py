@@ -70,14 +70,20 @@ def _device_type(x):
     return int(x.__dlpack_device__()[0])
 
 
-def _torch_stream(x):
-    """The current stream of a torch CUDA tensor's device (its DLPack stream), or None."""
+def _current_stream(x):
+    """The current CUDA stream of a torch or cupy tensor's device (the stream its producer
+    works on), or None for other producers."""
     mod = type(x).__module__ or ""
-    if not mod.startswith("torch"):
-        return None
-    import torch  # only reached for torch tensors
+    if mod.startswith("torch"):
+        import torch  # only reached for torch tensors
 
-    return torch.cuda.current_stream(x.device).cuda_stream
+        return torch.cuda.current_stream(x.device).cuda_stream
+    if mod.startswith("cupy"):
+        import cupy  # only reached for cupy arrays
+
+        with cupy.cuda.Device(x.device.id):
+            return cupy.cuda.get_current_stream().ptr
+    return None
 
 
 class Model:
@@ -116,8 +122,8 @@ class Model:
 
     def run(self, *args, stream=None):
         """Runs the model: positional inputs, a list, or one dict by name. Returns the outputs
-        as a list. `stream` (an int CUstream) is used for CUDA tensors; by default the stream of
-        the tensors (torch: the current stream), else the runtime's own."""
+        as a list. `stream` (an int CUstream) is used for CUDA tensors; by default the current
+        stream of the tensors' device (torch, cupy), else the runtime's own."""
         xs = self._ordered(args)
         if len(xs) != len(self.inputs):
             raise Error(f"the model takes {len(self.inputs)} inputs, got {len(xs)}")
@@ -141,7 +147,7 @@ class Model:
             raise Error(f"inputs {bad} are not CUDA tensors; a device run takes every input "
                         "on the device")
         if stream is None:
-            stream = _torch_stream(xs[0])
+            stream = _current_stream(xs[0])
         # DLPack: the producer makes the data ready on the consumer's stream; 0 (the legacy
         # default stream) is spelled 1 there. coil takes NULL for "its own stream", which it
         # synchronizes before returning.

@@ -403,8 +403,27 @@ def test_api(mlp_pkg, nz_pkg):
                  r"symbol N = 65 is outside its range \[1, 64\]")
     expect_error(lambda: w.run(np.zeros((2, 5), np.float32), np.zeros((4, 3), np.float32)),
                  r"input 0 'x' dim 1 must be 4")
-    # The debug hook sees every DebugPrint line (none here: the pass is off) and the printer's
-    # filter names the valid launches.
+    # The Python wrapper's debug printer (the hook DebugPrint lines call): its three modes and
+    # its filter, which names the valid launches.
+    import io
+    import tempfile
+    vals = [("x", np.array([1.0, np.nan, np.inf, -2.0], np.float32)), ("n", 4), ("eps", 0.5)]
+    buf = io.StringIO()
+    pw.DebugPrinter("names", "", ".", ["k0"], out=buf)("before", "k0", vals)
+    check(buf.getvalue() == "[before_launch: k0]\n", buf.getvalue())
+    buf = io.StringIO()
+    pr = pw.DebugPrinter("2", "K0", ".", ["k0", "k1"], out=buf)
+    pr("after", "k1", vals)  # filtered out
+    pr("after", "k0", vals)
+    text = buf.getvalue()
+    check("k1" not in text and "[after_launch - k0 - x] dtype float32, shape [4]" in text, text)
+    check("nan 1, inf 1" in text and "[after_launch - k0 - n] int 4" in text, text)
+    check("[after_launch - k0 - eps] float 0.5" in text, text)
+    with tempfile.TemporaryDirectory() as d:
+        pw.DebugPrinter("save", "", d, ["k0"])("before", "k0", vals)
+        saved = np.load(os.path.join(d, "before_k0_x.npy"))
+        check(same(saved, vals[0][1]), "saved .npy round-trips")
+        check(sorted(os.listdir(d)) == ["before_k0_x.npy"], "only tensors are saved")
     try:
         pw.DebugPrinter("names", "nosuchkernel", ".", ["k0_relu", "coil_cpu_gemm_f32"])
         raise AssertionError("unknown kernel accepted")
