@@ -347,6 +347,16 @@ def test_package(pkg, sizes_list, make_inputs=random_inputs):
             check(same(a, b), f"{pkg} sizes {sizes}: wrapper.json replay output {i} differs")
         byname = m.run({t.name: x for t, x in zip(m.inputs, xs)})
         check(all(same(a, b) for a, b in zip(ref, byname)), "inputs by name")
+    # wrapper.py as a program: python3 PKG/src/wrapper.py IN.npz OUT.npz
+    np.savez(os.path.join(pkg, "in.npz"), **{t.name: coil.as_host_array(x, t.dtype)
+                                            for t, x in zip(m.inputs, xs)})
+    r = subprocess.run([sys.executable, os.path.join(pkg, "src", "wrapper.py"),
+                        os.path.join(pkg, "in.npz"), os.path.join(pkg, "out.npz")],
+                       capture_output=True, text=True)
+    check(r.returncode == 0, f"wrapper.py as a program: {r.stderr}")
+    saved = np.load(os.path.join(pkg, "out.npz"))
+    for t, a in zip(m.outputs, ref):
+        check(same(coil.as_host_array(a), saved[t.name]), f"wrapper.py saved output {t.name}")
 
 
 class DLPackOnly:

@@ -85,6 +85,7 @@ public:
     tables();
     arenaFunction();
     runFunction();
+    mainBlock();
     return os_.str();
   }
 
@@ -249,6 +250,29 @@ private:
           << ")";
     }
     os_ << "]\n";
+  }
+
+  void mainBlock() {
+    os_ << "\n\n"
+        << "if __name__ == \"__main__\":\n"
+        << "    # python3 PKG/src/wrapper.py IN.npz [OUT.npz]: runs the package through this file\n"
+        << "    # (inputs and outputs by name; needs the module coil on PYTHONPATH).\n"
+        << "    import os\n"
+        << "    import sys\n\n"
+        << "    import numpy as np\n\n"
+        << "    import coil.pywrapper\n\n"
+        << "    if len(sys.argv) not in (2, 3):\n"
+        << "        sys.exit(\"usage: wrapper.py IN.npz [OUT.npz]\")\n"
+        << "    model = coil.pywrapper.load(os.path.dirname(os.path.dirname(os.path.abspath("
+           "__file__))))\n"
+        << "    given = np.load(sys.argv[1])\n"
+        << "    results = model.run({name: given[name] for name, _, _ in INPUTS if name in "
+           "given})\n"
+        << "    for (name, _, _), value in zip(OUTPUTS, results):\n"
+        << "        print(f\"{name}: {value.dtype}{list(value.shape)}\")\n"
+        << "    if len(sys.argv) == 3:\n"
+        << "        np.savez(sys.argv[2], **{name: np.asarray(value) for (name, _, _), value in "
+           "zip(OUTPUTS, results)})\n";
   }
 
   void printLine(const Line &line) {
