@@ -64,6 +64,26 @@ def as_host_array(x, coil_dtype=None):
     return a
 
 
+def _checked_host_array(i, x, info):
+    """Input i as a host array, or a coil.Error naming it when numpy cannot give coil one."""
+    try:
+        a = as_host_array(x, info.dtype)
+    except (TypeError, ValueError) as e:
+        raise Error(f"input {i} '{info.name}' is not an array coil can read: {e}") from None
+    if a.dtype.kind not in "fiub" and a.dtype != np.bool_:
+        raise Error(f"input {i} '{info.name}' has numpy dtype {a.dtype}, which coil does not "
+                    f"support (the model takes {info.dtype})")
+    return a
+
+
+def _contiguous(x):
+    """False for a torch or cupy tensor that is not C-contiguous (True when unknown)."""
+    if hasattr(x, "is_contiguous"):
+        return bool(x.is_contiguous())
+    flags = getattr(x, "flags", None)
+    return bool(getattr(flags, "c_contiguous", True))
+
+
 def _device_type(x):
     if isinstance(x, np.ndarray) or not hasattr(x, "__dlpack_device__"):
         return _DL_CPU
@@ -131,7 +151,7 @@ class Model:
         cuda = [k in (_DL_CUDA, _DL_CUDA_MANAGED) for k in kinds]
         if any(cuda):
             return self._run_device(xs, cuda, stream)
-        arrays = [as_host_array(x, t.dtype) for x, t in zip(xs, self.inputs)]
+        arrays = [_checked_host_array(i, x, t) for i, (x, t) in enumerate(zip(xs, self.inputs))]
         outs = self._m.run(arrays, False, 0)
         for i, t in enumerate(self.outputs):
             if t.dtype == "bf16" and _BFLOAT16 is not None:
@@ -146,6 +166,10 @@ class Model:
             bad = [t.name for t, c in zip(self.inputs, cuda) if not c]
             raise Error(f"inputs {bad} are not CUDA tensors; a device run takes every input "
                         "on the device")
+        for i, (x, t) in enumerate(zip(xs, self.inputs)):
+            if not _contiguous(x):
+                raise Error(f"input {i} '{t.name}' is a non-contiguous CUDA tensor; coil reads "
+                            "contiguous row-major data (call .contiguous() first)")
         if stream is None:
             stream = _current_stream(xs[0])
         # DLPack: the producer makes the data ready on the consumer's stream; 0 (the legacy

@@ -93,10 +93,14 @@ class _Function:
 
 class _Functions:
     def __init__(self, model_lib, runtime_lib, launchers, externs):
-        for name, sig in launchers.items():
-            setattr(self, name, _Function(getattr(model_lib, name), sig, name))
-        for name, sig in externs.items():
-            setattr(self, name, _Function(getattr(runtime_lib, name), sig, name))
+        for table, lib, where in ((launchers, model_lib, "model.so"),
+                                  (externs, runtime_lib, "libcoil_runtime")):
+            for name, sig in table.items():
+                try:
+                    fn = getattr(lib, name)
+                except AttributeError:
+                    raise Error(f"{where} has no function '{name}' (wrapper.py calls it)") from None
+                setattr(self, name, _Function(fn, sig, name))
 
 
 class Cells:
@@ -159,7 +163,7 @@ class Runtime:
     def _alloc(self, ctx, nbytes):
         try:
             block = aligned_bytes(max(int(nbytes), 1))
-        except MemoryError:
+        except Exception:  # noqa: BLE001 -- nothing may escape a ctypes callback
             self._alloc_failed = True
             return None
         self._blocks[block.ctypes.data] = block

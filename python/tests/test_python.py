@@ -402,6 +402,9 @@ def test_api(mlp_pkg, nz_pkg):
     expect_error(lambda: m.run(x.astype(np.float64)), r"input 0 'x'.*f32.*f64|dtype")
     expect_error(lambda: m.run(x[:, :5]), r"input 0 'x' dim 1 must be 16")
     expect_error(lambda: m.run(x, x), r"takes 1 inputs, got 2")
+    expect_error(lambda: m.run(np.zeros((3, 16), object)), r"input 0 'x' has numpy dtype object")
+    expect_error(lambda: m.run(np.zeros((3, 16), np.complex64)),
+                 r"input 0 'x' has numpy dtype complex64, which coil does not support")
     expect_error(lambda: m.run({"y": x}), r"missing \['x'\], unknown \['y'\]")
     expect_error(lambda: coil.load(os.path.join(mlp_pkg, "nope")), r"nope")
     # CUDA tensors need a CUDA package.
