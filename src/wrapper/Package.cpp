@@ -2,6 +2,8 @@
 
 #include "support/JsonQuote.h"
 #include "wrapper/CppBackend.h"
+#include "wrapper/GraphExport.h"
+#include "wrapper/PyBackend.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -212,6 +214,10 @@ Status writePackage(const std::string &dir, const WrapperProgram &p,
   COIL_TRY_STATUS(
       writeText(fs::path(dir) / "metadata.json", metadataJson(p, layout, total, options)));
   COIL_TRY_STATUS(writeText(fs::path(dir) / "src" / "wrapper.cpp", emitCppWrapper(p)));
+  // The other backends of the same program: Python twin, JSON and Graphviz exports.
+  COIL_TRY_STATUS(writeText(fs::path(dir) / "src" / "wrapper.py", emitPyWrapper(p)));
+  COIL_TRY_STATUS(writeText(fs::path(dir) / "src" / "wrapper.json", emitWrapperJson(p)));
+  COIL_TRY_STATUS(writeText(fs::path(dir) / "src" / "wrapper.dot", emitWrapperDot(p)));
   return okStatus();
 }
 

@@ -44,6 +44,9 @@ commands:
       print a summary of MODEL; --graph prints it in coil's text format, --loops the Loop IR,
       --fusion the kernels and what each fuses, --kernels the kernel names, --wrapper the C++
       wrapper, --memory the arena plan against its lower bound (at the sizes of IN.npz)
+  inspect MODEL|PKG --wrapper [--svg OUT.svg]
+      the C++ wrapper of a model or a package, or with --svg its graph (buffers, launches, data
+      edges) rendered by Graphviz's dot
   evt EPILOGUE.py --arch sm80|sm90 --shape M,N[,L] [...]   (see 'coil evt --help')
   help
       print this message
@@ -171,8 +174,10 @@ Status run(int argc, char **argv) {
   if (cmd == "evt") return evt::runEvtCommand(argc, argv);
   if (cmd == "inspect") {
     COIL_TRY(Args a,
-             parseArgs(argc, argv, {"--inputs", "--device", "--arch"},
+             parseArgs(argc, argv, {"--inputs", "--device", "--arch", "--svg"},
                        {"--graph", "--fusion", "--loops", "--wrapper", "--memory", "--kernels"}));
+    if (a.values.count("--svg") && !a.flags.count("--wrapper"))
+      return Error::user("--svg OUT.svg renders the wrapper's graph: use it with --wrapper");
     for (const char *f : {"--fusion", "--loops", "--wrapper", "--memory", "--kernels"})
       if (a.flags.count(f)) {
         if (a.positional.size() != 1)
