@@ -7,6 +7,7 @@
 /// with RTLD_NOLOAD | RTLD_GLOBAL, which promotes the already loaded library to the global
 /// scope without loading a second copy. The model itself is loaded RTLD_LOCAL, so that several
 /// packages (which export the same coil_model_* names) coexist.
+#include "runtime/CudaHost.h"
 #include "runtime/Metadata.h"
 
 #include <algorithm>
@@ -120,8 +121,10 @@ struct coil_model {
   coil_model_arena_bytes_fn arenaBytes = nullptr;
   coil_model_run_fn run = nullptr;
   ArenaPool arenas;
+  std::unique_ptr<CudaModel> cuda; ///< device "cuda": the device half (runtime/CudaHost.h)
 
   ~coil_model() {
+    cuda.reset();
     if (library) dlclose(library);
     if (weights) munmap(weights, weightsSize);
   }
@@ -153,9 +156,9 @@ coil_status loadModel(const char *pathC, coil_model **out) {
     return fail(COIL_ERROR_PACKAGE, pkg + ": model ABI version " + std::to_string(md.abiVersion) +
                                         ", this runtime has " +
                                         std::to_string(COIL_MODEL_ABI_VERSION));
-  if (md.device != "cpu")
-    return fail(COIL_ERROR_PACKAGE,
-                pkg + ": compiled for device '" + md.device + "', this runtime runs cpu packages");
+  if (md.device != "cpu" && md.device != "cuda")
+    return fail(COIL_ERROR_PACKAGE, pkg + ": compiled for device '" + md.device +
+                                        "', this runtime runs cpu and cuda packages");
   for (const SymbolSig &s : md.symbols) m->ranges[s.name] = {s.min, s.max};
   for (const TensorSig &t : md.inputs) {
     m->inputDims.emplace_back();
@@ -194,6 +197,12 @@ coil_status loadModel(const char *pathC, coil_model **out) {
   close(fd);
   for (const ConstantSig &c : md.constants)
     m->constants.push_back(static_cast<const char *>(m->weights) + c.offset);
+
+  // CUDA packages: libcoil_cuda (loaded RTLD_GLOBAL: model.so's coil_cuda_* externs), the
+  // fatbin and the device weights, before model.so.
+  if (md.device == "cuda")
+    if (CudaStatus s = CudaModel::load(m->path, md, m->weights, m->weightsSize, m->cuda); s.code)
+      return fail(s.code, s.message);
 
   // model.so
   promoteRuntimeToGlobal();
@@ -315,8 +324,9 @@ coil_status validateInputs(const coil_model &m, const coil_tensor *inputs, int64
   return COIL_OK;
 }
 
+/// A run: host memory, or (device) device memory on `stream` for device packages.
 coil_status runModel(coil_model *m, const coil_tensor *inputs, int64_t nIn, coil_output *outputs,
-                     int64_t nOut) {
+                     int64_t nOut, bool device = false, void *stream = nullptr) {
   if (!m) return fail(COIL_ERROR_INVALID_ARGUMENT, "coil_model_run: model is null");
   if (coil_status s = validateInputs(*m, inputs, nIn); s != COIL_OK) return s;
   const Metadata &md = m->meta;
@@ -341,6 +351,16 @@ coil_status runModel(coil_model *m, const coil_tensor *inputs, int64_t nIn, coil
     outData[i] = outputs[i].data;
     capacity[i] = outputs[i].data ? outputs[i].capacity : 0;
     outShapes[i] = &shapes[size_t(i) * COIL_MAX_RANK];
+  }
+  if (m->cuda) { // debug: the debug printer's hooks when it is on (graphs are then off)
+    CudaStatus s = m->cuda->run(md, m->arenaBytes, m->run, inputs, nIn, outputs, nOut, !device,
+                                stream, /*debug=*/nullptr);
+    if (s.code) return fail(s.code, s.message);
+    for (int64_t i = 0; i < nOut; ++i) {
+      outputs[i].dtype = coil_dtype(int(md.outputs[i].dtype));
+      outputs[i].rank = int64_t(md.outputs[i].dims.size());
+    }
+    return COIL_OK;
   }
   int64_t arenaBytes = m->arenaBytes(inShapes.data());
   if (arenaBytes < 0)
@@ -483,14 +503,16 @@ coil_status coil_model_run_device(coil_model *model, const coil_tensor *inputs, 
     return fail(COIL_ERROR_INVALID_ARGUMENT,
                 "coil_model_run_device: package '" + model->path +
                     "' is compiled for the cpu; call coil_model_run with host memory");
-  return fail(COIL_ERROR_PACKAGE, "coil_model_run_device: package '" + model->path +
-                                      "' is compiled for " + model->meta.device +
-                                      ", which this runtime cannot run");
+  return guarded(
+      [&] { return runModel(model, inputs, num_inputs, outputs, num_outputs, true, stream); });
 }
 
 void coil_output_release(coil_output *output) {
   if (!output || !output->owned) return;
-  std::free(output->data);
+  if (output->owned == 2)
+    cudaReleaseDeviceOutput(output->data);
+  else
+    std::free(output->data);
   output->data = nullptr;
   output->owned = 0;
 }

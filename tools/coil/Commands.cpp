@@ -8,6 +8,7 @@
 #include "lower/Lower.h"
 #include "sched/Schedule.h"
 #include "wrapper/CppBackend.h"
+#include "wrapper/GraphExport.h"
 #include "wrapper/MemoryPlan.h"
 
 #include <algorithm>
@@ -16,9 +17,11 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <random>
 #include <sstream>
+#include <unistd.h>
 
 namespace coil::cli {
 
@@ -84,6 +87,13 @@ double secondsSince(std::chrono::steady_clock::time_point t0) {
 CompileOptions compileOptions(const Args &a) {
   CompileOptions o;
   if (a.values.count("--device")) o.device = a.values.at("--device");
+  if (a.values.count("--arch")) {
+    o.cudaArchs.clear();
+    std::istringstream is(a.values.at("--arch"));
+    for (std::string arch; std::getline(is, arch, ',');)
+      if (!arch.empty()) o.cudaArchs.push_back(arch);
+    o.recordedOptions.emplace_back("arch", a.values.at("--arch"));
+  }
   if (a.values.count("--print-after")) o.printAfter = a.values.at("--print-after");
   o.toolchain.verbose = a.flags.count("--verbose") != 0;
   for (const std::string &d : a.dynamic) o.recordedOptions.emplace_back("dynamic", d);
@@ -304,16 +314,19 @@ Status cmdCompile(const Args &a) {
   COIL_TRY(std::unique_ptr<Compilation> c, compileModel(a, a.positional[0]));
   CompileOptions o = compileOptions(a);
   COIL_TRY(PackageResult r, writePackage(*c, a.values.at("--output"), o));
-  size_t externs = c->schedule.steps.size() - c->kernels.size();
+  size_t nKernels = c->wrapper.kernels.size();
+  size_t externs = c->schedule.steps.size() - nKernels;
   std::cout << "kernels:";
-  for (const codegen::CpuKernelSource &k : c->kernels) std::cout << " " << k.info.name;
+  for (const wrapper::KernelInfo &k : c->wrapper.kernels) std::cout << " " << k.name;
   std::cout << "\n";
   std::cout << "stages:";
   for (const auto &[stage, s] : c->timings) std::printf(" %s %.1f ms,", stage.c_str(), s * 1e3);
+  if (c->wrapper.device == "cuda")
+    std::printf(" nvcc %.2f s%s,", r.fatbin.seconds, r.fatbin.cacheHit ? " (cached)" : "");
   std::printf(" build %.2f s%s\n", r.build.seconds, r.build.cacheHit ? " (cached)" : "");
   std::printf(
       "compile: %zu graph nodes -> %zu kernels and %zu extern calls; package %s in %.2f s\n",
-      c->graph.nodes().size(), c->kernels.size(), externs, r.dir.c_str(), secondsSince(t0));
+      c->graph.nodes().size(), nKernels, externs, r.dir.c_str(), secondsSince(t0));
   return okStatus();
 }
 
@@ -421,8 +434,64 @@ Status cmdBench(const Args &a) {
   return okStatus();
 }
 
+// --- inspect --wrapper [--svg OUT.svg]: the wrapper of a model or a package, or its graph
+// (wrapper.dot, wrapper/GraphExport.h) rendered by Graphviz's `dot`.
+Status renderDot(const std::string &dotText, const std::string &svgPath) {
+  std::string dotExe;
+  if (const char *path = std::getenv("PATH")) {
+    std::stringstream dirs(path);
+    for (std::string d; std::getline(dirs, d, ':');)
+      if (!d.empty() && ::access((d + "/dot").c_str(), X_OK) == 0) {
+        dotExe = d + "/dot";
+        break;
+      }
+  }
+  if (dotExe.empty())
+    return Error::user("--svg needs Graphviz's 'dot' program, which is not on PATH (install "
+                       "the 'graphviz' package; packages hold the graph as src/wrapper.dot)");
+  fs::path tmp = fs::path(svgPath + ".dot.tmp");
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f << dotText;
+    if (!f) return Error::runtime("cannot write '" + tmp.string() + "'");
+  }
+  std::string cmd = "'" + dotExe + "' -Tsvg -o '" + svgPath + "' '" + tmp.string() + "'";
+  if (svgPath.find('\'') != std::string::npos)
+    return Error::user("--svg path must not contain a single quote: '" + svgPath + "'");
+  int rc = std::system(cmd.c_str());
+  std::error_code ec;
+  fs::remove(tmp, ec);
+  if (rc != 0)
+    return Error::runtime("'dot' failed (status " + std::to_string(rc) + ") on the wrapper graph");
+  std::cout << "wrote " << svgPath << "\n";
+  return okStatus();
+}
+
+Status inspectPackageWrapper(const Args &a, const std::string &dir) {
+  for (const char *f : {"--fusion", "--loops", "--memory", "--kernels"})
+    if (a.flags.count(f))
+      return Error::user(std::string("'coil inspect PKG' takes --wrapper [--svg OUT.svg]; ") + f +
+                         " needs a MODEL");
+  auto read = [&](const std::string &rel) -> Expected<std::string> {
+    std::ifstream f(fs::path(dir) / rel, std::ios::binary);
+    if (!f) return Error::user("package '" + dir + "' has no " + rel);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  };
+  if (a.values.count("--svg")) {
+    COIL_TRY(std::string dot, read("src/wrapper.dot"));
+    return renderDot(dot, a.values.at("--svg"));
+  }
+  COIL_TRY(std::string cpp, read("src/wrapper.cpp"));
+  std::cout << cpp;
+  return okStatus();
+}
+
 Status cmdInspectCompiled(const Args &a) {
   const std::string &path = a.positional.at(0);
+  if (fs::is_directory(path) && fs::exists(fs::path(path) / "metadata.json"))
+    return inspectPackageWrapper(a, path);
   COIL_TRY(ImportOptions io, importOptions(a));
   COIL_TRY(LoadedModel m, loadModel(path, io));
   Graph g = m.graph;
@@ -430,8 +499,11 @@ Status cmdInspectCompiled(const Args &a) {
   if (a.flags.count("--loops")) std::cout << loop::printLoopProgram(c->loops);
   if (a.flags.count("--fusion")) std::cout << sched::fusionReport(c->schedule);
   if (a.flags.count("--kernels"))
-    for (const codegen::CpuKernelSource &k : c->kernels) std::cout << k.info.name << "\n";
-  if (a.flags.count("--wrapper")) std::cout << wrapper::emitCppWrapper(c->wrapper);
+    for (const wrapper::KernelInfo &k : c->wrapper.kernels) std::cout << k.name << "\n";
+  if (a.values.count("--svg"))
+    COIL_TRY_STATUS(renderDot(wrapper::emitWrapperDot(c->wrapper), a.values.at("--svg")));
+  else if (a.flags.count("--wrapper"))
+    std::cout << wrapper::emitCppWrapper(c->wrapper);
   if (a.flags.count("--memory")) {
     COIL_TRY(std::vector<Tensor> inputs, inputsFor(a, g));
     SymBindings b = bindingsFor(g, inputs);
