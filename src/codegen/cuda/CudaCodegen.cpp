@@ -1,3 +1,17 @@
+// CUDA kernel codegen. Kernel shapes and their configs (config 0 is the heuristic best):
+//  - pointwise kernels (one phase, no inner vars, no reductions): a 1-D grid-stride loop over the
+//    flattened outer space, `block` threads, `ept` elements (or vectors) per thread and step.
+//    When every access is the flat index (or independent of the outer point), the body runs on
+//    flat indices; when the accesses are contiguous along the last dim instead (broadcasts), on
+//    groups of that dim. Either way a 16-byte vector path (coil_vec) exists when the launcher
+//    finds the buffers aligned (and the last extent a multiple of the width), with a scalar
+//    path otherwise. Index decomposition divides in 32 bits when the space allows.
+//  - other kernels: `threads_per_row` threads per outer point (1, a warp, or a block), rows
+//    strided over the grid; each phase strides its flattened inner space over the row's threads
+//    (16-byte vectors over contiguous aligned runs of a constant extent, runs several phases
+//    load kept in registers); reductions fold per thread, then through warp shuffles and, for a
+//    block per row, shared memory, leaving every thread with the row's result (Accumulator).
+// Scalar statements print through codegen/KernelEmitter, as on the CPU.
 #include "codegen/cuda/CudaCodegen.h"
 
 #include "codegen/CSource.h"
