@@ -1081,10 +1081,12 @@ Expected<CudaKernelSource> CudaEmitter::run() {
           strided = true;
       }
     }
-    Config best = inner <= 8 || (strided && outerMax >= 4096) ? thread
-                  : inner <= 1024 && outerMax >= 1024         ? warp
-                  : inner <= 16384 && outerMax >= 256         ? blk256
-                                                              : blk1024;
+    // Short rows: a thread each; rows up to 2048: a warp each (a block when there are few
+    // rows: one wave of the GPU); longer rows: a block each.
+    Config best = inner <= 8 || (strided && outerMax >= 4096)        ? thread
+                  : inner <= 2048 && !(outerMax < 64 && inner > 256) ? warp
+                  : inner <= 16384 && outerMax >= 132                ? blk256
+                                                                     : blk1024;
     configs.push_back(best);
     for (const Config &c : {thread, warp, blk256, blk1024})
       if (c.name != best.name) configs.push_back(c);
