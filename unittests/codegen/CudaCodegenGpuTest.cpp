@@ -385,6 +385,18 @@ std::vector<Case> testCases() {
   %m = ReduceMean(%x) {keepdims = 0, axes = ints[0]} : f32[M]
 })",
        {{"N", 50}, {"M", 70}, {"K", 20}}},
+      {"bool_multidim_indirect",
+       R"(graph @g(%b: bool[N, 40], %x: f32[N, 5, 7], %i: i64[9]) -> (%any, %all, %s, %gs, %bf) {
+  symbol N in [1, 5000]
+  %any = ReduceMax(%b) {keepdims = 0, axes = ints[1]} : bool[N]
+  %all = ReduceMin(%b) {keepdims = 0, axes = ints[1]} : bool[N]
+  %ax = constant i64[2] [1, 2]
+  %s = ReduceSum(%x, %ax) {keepdims = 1} : f32[N, 1, 1]
+  %g = Gather(%x, %i) {axis = 2} : f32[N, 5, 9]
+  %gs = ReduceMax(%g) {keepdims = 0, axes = ints[2]} : f32[N, 5]
+  %bf = Cast(%b) {to = 1} : f32[N, 40]
+})",
+       {{"N", 301}}},
   };
 }
 

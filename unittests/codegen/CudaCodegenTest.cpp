@@ -183,6 +183,18 @@ graph @dyn(%x: f32[N, M], %i: i64[K]) -> (%g, %s, %sum) {
 }
 )";
 
+const char *kBoolMultiDim = R"(
+graph @bm(%b: bool[N, 40], %x: f32[N, 5, 7], %i: i64[9]) -> (%any, %all, %s, %gs) {
+  symbol N in [1, 5000]
+  %any = ReduceMax(%b) {keepdims = 0, axes = ints[1]} : bool[N]
+  %all = ReduceMin(%b) {keepdims = 0, axes = ints[1]} : bool[N]
+  %ax = constant i64[2] [1, 2]
+  %s = ReduceSum(%x, %ax) {keepdims = 1} : f32[N, 1, 1]
+  %g = Gather(%x, %i) {axis = 2} : f32[N, 5, 9]
+  %gs = ReduceMax(%g) {keepdims = 0, axes = ints[2]} : f32[N, 5]
+}
+)";
+
 bool contains(const std::string &s, const std::string &what) {
   return s.find(what) != std::string::npos;
 }
@@ -190,8 +202,8 @@ bool contains(const std::string &s, const std::string &what) {
 TEST(CudaCodegen, KernelsCompileForSm80AndSm90a) {
   std::string device, host;
   int i = 0;
-  for (const char *text :
-       {kPointwise, kBroadcast, kSoftmax, kLayerNorm, kArgMax, kIntegers, kDynamicSlice}) {
+  for (const char *text : {kPointwise, kBroadcast, kSoftmax, kLayerNorm, kArgMax, kIntegers,
+                           kDynamicSlice, kBoolMultiDim}) {
     Generated g = generate(text, "p" + std::to_string(i++) + "_");
     ASSERT_FALSE(g.kernels.empty());
     device += g.device;
