@@ -257,7 +257,11 @@ TEST(CudaCodegen, SoftmaxIsOneWarpPerRowKernel) {
   Generated g = generate(kSoftmax, "");
   ASSERT_EQ(g.kernels.size(), 1u);
   const CudaKernelSource &k = g.kernels[0];
-  EXPECT_EQ(k.info.configs[0].name, "warp_per_row_rows4");
+  // N is dynamic: config 0 picks the row mapping from the sizes at run time.
+  EXPECT_EQ(k.info.configs[0].name, "adaptive_warp_per_row_rows4");
+  EXPECT_TRUE(
+      contains(k.host, "return coil_launch(ctx, 0 + which, \"k0_max_c0\", grid, block, args);"));
+  EXPECT_TRUE(contains(k.host, "const int64_t inner = 512;"));
   EXPECT_TRUE(contains(k.device, "coil_shfl_xor("));
   // Another config combines warps through shared memory.
   EXPECT_TRUE(contains(k.device, "__syncthreads();"));
@@ -267,14 +271,26 @@ TEST(CudaCodegen, SoftmaxIsOneWarpPerRowKernel) {
 TEST(CudaCodegen, LayerNormUsesABlockPerRow) {
   Generated g = generate(kLayerNorm, "");
   ASSERT_EQ(g.kernels.size(), 1u);
-  EXPECT_EQ(g.kernels[0].info.configs[0].name, "block256_per_row");
+  EXPECT_EQ(g.kernels[0].info.configs[0].name, "adaptive_block256_per_row");
+}
+
+TEST(CudaCodegen, StaticSizesChooseTheRowMappingAtCompileTime) {
+  Generated g = generate(R"(
+graph @sm(%x: f32[64, 2048]) -> (%y) {
+  %y = Softmax(%x) {axis = -1} : f32[64, 2048]
+}
+)",
+                         "");
+  ASSERT_EQ(g.kernels.size(), 1u);
+  EXPECT_EQ(g.kernels[0].info.configs[0].name, "warp_per_row_rows4");
+  EXPECT_FALSE(contains(g.kernels[0].host, "which"));
 }
 
 TEST(CudaCodegen, FunctionBaseCountsEarlierKernels) {
   Generated g = generate(kArgMax, "");
   ASSERT_GE(g.kernels.size(), 2u);
   size_t before = g.kernels[0].functions.size();
-  EXPECT_TRUE(contains(g.kernels[1].host, "coil_launch(ctx, " + std::to_string(before) + " + 0,"));
+  EXPECT_TRUE(contains(g.kernels[1].host, "coil_launch(ctx, " + std::to_string(before) + " + "));
 }
 
 } // namespace

@@ -61,10 +61,11 @@ class CudaEmitter : KernelEmitterBase {
 public:
   CudaEmitter(const sched::Kernel &k, const loop::LoopProgram &p, const CudaCodegenOptions &o)
       : KernelEmitterBase(k, p, {"v", "n", "acc", "red", "vec", "t", "j", "rc"},
-                          {"f",         "t",        "g",        "e",       "m",
-                           "u",         "base",     "row",      "lane",    "total",
-                           "grid",      "args",     "ctx",      "nvec",    "warp",
-                           "threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize"},
+                          {"f",       "t",       "g",     "e",         "k",        "m",
+                           "u",       "xb",      "base",  "row",       "lane",     "total",
+                           "grid",    "args",    "ctx",   "nvec",      "warp",     "inner",
+                           "which",   "rows",    "block", "threadIdx", "blockIdx", "blockDim",
+                           "gridDim", "warpSize"},
                           "cuda codegen: "),
         o_(o) {}
 
@@ -118,6 +119,7 @@ private:
   int64_t vecWidth_ = 1;       ///< elements per vector access of the flat path (1: none)
   std::set<NodeId> flatNodes_; ///< buffers accessed at the flat index
   std::map<const void *, bool> flatAccess_; ///< per Load stmt / Store: at the flat index?
+  std::string adaptiveLaunch_; ///< launcher lines of an adaptive config 0 (row kernels)
 };
 
 std::string CudaEmitter::offsetText(NodeId node, const std::vector<SymInt> &idx) const {
@@ -1090,6 +1092,47 @@ Expected<CudaKernelSource> CudaEmitter::run() {
     configs.push_back(best);
     for (const Config &c : {thread, warp, blk256, blk1024})
       if (c.name != best.name) configs.push_back(c);
+    // Sizes unknown at compile time: config 0's launcher applies the same rule to the actual
+    // sizes and launches the function of the config it picks.
+    std::string innerText;
+    std::vector<std::string> innerTexts;
+    bool known = simplify(outer, ranges_).isConstant();
+    for (const sched::Phase &ph : k_.phases) {
+      if (ph.vars.empty()) continue;
+      SymInt size(1);
+      for (const SymInt &r : ph.ranges) size = size * r;
+      known = known && simplify(renamed(size), ranges_).isConstant();
+      std::string t = cpp(size);
+      if (std::find(innerTexts.begin(), innerTexts.end(), t) == innerTexts.end())
+        innerTexts.push_back(t);
+    }
+    for (const std::string &t : innerTexts)
+      innerText = innerText.empty() ? t : "std::max<int64_t>(" + innerText + ", " + t + ")";
+    if (!known && !innerText.empty()) {
+      auto index = [&](const Config &c) {
+        for (size_t i = 0; i < configs.size(); ++i)
+          if (configs[i].name == c.name) return std::to_string(i);
+        return std::string("0");
+      };
+      CodeWriter a;
+      a.line("// Config 0 adapts to the sizes: the row mapping of the config that suits them.");
+      a.line("const int64_t inner = " + innerText + ";");
+      a.line("int32_t which = 0;");
+      a.line("unsigned block = 0;");
+      a.line("int64_t rows = 1;");
+      auto pick = [&](const std::string &cond, const Config &c) {
+        a.open(cond);
+        a.line("which = " + index(c) + ";");
+        a.line("block = " + std::to_string(c.block) + ";");
+        a.line("rows = " + std::to_string(c.rows) + ";");
+        a.close();
+      };
+      pick(std::string("if (inner <= 8") + (strided ? " || total >= 4096)" : ")"), thread);
+      pick("else if (inner <= 2048 && !(total < 64 && inner > 256))", warp);
+      pick("else if (inner <= 16384 && total >= 132)", blk256);
+      pick("else", blk1024);
+      adaptiveLaunch_ = a.str();
+    }
   }
   for (const Config &c : configs) {
     wrapper::KernelConfig kc;
@@ -1098,6 +1141,10 @@ Expected<CudaKernelSource> CudaEmitter::run() {
       kc.values = {{"block", c.block}, {"ept", c.ept}, {"vec", c.vec}};
     else
       kc.values = {{"block", c.block}, {"threads_per_row", c.tpr}, {"rows_per_block", c.rows}};
+    if (info.configs.empty() && !adaptiveLaunch_.empty()) {
+      kc.name = "adaptive_" + kc.name;
+      kc.values.push_back({"adaptive", 1});
+    }
     info.configs.push_back(kc);
   }
 
@@ -1159,6 +1206,19 @@ Expected<CudaKernelSource> CudaEmitter::run() {
       }
       host.line("const int64_t grid = coil_ceildiv(" + count + ", " +
                 std::to_string(c.block * c.ept) + ");");
+    } else if (ci == 0 && !adaptiveLaunch_.empty()) {
+      std::string text = adaptiveLaunch_;
+      for (size_t pos = 0; pos < text.size();) {
+        size_t end = text.find('\n', pos);
+        host.line(text.substr(pos, end - pos));
+        pos = end + 1;
+      }
+      host.line("const int64_t grid = coil_ceildiv(total, rows);");
+      host.line("void *args[] = {" + (args.empty() ? std::string("nullptr") : args) + "};");
+      host.line("return coil_launch(ctx, " + std::to_string(o_.functionBase) + " + which, \"" + fn +
+                "\", grid, block, args);");
+      host.close();
+      continue;
     } else {
       host.line("const int64_t grid = coil_ceildiv(total, " + std::to_string(c.rows) + ");");
     }
