@@ -1064,6 +1064,7 @@ Expected<CudaKernelSource> CudaEmitter::run() {
     Config thread{"thread_per_row_block128", 128, 1, 1, 1, 128};
     Config warp{"warp_per_row_rows4", 128, 1, 1, 32, 4};
     Config blk256{"block256_per_row", 256, 1, 1, 256, 1};
+    Config blk512{"block512_per_row", 512, 1, 1, 512, 1};
     Config blk1024{"block1024_per_row", 1024, 1, 1, 1024, 1};
     // Loads that stride through memory along a phase's innermost var (a reduction over a
     // leading dim): neighbouring outer points are neighbours in memory, so one thread per
@@ -1090,7 +1091,7 @@ Expected<CudaKernelSource> CudaEmitter::run() {
                   : inner <= 16384 && outerMax >= 132                ? blk256
                                                                      : blk1024;
     configs.push_back(best);
-    for (const Config &c : {thread, warp, blk256, blk1024})
+    for (const Config &c : {thread, warp, blk256, blk512, blk1024})
       if (c.name != best.name) configs.push_back(c);
     // Sizes unknown at compile time: config 0's launcher applies the same rule to the actual
     // sizes and launches the function of the config it picks.
