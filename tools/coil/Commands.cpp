@@ -8,6 +8,7 @@
 #include "lower/Lower.h"
 #include "sched/Schedule.h"
 #include "wrapper/CppBackend.h"
+#include "wrapper/DebugInstrument.h"
 #include "wrapper/MemoryPlan.h"
 
 #include <algorithm>
@@ -293,6 +294,21 @@ double difference(const Tensor &got, const Tensor &want) {
   return scale > 0 ? err / scale : err;
 }
 
+/// The launches in order, one a line: the name COIL_DEBUG_KERNELS takes, kernel or extern
+/// (with its function), and the buffers it writes.
+void printLaunches(const wrapper::WrapperProgram &w) {
+  std::vector<wrapper::LaunchInfo> table = wrapper::launchTable(w);
+  size_t width = 0;
+  for (const wrapper::LaunchInfo &l : table) width = std::max(width, l.name.size());
+  for (const wrapper::LaunchInfo &l : table) {
+    std::string kind = l.isExtern ? "extern " + l.base : "kernel";
+    std::string writes;
+    for (wrapper::BufferId b : l.writes)
+      writes += (writes.empty() ? "" : ", ") + w.buffers[size_t(b)].name;
+    std::printf("%-*s  %s -> %s\n", int(width), l.name.c_str(), kind.c_str(), writes.c_str());
+  }
+}
+
 } // namespace
 
 Status cmdCompile(const Args &a) {
@@ -307,6 +323,9 @@ Status cmdCompile(const Args &a) {
   size_t externs = c->schedule.steps.size() - c->kernels.size();
   std::cout << "kernels:";
   for (const codegen::CpuKernelSource &k : c->kernels) std::cout << " " << k.info.name;
+  std::cout << "\n";
+  std::cout << "launches (COIL_DEBUG_KERNELS names):";
+  for (const std::string &l : wrapper::debugLaunchNames(c->wrapper)) std::cout << " " << l;
   std::cout << "\n";
   std::cout << "stages:";
   for (const auto &[stage, s] : c->timings) std::printf(" %s %.1f ms,", stage.c_str(), s * 1e3);
@@ -429,8 +448,7 @@ Status cmdInspectCompiled(const Args &a) {
   COIL_TRY(std::unique_ptr<Compilation> c, compileGraph(std::move(m.graph), compileOptions(a)));
   if (a.flags.count("--loops")) std::cout << loop::printLoopProgram(c->loops);
   if (a.flags.count("--fusion")) std::cout << sched::fusionReport(c->schedule);
-  if (a.flags.count("--kernels"))
-    for (const codegen::CpuKernelSource &k : c->kernels) std::cout << k.info.name << "\n";
+  if (a.flags.count("--kernels")) printLaunches(c->wrapper);
   if (a.flags.count("--wrapper")) std::cout << wrapper::emitCppWrapper(c->wrapper);
   if (a.flags.count("--memory")) {
     COIL_TRY(std::vector<Tensor> inputs, inputsFor(a, g));
