@@ -67,7 +67,7 @@ Expected<std::unique_ptr<Compilation>> compileGraph(Graph g, const CompileOption
   }
   timer.done("codegen");
 
-  COIL_TRY(c->wrapper, buildWrapperProgram(c->schedule, std::move(infos)));
+  COIL_TRY(c->wrapper, buildWrapperProgram(c->schedule, std::move(infos), &c->bufferNodes));
   if (o.verifyEach) COIL_TRY_STATUS(wrapper::verifyWrapper(c->wrapper));
   COIL_TRY_STATUS(wrapper::planMemory(c->wrapper, wrapper::MemoryPlanOptions{}));
   // The debug printer's lines, always: the runtime enables them without recompiling.

@@ -38,6 +38,8 @@ struct Compilation {
   sched::Schedule schedule;
   std::vector<codegen::CpuKernelSource> kernels;
   wrapper::WrapperProgram wrapper;
+  /// Per wrapper buffer: the Loop IR node whose value it holds (-1: an extern's scratch output).
+  std::vector<loop::NodeId> bufferNodes;
   /// Seconds spent in each stage, in order.
   std::vector<std::pair<std::string, double>> timings;
 };
