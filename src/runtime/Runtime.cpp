@@ -520,8 +520,7 @@ const char *coil_model_launch_name(const coil_model *model, int64_t index) {
 coil_status coil_model_set_debug_hooks(coil_model *model, const coil_debug_hooks *hooks) {
   if (!model) return fail(COIL_ERROR_INVALID_ARGUMENT, "coil_model_set_debug_hooks: null model");
   if (hooks && (hooks->abi_version != COIL_DEBUG_ABI_VERSION ||
-                hooks->num_launches != model->launches.size() || !hooks->enabled ||
-                !hooks->report))
+                hooks->num_launches != model->launches.size() || !hooks->enabled || !hooks->report))
     return fail(COIL_ERROR_INVALID_ARGUMENT,
                 "coil_model_set_debug_hooks: hooks of ABI version " +
                     std::to_string(hooks->abi_version) + " for " +

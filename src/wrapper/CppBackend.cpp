@@ -65,7 +65,8 @@ std::string cLiteral(const std::string &s) {
 }
 
 /// The wrapper's helpers for DebugPrint lines (only in programs that have them).
-const char *kDebugPrelude = R"(coil_debug_value coil_debug_tensor(const char *name, const char *buffer, int32_t id,
+const char *kDebugPrelude =
+    R"(coil_debug_value coil_debug_tensor(const char *name, const char *buffer, int32_t id,
                                    int32_t dtype, int32_t written, int32_t on_device, int32_t rank,
                                    const int64_t *shape, const void *data) {
   coil_debug_value v;
@@ -307,8 +308,9 @@ private:
           << "u || !coil_debug->enabled || !coil_debug->report)) {\n"
           << "    coil_set_error(args, \"debug hooks of ABI version %u for %u launches; the model "
              "has ABI version %u and "
-          << n << " launches\", (unsigned)coil_debug->abi_version, "
-                  "(unsigned)coil_debug->num_launches, (unsigned)COIL_DEBUG_ABI_VERSION);\n"
+          << n
+          << " launches\", (unsigned)coil_debug->abi_version, "
+             "(unsigned)coil_debug->num_launches, (unsigned)COIL_DEBUG_ABI_VERSION);\n"
           << "    return 1;\n  }\n";
     }
     // symbols
@@ -506,8 +508,8 @@ private:
   void debugPrint(const DebugPrint &l) {
     int32_t id = debugId_.at(l.launch);
     bool after = l.when == DebugPrint::When::After;
-    os_ << "  if (coil_debug && coil_debug->enabled[" << id << "]) { // debug: "
-        << (after ? "after " : "before ") << oneLine(l.launch) << "\n";
+    os_ << "  if (coil_debug && coil_debug->enabled[" << id
+        << "]) { // debug: " << (after ? "after " : "before ") << oneLine(l.launch) << "\n";
     const std::set<BufferId> &writes = launchWrites_[l.launch];
     for (size_t i = 0; i < l.values.size(); ++i) {
       const DebugValue &v = l.values[i];
@@ -529,8 +531,8 @@ private:
         os_ << "coil_debug_tensor(" << name << ", \"" << cLiteral(b.name) << "\", " << v.buffer
             << ", " << int(b.dtype) << ", " << (writes.count(v.buffer) ? 1 : 0) << ", "
             << (device ? 1 : 0) << ", " << b.shape.size() << ", "
-            << (b.shape.empty() ? std::string("nullptr") : "coil_ds" + std::to_string(i))
-            << ", " << var(v.buffer) << ")";
+            << (b.shape.empty() ? std::string("nullptr") : "coil_ds" + std::to_string(i)) << ", "
+            << var(v.buffer) << ")";
         break;
       }
       case DebugValue::Kind::Size:

@@ -186,7 +186,9 @@ std::string metadataJson(const WrapperProgram &p, const std::vector<ConstantEntr
     auto it = std::find_if(table.begin(), table.end(),
                            [&](const LaunchInfo &li) { return li.name == launches[i]; });
     os << (i ? ",\n    " : "\n    ") << "{\"name\": " << q(launches[i]) << ", \"kind\": "
-       << (it == table.end() ? "\"other\"" : it->isExtern ? "\"extern\"" : "\"kernel\"")
+       << (it == table.end() ? "\"other\""
+           : it->isExtern    ? "\"extern\""
+                             : "\"kernel\"")
        << ", \"function\": " << q(it == table.end() ? launches[i] : it->base) << "}";
   }
   os << (launches.empty() ? "]" : "\n  ]") << "\n}\n";

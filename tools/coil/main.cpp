@@ -34,9 +34,11 @@ commands:
       src/); prints the kernel names; STAGE is lower, schedule or wrapper
   run PKG|MODEL --inputs IN.npz [--outputs OUT.npz]
       run a package (a MODEL is compiled first, through the compile cache)
-  verify MODEL [--inputs IN.npz] [--dynamic NAME=MIN:MAX]...
+  verify MODEL [--inputs IN.npz] [--dynamic NAME=MIN:MAX]... [--kernels] [--package PKG]
       compile and run MODEL and compare every output with the interpreter (random inputs
-      unless --inputs is given)
+      unless --inputs is given); on a mismatch, or always with --kernels, compare every
+      launch's outputs with the Loop IR evaluator and name the first diverging launch;
+      --package runs PKG instead of compiling MODEL
   bench PKG|MODEL --inputs IN.npz [--iters N] [--warmup W] [--json]
       time N runs after W warm-up runs: median, min, max
   inspect MODEL [--graph] [--loops] [--fusion] [--kernels] [--wrapper] [--memory [--inputs IN.npz]]
@@ -190,7 +192,7 @@ Status run(int argc, char **argv) {
     return cmdRun(a);
   }
   if (cmd == "verify") {
-    COIL_TRY(Args a, parseArgs(argc, argv, {"--inputs", "--device"}, {}));
+    COIL_TRY(Args a, parseArgs(argc, argv, {"--inputs", "--device", "--package"}, {"--kernels"}));
     return cmdVerify(a);
   }
   if (cmd == "bench") {
