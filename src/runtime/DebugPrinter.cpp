@@ -4,7 +4,6 @@
 #include "runtime/Metadata.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cinttypes>
 #include <cmath>
 #include <coil/cuda_abi.h>
@@ -18,7 +17,19 @@ namespace coil::runtime {
 
 namespace {
 
-std::atomic<int (*)(void *, void *, const void *, size_t, char *, size_t)> g_copyToHost{nullptr};
+std::mutex g_readerMu;
+DeviceReader g_reader;
+
+DeviceReader deviceReader() {
+  std::lock_guard<std::mutex> lock(g_readerMu);
+  return g_reader;
+}
+
+std::string cudaResultText(const DeviceReader &r, int result) {
+  const char *name = nullptr;
+  if (r.errorName && r.errorName(result, &name) == 0 && name) return name;
+  return "CUresult " + std::to_string(result);
+}
 
 std::string lower(std::string s) {
   for (char &c : s) c = char(std::tolower((unsigned char)c));
@@ -237,16 +248,19 @@ HostTensor hostTensor(DType t, const int64_t *shape, int64_t rank, const void *d
     h.data = data;
     return h;
   }
-  auto copy = g_copyToHost.load();
-  if (!copy) {
+  DeviceReader r = deviceReader();
+  if (!r.streamSynchronize || !r.memcpyDtoH) {
     h.problem = "device memory, and no device reader is registered";
     return h;
   }
   void *stream = deviceCtx ? static_cast<const coil_cuda_ctx *>(deviceCtx)->stream : nullptr;
+  if (int rc = r.streamSynchronize(stream); rc != 0) {
+    h.problem = "cannot read device memory: cuStreamSynchronize: " + cudaResultText(r, rc);
+    return h;
+  }
   h.copy.resize(h.bytes);
-  char err[512] = {};
-  if (copy(stream, h.copy.data(), data, h.bytes, err, sizeof err) != 0) {
-    h.problem = std::string("cannot read device memory: ") + (err[0] ? err : "copy failed");
+  if (int rc = r.memcpyDtoH(h.copy.data(), uint64_t(uintptr_t(data)), h.bytes); rc != 0) {
+    h.problem = "cannot read device memory: cuMemcpyDtoH: " + cudaResultText(r, rc);
     h.copy.clear();
     return h;
   }
@@ -309,7 +323,8 @@ std::string describe(const std::string &title, const HostTensor &t, bool onDevic
 } // namespace
 
 void setDebugDeviceReader(DeviceReader reader) {
-  g_copyToHost.store(reader.copyToHost);
+  std::lock_guard<std::mutex> lock(g_readerMu);
+  g_reader = reader;
 }
 
 Expected<std::vector<LaunchSig>> parseLaunches(std::string_view text) {

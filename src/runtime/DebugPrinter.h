@@ -43,13 +43,15 @@ struct LaunchSig {
 /// malformed field.
 Expected<std::vector<LaunchSig>> parseLaunches(std::string_view metadataText);
 
-/// How the printer reads device memory. copyToHost waits for the work enqueued on `stream`
-/// (a CUstream), then copies `bytes` from device address `src` to host `dst`; returns 0, or
-/// nonzero with a message in `error`. The CUDA runtime implements it with the driver API
-/// (cuStreamSynchronize, cuMemcpyDtoH) and registers it with setDebugDeviceReader.
+/// How the printer reads device memory: functions of the CUDA driver API, supplied by the CUDA
+/// runtime (libcoil_cuda, which loads the driver) through setDebugDeviceReader. Before reading a
+/// launch's device tensors the printer synchronizes the run's stream (coil_cuda_ctx::stream of
+/// the launch's device_ctx), then copies each to the host. Return values are CUresult (0:
+/// CUDA_SUCCESS).
 struct DeviceReader {
-  int (*copyToHost)(void *stream, void *dst, const void *src, size_t bytes, char *error,
-                    size_t errorSize) = nullptr;
+  int (*streamSynchronize)(void *stream) = nullptr;                   ///< cuStreamSynchronize
+  int (*memcpyDtoH)(void *dst, uint64_t src, size_t bytes) = nullptr; ///< cuMemcpyDtoH
+  int (*errorName)(int result, const char **name) = nullptr;          ///< cuGetErrorName (optional)
 };
 void setDebugDeviceReader(DeviceReader reader);
 

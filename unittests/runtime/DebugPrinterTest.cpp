@@ -244,16 +244,23 @@ TEST(DebugPrinter, NamesOnly) {
             "[before_launch: ext_gemm_1]\n[after_launch: ext_gemm_1]\n");
 }
 
-// The device path without a GPU: a reader that copies host memory and records the stream.
-void *g_seenStream = nullptr;
-int fakeCopy(void *stream, void *dst, const void *src, size_t bytes, char *, size_t) {
-  g_seenStream = stream;
-  std::memcpy(dst, src, bytes);
+// The device path without a GPU: driver functions over host memory that record their calls.
+std::vector<std::string> g_calls;
+int fakeSync(void *stream) {
+  g_calls.push_back("sync " + std::to_string(*static_cast<int *>(stream)));
   return 0;
 }
-int failingCopy(void *, void *, const void *, size_t, char *error, size_t size) {
-  std::snprintf(error, size, "CUDA_ERROR_ILLEGAL_ADDRESS");
-  return 1;
+int fakeCopy(void *dst, uint64_t src, size_t bytes) {
+  g_calls.push_back("copy " + std::to_string(bytes));
+  std::memcpy(dst, reinterpret_cast<const void *>(uintptr_t(src)), bytes);
+  return 0;
+}
+int failingSync(void *) {
+  return 700;
+}
+int errorName(int result, const char **name) {
+  *name = result == 700 ? "CUDA_ERROR_ILLEGAL_ADDRESS" : "?";
+  return 0;
 }
 
 TEST(DebugPrinter, DeviceMemoryGoesThroughTheReaderWithTheRunsStream) {
@@ -265,7 +272,7 @@ TEST(DebugPrinter, DeviceMemoryGoesThroughTheReaderWithTheRunsStream) {
   coil_debug_value v = tensor("x", COIL_DTYPE_F32, shape, x);
   v.on_device = 1;
   coil_cuda_ctx ctx{};
-  int streamObject = 0;
+  int streamObject = 17;
   ctx.stream = &streamObject;
   setDebugDeviceReader({});
   testing::internal::CaptureStderr();
@@ -273,16 +280,17 @@ TEST(DebugPrinter, DeviceMemoryGoesThroughTheReaderWithTheRunsStream) {
   EXPECT_NE(testing::internal::GetCapturedStderr().find(
                 "device cuda numel 3\n    (device memory, and no device reader is registered)"),
             std::string::npos);
-  setDebugDeviceReader({&fakeCopy});
+  setDebugDeviceReader({&fakeSync, &fakeCopy, &errorName});
   testing::internal::CaptureStderr();
   report(p, 0, "k0_add", COIL_DEBUG_BEFORE, {v}, &ctx);
   EXPECT_NE(testing::internal::GetCapturedStderr().find("values [1, 2, 4]"), std::string::npos);
-  EXPECT_EQ(g_seenStream, &streamObject);
-  setDebugDeviceReader({&failingCopy});
+  // The run's stream is synchronized before the copy.
+  EXPECT_EQ(g_calls, (std::vector<std::string>{"sync 17", "copy 12"}));
+  setDebugDeviceReader({&failingSync, &fakeCopy, &errorName});
   testing::internal::CaptureStderr();
   report(p, 0, "k0_add", COIL_DEBUG_BEFORE, {v}, &ctx);
   EXPECT_NE(testing::internal::GetCapturedStderr().find(
-                "(cannot read device memory: CUDA_ERROR_ILLEGAL_ADDRESS)"),
+                "(cannot read device memory: cuStreamSynchronize: CUDA_ERROR_ILLEGAL_ADDRESS)"),
             std::string::npos);
   setDebugDeviceReader({});
 }
