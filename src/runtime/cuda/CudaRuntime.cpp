@@ -79,13 +79,15 @@ struct Device {
 };
 
 std::mutex g_deviceMutex;
-Device *g_device = nullptr; // set once, kept for the process (the primary context stays retained)
+/// Set once, kept for the process (the primary context stays retained).
+std::atomic<Device *> g_device{nullptr};
 
 /// The device of COIL_CUDA_DEVICE (default 0), initialized on first use; throws a
 /// COIL_ERROR_PACKAGE failure where no driver or GPU exists.
 Device &device() {
+  if (Device *d = g_device.load(std::memory_order_acquire)) return *d;
   std::lock_guard<std::mutex> lock(g_deviceMutex);
-  if (g_device) return *g_device;
+  if (Device *d = g_device.load(std::memory_order_acquire)) return *d;
   auto pkg = [](const std::string &m) { return Failure{COIL_ERROR_PACKAGE, "cuda: " + m}; };
   CUresult r = cuInit(0);
   if (r != CUDA_SUCCESS)
@@ -130,8 +132,9 @@ Device &device() {
     cuuint64_t threshold = ~cuuint64_t(0);
     (void)cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold);
   }
-  g_device = d.release();
-  return *g_device;
+  Device *done = d.release();
+  g_device.store(done, std::memory_order_release);
+  return *done;
 }
 
 /// The device with its context current on this thread.
@@ -718,8 +721,30 @@ void replay(const RunRequest &q, GraphEntry &e) {
   }
 }
 
+/// Device runs: every input and caller output buffer must be memory the GPU can address (a
+/// host pointer there would fault the context for every later run).
+void checkDevicePointers(const RunRequest &q) {
+  auto check = [](const void *p, const std::string &what) {
+    unsigned type = 0;
+    CUresult r = cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                       reinterpret_cast<CUdeviceptr>(p));
+    if (r != CUDA_SUCCESS)
+      throw Failure{COIL_ERROR_INVALID_ARGUMENT,
+                    what + " is not CUDA memory (" + cuText(r) +
+                        "): coil_model_run_device takes device pointers; coil_model_run takes "
+                        "host memory"};
+  };
+  for (int64_t i = 0; i < q.numInputs; ++i)
+    if (q.inputBytes[i] && q.inputs[i].data)
+      check(q.inputs[i].data, "input " + std::to_string(i) + " data");
+  for (int64_t i = 0; i < q.numOutputs; ++i)
+    if (q.outputs[i].data && q.outputs[i].capacity > 0)
+      check(q.outputs[i].data, outputName(q, i) + " buffer");
+}
+
 void runModel(Model &m, const RunRequest &q) {
   currentDevice();
+  if (!q.hostMemory) checkDevicePointers(q);
   std::vector<const int64_t *> shapes(size_t(q.numInputs) + 1);
   for (int64_t i = 0; i < q.numInputs; ++i) shapes[i] = q.inputs[i].shape;
   int64_t arenaBytes = q.arenaBytes(shapes.data());
@@ -808,7 +833,7 @@ int32_t tableCreate(const ModelDesc *desc, void **model, std::string *error) {
 
 void tableDestroy(void *model) {
   if (!model) return;
-  if (g_device) (void)cuCtxSetCurrent(g_device->context);
+  if (Device *d = g_device.load(std::memory_order_acquire)) (void)cuCtxSetCurrent(d->context);
   delete static_cast<Model *>(model);
 }
 
@@ -817,8 +842,9 @@ int32_t tableRun(void *model, const RunRequest *q, std::string *error) {
 }
 
 void tableReleaseDevice(void *p) {
-  if (!p || !g_device) return;
-  (void)cuCtxSetCurrent(g_device->context);
+  Device *d = g_device.load(std::memory_order_acquire);
+  if (!p || !d) return;
+  (void)cuCtxSetCurrent(d->context);
   (void)cuMemFree(reinterpret_cast<CUdeviceptr>(p));
 }
 
