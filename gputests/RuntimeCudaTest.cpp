@@ -189,10 +189,17 @@ std::string nvcc() {
   return access(p.c_str(), X_OK) == 0 ? p : "nvcc";
 }
 
+/// Whether a GPU exists; if so, its primary context (device 0, the runtime's default) is made
+/// current on this thread for the test's own driver calls.
 bool haveGpu() {
   if (cuInit(0) != CUDA_SUCCESS) return false;
   int n = 0;
-  return cuDeviceGetCount(&n) == CUDA_SUCCESS && n > 0;
+  if (cuDeviceGetCount(&n) != CUDA_SUCCESS || n == 0) return false;
+  CUdevice dev = 0;
+  CUcontext ctx = nullptr;
+  return cuDeviceGet(&dev, 0) == CUDA_SUCCESS &&
+         cuDevicePrimaryCtxRetain(&ctx, dev) == CUDA_SUCCESS &&
+         cuCtxSetCurrent(ctx) == CUDA_SUCCESS;
 }
 
 /// The package's files, built once per test program; each test copies them to its own
@@ -473,9 +480,23 @@ TEST_F(CudaRuntime, ConcurrentRuns) {
   Package pkg;
   Loaded l(pkg);
   ASSERT_EQ(l.status, COIL_OK) << l.error;
-  // Two threads, the same shape (contending for one graph) and different shapes.
+  // Host runs: two threads with the same shape (contending for one graph), two with changing
+  // shapes. Device runs: two threads, each with its own input buffer and stream (own graphs).
+  auto wrong = [&](const std::vector<float> &x, const float *y, const float *s) {
+    int bad = 0;
+    for (size_t r = 0; r < x.size() / 4; ++r) {
+      float acc = 0;
+      for (size_t j = 0; j < 4; ++j) {
+        float u = 2.0f * (x[r * 4 + j] + w[j]) + 0.5f;
+        bad += y[r * 4 + j] != u;
+        acc += u;
+      }
+      bad += std::fabs(s[r] - acc) > 1e-4f * (1 + std::fabs(acc));
+    }
+    return bad;
+  };
   std::vector<std::thread> threads;
-  std::vector<int> failures(4, 0);
+  std::vector<int> failures(6, 0);
   for (int t = 0; t < 4; ++t)
     threads.emplace_back([&, t] {
       for (int i = 0; i < 25; ++i) {
@@ -491,19 +512,47 @@ TEST_F(CudaRuntime, ConcurrentRuns) {
           ++failures[t];
           continue;
         }
-        for (int64_t r = 0; r < n; ++r) {
-          float acc = 0;
-          for (int j = 0; j < 4; ++j) {
-            float u = 2.0f * (x[r * 4 + j] + w[j]) + 0.5f;
-            if (y[r * 4 + j] != u) ++failures[t];
-            acc += u;
-          }
-          if (std::fabs(s[r] - acc) > 1e-4f * (1 + std::fabs(acc))) ++failures[t];
-        }
+        failures[t] += wrong(x, y.data(), s.data());
       }
     });
+  for (int t = 4; t < 6; ++t)
+    threads.emplace_back([&, t] {
+      CUdevice dev = 0;
+      CUcontext ctx = nullptr;
+      CUstream stream = nullptr;
+      const int64_t n = 96;
+      CUdeviceptr dx = 0;
+      if (cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) || cuCtxSetCurrent(ctx) ||
+          cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) || cuMemAlloc(&dx, n * 16)) {
+        ++failures[t];
+        return;
+      }
+      for (int i = 0; i < 25; ++i) {
+        std::vector<float> x = randomInput(n, unsigned(1000 * t + i));
+        int64_t shape[2] = {n, 4};
+        coil_tensor in = {reinterpret_cast<void *>(dx), COIL_DTYPE_F32, 2, shape};
+        std::vector<float> y(n * 4), s(n);
+        coil_output out[2] = {};
+        void *runStream = i % 2 ? nullptr : stream; // the caller's stream, or the runtime's
+        if (cuMemcpyHtoDAsync(dx, x.data(), n * 16, stream) || cuStreamSynchronize(stream) ||
+            coil_model_run_device(l.m, &in, 1, out, 2, runStream) != COIL_OK ||
+            cuMemcpyDtoHAsync(y.data(), reinterpret_cast<CUdeviceptr>(out[0].data), n * 16,
+                              stream) ||
+            cuMemcpyDtoHAsync(s.data(), reinterpret_cast<CUdeviceptr>(out[1].data), n * 4,
+                              stream) ||
+            cuStreamSynchronize(stream)) {
+          ++failures[t];
+          continue;
+        }
+        failures[t] += wrong(x, y.data(), s.data());
+        coil_output_release(&out[0]);
+        coil_output_release(&out[1]);
+      }
+      cuMemFree(dx);
+      cuStreamDestroy(stream);
+    });
   for (std::thread &t : threads) t.join();
-  for (int t = 0; t < 4; ++t) EXPECT_EQ(failures[t], 0) << "thread " << t;
+  for (int t = 0; t < 6; ++t) EXPECT_EQ(failures[t], 0) << "thread " << t;
 }
 
 TEST_F(CudaRuntime, Errors) {

@@ -125,7 +125,6 @@ Device &device() {
               ") does not support stream-ordered allocation, which the runtime needs");
   check(cuDevicePrimaryCtxRetain(&d->context, d->device), "cuDevicePrimaryCtxRetain",
         COIL_ERROR_PACKAGE);
-  check(cuCtxSetCurrent(d->context), "cuCtxSetCurrent", COIL_ERROR_PACKAGE);
   // Keep freed stream-ordered memory in the pool instead of returning it at each synchronization.
   CUmemoryPool pool = nullptr;
   if (cuDeviceGetDefaultMemPool(&pool, d->device) == CUDA_SUCCESS) {
@@ -137,12 +136,27 @@ Device &device() {
   return *done;
 }
 
-/// The device with its context current on this thread.
-Device &currentDevice() {
-  Device &d = device();
-  check(cuCtxSetCurrent(d.context), "cuCtxSetCurrent");
-  return d;
-}
+/// Makes the device's context current on this thread for the scope; a context the caller had
+/// current before is made current again at the end (none: the device's stays current).
+class ContextScope {
+public:
+  explicit ContextScope(Device &d) {
+    if (cuCtxGetCurrent(&saved_) != CUDA_SUCCESS) saved_ = nullptr;
+    if (saved_ != d.context) {
+      check(cuCtxSetCurrent(d.context), "cuCtxSetCurrent");
+      changed_ = true;
+    }
+  }
+  ~ContextScope() {
+    if (changed_ && saved_) (void)cuCtxSetCurrent(saved_);
+  }
+  ContextScope(const ContextScope &) = delete;
+  ContextScope &operator=(const ContextScope &) = delete;
+
+private:
+  CUcontext saved_ = nullptr;
+  bool changed_ = false;
+};
 
 std::string smName(int sm) {
   return "sm_" + std::to_string(sm);
@@ -348,7 +362,8 @@ std::string archList(const std::vector<std::string> &archs) {
 }
 
 Model *createModel(const ModelDesc &d) {
-  Device &dev = currentDevice();
+  Device &dev = device();
+  ContextScope scope(dev);
   auto m = std::make_unique<Model>();
   m->package = d.package ? d.package : "?";
   m->fatbinName = d.fatbinName ? d.fatbinName : "the fatbin";
@@ -743,7 +758,7 @@ void checkDevicePointers(const RunRequest &q) {
 }
 
 void runModel(Model &m, const RunRequest &q) {
-  currentDevice();
+  ContextScope scope(device());
   if (!q.hostMemory) checkDevicePointers(q);
   std::vector<const int64_t *> shapes(size_t(q.numInputs) + 1);
   for (int64_t i = 0; i < q.numInputs; ++i) shapes[i] = q.inputs[i].shape;
@@ -832,9 +847,14 @@ int32_t tableCreate(const ModelDesc *desc, void **model, std::string *error) {
 }
 
 void tableDestroy(void *model) {
-  if (!model) return;
-  if (Device *d = g_device.load(std::memory_order_acquire)) (void)cuCtxSetCurrent(d->context);
-  delete static_cast<Model *>(model);
+  Device *d = g_device.load(std::memory_order_acquire);
+  if (!model || !d) return;
+  try {
+    ContextScope scope(*d);
+    delete static_cast<Model *>(model);
+  } catch (const Failure &) {
+    delete static_cast<Model *>(model); // no context: freeing what is left is all we can do
+  }
 }
 
 int32_t tableRun(void *model, const RunRequest *q, std::string *error) {
@@ -844,8 +864,11 @@ int32_t tableRun(void *model, const RunRequest *q, std::string *error) {
 void tableReleaseDevice(void *p) {
   Device *d = g_device.load(std::memory_order_acquire);
   if (!p || !d) return;
-  (void)cuCtxSetCurrent(d->context);
-  (void)cuMemFree(reinterpret_cast<CUdeviceptr>(p));
+  try {
+    ContextScope scope(*d);
+    (void)cuMemFree(reinterpret_cast<CUdeviceptr>(p));
+  } catch (const Failure &) {
+  }
 }
 
 void tableGraphStats(void *model, int64_t *captures, int64_t *replays) {
