@@ -572,6 +572,27 @@ TEST_F(CudaRuntime, Errors) {
     EXPECT_EQ(l.status, COIL_ERROR_PACKAGE);
     EXPECT_NE(l.error.find("src/kernels.fatbin"), std::string::npos) << l.error;
   }
+  {
+    // A fatbin with SASS for another architecture only (no PTX): no image for this GPU.
+    CUdevice dev = 0;
+    int major = 0;
+    ASSERT_EQ(cuDeviceGet(&dev, 0), CUDA_SUCCESS);
+    ASSERT_EQ(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev),
+              CUDA_SUCCESS);
+    std::string other = major == 8 ? "90a" : "80";
+    Package pkg;
+    std::string log = pkg.dir + "/nvcc.log";
+    std::string cmd = nvcc() + " --fatbin -gencode arch=compute_" + other + ",code=sm_" + other +
+                      " -o '" + pkg.dir + "/src/kernels.fatbin' '" + built().dir +
+                      "/src/kernels.cu' > '" + log + "' 2>&1";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << readFile(log);
+    Loaded l(pkg);
+    EXPECT_EQ(l.status, COIL_ERROR_PACKAGE);
+    EXPECT_NE(l.error.find("src/kernels.fatbin has no kernel image that this GPU"),
+              std::string::npos)
+        << l.error;
+    EXPECT_NE(l.error.find("sm_" + std::to_string(major)), std::string::npos) << l.error;
+  }
   Package pkg;
   Loaded l(pkg);
   ASSERT_EQ(l.status, COIL_OK) << l.error;

@@ -380,15 +380,16 @@ Model *createModel(const ModelDesc &d) {
   std::string gpu = "this GPU (" + dev.name + ", " + smName(dev.smVersion) + ")";
 
   CUresult r = cuModuleLoadData(&m->module, d.fatbin);
-  if (r == CUDA_ERROR_INVALID_IMAGE)
+  if (r == CUDA_ERROR_INVALID_IMAGE || r == CUDA_ERROR_INVALID_PTX)
     throw Failure{COIL_ERROR_PACKAGE, pkg + m->fatbinName +
                                           " is not a valid fatbin (cuModuleLoadData: " + cuText(r) +
                                           ")"};
-  if (r == CUDA_ERROR_NO_BINARY_FOR_GPU || r == CUDA_ERROR_INVALID_PTX ||
-      r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION)
-    throw Failure{COIL_ERROR_PACKAGE, pkg + m->fatbinName + " has no kernel image for " + gpu +
-                                          "; the package was compiled for " + archList(m->archs) +
-                                          " (cuModuleLoadData: " + cuText(r) + ")"};
+  if (r == CUDA_ERROR_NO_BINARY_FOR_GPU || r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION)
+    throw Failure{COIL_ERROR_PACKAGE, pkg + m->fatbinName + " has no kernel image that " + gpu +
+                                          " and its driver can run; the package was compiled "
+                                          "for " +
+                                          archList(m->archs) + " (cuModuleLoadData: " + cuText(r) +
+                                          ")"};
   if (r != CUDA_SUCCESS)
     throw Failure{COIL_ERROR_PACKAGE,
                   pkg + "cannot load " + m->fatbinName + " (cuModuleLoadData: " + cuText(r) + ")"};
