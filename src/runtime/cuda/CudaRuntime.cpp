@@ -653,7 +653,7 @@ bool capture(Model &m, const RunRequest &q, int64_t arenaBytes, GraphEntry &e) {
   f.args.alloc = graphAlloc;
   f.args.free = graphFree;
   f.args.alloc_ctx = &alloc;
-  COIL_CU(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_RELAXED));
+  if (cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_RELAXED) != CUDA_SUCCESS) return false;
   int32_t rc = q.run(&f.args);
   CUgraph graph = nullptr;
   CUresult r = cuStreamEndCapture(stream, &graph);
