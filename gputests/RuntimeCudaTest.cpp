@@ -453,6 +453,10 @@ TEST_F(CudaRuntime, GraphsOffByEnvironmentAndHostFallback) {
     ASSERT_EQ(l.status, COIL_OK) << l.error;
     for (unsigned i = 0; i < 3; ++i) hostRun(l.m, w, 19, 40 + i);
     EXPECT_EQ(pkg.runCalls(), 3);
+    // Eager runs of growing and shrinking shapes (the pooled arena grows).
+    unsigned seed = 100;
+    for (int64_t n : {3, 50, 7, 2000, 1, 0, 300}) hostRun(l.m, w, n, seed++);
+    EXPECT_EQ(pkg.runCalls(), 10);
   }
   {
     setenv("COIL_CUDA_MAX_GRAPHS", "1", 1);
