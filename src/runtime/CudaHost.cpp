@@ -2,6 +2,7 @@
 
 #include "runtime/cuda/CudaRuntime.h"
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -15,7 +16,8 @@ namespace coil::runtime {
 namespace {
 
 std::mutex g_libMutex;
-const cuda::Table *g_table = nullptr; // set once libcoil_cuda loaded; the library stays loaded
+/// Set once libcoil_cuda is loaded; the library stays loaded for the process.
+std::atomic<const cuda::Table *> g_table{nullptr};
 
 std::string defaultLibraryPath() {
   Dl_info info;
@@ -30,8 +32,8 @@ std::string defaultLibraryPath() {
 /// libcoil_cuda's table, loading the library on first use (retried after a failure).
 CudaStatus cudaTable(const cuda::Table *&out) {
   std::lock_guard<std::mutex> lock(g_libMutex);
-  if (g_table) {
-    out = g_table;
+  if (const cuda::Table *t = g_table.load()) {
+    out = t;
     return {};
   }
   const char *env = std::getenv("COIL_CUDA_LIBRARY");
@@ -64,7 +66,7 @@ CudaStatus cudaTable(const cuda::Table *&out) {
 } // namespace
 
 CudaModel::~CudaModel() {
-  if (handle_ && g_table) g_table->destroy(handle_);
+  if (handle_) g_table.load()->destroy(handle_);
 }
 
 CudaStatus CudaModel::load(const std::string &packageDir, const Metadata &md, const void *weights,
@@ -159,18 +161,13 @@ CudaStatus CudaModel::run(const Metadata &md, coil_model_arena_bytes_fn arenaByt
   q.stream = stream;
   q.debug = debug;
   std::string error;
-  int32_t st = g_table->run(handle_, &q, &error);
+  int32_t st = g_table.load()->run(handle_, &q, &error);
   if (st != COIL_OK) return {coil_status(st), "model '" + md.name + "': " + error};
   return {};
 }
 
 void cudaReleaseDeviceOutput(void *ptr) {
-  const cuda::Table *t = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(g_libMutex);
-    t = g_table;
-  }
-  if (t && ptr) t->releaseDevice(ptr);
+  if (const cuda::Table *t = g_table.load(); t && ptr) t->releaseDevice(ptr);
 }
 
 } // namespace coil::runtime
