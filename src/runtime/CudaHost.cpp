@@ -1,5 +1,6 @@
 #include "runtime/CudaHost.h"
 
+#include "runtime/DebugPrinter.h"
 #include "runtime/cuda/CudaRuntime.h"
 
 #include <atomic>
@@ -27,6 +28,18 @@ std::string defaultLibraryPath() {
     if (slash != std::string::npos) return self.substr(0, slash + 1) + "libcoil_cuda.so";
   }
   return "libcoil_cuda.so";
+}
+
+/// The debug printer reads device tensors through the driver that libcoil_cuda loaded (globally).
+void registerDebugReader() {
+  DeviceReader r;
+  r.streamSynchronize =
+      reinterpret_cast<int (*)(void *)>(dlsym(RTLD_DEFAULT, "cuStreamSynchronize"));
+  r.memcpyDtoH =
+      reinterpret_cast<int (*)(void *, uint64_t, size_t)>(dlsym(RTLD_DEFAULT, "cuMemcpyDtoH_v2"));
+  r.errorName =
+      reinterpret_cast<int (*)(int, const char **)>(dlsym(RTLD_DEFAULT, "cuGetErrorName"));
+  if (r.streamSynchronize && r.memcpyDtoH) setDebugDeviceReader(r);
 }
 
 /// libcoil_cuda's table, loading the library on first use (retried after a failure).
@@ -60,6 +73,7 @@ CudaStatus cudaTable(const cuda::Table *&out) {
   }
   g_table = t;
   out = t;
+  registerDebugReader();
   return {};
 }
 

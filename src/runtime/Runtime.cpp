@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <coil/coil.h>
+#include <coil/cuda_abi.h>
 #include <coil/debug.h>
 #include <coil/model_abi.h>
 #include <cstdlib>
@@ -365,9 +366,20 @@ coil_status runModel(coil_model *m, const coil_tensor *inputs, int64_t nIn, coil
     capacity[i] = outputs[i].data ? outputs[i].capacity : 0;
     outShapes[i] = &shapes[size_t(i) * COIL_MAX_RANK];
   }
-  if (m->cuda) { // debug: the debug printer's hooks when it is on (graphs are then off)
-    CudaStatus s = m->cuda->run(md, m->arenaBytes, m->run, inputs, nIn, outputs, nOut, !device,
-                                stream, /*debug=*/nullptr);
+  if (m->cuda) { // the debug printer's hooks when it is on (CUDA graphs are then off)
+    const coil_debug_hooks *hooks = m->userHooks ? m->userHooks
+                                    : m->debug   ? m->debug->hooks()
+                                                 : nullptr;
+    if (m->debug && !m->userHooks) {
+      std::vector<std::string> names;
+      for (const TensorSig &t : md.inputs) names.push_back(t.name);
+      coil_cuda_ctx inputCtx = {};
+      inputCtx.stream = stream;
+      if (Status st = m->debug->reportInputs(names, inputs, nIn, device, &inputCtx); !st.ok())
+        return fail(COIL_ERROR_RUNTIME, st.error().message());
+    }
+    CudaStatus s =
+        m->cuda->run(md, m->arenaBytes, m->run, inputs, nIn, outputs, nOut, !device, stream, hooks);
     if (s.code) return fail(s.code, s.message);
     for (int64_t i = 0; i < nOut; ++i) {
       outputs[i].dtype = coil_dtype(int(md.outputs[i].dtype));
