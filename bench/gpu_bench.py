@@ -21,7 +21,8 @@ sizes, `coil compile --device cpu`, and coil_model_run on host numpy data agains
 
 usage: gpu_bench.py --coil build/bin/coil --runtime build/lib/libcoil_runtime.so
                     [--workloads a,b] [--iters N] [--warmup N] [--work DIR] [--json OUT]
-                    [--quick] [--max-autotune] [--device-check] [--coil-arg ARG]...
+                    [--quick] [--max-autotune] [--device-check] [--coil-args '...'] [--budget S]
+       gpu_bench.py --report A.json [B.json ...]     (one table from several runs)
 """
 import argparse
 import copy
@@ -30,6 +31,7 @@ import json
 import math
 import os
 import platform
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -146,7 +148,7 @@ def evaluate_target(target, rec, quick):
 def coil_compile(args, onnx_path, pkg, device, logf):
     if os.path.exists(pkg):
         shutil.rmtree(pkg)
-    cmd = [args.coil, "compile", onnx_path, "-o", pkg, "--device", device] + list(args.coil_arg or [])
+    cmd = [args.coil, "compile", onnx_path, "-o", pkg, "--device", device] + shlex.split(args.coil_args or "")
     env = dict(os.environ)
     if not args.keep_cache:
         env["COIL_CACHE_DIR"] = os.path.join(args.work, "coil-cache-%d-%d" % (os.getpid(), int(time.time() * 1e3)))
@@ -230,7 +232,7 @@ def measure_ceilings(torch, timer, quick):
         st = timer.time(lambda: dst.copy_(src), iters=30)
         res["copy_gbps"] = 2 * n / (st["ms"] * 1e-3) / 1e9
         res["copy_bytes"] = n
-        del src, dst
+        src = dst = None
     except Exception as e:  # noqa: BLE001 - reported, the run goes on
         res["copy_error"] = short(e)
     for name, dt in (("bfloat16", torch.bfloat16), ("float16", torch.float16)):
@@ -242,7 +244,7 @@ def measure_ceilings(torch, timer, quick):
             st = timer.time(lambda: torch.matmul(a, b, out=c), iters=30)
             res["gemm_tflops_" + name] = 2 * n ** 3 / (st["ms"] * 1e-3) / 1e12
             res["gemm_n"] = n
-            del a, b, c
+            a = b = c = None
         except Exception as e:  # noqa: BLE001
             res["gemm_error_" + name] = short(e)
     torch.cuda.empty_cache()
@@ -349,7 +351,7 @@ def run_workload_cuda(w, args, ctx):
                 if err["rel_norm"] > tol:
                     st["note"] = "differs from eager: " + err_text(err)
                 peers[peer] = st
-                del cm
+                cm = None
             except Exception as e:  # noqa: BLE001
                 ctx.logf.write("%s %s:\n%s" % (w.name, peer, traceback.format_exc()))
                 peers[peer] = {"error": short(e)}
@@ -378,6 +380,8 @@ def run_workload_cuda(w, args, ctx):
                 [(inputs[j].data_ptr(), torch_dtype_name(inputs[j]), tuple(inputs[j].shape)) for j in order],
                 [(o.data_ptr(), o.numel() * o.element_size()) for o in outs])
             stream = torch.cuda.current_stream().cuda_stream
+            if not stream:
+                raise Failure("torch's current stream is the legacy default stream; coil needs a real one")
             for o in outs:
                 o.fill_(float("nan"))
             call(stream)
@@ -402,7 +406,7 @@ def run_workload_cuda(w, args, ctx):
             if model is not None:
                 torch.cuda.synchronize()
                 model.close()
-    del module, inputs, refs, ref32
+    module = inputs = refs = ref32 = None
     torch.cuda.empty_cache()
     return rec
 
@@ -522,8 +526,8 @@ def print_tables(results, ceilings, args, env):
     notes = []
     for rec in results:
         if "error" in rec:
-            out("| %s | %s | FAIL | | | %s| | | | | | %s | - |" % (rec["name"], rec["dtype"], "| " if mat else "",
-                                                                      rec.get("target_text", "")))
+            cells = [rec["name"], rec["dtype"], "FAIL"] + [""] * (8 if mat else 7) + [rec.get("target_text", ""), "-"]
+            out("| " + " | ".join(cells) + " |")
             notes.append("%s: %s" % (rec["name"], rec["error"]))
             continue
         a, pct = achieved_cell(rec)
@@ -657,7 +661,11 @@ def parse_args(argv=None):
     ap.add_argument("--device-check", action="store_true",
                     help="plumbing check at quick sizes: on a GPU a short run; without one, coil CPU packages "
                          "through coil_model_run on host data")
-    ap.add_argument("--coil-arg", action="append", help="extra argument for coil compile (repeatable)")
+    ap.add_argument("--coil-args", default="", help="extra arguments for coil compile, e.g. '--arch sm_90a'")
+    ap.add_argument("--budget", type=float, default=0,
+                    help="seconds: workloads not started by then are skipped and reported (0: no limit)")
+    ap.add_argument("--report", nargs="+", metavar="JSON",
+                    help="print the tables of earlier runs' JSON files (workloads concatenated) and exit")
     ap.add_argument("--exporter", default="auto", choices=["auto", "torchscript", "dynamo"])
     ap.add_argument("--opset", type=int, default=17)
     ap.add_argument("--seed", type=int, default=0)
@@ -675,6 +683,8 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.report:
+        return report(args.report)
     try:
         import torch
     except ImportError:
@@ -712,51 +722,85 @@ def main(argv=None):
             log("[%s] host device check ..." % n)
             results.append(run_workload_host(gpu_workloads.BY_NAME[n], args, ctx))
         ok = print_host_table(results)
-        doc = {"env": env, "mode": "host-device-check", "args": vars(args), "workloads": results}
         json_path = args.json or os.path.join(args.work, "gpu_bench.json")
-        with open(json_path, "w") as f:
-            json.dump(doc, f, indent=1, default=str)
+        write_json(json_path, {"env": env, "mode": "host-device-check", "args": vars(args), "workloads": results})
         log("json: %s; log: %s" % (json_path, os.path.join(args.work, "gpu_bench.log")))
         return 0 if ok else 1
 
-    ctx.timer = CudaTimer(torch, args)
-    env["flush_mib"] = ctx.timer.flush_bytes >> 20
-    log("GPU %s, torch %s; measuring ceilings ..." % (env.get("gpu"), torch.__version__))
-    ctx.ceilings = measure_ceilings(torch, ctx.timer, args.quick)
-    log("ceilings: %s" % json.dumps({k: round(v, 1) if isinstance(v, float) else v for k, v in ctx.ceilings.items()}))
-    results = []
-    for n in names:
-        w = gpu_workloads.BY_NAME[n]
-        log("[%s] ..." % n)
-        t0 = time.perf_counter()
-        try:
-            rec = run_workload_cuda(w, args, ctx)
-        except Exception as e:  # noqa: BLE001 - one workload's failure never stops the run
-            ctx.logf.write("%s:\n%s" % (n, traceback.format_exc()))
-            rec = {"name": n, "dtype": w.dtype, "kind": w.kind, "peers": {}, "notes": [], "error": short(e)}
-            try:
-                torch._dynamo.reset()
-                torch.cuda.empty_cache()
-            except Exception:  # noqa: BLE001
-                pass
-        rec["target"] = w.target
-        rec["target_text"], rec["holds"], rec["target_value"] = evaluate_target(w.target, rec, args.quick) if "error" not in rec \
-            else (gpu_workloads.target_text(w.target), None, None)
-        rec["wall_s"] = time.perf_counter() - t0
-        brief = ", ".join("%s %s" % (p, ("%.3f ms" % v["ms"]) if "ms" in v else "FAIL") for p, v in rec["peers"].items())
-        log("[%s] %.0f s: %s%s" % (n, rec["wall_s"], brief or rec.get("error", ""),
-                                   "" if "error" not in rec else " (" + rec["error"] + ")"))
-        results.append(rec)
-    text = print_tables(results, ctx.ceilings, args, env)
-    doc = {"env": env, "mode": "cuda", "args": vars(args), "ceilings": ctx.ceilings, "workloads": results}
+    start = time.perf_counter()
     json_path = args.json or os.path.join(args.work, "gpu_bench.json")
     os.makedirs(os.path.dirname(os.path.abspath(json_path)), exist_ok=True)
-    with open(json_path, "w") as f:
-        json.dump(doc, f, indent=1, default=str)
+    # Everything runs on one dedicated stream: torch's work, the L2 flush, the events and coil's
+    # launches (its handle is what coil_model_run_device gets), so they are ordered.
+    ctx.stream = torch.cuda.Stream()
+    results = []
+    with torch.cuda.stream(ctx.stream):
+        ctx.timer = CudaTimer(torch, args)
+        env["flush_mib"] = ctx.timer.flush_bytes >> 20
+        log("GPU %s, torch %s; measuring ceilings ..." % (env.get("gpu"), torch.__version__))
+        ctx.ceilings = measure_ceilings(torch, ctx.timer, args.quick)
+        log("ceilings: %s" % json.dumps({k: round(v, 1) if isinstance(v, float) else v for k, v in ctx.ceilings.items()}))
+        for n in names:
+            w = gpu_workloads.BY_NAME[n]
+            t0 = time.perf_counter()
+            if args.budget and t0 - start > args.budget:
+                rec = {"name": n, "dtype": w.dtype, "kind": w.kind, "peers": {}, "notes": [],
+                       "error": "skipped: the time budget of %.0f s was spent" % args.budget}
+            else:
+                log("[%s] ... (%.0f s into the run)" % (n, t0 - start))
+                try:
+                    rec = run_workload_cuda(w, args, ctx)
+                except Exception as e:  # noqa: BLE001 - one workload's failure never stops the run
+                    ctx.logf.write("%s:\n%s" % (n, traceback.format_exc()))
+                    rec = {"name": n, "dtype": w.dtype, "kind": w.kind, "peers": {}, "notes": [], "error": short(e)}
+                    try:
+                        torch._dynamo.reset()
+                        torch.cuda.empty_cache()
+                    except Exception:  # noqa: BLE001
+                        pass
+            rec["target"] = w.target
+            if "error" in rec:
+                rec["target_text"], rec["holds"], rec["target_value"] = gpu_workloads.target_text(w.target), None, None
+            else:
+                rec["target_text"], rec["holds"], rec["target_value"] = evaluate_target(w.target, rec, args.quick)
+            rec["wall_s"] = time.perf_counter() - t0
+            brief = ", ".join("%s %s" % (p, ("%.3f ms" % v["ms"]) if "ms" in v else "FAIL") for p, v in rec["peers"].items())
+            log("[%s] %.0f s: %s" % (n, rec["wall_s"], brief if "error" not in rec else rec["error"]))
+            results.append(rec)
+            # Written after every workload, so that a run killed by a time limit leaves its results.
+            write_json(json_path, {"env": env, "mode": "cuda", "args": vars(args), "ceilings": ctx.ceilings,
+                                   "workloads": results})
+    text = print_tables(results, ctx.ceilings, args, env)
     if args.md:
         with open(args.md, "w") as f:
             f.write(text + "\n")
     log("\njson: %s; log: %s" % (json_path, os.path.join(args.work, "gpu_bench.log")))
+    return 0
+
+
+def write_json(path, doc):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=1, default=str)
+    os.replace(tmp, path)
+
+
+def report(paths):
+    """Prints one set of tables from the JSON files of earlier runs (first file's env and ceilings)."""
+    docs = [json.load(open(p)) for p in paths]
+    docs = [d for d in docs if d.get("mode") == "cuda"]
+    if not docs:
+        log("error: no GPU run among %s" % paths)
+        return 2
+    results = [w for d in docs for w in d["workloads"]]
+    a = docs[0]["args"]
+    args = argparse.Namespace(quick=a.get("quick", False), iters=a.get("iters", 0), warmup=a.get("warmup", 0),
+                              max_autotune=any(d["args"].get("max_autotune") for d in docs))
+    print_tables(results, docs[0].get("ceilings", {}), args, docs[0]["env"])
+    if len(docs) > 1:
+        log("(%d runs; ceilings of the first: %s)" % (len(docs), ", ".join(
+            "%s %s" % (d["env"].get("date", "?"), {k: round(v) for k, v in d.get("ceilings", {}).items()
+                                                     if isinstance(v, float)}) for d in docs)))
     return 0
 
 
