@@ -54,8 +54,8 @@ def log(msg):
 class Log:
     """The run's log file under the work dir: tracebacks and tool output."""
 
-    def __init__(self, path):
-        self.f = open(path, "w")
+    def __init__(self, path, append=False):
+        self.f = open(path, "a" if append else "w")
 
     def write(self, text):
         self.f.write(text.rstrip("\n") + "\n")
@@ -288,7 +288,9 @@ def achieved(rec, ms, ceilings, dtype):
     return {"tflops": tflops, "of_ceiling": tflops / ceil if ceil else None}
 
 
-def run_workload_cuda(w, args, ctx):
+def run_workload_cuda(w, args, ctx, save):
+    """Measures one workload; save(stage) records the progress (and what was measured so far)
+    so that the parent can tell which peer a crash happened in."""
     import torch
 
     rec = {"name": w.name, "dtype": w.dtype, "kind": w.kind, "desc": w.desc, "peers": {}, "notes": []}
@@ -296,6 +298,8 @@ def run_workload_cuda(w, args, ctx):
     rec["sizes"] = sizes
     rec["input_shapes"] = [list(t.shape) for t in inputs]
     peers = rec["peers"]
+    ctx.rec = rec
+    save("export")
     tol = TOL[w.dtype]
     with torch.no_grad():
         try:
@@ -304,6 +308,7 @@ def run_workload_cuda(w, args, ctx):
             ctx.logf.write("%s export:\n%s" % (w.name, traceback.format_exc()))
             rec["error"] = "export: " + short(e)
             return rec
+        save("eager")
         refs = module(*inputs)
         refs = list(refs) if isinstance(refs, (tuple, list)) else [refs]
         torch.cuda.synchronize()
@@ -324,9 +329,8 @@ def run_workload_cuda(w, args, ctx):
 
         # PyTorch eager.
         try:
-            st = ctx.timer.time(lambda: module(*inputs))
-            st.update(achieved(rec, st["ms"], ctx.ceilings, w.dtype))
-            peers["eager"] = st
+            save("eager")
+            peers["eager"] = ctx.timer.time(lambda: module(*inputs))
         except Exception as e:  # noqa: BLE001
             ctx.logf.write("%s eager:\n%s" % (w.name, traceback.format_exc()))
             peers["eager"] = {"error": short(e)}
@@ -335,6 +339,7 @@ def run_workload_cuda(w, args, ctx):
         modes = [("compile", None)] + ([("compile_mat", "max-autotune-no-cudagraphs")] if args.max_autotune else [])
         for peer, mode in modes:
             try:
+                save(peer)
                 torch._dynamo.reset()
                 t0 = time.perf_counter()
                 cm = torch.compile(module, mode=mode) if mode else torch.compile(module)
@@ -345,7 +350,6 @@ def run_workload_cuda(w, args, ctx):
                 err = compare_all(out, refs)
                 del out
                 st = ctx.timer.time(lambda: cm(*inputs))
-                st.update(achieved(rec, st["ms"], ctx.ceilings, w.dtype))
                 st["compile_s"] = compile_s
                 st["err"] = err
                 if err["rel_norm"] > tol:
@@ -357,13 +361,15 @@ def run_workload_cuda(w, args, ctx):
                 peers[peer] = {"error": short(e)}
             torch._dynamo.reset()
 
-        # coil.
+        # coil, last: a fault in its kernels can leave the CUDA context unusable.
         peers["coil"] = {}
         model = None
         try:
+            save("coil")
             pkg = os.path.join(args.work, "%s%s.cuda.pkg" % (w.name, "_quick" if args.quick else ""))
             secs, nk = coil_compile(args, onnx_path, pkg, "cuda", ctx.logf)
             peers["coil"].update({"compile_s": secs, "kernels_listed": nk})
+            save("coil")
             if ctx.rt is None:
                 raise Failure("runtime not loaded: " + ctx.rt_error)
             model = ctx.rt.load(pkg)
@@ -395,9 +401,8 @@ def run_workload_cuda(w, args, ctx):
                 peers["coil"]["err_vs_fp32"] = compare_all(outs, ref32)
             if not (err["rel_norm"] <= tol):
                 raise Failure("wrong result vs eager: %s > %g; not timed" % (err_text(err), tol))
-            st = ctx.timer.time(lambda: call(stream))
-            st.update(achieved(rec, st["ms"], ctx.ceilings, w.dtype))
-            peers["coil"].update(st)
+            save("coil")
+            peers["coil"].update(ctx.timer.time(lambda: call(stream)))
         except Exception as e:  # noqa: BLE001
             if not isinstance(e, Failure):
                 ctx.logf.write("%s coil:\n%s" % (w.name, traceback.format_exc()))
@@ -411,7 +416,7 @@ def run_workload_cuda(w, args, ctx):
     return rec
 
 
-def run_workload_host(w, args, ctx):
+def run_workload_host(w, args, ctx, save):
     """--device-check without a GPU: export, coil CPU compile, coil_model_run on host arrays
     (caller buffers poisoned with NaN, then runtime-allocated outputs), compared with eager."""
     import torch
@@ -419,6 +424,8 @@ def run_workload_host(w, args, ctx):
     rec = {"name": w.name, "dtype": w.dtype, "kind": w.kind, "desc": w.desc, "peers": {}, "notes": []}
     module, inputs, in_names, out_names, sizes = w.build(True, "cpu", seed=args.seed)
     rec["sizes"] = sizes
+    ctx.rec = rec
+    save("export")
     tol = TOL[w.dtype]
     with torch.no_grad():
         try:
@@ -434,9 +441,11 @@ def run_workload_host(w, args, ctx):
         coil = rec["peers"]["coil"] = {}
         model = None
         try:
+            save("coil")
             pkg = os.path.join(args.work, "%s_quick.cpu.pkg" % w.name)
             secs, nk = coil_compile(args, onnx_path, pkg, "cpu", ctx.logf)
             coil.update({"compile_s": secs, "kernels_listed": nk})
+            save("coil")
             if ctx.rt is None:
                 raise Failure("runtime not loaded: " + ctx.rt_error)
             model = ctx.rt.load(pkg)
@@ -664,6 +673,10 @@ def parse_args(argv=None):
     ap.add_argument("--coil-args", default="", help="extra arguments for coil compile, e.g. '--arch sm_90a'")
     ap.add_argument("--budget", type=float, default=0,
                     help="seconds: workloads not started by then are skipped and reported (0: no limit)")
+    ap.add_argument("--workload-timeout", type=int, default=1800,
+                    help="seconds for one workload's process (coil compile, exports and all peers)")
+    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--child-out", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--report", nargs="+", metavar="JSON",
                     help="print the tables of earlier runs' JSON files (workloads concatenated) and exit")
     ap.add_argument("--exporter", default="auto", choices=["auto", "torchscript", "dynamo"])
@@ -681,6 +694,104 @@ def parse_args(argv=None):
     return args
 
 
+def child_argv(args, step, out):
+    argv = [sys.executable, os.path.abspath(__file__), "--coil", args.coil, "--runtime", args.runtime,
+            "--iters", str(args.iters), "--warmup", str(args.warmup), "--work", args.work, "--exporter", args.exporter,
+            "--opset", str(args.opset), "--seed", str(args.seed), "--compile-timeout", str(args.compile_timeout),
+            "--coil-args=" + (args.coil_args or ""), "--child", step, "--child-out", out]
+    for flag in ("quick", "max_autotune", "keep_cache", "device_check"):
+        if getattr(args, flag):
+            argv.append("--" + flag.replace("_", "-"))
+    return argv
+
+
+def run_child(args, step, timeout):
+    """Runs one step (ceilings or a workload) in its own process: a crash or a CUDA fault there
+    (which would poison this process's CUDA context) costs only that step. Returns
+    (document the child wrote or None, exit code or a text)."""
+    out = os.path.join(args.work, "step-%s.json" % step)
+    if os.path.exists(out):
+        os.remove(out)
+    try:
+        rc = subprocess.run(child_argv(args, step, out), timeout=timeout).returncode
+    except subprocess.TimeoutExpired:
+        rc = "killed after %d s (--workload-timeout)" % timeout
+    doc = None
+    if os.path.exists(out):
+        try:
+            doc = json.load(open(out))
+        except ValueError:
+            doc = None
+    return doc, rc
+
+
+def child_main(args):
+    import torch
+    import gpu_workloads
+
+    ctx = Ctx()
+    ctx.logf = Log(os.path.join(args.work, "gpu_bench.log"), append=True)
+    ctx.rt, ctx.rt_error, ctx.rec = None, "", None
+    try:
+        ctx.rt = coilrt.Runtime(args.runtime)
+    except Exception as e:  # noqa: BLE001 - every coil row then says why
+        ctx.rt_error = short(e)
+    env = environment(torch)
+    cuda = torch.cuda.is_available()
+
+    def save(stage):
+        write_json(args.child_out, {"env": env, "stage": stage, "rec": ctx.rec})
+
+    try:
+        if not cuda:
+            run_workload_host(gpu_workloads.BY_NAME[args.child], args, ctx, save)
+        else:
+            # Everything runs on one dedicated stream: torch's work, the L2 flush, the events and
+            # coil's launches (its handle is what coil_model_run_device gets), so they are ordered.
+            with torch.cuda.stream(torch.cuda.Stream()):
+                ctx.timer = CudaTimer(torch, args)
+                env["flush_mib"] = ctx.timer.flush_bytes >> 20
+                if args.child == "ceilings":
+                    ctx.rec = measure_ceilings(torch, ctx.timer, args.quick)
+                else:
+                    run_workload_cuda(gpu_workloads.BY_NAME[args.child], args, ctx, save)
+    except Exception as e:  # noqa: BLE001 - outside any peer: the workload fails, reported
+        ctx.logf.write("%s:\n%s" % (args.child, traceback.format_exc()))
+        if ctx.rec is None:
+            w = gpu_workloads.BY_NAME.get(args.child)
+            ctx.rec = {"name": args.child, "dtype": w.dtype if w else "", "kind": w.kind if w else "", "peers": {},
+                       "notes": []}
+        ctx.rec["error"] = short(e)
+    save("done")
+    return 0
+
+
+def finish_record(w, doc, rc):
+    """The record of a workload from its child's document, with the crash (if any) placed."""
+    rec = (doc or {}).get("rec")
+    if rec is None:
+        return {"name": w.name, "dtype": w.dtype, "kind": w.kind, "peers": {}, "notes": [],
+                "error": "its process ended (%s) before it measured anything; see the log" % rc}
+    stage = doc.get("stage")
+    if stage != "done":
+        what = "its process ended (%s) during %s; see the log" % (rc, stage)
+        if stage in ("eager", "compile", "compile_mat", "coil") and stage in rec["peers"] and "ms" in rec["peers"][stage]:
+            rec["notes"].append(what + " (after that peer was timed)")
+        elif stage in ("eager", "compile", "compile_mat", "coil"):
+            rec["peers"].setdefault(stage, {})["error"] = what
+        else:
+            rec["error"] = what
+    return rec
+
+
+def add_achieved(rec, ceilings):
+    if "error" in rec:
+        return
+    for p in rec["peers"].values():
+        if "ms" in p:
+            p.update(achieved(rec, p["ms"], ceilings, rec["dtype"]))
+
+
 def main(argv=None):
     args = parse_args(argv)
     if args.report:
@@ -693,88 +804,83 @@ def main(argv=None):
         return 2
     import gpu_workloads
 
+    args.work = os.path.abspath(args.work)
+    args.coil = os.path.abspath(args.coil)
+    args.runtime = os.path.abspath(args.runtime)
+    if args.child:
+        return child_main(args)
     names = [w.name for w in gpu_workloads.WORKLOADS] if args.workloads == "all" else args.workloads.split(",")
     unknown = [n for n in names if n not in gpu_workloads.BY_NAME]
     if unknown:
         log("error: unknown workloads %s; known: %s" % (unknown, ",".join(w.name for w in gpu_workloads.WORKLOADS)))
         return 2
-    args.work = os.path.abspath(args.work)
     os.makedirs(args.work, exist_ok=True)
-    args.coil = os.path.abspath(args.coil)
-    ctx = Ctx()
-    ctx.logf = Log(os.path.join(args.work, "gpu_bench.log"))
-    ctx.rt, ctx.rt_error = None, ""
+    Log(os.path.join(args.work, "gpu_bench.log"))  # starts the log afresh
+    log_path = os.path.join(args.work, "gpu_bench.log")
     try:
-        ctx.rt = coilrt.Runtime(os.path.abspath(args.runtime))
-    except Exception as e:  # noqa: BLE001 - every coil row then says why
-        ctx.rt_error = short(e)
-        log("warning: cannot load %s: %s" % (args.runtime, ctx.rt_error))
+        coilrt.Runtime(args.runtime)
+    except Exception as e:  # noqa: BLE001 - every coil row will say why
+        log("warning: cannot load %s: %s" % (args.runtime, short(e)))
     if not os.path.exists(args.coil):
         log("warning: coil binary %s does not exist; every coil row will fail" % args.coil)
+    json_path = os.path.abspath(args.json or os.path.join(args.work, "gpu_bench.json"))
+    os.makedirs(os.path.dirname(json_path), exist_ok=True)
     cuda = torch.cuda.is_available()
-    env = environment(torch)
-    if not cuda:
-        if not args.device_check:
-            log("error: no CUDA device visible to torch; run with --device-check for the CPU plumbing check")
-            return 2
-        results = []
-        for n in names:
-            log("[%s] host device check ..." % n)
-            results.append(run_workload_host(gpu_workloads.BY_NAME[n], args, ctx))
-        ok = print_host_table(results)
-        json_path = args.json or os.path.join(args.work, "gpu_bench.json")
-        write_json(json_path, {"env": env, "mode": "host-device-check", "args": vars(args), "workloads": results})
-        log("json: %s; log: %s" % (json_path, os.path.join(args.work, "gpu_bench.log")))
-        return 0 if ok else 1
-
+    if not cuda and not args.device_check:
+        log("error: no CUDA device visible to torch; run with --device-check for the CPU plumbing check")
+        return 2
     start = time.perf_counter()
-    json_path = args.json or os.path.join(args.work, "gpu_bench.json")
-    os.makedirs(os.path.dirname(os.path.abspath(json_path)), exist_ok=True)
-    # Everything runs on one dedicated stream: torch's work, the L2 flush, the events and coil's
-    # launches (its handle is what coil_model_run_device gets), so they are ordered.
-    ctx.stream = torch.cuda.Stream()
+    # The parent never touches the GPU: the children report the environment.
+    env = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+           "torch": torch.__version__}
+    ceilings = {}
+    if cuda:
+        log("torch %s; measuring ceilings ..." % torch.__version__)
+        doc, rc = run_child(args, "ceilings", args.workload_timeout)
+        if doc and doc.get("stage") == "done" and "error" not in (doc.get("rec") or {"error": 1}):
+            ceilings = doc["rec"]
+            env = doc["env"]
+        else:
+            ceilings = {"error": "the ceilings process ended (%s); see %s" % (rc, log_path)}
+        log("ceilings: %s" % json.dumps({k: round(v, 1) if isinstance(v, float) else v for k, v in ceilings.items()}))
     results = []
-    with torch.cuda.stream(ctx.stream):
-        ctx.timer = CudaTimer(torch, args)
-        env["flush_mib"] = ctx.timer.flush_bytes >> 20
-        log("GPU %s, torch %s; measuring ceilings ..." % (env.get("gpu"), torch.__version__))
-        ctx.ceilings = measure_ceilings(torch, ctx.timer, args.quick)
-        log("ceilings: %s" % json.dumps({k: round(v, 1) if isinstance(v, float) else v for k, v in ctx.ceilings.items()}))
-        for n in names:
-            w = gpu_workloads.BY_NAME[n]
-            t0 = time.perf_counter()
-            if args.budget and t0 - start > args.budget:
-                rec = {"name": n, "dtype": w.dtype, "kind": w.kind, "peers": {}, "notes": [],
-                       "error": "skipped: the time budget of %.0f s was spent" % args.budget}
-            else:
-                log("[%s] ... (%.0f s into the run)" % (n, t0 - start))
-                try:
-                    rec = run_workload_cuda(w, args, ctx)
-                except Exception as e:  # noqa: BLE001 - one workload's failure never stops the run
-                    ctx.logf.write("%s:\n%s" % (n, traceback.format_exc()))
-                    rec = {"name": n, "dtype": w.dtype, "kind": w.kind, "peers": {}, "notes": [], "error": short(e)}
-                    try:
-                        torch._dynamo.reset()
-                        torch.cuda.empty_cache()
-                    except Exception:  # noqa: BLE001
-                        pass
-            rec["target"] = w.target
-            if "error" in rec:
-                rec["target_text"], rec["holds"], rec["target_value"] = gpu_workloads.target_text(w.target), None, None
-            else:
-                rec["target_text"], rec["holds"], rec["target_value"] = evaluate_target(w.target, rec, args.quick)
-            rec["wall_s"] = time.perf_counter() - t0
-            brief = ", ".join("%s %s" % (p, ("%.3f ms" % v["ms"]) if "ms" in v else "FAIL") for p, v in rec["peers"].items())
-            log("[%s] %.0f s: %s" % (n, rec["wall_s"], brief if "error" not in rec else rec["error"]))
-            results.append(rec)
-            # Written after every workload, so that a run killed by a time limit leaves its results.
-            write_json(json_path, {"env": env, "mode": "cuda", "args": vars(args), "ceilings": ctx.ceilings,
-                                   "workloads": results})
-    text = print_tables(results, ctx.ceilings, args, env)
+    for n in names:
+        w = gpu_workloads.BY_NAME[n]
+        t0 = time.perf_counter()
+        if args.budget and t0 - start > args.budget:
+            rec = {"name": n, "dtype": w.dtype, "kind": w.kind, "peers": {}, "notes": [],
+                   "error": "skipped: the time budget of %.0f s was spent" % args.budget}
+        else:
+            log("[%s] ... (%.0f s into the run)" % (n, t0 - start))
+            doc, rc = run_child(args, n, args.workload_timeout)
+            rec = finish_record(w, doc, rc)
+            if doc and "gpu" not in env and doc.get("env"):
+                env = doc["env"]
+            if doc and "flush_mib" in doc.get("env", {}):
+                env["flush_mib"] = doc["env"]["flush_mib"]
+        rec["target"] = w.target
+        add_achieved(rec, ceilings)
+        if "error" in rec:
+            rec["target_text"], rec["holds"], rec["target_value"] = gpu_workloads.target_text(w.target), None, None
+        else:
+            rec["target_text"], rec["holds"], rec["target_value"] = evaluate_target(w.target, rec, args.quick)
+        rec["wall_s"] = time.perf_counter() - t0
+        brief = ", ".join("%s %s" % (p, ("%.3f ms" % v["ms"]) if "ms" in v else ("ok" if "err" in v and "error" not in v else "FAIL"))
+                          for p, v in rec["peers"].items())
+        log("[%s] %.0f s: %s" % (n, rec["wall_s"], brief if "error" not in rec else rec["error"]))
+        results.append(rec)
+        # Written after every workload, so that a run killed by a time limit leaves its results.
+        write_json(json_path, {"env": env, "mode": "cuda" if cuda else "host-device-check", "args": vars(args),
+                               "ceilings": ceilings, "workloads": results})
+    if not cuda:
+        ok = print_host_table(results)
+        log("json: %s; log: %s" % (json_path, log_path))
+        return 0 if ok else 1
+    text = print_tables(results, ceilings, args, env)
     if args.md:
         with open(args.md, "w") as f:
             f.write(text + "\n")
-    log("\njson: %s; log: %s" % (json_path, os.path.join(args.work, "gpu_bench.log")))
+    log("\njson: %s; log: %s" % (json_path, log_path))
     return 0
 
 

@@ -356,6 +356,62 @@ def test_driver():
         check("| softmax | bfloat16 | FAIL | 1.000 | 0.500 |" in text, "coil failure shown in its row")
 
 
+# A runtime whose coil_model_load aborts: the driver must report the crash in the coil column of
+# that workload (its own process died), not die itself.
+CRASHING_RUNTIME = r"""
+#include <stdlib.h>
+#include <stdint.h>
+const char *coil_last_error(void) { return ""; }
+const char *coil_dtype_name(int d) { (void)d; return ""; }
+uint32_t coil_runtime_model_abi_version(void) { return 2; }
+int coil_model_load(const char *p, void **m) { (void)p; (void)m; abort(); }
+void coil_model_free(void *m) { (void)m; }
+int64_t coil_model_num_inputs(const void *m) { (void)m; return 0; }
+int64_t coil_model_num_outputs(const void *m) { (void)m; return 0; }
+int64_t coil_model_num_symbols(const void *m) { (void)m; return 0; }
+int coil_model_input_info(const void *m, int64_t i, void *o) { (void)m; (void)i; (void)o; return 1; }
+int coil_model_output_info(const void *m, int64_t i, void *o) { (void)m; (void)i; (void)o; return 1; }
+int coil_model_run(void *m, const void *i, int64_t n, void *o, int64_t k) { (void)m; (void)i; (void)n; (void)o; (void)k; return 1; }
+int coil_model_device(const void *m) { (void)m; return 0; }
+int coil_model_run_device(void *m, const void *i, int64_t n, void *o, int64_t k, void *s) { (void)m; (void)i; (void)n; (void)o; (void)k; (void)s; return 1; }
+void coil_output_release(void *o) { (void)o; }
+"""
+
+
+def test_crash_isolation(coil, tmp):
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return skip("crash isolation: no torch")
+    if torch.cuda.is_available():
+        return skip("crash isolation: runs on machines without a GPU only")
+    if not (coil and os.path.exists(coil)):
+        return skip("crash isolation: no coil binary")
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        return skip("crash isolation: no C compiler")
+    src = os.path.join(tmp, "crash.c")
+    so = os.path.join(tmp, "libcrash.so")
+    open(src, "w").write(CRASHING_RUNTIME)
+    r = subprocess.run([cc, "-shared", "-fPIC", src, "-o", so], capture_output=True, text=True)
+    check(r.returncode == 0, "crashing runtime builds: " + r.stderr[:200])
+    work = os.path.join(tmp, "crashwork")
+    out = os.path.join(work, "r.json")
+    r = subprocess.run([sys.executable, os.path.join(HERE, "gpu_bench.py"), "--device-check", "--coil", coil,
+                        "--runtime", so, "--workloads", "softmax,pointwise", "--work", work, "--json", out],
+                       capture_output=True, text=True, timeout=600)
+    check(r.returncode == 1, "a crashed workload makes the run fail (exit %d)" % r.returncode)
+    check("0 passed, 2 failed" in r.stdout, "both workloads reported: " + r.stdout[-300:])
+    import json
+
+    doc = json.load(open(out))
+    names = [w["name"] for w in doc["workloads"]]
+    check(names == ["softmax", "pointwise"], "both workloads in the JSON: %s" % names)
+    for w in doc["workloads"]:
+        e = w["peers"].get("coil", {}).get("error", "")
+        check("during coil" in e and "compile_s" in w["peers"]["coil"], "%s: crash placed in coil: %s" % (w["name"], e))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--coil", default=os.path.join(ROOT, "build", "bin", "coil"))
@@ -365,7 +421,7 @@ def main():
     try:
         groups = [("abi layout", lambda: test_abi_layout(tmp)), ("onnx_stats", test_onnx_stats),
                   ("runtime", lambda: test_runtime(os.path.abspath(args.coil), os.path.abspath(args.runtime), tmp)),
-                  ("driver", test_driver)]
+                  ("driver", test_driver), ("crash isolation", lambda: test_crash_isolation(os.path.abspath(args.coil), tmp))]
         for name, fn in groups:
             try:
                 fn()
