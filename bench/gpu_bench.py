@@ -14,10 +14,16 @@ The same run measures the ceilings (device-to-device copy GB/s, counting bytes r
 bf16 and fp16 torch.matmul TFLOP/s on random 8192^3) and reports each workload's achieved GB/s
 (inputs + weights + outputs, each once) or TFLOP/s (matrix FLOPs counted from the ONNX graph)
 against them, and the issue's target. A failure of one peer or workload is reported in the
-table; it never stops the run. Prints markdown tables; writes JSON (--json).
+table; it never stops the run: the ceilings and each workload run in a process of their own
+(a crash or a CUDA fault, which would poison the context, costs only that workload and is
+placed in the column of the peer it happened in; peers run eager, torch.compile, then coil).
+Prints markdown tables; writes JSON (--json) after every workload, so a run killed by a time
+limit keeps what it measured (--budget skips workloads not started in time; --report joins
+the JSON files of several runs into one table).
 
-Without a GPU, --device-check validates the plumbing on the CPU: the same exports at --quick
-sizes, `coil compile --device cpu`, and coil_model_run on host numpy data against eager.
+--device-check is a plumbing check at --quick sizes: on a GPU, the full path with 10
+iterations; without one, the same exports, `coil compile --device cpu`, and coil_model_run on
+host numpy data (caller buffers poisoned with NaN, then runtime-allocated outputs) against eager.
 
 usage: gpu_bench.py --coil build/bin/coil --runtime build/lib/libcoil_runtime.so
                     [--workloads a,b] [--iters N] [--warmup N] [--work DIR] [--json OUT]
@@ -262,18 +268,21 @@ def export_and_describe(w, module, inputs, in_names, out_names, args, rec):
     rec["onnx"] = path
     rec["exporter"] = exporter
     rec["export_s"] = secs
-    census = onnx_stats.float_dtype_census(path)
+    import onnx
+
+    proto = onnx.load(path)
+    census = onnx_stats.float_dtype_census(proto)
     rec["onnx_float_dtypes"] = census
-    rec["onnx_ops"] = onnx_stats.op_census(path)
+    rec["onnx_ops"] = onnx_stats.op_census(proto)
     stray = {k: v for k, v in census.items() if k != w.dtype}
     if stray:
         rec["notes"].append("exported graph has %s values besides %s" % (stray, w.dtype))
-    flops, unknown = onnx_stats.count_flops(path)
+    flops, unknown = onnx_stats.count_flops(proto)
     rec["flops"] = flops
     if unknown:
         rec["notes"].append("FLOPs of %d nodes not counted (shapes unknown)" % len(unknown))
     in_bytes = sum(t.numel() * t.element_size() for t in inputs)
-    rec["bytes"] = in_bytes + onnx_stats.initializer_bytes(path)
+    rec["bytes"] = in_bytes + onnx_stats.initializer_bytes(proto)
     return path
 
 
@@ -559,8 +568,9 @@ def print_tables(results, ceilings, args, env):
     out("Details (ms as median [min, max]; compile times are wall-clock seconds, torch.compile's including its first run):")
     out("")
     out("| workload | sizes | coil | eager | compile |" + (" compile-mat |" if mat else "") +
-        " coil compile s | torch.compile s | eager / compile achieved | exporter | ONNX float dtypes |")
-    out("|" + "---|" * (10 + (1 if mat else 0)))
+        " coil compile s | torch.compile s | eager / compile achieved | err vs fp32 ref: coil / eager | exporter |"
+        " ONNX float dtypes |")
+    out("|" + "---|" * (11 + (1 if mat else 0)))
     for rec in results:
         if "error" in rec:
             continue
@@ -576,7 +586,9 @@ def print_tables(results, ceilings, args, env):
             cells.append(mm("compile_mat"))
         cells += [fmt(rec["peers"].get("coil", {}).get("compile_s"), "%.1f"),
                   fmt(rec["peers"].get("compile", {}).get("compile_s"), "%.1f"),
-                  "%s / %s" % (e_a, c_a), rec.get("exporter", "-"),
+                  "%s / %s" % (e_a, c_a),
+                  "%s / %s" % (err_text(rec["peers"].get("coil", {}).get("err_vs_fp32")), err_text(rec.get("eager_err_vs_fp32"))),
+                  rec.get("exporter", "-"),
                   ", ".join("%s %d" % kv for kv in sorted(rec.get("onnx_float_dtypes", {}).items()))]
         out("| " + " | ".join(cells) + " |")
     if notes:

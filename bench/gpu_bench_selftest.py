@@ -355,6 +355,26 @@ def test_driver():
         check("op X unsupported" in text and "export: boom" in text, "failures listed in notes")
         check("| softmax | bfloat16 | FAIL | 1.000 | 0.500 |" in text, "coil failure shown in its row")
 
+    # --report joins the workloads of several runs' JSON files into one table.
+    import json
+
+    tmp = tempfile.mkdtemp(prefix="gpu-bench-report-")
+    try:
+        paths = []
+        for i, r in enumerate(results):
+            path = os.path.join(tmp, "r%d.json" % i)
+            json.dump({"mode": "cuda", "env": {"date": "2026-01-0%dT00:00:00" % (i + 1)}, "ceilings": {"copy_gbps": 4000.0 + i},
+                       "args": {"iters": 100, "warmup": 10, "quick": False, "max_autotune": False}, "workloads": [r]},
+                      open(path, "w"))
+            paths.append(path)
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            rc = gb.report(paths)
+        text = buf.getvalue()
+        check(rc == 0 and "| softmax |" in text and "| mlp |" in text and "(2 runs;" in text, "report of two runs")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
 
 # A runtime whose coil_model_load aborts: the driver must report the crash in the coil column of
 # that workload (its own process died), not die itself.
