@@ -299,11 +299,12 @@ def achieved(rec, ms, ceilings, dtype):
 
 def run_workload_cuda(w, args, ctx, save):
     """Measures one workload; save(stage) records the progress (and what was measured so far)
-    so that the parent can tell which peer a crash happened in."""
+    so that the parent can tell which peer a crash happened in. The device operations come from
+    ctx (cuda_context(); the selftest runs this on the CPU with host stand-ins)."""
     import torch
 
     rec = {"name": w.name, "dtype": w.dtype, "kind": w.kind, "desc": w.desc, "peers": {}, "notes": []}
-    module, inputs, in_names, out_names, sizes = w.build(args.quick, "cuda", seed=args.seed)
+    module, inputs, in_names, out_names, sizes = w.build(args.quick, ctx.device, seed=args.seed)
     rec["sizes"] = sizes
     rec["input_shapes"] = [list(t.shape) for t in inputs]
     peers = rec["peers"]
@@ -320,7 +321,7 @@ def run_workload_cuda(w, args, ctx, save):
         save("eager")
         refs = module(*inputs)
         refs = list(refs) if isinstance(refs, (tuple, list)) else [refs]
-        torch.cuda.synchronize()
+        ctx.sync()
         rec["bytes"] += sum(r.numel() * r.element_size() for r in refs)
         rec["output_shapes"] = [list(r.shape) for r in refs]
         if not all(bool(torch.isfinite(r).all()) for r in refs):
@@ -353,7 +354,7 @@ def run_workload_cuda(w, args, ctx, save):
                 t0 = time.perf_counter()
                 cm = torch.compile(module, mode=mode) if mode else torch.compile(module)
                 out = cm(*inputs)
-                torch.cuda.synchronize()
+                ctx.sync()
                 compile_s = time.perf_counter() - t0
                 out = list(out) if isinstance(out, (tuple, list)) else [out]
                 err = compare_all(out, refs)
@@ -375,15 +376,15 @@ def run_workload_cuda(w, args, ctx, save):
         model = None
         try:
             save("coil")
-            pkg = os.path.join(args.work, "%s%s.cuda.pkg" % (w.name, "_quick" if args.quick else ""))
-            secs, nk = coil_compile(args, onnx_path, pkg, "cuda", ctx.logf)
+            pkg = os.path.join(args.work, "%s%s.%s.pkg" % (w.name, "_quick" if args.quick else "", ctx.coil_device))
+            secs, nk = coil_compile(args, onnx_path, pkg, ctx.coil_device, ctx.logf)
             peers["coil"].update({"compile_s": secs, "kernels_listed": nk})
             save("coil")
             if ctx.rt is None:
                 raise Failure("runtime not loaded: " + ctx.rt_error)
             model = ctx.rt.load(pkg)
-            if model.device != "cuda":
-                raise Failure("package device is %s, not cuda" % model.device)
+            if model.device != ctx.coil_device:
+                raise Failure("package device is %s, not %s" % (model.device, ctx.coil_device))
             order = model.input_order(in_names)
             if len(model.outputs) != len(refs):
                 raise Failure("package has %d outputs, eager %d" % (len(model.outputs), len(refs)))
@@ -394,13 +395,13 @@ def run_workload_cuda(w, args, ctx, save):
             call = model.device_call(
                 [(inputs[j].data_ptr(), torch_dtype_name(inputs[j]), tuple(inputs[j].shape)) for j in order],
                 [(o.data_ptr(), o.numel() * o.element_size()) for o in outs])
-            stream = torch.cuda.current_stream().cuda_stream
+            stream = ctx.stream_handle()
             if not stream:
                 raise Failure("torch's current stream is the legacy default stream; coil needs a real one")
             for o in outs:
                 o.fill_(float("nan"))
             call(stream)
-            torch.cuda.synchronize()
+            ctx.sync()
             shapes = call.output_shapes()
             if [list(s) for s in shapes] != rec["output_shapes"]:
                 raise Failure("output shapes %s, expected %s" % (shapes, rec["output_shapes"]))
@@ -418,10 +419,10 @@ def run_workload_cuda(w, args, ctx, save):
             peers["coil"]["error"] = short(e)
         finally:
             if model is not None:
-                torch.cuda.synchronize()
+                ctx.sync()
                 model.close()
     module = inputs = refs = ref32 = None
-    torch.cuda.empty_cache()
+    ctx.empty_cache()
     return rec
 
 
@@ -737,6 +738,16 @@ def run_child(args, step, timeout):
     return doc, rc
 
 
+def cuda_context(ctx, torch):
+    """The device operations run_workload_cuda uses, for CUDA."""
+    ctx.device = "cuda"
+    ctx.coil_device = "cuda"
+    ctx.sync = torch.cuda.synchronize
+    ctx.empty_cache = torch.cuda.empty_cache
+    ctx.stream_handle = lambda: torch.cuda.current_stream().cuda_stream
+    return ctx
+
+
 def child_main(args):
     import torch
     import gpu_workloads
@@ -761,6 +772,7 @@ def child_main(args):
             # Everything runs on one dedicated stream: torch's work, the L2 flush, the events and
             # coil's launches (its handle is what coil_model_run_device gets), so they are ordered.
             with torch.cuda.stream(torch.cuda.Stream()):
+                cuda_context(ctx, torch)
                 ctx.timer = CudaTimer(torch, args)
                 env["flush_mib"] = ctx.timer.flush_bytes >> 20
                 if args.child == "ceilings":

@@ -432,6 +432,106 @@ def test_crash_isolation(coil, tmp):
         check("during coil" in e and "compile_s" in w["peers"]["coil"], "%s: crash placed in coil: %s" % (w["name"], e))
 
 
+class HostTimer:
+    """CudaTimer's interface on the host clock (for the emulated device path)."""
+
+    def __init__(self, iters):
+        self.iters = iters
+
+    def time(self, fn, iters=None):
+        import time
+
+        import gpu_bench as gb
+
+        fn()
+        ts = []
+        for _ in range(iters or self.iters):
+            t0 = time.perf_counter()
+            fn()
+            ts.append((time.perf_counter() - t0) * 1e3)
+        return gb.summarize(ts)
+
+
+class HostDeviceCall(coilrt.DeviceCall):
+    """coil_model_run_device's call, made with coil_model_run on the same (host) pointers."""
+
+    def __init__(self, model, inputs, outputs, break_it=False):
+        super().__init__(model, inputs, outputs)
+        self.break_it = break_it
+        self.streams = []
+
+    def __call__(self, stream=0):
+        self.streams.append(stream)
+        scratch = []
+        for i, (ptr, cap) in enumerate(self.out_spec):
+            if self.break_it:  # a run that writes its outputs elsewhere: the poison must be caught
+                scratch.append(np.empty(cap, np.uint8))
+                ptr = scratch[-1].ctypes.data
+            self.outs[i].data, self.outs[i].capacity, self.outs[i].owned = ptr, cap, 0
+        self.model.rt.check(self.model.rt.lib.coil_model_run(self.handle, self.ins, self.n_in, self.outs, self.n_out),
+                            "coil_model_run")
+
+
+def test_emulated_device_path(coil, runtime, tmp):
+    """run_workload_cuda end to end on the CPU: the device operations of its context replaced by
+    host ones, coil's CPU package run through the same prepared argument arrays."""
+    try:
+        import torch
+    except ImportError:
+        return skip("emulated device path: no torch")
+    if not (os.path.exists(coil) and os.path.exists(runtime)):
+        return skip("emulated device path: coil binary or runtime not found")
+    import argparse
+
+    import gpu_bench as gb
+    import gpu_workloads
+
+    rt = coilrt.Runtime(runtime)
+    calls = []
+
+    class Rt:
+        def __init__(self, break_it):
+            self.break_it = break_it
+
+        def load(self, pkg):
+            m = rt.load(pkg)
+            m.device_call = lambda ins, outs: calls.append(HostDeviceCall(m, ins, outs, self.break_it)) or calls[-1]
+            return m
+
+    for break_it in (False, True):
+        work = os.path.join(tmp, "emul%d" % break_it)
+        os.makedirs(work)
+        args = argparse.Namespace(quick=True, work=work, seed=0, opset=17, exporter="auto", max_autotune=False,
+                                  coil=coil, coil_args="", keep_cache=False, compile_timeout=300)
+        ctx = gb.Ctx()
+        ctx.device, ctx.coil_device = "cpu", "cpu"
+        ctx.sync = ctx.empty_cache = lambda: None
+        ctx.stream_handle = lambda: 4242
+        ctx.timer = HostTimer(3)
+        ctx.rt, ctx.rt_error = Rt(break_it), ""
+        ctx.logf = gb.Log(os.path.join(work, "log"))
+        stages = []
+        rec = gb.run_workload_cuda(gpu_workloads.BY_NAME["gemm_epilogue"], args, ctx, stages.append)
+        coil_rec = rec["peers"]["coil"]
+        check(stages[0] == "export" and "coil" in stages and "eager" in stages and "compile" in stages,
+              "stages saved %s" % stages)
+        check(rec["flops"] == 2 * 64 * 256 * 256 and rec["onnx_float_dtypes"] == {"bfloat16": 13}, "flops, dtypes %s %s"
+              % (rec["flops"], rec["onnx_float_dtypes"]))
+        check(rec["bytes"] == 2 * (64 * 256 * 2) + (256 * 256 + 256) * 2, "bytes %d" % rec["bytes"])
+        check("ms" in rec["peers"]["eager"] and "err" in rec["peers"]["compile"] and rec["peers"]["compile"]["err"]["rel_norm"] < 1e-2,
+              "eager and compile measured: %s" % {k: v.get("error") for k, v in rec["peers"].items()})
+        check("err_vs_fp32" in coil_rec and "eager_err_vs_fp32" in rec, "fp32 reference errors recorded: %s" % coil_rec)
+        check(calls and calls[-1].streams and set(calls[-1].streams) == {4242}, "coil called on the context's stream")
+        if not break_it:
+            check("ms" in coil_rec and coil_rec["err"]["rel_norm"] < 1e-2 and "error" not in coil_rec,
+                  "coil measured: %s" % coil_rec)
+            check(len(calls[-1].streams) == 1 + 1 + 3, "one check run, one warm-up, 3 timed runs: %d" % len(calls[-1].streams))
+        else:
+            check("ms" not in coil_rec and "wrong result" in coil_rec.get("error", "") and "non-finite" in coil_rec["error"],
+                  "unwritten (poisoned) outputs caught: %s" % coil_rec.get("error"))
+        ctx.logf.f.close()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--coil", default=os.path.join(ROOT, "build", "bin", "coil"))
@@ -441,7 +541,9 @@ def main():
     try:
         groups = [("abi layout", lambda: test_abi_layout(tmp)), ("onnx_stats", test_onnx_stats),
                   ("runtime", lambda: test_runtime(os.path.abspath(args.coil), os.path.abspath(args.runtime), tmp)),
-                  ("driver", test_driver), ("crash isolation", lambda: test_crash_isolation(os.path.abspath(args.coil), tmp))]
+                  ("driver", test_driver),
+                  ("emulated device path", lambda: test_emulated_device_path(os.path.abspath(args.coil),
+                                                                             os.path.abspath(args.runtime), tmp)), ("crash isolation", lambda: test_crash_isolation(os.path.abspath(args.coil), tmp))]
         for name, fn in groups:
             try:
                 fn()
