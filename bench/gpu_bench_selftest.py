@@ -476,7 +476,7 @@ def test_emulated_device_path(coil, runtime, tmp):
     """run_workload_cuda end to end on the CPU: the device operations of its context replaced by
     host ones, coil's CPU package run through the same prepared argument arrays."""
     try:
-        import torch
+        import torch  # noqa: F401
     except ImportError:
         return skip("emulated device path: no torch")
     if not (os.path.exists(coil) and os.path.exists(runtime)):
