@@ -212,21 +212,30 @@ class CudaTimer:
         self.flush = torch.empty(self.flush_bytes, dtype=torch.uint8, device="cuda")
         self.iters = args.iters
         self.warmup = args.warmup
+        self.rounds = max(1, getattr(args, "rounds", 1))
 
     def time(self, fn, iters=None):
+        """Median / min / max over all rounds; with several rounds, each round's median too
+        (their spread is the noise a difference between peers must exceed)."""
         torch = self.torch
         iters = iters or self.iters
         for _ in range(self.warmup):
             fn()
         torch.cuda.synchronize()
-        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
-        for s, e in events:
-            self.flush.zero_()
-            s.record()
-            fn()
-            e.record()
-        torch.cuda.synchronize()
-        return summarize([s.elapsed_time(e) for s, e in events])
+        rounds = []
+        for _ in range(self.rounds):
+            events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
+            for s, e in events:
+                self.flush.zero_()
+                s.record()
+                fn()
+                e.record()
+            torch.cuda.synchronize()
+            rounds.append([s.elapsed_time(e) for s, e in events])
+        st = summarize([t for r in rounds for t in r])
+        if len(rounds) > 1:
+            st["round_medians"] = [statistics.median(r) for r in rounds]
+        return st
 
 
 def measure_ceilings(torch, timer, quick):
@@ -578,7 +587,10 @@ def print_tables(results, ceilings, args, env):
 
         def mm(peer):
             p = rec["peers"].get(peer, {})
-            return "%.3f [%.3f, %.3f]" % (p["ms"], p["min_ms"], p["max_ms"]) if "ms" in p else "-"
+            if "ms" not in p:
+                return "-"
+            rounds = " (rounds %s)" % "/".join("%.3f" % m for m in p["round_medians"]) if p.get("round_medians") else ""
+            return "%.3f [%.3f, %.3f]%s" % (p["ms"], p["min_ms"], p["max_ms"], rounds)
 
         e_a, _ = achieved_cell(rec, "eager")
         c_a, _ = achieved_cell(rec, "compile")
@@ -675,6 +687,8 @@ def parse_args(argv=None):
     ap.add_argument("--workloads", default="all", help="comma-separated names, or 'all'")
     ap.add_argument("--iters", type=int, default=100)
     ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="time each peer this many times over (--iters each); the JSON keeps each round's median")
     ap.add_argument("--work", default="/tmp/coil-gpu-bench", help="exports, packages, logs (never committed)")
     ap.add_argument("--json", default=None, help="write the results here (default WORK/gpu_bench.json)")
     ap.add_argument("--md", default=None, help="also write the markdown tables here")
@@ -709,7 +723,7 @@ def parse_args(argv=None):
 
 def child_argv(args, step, out):
     argv = [sys.executable, os.path.abspath(__file__), "--coil", args.coil, "--runtime", args.runtime,
-            "--iters", str(args.iters), "--warmup", str(args.warmup), "--work", args.work, "--exporter", args.exporter,
+            "--iters", str(args.iters), "--warmup", str(args.warmup), "--rounds", str(args.rounds), "--work", args.work, "--exporter", args.exporter,
             "--opset", str(args.opset), "--seed", str(args.seed), "--compile-timeout", str(args.compile_timeout),
             "--coil-args=" + (args.coil_args or ""), "--child", step, "--child-out", out]
     for flag in ("quick", "max_autotune", "keep_cache", "device_check"):
@@ -878,6 +892,8 @@ def main(argv=None):
             log("[%s] ... (%.0f s into the run)" % (n, t0 - start))
             doc, rc = run_child(args, n, args.workload_timeout)
             rec = finish_record(w, doc, rc)
+            if doc and doc.get("env"):
+                rec["gpu_state"] = {k: doc["env"][k] for k in ("sm_clock", "sm_clock_max", "power_limit") if k in doc["env"]}
             if doc and "gpu" not in env and doc.get("env"):
                 env = doc["env"]
             if doc and "flush_mib" in doc.get("env", {}):
