@@ -604,6 +604,11 @@ def print_tables(results, ceilings, args, env):
                   rec.get("exporter", "-"),
                   ", ".join("%s %d" % kv for kv in sorted(rec.get("onnx_float_dtypes", {}).items()))]
         out("| " + " | ".join(cells) + " |")
+    measured = sum(1 for r in results if "ms" in r["peers"].get("coil", {}))
+    evaluated = [r for r in results if r.get("holds") is not None]
+    out("")
+    out("Summary: coil measured on %d of %d workloads; targets hold on %d of %d evaluated." % (
+        measured, len(results), sum(1 for r in evaluated if r["holds"]), len(evaluated)))
     if notes:
         out("")
         out("Notes and failures:")
