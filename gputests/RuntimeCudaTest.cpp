@@ -189,10 +189,17 @@ std::string nvcc() {
   return access(p.c_str(), X_OK) == 0 ? p : "nvcc";
 }
 
+/// Whether a GPU exists; if so, its primary context (device 0, the runtime's default) is made
+/// current on this thread for the test's own driver calls.
 bool haveGpu() {
   if (cuInit(0) != CUDA_SUCCESS) return false;
   int n = 0;
-  return cuDeviceGetCount(&n) == CUDA_SUCCESS && n > 0;
+  if (cuDeviceGetCount(&n) != CUDA_SUCCESS || n == 0) return false;
+  CUdevice dev = 0;
+  CUcontext ctx = nullptr;
+  return cuDeviceGet(&dev, 0) == CUDA_SUCCESS &&
+         cuDevicePrimaryCtxRetain(&ctx, dev) == CUDA_SUCCESS &&
+         cuCtxSetCurrent(ctx) == CUDA_SUCCESS;
 }
 
 /// The package's files, built once per test program; each test copies them to its own
@@ -446,6 +453,10 @@ TEST_F(CudaRuntime, GraphsOffByEnvironmentAndHostFallback) {
     ASSERT_EQ(l.status, COIL_OK) << l.error;
     for (unsigned i = 0; i < 3; ++i) hostRun(l.m, w, 19, 40 + i);
     EXPECT_EQ(pkg.runCalls(), 3);
+    // Eager runs of growing and shrinking shapes (the pooled arena grows).
+    unsigned seed = 100;
+    for (int64_t n : {3, 50, 7, 2000, 1, 0, 300}) hostRun(l.m, w, n, seed++);
+    EXPECT_EQ(pkg.runCalls(), 10);
   }
   {
     setenv("COIL_CUDA_MAX_GRAPHS", "1", 1);
@@ -473,9 +484,23 @@ TEST_F(CudaRuntime, ConcurrentRuns) {
   Package pkg;
   Loaded l(pkg);
   ASSERT_EQ(l.status, COIL_OK) << l.error;
-  // Two threads, the same shape (contending for one graph) and different shapes.
+  // Host runs: two threads with the same shape (contending for one graph), two with changing
+  // shapes. Device runs: two threads, each with its own input buffer and stream (own graphs).
+  auto wrong = [&](const std::vector<float> &x, const float *y, const float *s) {
+    int bad = 0;
+    for (size_t r = 0; r < x.size() / 4; ++r) {
+      float acc = 0;
+      for (size_t j = 0; j < 4; ++j) {
+        float u = 2.0f * (x[r * 4 + j] + w[j]) + 0.5f;
+        bad += y[r * 4 + j] != u;
+        acc += u;
+      }
+      bad += std::fabs(s[r] - acc) > 1e-4f * (1 + std::fabs(acc));
+    }
+    return bad;
+  };
   std::vector<std::thread> threads;
-  std::vector<int> failures(4, 0);
+  std::vector<int> failures(6, 0);
   for (int t = 0; t < 4; ++t)
     threads.emplace_back([&, t] {
       for (int i = 0; i < 25; ++i) {
@@ -491,19 +516,47 @@ TEST_F(CudaRuntime, ConcurrentRuns) {
           ++failures[t];
           continue;
         }
-        for (int64_t r = 0; r < n; ++r) {
-          float acc = 0;
-          for (int j = 0; j < 4; ++j) {
-            float u = 2.0f * (x[r * 4 + j] + w[j]) + 0.5f;
-            if (y[r * 4 + j] != u) ++failures[t];
-            acc += u;
-          }
-          if (std::fabs(s[r] - acc) > 1e-4f * (1 + std::fabs(acc))) ++failures[t];
-        }
+        failures[t] += wrong(x, y.data(), s.data());
       }
     });
+  for (int t = 4; t < 6; ++t)
+    threads.emplace_back([&, t] {
+      CUdevice dev = 0;
+      CUcontext ctx = nullptr;
+      CUstream stream = nullptr;
+      const int64_t n = 96;
+      CUdeviceptr dx = 0;
+      if (cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) || cuCtxSetCurrent(ctx) ||
+          cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) || cuMemAlloc(&dx, n * 16)) {
+        ++failures[t];
+        return;
+      }
+      for (int i = 0; i < 25; ++i) {
+        std::vector<float> x = randomInput(n, unsigned(1000 * t + i));
+        int64_t shape[2] = {n, 4};
+        coil_tensor in = {reinterpret_cast<void *>(dx), COIL_DTYPE_F32, 2, shape};
+        std::vector<float> y(n * 4), s(n);
+        coil_output out[2] = {};
+        void *runStream = i % 2 ? nullptr : stream; // the caller's stream, or the runtime's
+        if (cuMemcpyHtoDAsync(dx, x.data(), n * 16, stream) || cuStreamSynchronize(stream) ||
+            coil_model_run_device(l.m, &in, 1, out, 2, runStream) != COIL_OK ||
+            cuMemcpyDtoHAsync(y.data(), reinterpret_cast<CUdeviceptr>(out[0].data), n * 16,
+                              stream) ||
+            cuMemcpyDtoHAsync(s.data(), reinterpret_cast<CUdeviceptr>(out[1].data), n * 4,
+                              stream) ||
+            cuStreamSynchronize(stream)) {
+          ++failures[t];
+          continue;
+        }
+        failures[t] += wrong(x, y.data(), s.data());
+        coil_output_release(&out[0]);
+        coil_output_release(&out[1]);
+      }
+      cuMemFree(dx);
+      cuStreamDestroy(stream);
+    });
   for (std::thread &t : threads) t.join();
-  for (int t = 0; t < 4; ++t) EXPECT_EQ(failures[t], 0) << "thread " << t;
+  for (int t = 0; t < 6; ++t) EXPECT_EQ(failures[t], 0) << "thread " << t;
 }
 
 TEST_F(CudaRuntime, Errors) {
@@ -523,6 +576,27 @@ TEST_F(CudaRuntime, Errors) {
     EXPECT_EQ(l.status, COIL_ERROR_PACKAGE);
     EXPECT_NE(l.error.find("src/kernels.fatbin"), std::string::npos) << l.error;
   }
+  {
+    // A fatbin with SASS for another architecture only (no PTX): no image for this GPU.
+    CUdevice dev = 0;
+    int major = 0;
+    ASSERT_EQ(cuDeviceGet(&dev, 0), CUDA_SUCCESS);
+    ASSERT_EQ(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev),
+              CUDA_SUCCESS);
+    std::string other = major == 8 ? "90a" : "80";
+    Package pkg;
+    std::string log = pkg.dir + "/nvcc.log";
+    std::string cmd = nvcc() + " --fatbin -gencode arch=compute_" + other + ",code=sm_" + other +
+                      " -o '" + pkg.dir + "/src/kernels.fatbin' '" + built().dir +
+                      "/src/kernels.cu' > '" + log + "' 2>&1";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << readFile(log);
+    Loaded l(pkg);
+    EXPECT_EQ(l.status, COIL_ERROR_PACKAGE);
+    EXPECT_NE(l.error.find("src/kernels.fatbin has no kernel image that this GPU"),
+              std::string::npos)
+        << l.error;
+    EXPECT_NE(l.error.find("sm_" + std::to_string(major)), std::string::npos) << l.error;
+  }
   Package pkg;
   Loaded l(pkg);
   ASSERT_EQ(l.status, COIL_OK) << l.error;
@@ -535,11 +609,30 @@ TEST_F(CudaRuntime, Errors) {
             std::string::npos)
       << coil_last_error();
   EXPECT_EQ(coil_model_run_device(l.m, &in, 1, out, 2, nullptr), COIL_ERROR_INVALID_ARGUMENT);
+  // Host memory given to the device API: refused, unless the driver says the GPU can address
+  // it (heterogeneous memory management), in which case the run must be right.
+  shape[1] = 4;
+  coil_status st = coil_model_run_device(l.m, &in, 1, out, 2, nullptr);
+  if (st == COIL_OK) {
+    std::vector<float> y(32), s(8);
+    ASSERT_EQ(cuMemcpyDtoH(y.data(), reinterpret_cast<CUdeviceptr>(out[0].data), 128),
+              CUDA_SUCCESS);
+    ASSERT_EQ(cuMemcpyDtoH(s.data(), reinterpret_cast<CUdeviceptr>(out[1].data), 32), CUDA_SUCCESS);
+    expectResults(x, w, y.data(), s.data());
+    coil_output_release(&out[0]);
+    coil_output_release(&out[1]);
+  } else {
+    EXPECT_EQ(st, COIL_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(coil_last_error()).find("input 0 data is not CUDA memory"),
+              std::string::npos)
+        << coil_last_error();
+  }
+  EXPECT_EQ(pkg.runCalls(), 0);
   in.dtype = COIL_DTYPE_F16;
   shape[1] = 4;
   EXPECT_EQ(coil_model_run(l.m, &in, 1, out, 2), COIL_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(coil_model_run(l.m, &in, 1, out, 1), COIL_ERROR_INVALID_ARGUMENT);
-  EXPECT_EQ(pkg.runCalls(), 0);
+  int calls = pkg.runCalls();
   // A launch error (N = 7777 makes the test wrapper launch 4096-thread blocks): a runtime error
   // naming the kernel, with the CUDA error.
   x = randomInput(7777, 62);
@@ -551,6 +644,7 @@ TEST_F(CudaRuntime, Errors) {
             std::string::npos)
       << e;
   EXPECT_EQ(out[0].data, nullptr);
+  EXPECT_GT(pkg.runCalls(), calls);
   // The model still runs after the errors.
   hostRun(l.m, w, 8, 61);
 }

@@ -7,6 +7,7 @@
 #include "passes/RefineShapes.h"
 #include "sched/Schedule.h"
 #include "wrapper/CppBackend.h"
+#include "wrapper/DebugInstrument.h"
 #include "wrapper/MemoryPlan.h"
 #include "wrapper/Package.h"
 #include "wrapper/Verify.h"
@@ -116,10 +117,12 @@ Expected<std::unique_ptr<Compilation>> compileGraph(Graph g, const CompileOption
   }
   timer.done("codegen");
 
-  COIL_TRY(c->wrapper, buildWrapperProgram(c->schedule, std::move(infos)));
+  COIL_TRY(c->wrapper, buildWrapperProgram(c->schedule, std::move(infos), &c->bufferNodes));
   if (cuda) useCudaExterns(c->wrapper);
   if (o.verifyEach) COIL_TRY_STATUS(wrapper::verifyWrapper(c->wrapper));
   COIL_TRY_STATUS(wrapper::planMemory(c->wrapper, wrapper::MemoryPlanOptions{}));
+  // The debug printer's lines, always: the runtime enables them without recompiling.
+  wrapper::insertDebugPrints(c->wrapper);
   if (o.verifyEach) COIL_TRY_STATUS(wrapper::verifyWrapper(c->wrapper));
   timer.done("wrapper");
   if (o.printAfter == "wrapper") std::cerr << wrapper::emitCppWrapper(c->wrapper);

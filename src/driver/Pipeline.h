@@ -44,6 +44,8 @@ struct Compilation {
   std::vector<codegen::CpuKernelSource> kernels;      ///< device "cpu"
   std::vector<codegen::CudaKernelSource> cudaKernels; ///< device "cuda"
   wrapper::WrapperProgram wrapper;
+  /// Per wrapper buffer: the Loop IR node whose value it holds (-1: an extern's scratch output).
+  std::vector<loop::NodeId> bufferNodes;
   /// Seconds spent in each stage, in order.
   std::vector<std::pair<std::string, double>> timings;
 };

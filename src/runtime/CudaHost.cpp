@@ -1,7 +1,9 @@
 #include "runtime/CudaHost.h"
 
+#include "runtime/DebugPrinter.h"
 #include "runtime/cuda/CudaRuntime.h"
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -15,7 +17,8 @@ namespace coil::runtime {
 namespace {
 
 std::mutex g_libMutex;
-const cuda::Table *g_table = nullptr; // set once libcoil_cuda loaded; the library stays loaded
+/// Set once libcoil_cuda is loaded; the library stays loaded for the process.
+std::atomic<const cuda::Table *> g_table{nullptr};
 
 std::string defaultLibraryPath() {
   Dl_info info;
@@ -27,11 +30,23 @@ std::string defaultLibraryPath() {
   return "libcoil_cuda.so";
 }
 
+/// The debug printer reads device tensors through the driver that libcoil_cuda loaded (globally).
+void registerDebugReader() {
+  DeviceReader r;
+  r.streamSynchronize =
+      reinterpret_cast<int (*)(void *)>(dlsym(RTLD_DEFAULT, "cuStreamSynchronize"));
+  r.memcpyDtoH =
+      reinterpret_cast<int (*)(void *, uint64_t, size_t)>(dlsym(RTLD_DEFAULT, "cuMemcpyDtoH_v2"));
+  r.errorName =
+      reinterpret_cast<int (*)(int, const char **)>(dlsym(RTLD_DEFAULT, "cuGetErrorName"));
+  if (r.streamSynchronize && r.memcpyDtoH) setDebugDeviceReader(r);
+}
+
 /// libcoil_cuda's table, loading the library on first use (retried after a failure).
 CudaStatus cudaTable(const cuda::Table *&out) {
   std::lock_guard<std::mutex> lock(g_libMutex);
-  if (g_table) {
-    out = g_table;
+  if (const cuda::Table *t = g_table.load()) {
+    out = t;
     return {};
   }
   const char *env = std::getenv("COIL_CUDA_LIBRARY");
@@ -58,13 +73,14 @@ CudaStatus cudaTable(const cuda::Table *&out) {
   }
   g_table = t;
   out = t;
+  registerDebugReader();
   return {};
 }
 
 } // namespace
 
 CudaModel::~CudaModel() {
-  if (handle_ && g_table) g_table->destroy(handle_);
+  if (handle_) g_table.load()->destroy(handle_);
 }
 
 CudaStatus CudaModel::load(const std::string &packageDir, const Metadata &md, const void *weights,
@@ -159,18 +175,13 @@ CudaStatus CudaModel::run(const Metadata &md, coil_model_arena_bytes_fn arenaByt
   q.stream = stream;
   q.debug = debug;
   std::string error;
-  int32_t st = g_table->run(handle_, &q, &error);
+  int32_t st = g_table.load()->run(handle_, &q, &error);
   if (st != COIL_OK) return {coil_status(st), "model '" + md.name + "': " + error};
   return {};
 }
 
 void cudaReleaseDeviceOutput(void *ptr) {
-  const cuda::Table *t = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(g_libMutex);
-    t = g_table;
-  }
-  if (t && ptr) t->releaseDevice(ptr);
+  if (const cuda::Table *t = g_table.load(); t && ptr) t->releaseDevice(ptr);
 }
 
 } // namespace coil::runtime

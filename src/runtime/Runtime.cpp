@@ -8,11 +8,14 @@
 /// scope without loading a second copy. The model itself is loaded RTLD_LOCAL, so that several
 /// packages (which export the same coil_model_* names) coexist.
 #include "runtime/CudaHost.h"
+#include "runtime/DebugPrinter.h"
 #include "runtime/Metadata.h"
 
 #include <algorithm>
 #include <cerrno>
 #include <coil/coil.h>
+#include <coil/cuda_abi.h>
+#include <coil/debug.h>
 #include <coil/model_abi.h>
 #include <cstdlib>
 #include <cstring>
@@ -122,6 +125,11 @@ struct coil_model {
   coil_model_run_fn run = nullptr;
   ArenaPool arenas;
   std::unique_ptr<CudaModel> cuda; ///< device "cuda": the device half (runtime/CudaHost.h)
+  // The debug printer: launches of metadata.json, the printer the environment asked for at
+  // load time, hooks installed by coil_model_set_debug_hooks (they win).
+  std::vector<LaunchSig> launches;
+  std::unique_ptr<DebugPrinter> debug;
+  const coil_debug_hooks *userHooks = nullptr;
 
   ~coil_model() {
     cuda.reset();
@@ -148,6 +156,12 @@ coil_status loadModel(const char *pathC, coil_model **out) {
   if (!meta) return fail(COIL_ERROR_PACKAGE, pkg + ": " + meta.error().message());
   m->meta = std::move(meta).value();
   const Metadata &md = m->meta;
+  auto launches = parseLaunches(ss.str());
+  if (!launches) return fail(COIL_ERROR_PACKAGE, pkg + ": " + launches.error().message());
+  m->launches = std::move(launches).value();
+  auto printer = DebugPrinter::fromEnvironment(m->launches, md.name);
+  if (!printer) return fail(COIL_ERROR_INVALID_ARGUMENT, pkg + ": " + printer.error().message());
+  m->debug = std::move(printer).value();
   if (md.formatVersion != 1)
     return fail(COIL_ERROR_PACKAGE, pkg + ": package format version " +
                                         std::to_string(md.formatVersion) +
@@ -352,9 +366,20 @@ coil_status runModel(coil_model *m, const coil_tensor *inputs, int64_t nIn, coil
     capacity[i] = outputs[i].data ? outputs[i].capacity : 0;
     outShapes[i] = &shapes[size_t(i) * COIL_MAX_RANK];
   }
-  if (m->cuda) { // debug: the debug printer's hooks when it is on (graphs are then off)
-    CudaStatus s = m->cuda->run(md, m->arenaBytes, m->run, inputs, nIn, outputs, nOut, !device,
-                                stream, /*debug=*/nullptr);
+  if (m->cuda) { // the debug printer's hooks when it is on (CUDA graphs are then off)
+    const coil_debug_hooks *hooks = m->userHooks ? m->userHooks
+                                    : m->debug   ? m->debug->hooks()
+                                                 : nullptr;
+    if (m->debug && !m->userHooks) {
+      std::vector<std::string> names;
+      for (const TensorSig &t : md.inputs) names.push_back(t.name);
+      coil_cuda_ctx inputCtx = {};
+      inputCtx.stream = stream;
+      if (Status st = m->debug->reportInputs(names, inputs, nIn, device, &inputCtx); !st.ok())
+        return fail(COIL_ERROR_RUNTIME, st.error().message());
+    }
+    CudaStatus s =
+        m->cuda->run(md, m->arenaBytes, m->run, inputs, nIn, outputs, nOut, !device, stream, hooks);
     if (s.code) return fail(s.code, s.message);
     for (int64_t i = 0; i < nOut; ++i) {
       outputs[i].dtype = coil_dtype(int(md.outputs[i].dtype));
@@ -385,6 +410,15 @@ coil_status runModel(coil_model *m, const coil_tensor *inputs, int64_t nIn, coil
   args.alloc_ctx = nullptr;
   args.error = error;
   args.error_size = sizeof error;
+  args.debug = m->userHooks ? m->userHooks : m->debug ? m->debug->hooks() : nullptr;
+  if (m->debug && !m->userHooks) {
+    std::vector<std::string> names;
+    for (const TensorSig &t : md.inputs) names.push_back(t.name);
+    if (Status st = m->debug->reportInputs(names, inputs, nIn, false, nullptr); !st.ok()) {
+      m->arenas.release(arena);
+      return fail(COIL_ERROR_RUNTIME, st.error().message());
+    }
+  }
   int32_t rc = m->run(&args);
   m->arenas.release(arena);
   if (rc != 0) {
@@ -505,6 +539,27 @@ coil_status coil_model_run_device(coil_model *model, const coil_tensor *inputs, 
                     "' is compiled for the cpu; call coil_model_run with host memory");
   return guarded(
       [&] { return runModel(model, inputs, num_inputs, outputs, num_outputs, true, stream); });
+}
+
+int64_t coil_model_num_launches(const coil_model *model) {
+  return model ? int64_t(model->launches.size()) : 0;
+}
+const char *coil_model_launch_name(const coil_model *model, int64_t index) {
+  if (!model || index < 0 || index >= int64_t(model->launches.size())) return nullptr;
+  return model->launches[size_t(index)].name.c_str();
+}
+coil_status coil_model_set_debug_hooks(coil_model *model, const coil_debug_hooks *hooks) {
+  if (!model) return fail(COIL_ERROR_INVALID_ARGUMENT, "coil_model_set_debug_hooks: null model");
+  if (hooks && (hooks->abi_version != COIL_DEBUG_ABI_VERSION ||
+                hooks->num_launches != model->launches.size() || !hooks->enabled || !hooks->report))
+    return fail(COIL_ERROR_INVALID_ARGUMENT,
+                "coil_model_set_debug_hooks: hooks of ABI version " +
+                    std::to_string(hooks->abi_version) + " for " +
+                    std::to_string(hooks->num_launches) + " launches; need version " +
+                    std::to_string(COIL_DEBUG_ABI_VERSION) + ", " +
+                    std::to_string(model->launches.size()) + " launches, enabled and report");
+  model->userHooks = hooks;
+  return COIL_OK;
 }
 
 void coil_output_release(coil_output *output) {

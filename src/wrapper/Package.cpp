@@ -2,6 +2,7 @@
 
 #include "support/JsonQuote.h"
 #include "wrapper/CppBackend.h"
+#include "wrapper/DebugInstrument.h"
 #include "wrapper/GraphExport.h"
 #include "wrapper/PyBackend.h"
 
@@ -179,7 +180,20 @@ std::string metadataJson(const WrapperProgram &p, const std::vector<ConstantEntr
       externs.push_back(fn);
   }
   for (size_t i = 0; i < externs.size(); ++i) os << (i ? ", " : "") << q(externs[i]);
-  os << "]";
+  // The debug printer's launches, by launch id (src/wrapper/DebugInstrument.h).
+  os << "],\n  \"launches\": [";
+  std::vector<LaunchInfo> table = launchTable(p);
+  std::vector<std::string> launches = debugLaunchNames(p);
+  for (size_t i = 0; i < launches.size(); ++i) {
+    auto it = std::find_if(table.begin(), table.end(),
+                           [&](const LaunchInfo &li) { return li.name == launches[i]; });
+    os << (i ? ",\n    " : "\n    ") << "{\"name\": " << q(launches[i]) << ", \"kind\": "
+       << (it == table.end() ? "\"other\""
+           : it->isExtern    ? "\"extern\""
+                             : "\"kernel\"")
+       << ", \"function\": " << q(it == table.end() ? launches[i] : it->base) << "}";
+  }
+  os << (launches.empty() ? "]" : "\n  ]");
   if (options.cuda) {
     const CudaPackageInfo &cu = *options.cuda;
     os << ",\n  \"cuda\": {\"fatbin\": " << q(cu.fatbin) << ", \"archs\": [";

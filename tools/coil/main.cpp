@@ -35,9 +35,11 @@ commands:
       device code for each --arch (default sm_80,sm_90a) in src/kernels.fatbin
   run PKG|MODEL --inputs IN.npz [--outputs OUT.npz] [--device cpu|cuda]
       run a package (a MODEL is compiled first, through the compile cache)
-  verify MODEL [--inputs IN.npz] [--dynamic NAME=MIN:MAX]...
+  verify MODEL [--inputs IN.npz] [--dynamic NAME=MIN:MAX]... [--kernels] [--package PKG]
       compile and run MODEL and compare every output with the interpreter (random inputs
-      unless --inputs is given)
+      unless --inputs is given); on a mismatch, or always with --kernels, compare every
+      launch's outputs with the Loop IR evaluator and name the first diverging launch;
+      --package runs PKG instead of compiling MODEL
   bench PKG|MODEL --inputs IN.npz [--iters N] [--warmup W] [--json]
       time N runs after W warm-up runs: median, min, max
   inspect MODEL [--graph] [--loops] [--fusion] [--kernels] [--wrapper] [--memory [--inputs IN.npz]]
@@ -196,7 +198,8 @@ Status run(int argc, char **argv) {
     return cmdRun(a);
   }
   if (cmd == "verify") {
-    COIL_TRY(Args a, parseArgs(argc, argv, {"--inputs", "--device", "--arch"}, {}));
+    COIL_TRY(Args a,
+             parseArgs(argc, argv, {"--inputs", "--device", "--arch", "--package"}, {"--kernels"}));
     return cmdVerify(a);
   }
   if (cmd == "bench") {

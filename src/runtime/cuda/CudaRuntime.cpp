@@ -79,13 +79,15 @@ struct Device {
 };
 
 std::mutex g_deviceMutex;
-Device *g_device = nullptr; // set once, kept for the process (the primary context stays retained)
+/// Set once, kept for the process (the primary context stays retained).
+std::atomic<Device *> g_device{nullptr};
 
 /// The device of COIL_CUDA_DEVICE (default 0), initialized on first use; throws a
 /// COIL_ERROR_PACKAGE failure where no driver or GPU exists.
 Device &device() {
+  if (Device *d = g_device.load(std::memory_order_acquire)) return *d;
   std::lock_guard<std::mutex> lock(g_deviceMutex);
-  if (g_device) return *g_device;
+  if (Device *d = g_device.load(std::memory_order_acquire)) return *d;
   auto pkg = [](const std::string &m) { return Failure{COIL_ERROR_PACKAGE, "cuda: " + m}; };
   CUresult r = cuInit(0);
   if (r != CUDA_SUCCESS)
@@ -123,23 +125,38 @@ Device &device() {
               ") does not support stream-ordered allocation, which the runtime needs");
   check(cuDevicePrimaryCtxRetain(&d->context, d->device), "cuDevicePrimaryCtxRetain",
         COIL_ERROR_PACKAGE);
-  check(cuCtxSetCurrent(d->context), "cuCtxSetCurrent", COIL_ERROR_PACKAGE);
   // Keep freed stream-ordered memory in the pool instead of returning it at each synchronization.
   CUmemoryPool pool = nullptr;
   if (cuDeviceGetDefaultMemPool(&pool, d->device) == CUDA_SUCCESS) {
     cuuint64_t threshold = ~cuuint64_t(0);
     (void)cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold);
   }
-  g_device = d.release();
-  return *g_device;
+  Device *done = d.release();
+  g_device.store(done, std::memory_order_release);
+  return *done;
 }
 
-/// The device with its context current on this thread.
-Device &currentDevice() {
-  Device &d = device();
-  check(cuCtxSetCurrent(d.context), "cuCtxSetCurrent");
-  return d;
-}
+/// Makes the device's context current on this thread for the scope; a context the caller had
+/// current before is made current again at the end (none: the device's stays current).
+class ContextScope {
+public:
+  explicit ContextScope(Device &d) {
+    if (cuCtxGetCurrent(&saved_) != CUDA_SUCCESS) saved_ = nullptr;
+    if (saved_ != d.context) {
+      check(cuCtxSetCurrent(d.context), "cuCtxSetCurrent");
+      changed_ = true;
+    }
+  }
+  ~ContextScope() {
+    if (changed_ && saved_) (void)cuCtxSetCurrent(saved_);
+  }
+  ContextScope(const ContextScope &) = delete;
+  ContextScope &operator=(const ContextScope &) = delete;
+
+private:
+  CUcontext saved_ = nullptr;
+  bool changed_ = false;
+};
 
 std::string smName(int sm) {
   return "sm_" + std::to_string(sm);
@@ -345,7 +362,8 @@ std::string archList(const std::vector<std::string> &archs) {
 }
 
 Model *createModel(const ModelDesc &d) {
-  Device &dev = currentDevice();
+  Device &dev = device();
+  ContextScope scope(dev);
   auto m = std::make_unique<Model>();
   m->package = d.package ? d.package : "?";
   m->fatbinName = d.fatbinName ? d.fatbinName : "the fatbin";
@@ -362,15 +380,16 @@ Model *createModel(const ModelDesc &d) {
   std::string gpu = "this GPU (" + dev.name + ", " + smName(dev.smVersion) + ")";
 
   CUresult r = cuModuleLoadData(&m->module, d.fatbin);
-  if (r == CUDA_ERROR_INVALID_IMAGE)
+  if (r == CUDA_ERROR_INVALID_IMAGE || r == CUDA_ERROR_INVALID_PTX)
     throw Failure{COIL_ERROR_PACKAGE, pkg + m->fatbinName +
                                           " is not a valid fatbin (cuModuleLoadData: " + cuText(r) +
                                           ")"};
-  if (r == CUDA_ERROR_NO_BINARY_FOR_GPU || r == CUDA_ERROR_INVALID_PTX ||
-      r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION)
-    throw Failure{COIL_ERROR_PACKAGE, pkg + m->fatbinName + " has no kernel image for " + gpu +
-                                          "; the package was compiled for " + archList(m->archs) +
-                                          " (cuModuleLoadData: " + cuText(r) + ")"};
+  if (r == CUDA_ERROR_NO_BINARY_FOR_GPU || r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION)
+    throw Failure{COIL_ERROR_PACKAGE, pkg + m->fatbinName + " has no kernel image that " + gpu +
+                                          " and its driver can run; the package was compiled "
+                                          "for " +
+                                          archList(m->archs) + " (cuModuleLoadData: " + cuText(r) +
+                                          ")"};
   if (r != CUDA_SUCCESS)
     throw Failure{COIL_ERROR_PACKAGE,
                   pkg + "cannot load " + m->fatbinName + " (cuModuleLoadData: " + cuText(r) + ")"};
@@ -634,7 +653,7 @@ bool capture(Model &m, const RunRequest &q, int64_t arenaBytes, GraphEntry &e) {
   f.args.alloc = graphAlloc;
   f.args.free = graphFree;
   f.args.alloc_ctx = &alloc;
-  COIL_CU(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_RELAXED));
+  if (cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_RELAXED) != CUDA_SUCCESS) return false;
   int32_t rc = q.run(&f.args);
   CUgraph graph = nullptr;
   CUresult r = cuStreamEndCapture(stream, &graph);
@@ -718,8 +737,30 @@ void replay(const RunRequest &q, GraphEntry &e) {
   }
 }
 
+/// Device runs: every input and caller output buffer must be memory the GPU can address (a
+/// host pointer there would fault the context for every later run).
+void checkDevicePointers(const RunRequest &q) {
+  auto check = [](const void *p, const std::string &what) {
+    unsigned type = 0;
+    CUresult r = cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                       reinterpret_cast<CUdeviceptr>(p));
+    if (r != CUDA_SUCCESS)
+      throw Failure{COIL_ERROR_INVALID_ARGUMENT,
+                    what + " is not CUDA memory (" + cuText(r) +
+                        "): coil_model_run_device takes device pointers; coil_model_run takes "
+                        "host memory"};
+  };
+  for (int64_t i = 0; i < q.numInputs; ++i)
+    if (q.inputBytes[i] && q.inputs[i].data)
+      check(q.inputs[i].data, "input " + std::to_string(i) + " data");
+  for (int64_t i = 0; i < q.numOutputs; ++i)
+    if (q.outputs[i].data && q.outputs[i].capacity > 0)
+      check(q.outputs[i].data, outputName(q, i) + " buffer");
+}
+
 void runModel(Model &m, const RunRequest &q) {
-  currentDevice();
+  ContextScope scope(device());
+  if (!q.hostMemory) checkDevicePointers(q);
   std::vector<const int64_t *> shapes(size_t(q.numInputs) + 1);
   for (int64_t i = 0; i < q.numInputs; ++i) shapes[i] = q.inputs[i].shape;
   int64_t arenaBytes = q.arenaBytes(shapes.data());
@@ -807,9 +848,14 @@ int32_t tableCreate(const ModelDesc *desc, void **model, std::string *error) {
 }
 
 void tableDestroy(void *model) {
-  if (!model) return;
-  if (g_device) (void)cuCtxSetCurrent(g_device->context);
-  delete static_cast<Model *>(model);
+  Device *d = g_device.load(std::memory_order_acquire);
+  if (!model || !d) return;
+  try {
+    ContextScope scope(*d);
+    delete static_cast<Model *>(model);
+  } catch (const Failure &) {
+    delete static_cast<Model *>(model); // no context: freeing what is left is all we can do
+  }
 }
 
 int32_t tableRun(void *model, const RunRequest *q, std::string *error) {
@@ -817,9 +863,13 @@ int32_t tableRun(void *model, const RunRequest *q, std::string *error) {
 }
 
 void tableReleaseDevice(void *p) {
-  if (!p || !g_device) return;
-  (void)cuCtxSetCurrent(g_device->context);
-  (void)cuMemFree(reinterpret_cast<CUdeviceptr>(p));
+  Device *d = g_device.load(std::memory_order_acquire);
+  if (!p || !d) return;
+  try {
+    ContextScope scope(*d);
+    (void)cuMemFree(reinterpret_cast<CUdeviceptr>(p));
+  } catch (const Failure &) {
+  }
 }
 
 void tableGraphStats(void *model, int64_t *captures, int64_t *replays) {
