@@ -105,10 +105,12 @@ struct Case {
   std::string name, text;
   SymBindings sizes;
   double rtol = 1e-4, atol = 1e-5;
+  bool nans = true;      ///< float inputs hold NaNs
+  bool integral = false; ///< float inputs hold whole numbers (exact sums)
 };
 
 /// Random inputs with repeated values (ties), zeros, and NaN in float inputs.
-Tensor randomInput(DType t, const Shape &s, std::mt19937_64 &rng) {
+Tensor randomInput(DType t, const Shape &s, std::mt19937_64 &rng, const Case &tc) {
   Tensor x(t, s);
   std::uniform_int_distribution<int> k(0, 39);
   std::uniform_real_distribution<double> fd(-3, 3);
@@ -116,7 +118,9 @@ Tensor randomInput(DType t, const Shape &s, std::mt19937_64 &rng) {
   for (int64_t i = 0; i < x.numel(); ++i) {
     int c = k(rng);
     if (isFloat(t))
-      x.setDouble(i, c == 0 ? std::nan("") : c < 8 ? double(id(rng)) : fd(rng));
+      x.setDouble(i, c == 0 && tc.nans      ? std::nan("")
+                     : c < 8 || tc.integral ? double(id(rng))
+                                            : fd(rng));
     else if (t == DType::Bool)
       x.setInt(i, c & 1);
     else
@@ -208,7 +212,7 @@ void runCase(Driver *d, const Case &tc) {
       ASSERT_TRUE(v.ok());
       shape.push_back(*v);
     }
-    inputs.push_back(randomInput(p.nodes[size_t(n)].dtype, shape, rng));
+    inputs.push_back(randomInput(p.nodes[size_t(n)].dtype, shape, rng, tc));
   }
   auto want = loop::evaluateLoopProgram(p, inputs);
   ASSERT_TRUE(want.ok()) << want.error().render();
@@ -248,8 +252,21 @@ void runCase(Driver *d, const Case &tc) {
           ASSERT_EQ(d->cuMemcpyHtoD(ptr[n], t.data(), t.nbytes()), 0);
         }
       char error[512] = "";
-      CudaCtx ctx{nullptr,       fns.data(), nullptr, nullptr, 0, error,
-                  sizeof(error), nullptr,    nullptr, nullptr, 0, 90};
+      const size_t wsBytes = size_t(64) << 20; // as the runtime's default
+      CUdeviceptr ws = 0;
+      ASSERT_EQ(d->cuMemAlloc(&ws, wsBytes), 0);
+      CudaCtx ctx{nullptr,
+                  fns.data(),
+                  nullptr,
+                  reinterpret_cast<void *>(ws),
+                  wsBytes,
+                  error,
+                  sizeof(error),
+                  nullptr,
+                  nullptr,
+                  nullptr,
+                  0,
+                  90};
       for (size_t ki = 0; ki < ks.size(); ++ki) {
         const codegen::CudaKernelSource &src = kernels[ki];
         size_t c = std::min(config, src.info.configs.size() - 1);
@@ -291,6 +308,7 @@ void runCase(Driver *d, const Case &tc) {
         }
       }
       for (auto &[n, b] : base) d->cuMemFree(b);
+      d->cuMemFree(ws);
     }
   d->cuModuleUnload(mod);
   dlclose(so);
@@ -397,6 +415,36 @@ std::vector<Case> testCases() {
   %bf = Cast(%b) {to = 1} : f32[N, 40]
 })",
        {{"N", 301}}},
+      // Few outer points, long rows: config 0 splits phase 0 over many blocks (partials in the
+      // workspace, a second kernel combines them and runs the later phases). Whole numbers:
+      // the sums are exact in any order.
+      {"split_exact",
+       R"(graph @g(%x: f32[R, M], %y: i32[R, M]) -> (%s, %a, %b, %m, %d, %is) {
+  symbol R in [1, 64]
+  symbol M in [1, 10000000]
+  %ax = constant i64[1] [1]
+  %s = ReduceSum(%x, %ax) {keepdims = 0} : f32[R]
+  %a = ArgMax(%x) {axis = 1, keepdims = 0} : i64[R]
+  %b = ArgMin(%x) {axis = 1, keepdims = 0, select_last_index = 1} : i64[R]
+  %m = ReduceMax(%x, %ax) {keepdims = 1} : f32[R, 1]
+  %d = Sub(%x, %m) : f32[R, M]
+  %is = ReduceSum(%y, %ax) {keepdims = 0} : i32[R]
+})",
+       {{"R", 3}, {"M", 300007}},
+       1e-6,
+       1e-6,
+       false,
+       true},
+      {"split_nan",
+       R"(graph @g(%x: f32[R, M]) -> (%a, %b, %m) {
+  symbol R in [1, 64]
+  symbol M in [1, 10000000]
+  %ax = constant i64[1] [1]
+  %a = ArgMax(%x) {axis = 1, keepdims = 0, select_last_index = 1} : i64[R]
+  %b = ArgMin(%x) {axis = 1, keepdims = 0} : i64[R]
+  %m = ReduceMin(%x, %ax) {keepdims = 0} : f32[R]
+})",
+       {{"R", 2}, {"M", 100003}}},
   };
 }
 

@@ -55,6 +55,9 @@ std::string deviceIndex(std::string s) {
 struct Config {
   std::string name;
   int64_t block = 256, ept = 1, vec = 1, tpr = 1, rows = 1;
+  /// Split reduction: phase 0 of each outer point is split over several blocks (partials in
+  /// the workspace), a second kernel combines them and runs the later phases.
+  bool split = false;
 };
 
 class CudaEmitter : KernelEmitterBase {
@@ -120,6 +123,15 @@ private:
   std::set<NodeId> flatNodes_; ///< buffers accessed at the flat index
   std::map<const void *, bool> flatAccess_; ///< per Load stmt / Store: at the flat index?
   std::string adaptiveLaunch_; ///< launcher lines of an adaptive config 0 (row kernels)
+  bool splittable_ = false;    ///< phase 0 only reduces: a split config exists
+  int splitIndex_ = -1, blk1024Index_ = -1;
+  std::string splitInner_; ///< host text of phase 0's inner size
+  /// Split reductions: 0 off, 1 the partial kernel (phase 0 over a slice), 2 the combining
+  /// kernel (phase 0 folds the slices' partials).
+  int splitMode_ = 0;
+  /// Workspace arrays of phase 0's partial states: (C name, C type), in layout order.
+  std::vector<std::pair<std::string, std::string>> splitArrays() const;
+  void emitWorkspace(CodeWriter &w) const;
 };
 
 std::string CudaEmitter::offsetText(NodeId node, const std::vector<SymInt> &idx) const {
@@ -486,7 +498,66 @@ Status CudaEmitter::emitPointwise(CodeWriter &w, const Config &c, const std::vec
 
 // --------------------------------------------------------------------------------------- rows
 
+std::vector<std::pair<std::string, std::string>> CudaEmitter::splitArrays() const {
+  std::vector<std::pair<std::string, std::string>> out;
+  const sched::Phase &ph = k_.phases[0];
+  for (size_t si = 0; si < ph.reductions.size(); ++si) {
+    const sched::Accumulate &r = ph.reductions[si];
+    std::string work = "red0_" + std::to_string(si);
+    DType D = r.accDType;
+    bool fl = isFloat(D);
+    switch (r.kind) {
+    case ReduceKind::Sum:
+    case ReduceKind::Prod:
+      out.push_back({work + "_ws", fl                 ? computeType(D)
+                                   : D == DType::Bool ? "bool"
+                                   : dtypeSize(D) > 4 ? "uint64_t"
+                                                      : "uint32_t"});
+      break;
+    case ReduceKind::Max:
+    case ReduceKind::Min:
+      out.push_back({work + "_ws", computeType(D)});
+      if (fl) out.push_back({work + "n_ws", "int"});
+      break;
+    case ReduceKind::Any:
+    case ReduceKind::All:
+      out.push_back({work + "_ws", "int"});
+      break;
+    case ReduceKind::ArgMax:
+    case ReduceKind::ArgMin:
+      out.push_back({work + "_ws", computeType(ph.body.stmts[size_t(r.value)].dtype)});
+      out.push_back({work + "i_ws", "int64_t"});
+      out.push_back({work + "s_ws", "bool"});
+      break;
+    }
+  }
+  return out;
+}
+
+void CudaEmitter::emitWorkspace(CodeWriter &w) const {
+  w.line("// Phase 0's partial states per (outer point, slice), in the workspace.");
+  w.line("const int64_t coil_n = total * coil_splits;");
+  w.line("int64_t coil_off = 0;");
+  for (const auto &[name, type] : splitArrays()) {
+    w.line(type + " *" + name + " = reinterpret_cast<" + type + " *>(coil_ws + coil_off);");
+    w.line("coil_off += (coil_n * int64_t(sizeof(" + type + ")) + 15) / 16 * 16;");
+  }
+}
+
 Status CudaEmitter::emitRows(CodeWriter &w, const Config &c) {
+  if (splitMode_) emitWorkspace(w);
+  if (splitMode_ == 1) {
+    // One block per (outer point, slice of phase 0's inner space).
+    w.line("const int lane = threadIdx.x % " + std::to_string(c.tpr) + ";");
+    w.open("for (int64_t coil_b = blockIdx.x; coil_b < coil_n; coil_b += gridDim.x)");
+    w.line("const int64_t row = coil_b / coil_splits;");
+    w.line("const int64_t coil_s = coil_b % coil_splits;");
+    emitDecompose(w, "row");
+    COIL_TRY_STATUS(emitPhase(w, c, 0));
+    w.line("__syncthreads(); // the next slice reuses the shared partials");
+    w.close();
+    return okStatus();
+  }
   bool rowVec = false;
   for (size_t pi = 0; pi < k_.phases.size() && c.tpr > 1; ++pi)
     rowVec |= planRowVec(pi, liveStmts(k_.phases[pi].body, &k_.phases[pi])).has_value();
@@ -551,7 +622,7 @@ Status CudaEmitter::emitRows(CodeWriter &w, const Config &c) {
 std::optional<CudaEmitter::RowVec> CudaEmitter::planRowVec(size_t pi,
                                                            const std::vector<bool> &live) const {
   const sched::Phase &ph = k_.phases[pi];
-  if (ph.vars.size() != 1) return std::nullopt;
+  if (ph.vars.size() != 1 || (splitMode_ && pi == 0)) return std::nullopt;
   auto extent = simplify(renamed(ph.ranges[0]), ranges_).maybeConstant();
   if (!extent || *extent <= 0) return std::nullopt;
   auto rv = planVec(ph, cname_.at(ph.vars[0]), live);
@@ -760,6 +831,54 @@ Status CudaEmitter::emitPhase(CodeWriter &w, const Config &c, size_t pi) {
     }
     return okStatus();
   };
+  // `foldLines(dst, src...)` merges a partial state (its value, NaN flag, position, seen flag
+  // expressions) into the thread's own.
+  auto foldLines = [&](CodeWriter &o, const Red &red, const std::string &sw, const std::string &sn,
+                       const std::string &sp, const std::string &ss) {
+    const sched::Accumulate &r = *red.r;
+    switch (r.kind) {
+    case ReduceKind::Sum:
+      o.line(red.work + " = " + red.W + "(" + red.work + " + " + sw + ");");
+      break;
+    case ReduceKind::Prod:
+      o.line(red.work + " = " + red.W + "(" + red.work + " * " + sw + ");");
+      break;
+    case ReduceKind::Max:
+    case ReduceKind::Min: {
+      const char *cmp = r.kind == ReduceKind::Max ? " > " : " < ";
+      o.line(red.work + " = " + sw + cmp + red.work + " ? " + sw + " : " + red.work + ";");
+      if (red.fl) o.line(red.nan + " |= " + sn + ";");
+      break;
+    }
+    case ReduceKind::Any:
+      o.line(red.work + " |= " + sw + ";");
+      break;
+    case ReduceKind::All:
+      o.line(red.work + " &= " + sw + ";");
+      break;
+    case ReduceKind::ArgMax:
+    case ReduceKind::ArgMin: {
+      // The scan order's winner: NaN beats numbers; equal values (or two NaNs) go to the first
+      // position, or the last one with selectLast.
+      const char *cmp = r.kind == ReduceKind::ArgMax ? " > " : " < ";
+      const std::string &best = red.work;
+      std::string posTie = r.selectLast ? sp + " > " + red.pos : sp + " < " + red.pos;
+      std::string better;
+      if (red.fl)
+        better = "(" + sw + " != " + sw + ") ? (!(" + best + " != " + best + ") || " + posTie +
+                 ") : (" + best + " == " + best + " && (" + sw + cmp + best + " || (" + sw +
+                 " == " + best + " && " + posTie + ")))";
+      else
+        better = sw + cmp + best + " || (" + sw + " == " + best + " && " + posTie + ")";
+      o.open("if (" + ss + " && (!" + red.seen + " || (" + better + ")))");
+      o.line(best + " = " + sw + ";");
+      o.line(red.pos + " = " + sp + ";");
+      o.line(red.seen + " = true;");
+      o.close();
+      break;
+    }
+    }
+  };
   auto scalarLoad = [&](const Stmt &s) {
     return bufName_[s.node] + "[" + offsetText(s.node, s.index) + "]";
   };
@@ -846,14 +965,32 @@ Status CudaEmitter::emitPhase(CodeWriter &w, const Config &c, size_t pi) {
   }
   // The inner loop: the phase's flattened inner space strided over the row's threads.
   std::string P;
-  if (ph.vars.empty()) {
+  if (splitMode_ == 2 && pi == 0) {
+    // The slices' partial states, strided over the row's threads.
+    std::string j = "j" + tag;
+    w.open("for (int64_t " + j + " = lane; " + j + " < coil_splits; " + j +
+           " += " + std::to_string(c.tpr) + ")");
+    w.line("const int64_t coil_i = row * coil_splits + " + j + ";");
+    for (const Red &red : reds)
+      foldLines(w, red, red.work + "_ws[coil_i]", red.nan.empty() ? "" : red.nan + "_ws[coil_i]",
+                red.pos.empty() ? "" : red.pos + "_ws[coil_i]",
+                red.seen.empty() ? "" : red.seen + "_ws[coil_i]");
+    w.close();
+  } else if (ph.vars.empty()) {
     w.open("");
   } else {
     SymInt size(1);
     for (const SymInt &r : ph.ranges) size = size * r;
     P = dcpp(size);
     std::string j = "j" + tag;
-    if (c.tpr == 1)
+    if (splitMode_ == 1 && pi == 0) {
+      // This block's slice of the inner space.
+      w.line("const int64_t coil_chunk = (" + P + " + coil_splits - 1) / coil_splits;");
+      w.line("const int64_t coil_lo = coil_s * coil_chunk;");
+      w.line("const int64_t coil_hi = coil_imin(" + P + ", coil_lo + coil_chunk);");
+      w.open("for (int64_t " + j + " = coil_lo + lane; " + j + " < coil_hi; " + j +
+             " += " + std::to_string(c.tpr) + ")");
+    } else if (c.tpr == 1)
       w.open("for (int64_t " + j + " = 0; " + j + " < " + P + "; ++" + j + ")");
     else
       w.open("for (int64_t " + j + " = lane; " + j + " < " + P + "; " + j +
@@ -871,59 +1008,15 @@ Status CudaEmitter::emitPhase(CodeWriter &w, const Config &c, size_t pi) {
       w.line("[[maybe_unused]] const int64_t " + cname_[ph.vars[0]] + " = t" + tag + ";");
     }
   }
-  COIL_TRY_STATUS(innerBody(scalarLoad, scalarStore));
-  w.close();
+  if (!(splitMode_ == 2 && pi == 0)) {
+    COIL_TRY_STATUS(innerBody(scalarLoad, scalarStore));
+    w.close();
+  }
   if (rv) w.close();
 
   // Combining the partials of the row's threads (every thread ends with the row's result).
   // `fold(dst, src)` merges the state named by the src suffix into dst's variables.
   bool combine = c.tpr > 1 && !ph.vars.empty() && !reds.empty();
-  auto foldLines = [&](CodeWriter &o, const Red &red, const std::string &sw, const std::string &sn,
-                       const std::string &sp, const std::string &ss) {
-    const sched::Accumulate &r = *red.r;
-    switch (r.kind) {
-    case ReduceKind::Sum:
-      o.line(red.work + " = " + red.W + "(" + red.work + " + " + sw + ");");
-      break;
-    case ReduceKind::Prod:
-      o.line(red.work + " = " + red.W + "(" + red.work + " * " + sw + ");");
-      break;
-    case ReduceKind::Max:
-    case ReduceKind::Min: {
-      const char *cmp = r.kind == ReduceKind::Max ? " > " : " < ";
-      o.line(red.work + " = " + sw + cmp + red.work + " ? " + sw + " : " + red.work + ";");
-      if (red.fl) o.line(red.nan + " |= " + sn + ";");
-      break;
-    }
-    case ReduceKind::Any:
-      o.line(red.work + " |= " + sw + ";");
-      break;
-    case ReduceKind::All:
-      o.line(red.work + " &= " + sw + ";");
-      break;
-    case ReduceKind::ArgMax:
-    case ReduceKind::ArgMin: {
-      // The scan order's winner: NaN beats numbers; equal values (or two NaNs) go to the first
-      // position, or the last one with selectLast.
-      const char *cmp = r.kind == ReduceKind::ArgMax ? " > " : " < ";
-      const std::string &best = red.work;
-      std::string posTie = r.selectLast ? sp + " > " + red.pos : sp + " < " + red.pos;
-      std::string better;
-      if (red.fl)
-        better = "(" + sw + " != " + sw + ") ? (!(" + best + " != " + best + ") || " + posTie +
-                 ") : (" + best + " == " + best + " && (" + sw + cmp + best + " || (" + sw +
-                 " == " + best + " && " + posTie + ")))";
-      else
-        better = sw + cmp + best + " || (" + sw + " == " + best + " && " + posTie + ")";
-      o.open("if (" + ss + " && (!" + red.seen + " || (" + better + ")))");
-      o.line(best + " = " + sw + ";");
-      o.line(red.pos + " = " + sp + ";");
-      o.line(red.seen + " = true;");
-      o.close();
-      break;
-    }
-    }
-  };
   if (combine) {
     int64_t width = std::min<int64_t>(c.tpr, 32);
     w.line("#pragma unroll");
@@ -975,6 +1068,21 @@ Status CudaEmitter::emitPhase(CodeWriter &w, const Config &c, size_t pi) {
         w.close();
       }
     }
+  }
+  if (splitMode_ == 1 && pi == 0) {
+    // The slice's partial states.
+    w.open("if (lane == 0)");
+    w.line("const int64_t coil_i = row * coil_splits + coil_s;");
+    for (const Red &red : reds) {
+      w.line(red.work + "_ws[coil_i] = " + red.work + ";");
+      if (!red.nan.empty()) w.line(red.nan + "_ws[coil_i] = " + red.nan + ";");
+      if (!red.pos.empty()) {
+        w.line(red.pos + "_ws[coil_i] = " + red.pos + ";");
+        w.line(red.seen + "_ws[coil_i] = " + red.seen + ";");
+      }
+    }
+    w.close();
+    return okStatus();
   }
   // Final values of the accumulators, visible to later phases.
   for (size_t si = 0; si < reds.size(); ++si) {
@@ -1090,9 +1198,29 @@ Expected<CudaKernelSource> CudaEmitter::run() {
                   : inner <= 2048 && !(outerMax < 64 && inner > 256) ? warp
                   : inner <= 16384 && outerMax >= 132                ? blk256
                                                                      : blk1024;
+    // Few outer points with long reductions: phase 0 split over many blocks (when phase 0
+    // only reduces; its launcher falls back to a block per point when splitting does not pay).
+    const sched::Phase &ph0 = k_.phases[0];
+    SymInt size0(1);
+    for (const SymInt &r : ph0.ranges) size0 = size0 * r;
+    // (Only where phase 0 may be long enough to split: more than one slice of 8192.)
+    splittable_ = !ph0.vars.empty() && !ph0.reductions.empty() && ph0.stores.empty() &&
+                  bounds(renamed(size0), ranges_).max > 8192;
+    Config split{"split_block1024", 1024, 1, 1, 1024, 1, true};
+    if (splittable_ && outerMax <= 64 && bounds(renamed(size0), ranges_).min >= 65536) best = split;
     configs.push_back(best);
-    for (const Config &c : {thread, warp, blk256, blk512, blk1024})
-      if (c.name != best.name) configs.push_back(c);
+    for (const Config &c : {thread, warp, blk256, blk512, blk1024, split})
+      if (c.name != best.name && (!c.split || splittable_)) configs.push_back(c);
+    auto index = [&](const Config &c) {
+      for (size_t i = 0; i < configs.size(); ++i)
+        if (configs[i].name == c.name) return std::to_string(i);
+      return std::string("0");
+    };
+    if (splittable_) {
+      splitIndex_ = std::stoi(index(split));
+      blk1024Index_ = std::stoi(index(blk1024));
+      splitInner_ = cpp(size0);
+    }
     // Sizes unknown at compile time: config 0's launcher applies the same rule to the actual
     // sizes and launches the function of the config it picks.
     std::string innerText;
@@ -1110,13 +1238,15 @@ Expected<CudaKernelSource> CudaEmitter::run() {
     for (const std::string &t : innerTexts)
       innerText = innerText.empty() ? t : "std::max<int64_t>(" + innerText + ", " + t + ")";
     if (!known && !innerText.empty()) {
-      auto index = [&](const Config &c) {
-        for (size_t i = 0; i < configs.size(); ++i)
-          if (configs[i].name == c.name) return std::to_string(i);
-        return std::string("0");
-      };
       CodeWriter a;
       a.line("// Config 0 adapts to the sizes: the row mapping of the config that suits them.");
+      if (splittable_ && splitIndex_ != 0 && bounds(renamed(size0), ranges_).max >= 65536) {
+        std::string call;
+        for (NodeId n : buffers_) call += ", " + bufName_[n];
+        for (const std::string &sz : sizeSyms_) call += ", " + cname_[sz];
+        a.line("if (total <= 64 && " + splitInner_ + " >= 65536) return " + k_.name + "_c" +
+               std::to_string(splitIndex_) + "(ctx" + call + ");");
+      }
       a.line("const int64_t inner = " + innerText + ";");
       a.line("int32_t which = 0;");
       a.line("unsigned block = 0;");
@@ -1142,6 +1272,7 @@ Expected<CudaKernelSource> CudaEmitter::run() {
       kc.values = {{"block", c.block}, {"ept", c.ept}, {"vec", c.vec}};
     else
       kc.values = {{"block", c.block}, {"threads_per_row", c.tpr}, {"rows_per_block", c.rows}};
+    if (c.split) kc.values.push_back({"split", 1});
     if (info.configs.empty() && !adaptiveLaunch_.empty()) {
       kc.name = "adaptive_" + kc.name;
       kc.values.push_back({"adaptive", 1});
@@ -1169,14 +1300,36 @@ Expected<CudaKernelSource> CudaEmitter::run() {
                          : "per outer point, " + std::to_string(k_.phases.size()) + " phase(s)"));
     std::string params = deviceParams();
     if (vecParam) params += std::string(params.empty() ? "" : ", ") + "int32_t coil_vec_ok";
+    std::string splitParams =
+        std::string(params.empty() ? "" : ", ") + "char *coil_ws, int64_t coil_splits";
+    if (c.split) params += splitParams;
     dev.open("extern \"C\" __global__ void __launch_bounds__(" + std::to_string(c.block) + ") " +
              fn + "_kernel(" + params + ")");
     emitExtents(dev, true);
+    splitMode_ = c.split ? 1 : 0;
     COIL_TRY_STATUS(pointwise_ ? emitPointwise(dev, c, pwLive) : emitRows(dev, c));
+    splitMode_ = 0;
     dev.close();
+    if (c.split) {
+      // The combining kernel, after every config's function.
+      dev.blank();
+      dev.line("// kernel " + k_.name + ", config " + std::to_string(ci) +
+               ": combines phase 0's partials, then runs the later phases");
+      dev.open("extern \"C\" __global__ void __launch_bounds__(1024) " + fn + "_combine_kernel(" +
+               params + ")");
+      emitExtents(dev, true);
+      splitMode_ = 2;
+      Config combine{"combine", 1024, 1, 1, 1024, 1};
+      COIL_TRY_STATUS(emitRows(dev, combine));
+      splitMode_ = 0;
+      dev.close();
+    }
 
     // --- host
     if (ci) host.blank();
+    if (ci == 0 && !adaptiveLaunch_.empty() && splittable_ && splitIndex_ != 0)
+      host.line("extern \"C\" int32_t " + k_.name + "_c" + std::to_string(splitIndex_) + "(" +
+                hostParams() + ");");
     host.open("extern \"C\" int32_t " + fn + "(" + hostParams() + ")");
     std::string empty;
     for (size_t d = 0; d < k_.vars.size(); ++d)
@@ -1207,6 +1360,33 @@ Expected<CudaKernelSource> CudaEmitter::run() {
       }
       host.line("const int64_t grid = coil_ceildiv(" + count + ", " +
                 std::to_string(c.block * c.ept) + ");");
+    } else if (c.split) {
+      std::string base = std::to_string(o_.functionBase);
+      host.line("const int64_t inner = " + splitInner_ + ";");
+      host.line("int64_t coil_splits = std::min<int64_t>(coil_ceildiv(inner, 8192), "
+                "coil_ceildiv(528, total));");
+      host.line("coil_splits = std::max<int64_t>(1, std::min<int64_t>(coil_splits, 1024));");
+      host.line("const int64_t coil_n = total * coil_splits;");
+      host.line("int64_t coil_bytes = 0;");
+      for (const auto &[name, type] : splitArrays())
+        host.line("coil_bytes += (coil_n * int64_t(sizeof(" + type + ")) + 15) / 16 * 16;");
+      host.open("if (coil_splits <= 1 || !ctx->workspace || "
+                "coil_bytes > int64_t(ctx->workspace_bytes))");
+      host.line("// Not worth splitting, or no room: a block of 1024 threads per outer point.");
+      host.line("void *args[] = {" + (args.empty() ? std::string("nullptr") : args) + "};");
+      host.line("return coil_launch(ctx, " + base + " + " + std::to_string(blk1024Index_) + ", \"" +
+                fn + "\", total, 1024, args);");
+      host.close();
+      host.line("char *coil_ws = static_cast<char *>(ctx->workspace);");
+      host.line("void *args[] = {" + args + (args.empty() ? "" : ", ") +
+                "&coil_ws, &coil_splits};");
+      host.line("const int32_t coil_r = coil_launch(ctx, " + base + " + " + std::to_string(ci) +
+                ", \"" + fn + "\", coil_n, 1024, args);");
+      host.line("if (coil_r != 0) return coil_r;");
+      host.line("return coil_launch(ctx, " + base + " + " + std::to_string(configs.size()) +
+                ", \"" + fn + "_combine\", total, 1024, args);");
+      host.close();
+      continue;
     } else if (ci == 0 && !adaptiveLaunch_.empty()) {
       std::string text = adaptiveLaunch_;
       for (size_t pos = 0; pos < text.size();) {
@@ -1229,6 +1409,9 @@ Expected<CudaKernelSource> CudaEmitter::run() {
               ", args);");
     host.close();
   }
+  for (const Config &c : configs)
+    if (c.split)
+      out.functions.push_back(k_.name + "_c" + std::to_string(splitIndex_) + "_combine_kernel");
   out.device = dev.str();
   out.host = host.str();
   return out;
