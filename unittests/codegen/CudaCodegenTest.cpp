@@ -290,6 +290,26 @@ graph @sm(%x: f32[64, 2048]) -> (%y) {
   EXPECT_FALSE(contains(g.kernels[0].host, "which"));
 }
 
+TEST(CudaCodegen, LongReductionsOfFewPointsSplit) {
+  Generated g = generate(R"(
+graph @sp(%x: f32[2, 1000000]) -> (%s) {
+  %ax = constant i64[1] [1]
+  %s = ReduceSum(%x, %ax) {keepdims = 0} : f32[2]
+}
+)",
+                         "");
+  ASSERT_EQ(g.kernels.size(), 1u);
+  const CudaKernelSource &k = g.kernels[0];
+  EXPECT_EQ(k.info.configs[0].name, "split_block1024");
+  // The combining kernel comes after every config's function.
+  ASSERT_EQ(k.functions.size(), k.info.configs.size() + 1);
+  EXPECT_EQ(k.functions.back(), "k0_sum_c0_combine_kernel");
+  EXPECT_TRUE(contains(k.host, "coil_launch(ctx, 0 + " + std::to_string(k.info.configs.size()) +
+                                   ", \"k0_sum_c0_combine\", total, 1024, args);"));
+  EXPECT_TRUE(contains(k.host, "coil_bytes > int64_t(ctx->workspace_bytes)"));
+  EXPECT_TRUE(contains(k.device, "red0_0_ws[coil_i] = red0_0;"));
+}
+
 TEST(CudaCodegen, FunctionBaseCountsEarlierKernels) {
   Generated g = generate(kArgMax, "");
   ASSERT_GE(g.kernels.size(), 2u);

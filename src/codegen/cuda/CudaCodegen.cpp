@@ -1273,7 +1273,7 @@ Expected<CudaKernelSource> CudaEmitter::run() {
     else
       kc.values = {{"block", c.block}, {"threads_per_row", c.tpr}, {"rows_per_block", c.rows}};
     if (c.split) kc.values.push_back({"split", 1});
-    if (info.configs.empty() && !adaptiveLaunch_.empty()) {
+    if (info.configs.empty() && !adaptiveLaunch_.empty() && !c.split) {
       kc.name = "adaptive_" + kc.name;
       kc.values.push_back({"adaptive", 1});
     }
