@@ -128,10 +128,8 @@ struct Lease {
   }
 };
 
-/// Takes an idle handle or makes one; false when none can be had. `made` tells whether one was
-/// made (inside a capture, the caller then checks the capture).
-bool acquire(DnnState &st, const dnn::Api &a, bool capturing, Lease &lease, bool &made) {
-  made = false;
+/// Takes an idle handle or makes one; false when none can be had.
+bool acquire(DnnState &st, const dnn::Api &a, bool capturing, Lease &lease) {
   lease.st = &st;
   {
     std::lock_guard<std::mutex> lock(st.mu);
@@ -150,7 +148,6 @@ bool acquire(DnnState &st, const dnn::Api &a, bool capturing, Lease &lease, bool
     }
     return false;
   }
-  made = true;
   std::lock_guard<std::mutex> lock(st.mu);
   try {
     st.all.push_back(h);
@@ -312,30 +309,27 @@ int32_t dnnConv(const coil_cuda_ctx *ctx, const char *fn, const DnnConv &c) {
     if (it != st->plans.end()) plan = it->second;
   }
   if (plan && !plan->ok) return -1;
+  // Inside a capture, cuDNN's setup (a handle, the algorithm) and its first run of an algorithm
+  // may allocate: relaxed capture mode for this thread, and the capture checked afterwards.
+  RelaxedCapture relaxed(capturing);
+  auto broke = [&]() { return capturing && captureInvalidated(stream); };
+  const char *broken = "using cuDNN invalidated the CUDA graph capture of the stream";
   Lease lease;
-  bool setup = false;
-  {
-    RelaxedCapture relaxed(capturing);
-    bool made = false;
-    if (!acquire(*st, *a, capturing, lease, made)) return -1;
-    setup = made;
-    if (a->setStream(lease.h, ctx->stream) != dnn::kSuccess) return -1;
-    if (!plan) {
-      try {
-        plan = std::make_shared<Plan>();
-        makePlan(*a, lease.h, st->tf32, c, wsBytes, *plan);
-        std::lock_guard<std::mutex> lock(st->mu);
-        if (st->plans.size() >= kMaxPlans) st->plans.clear();
-        st->plans.emplace(key, plan);
-      } catch (const std::exception &) { // out of host memory: the caller's path
-        return -1;
-      }
-      setup = true;
+  if (!acquire(*st, *a, capturing, lease)) return broke() ? fail(ctx, fn, "%s", broken) : -1;
+  if (a->setStream(lease.h, ctx->stream) != dnn::kSuccess)
+    return broke() ? fail(ctx, fn, "%s", broken) : -1;
+  if (!plan) {
+    try {
+      plan = std::make_shared<Plan>();
+      makePlan(*a, lease.h, st->tf32, c, wsBytes, *plan);
+      std::lock_guard<std::mutex> lock(st->mu);
+      if (st->plans.size() >= kMaxPlans) st->plans.clear();
+      st->plans.emplace(key, plan);
+    } catch (const std::exception &) { // out of host memory: the caller's path
+      return broke() ? fail(ctx, fn, "%s", broken) : -1;
     }
   }
-  if (capturing && setup && captureInvalidated(stream))
-    return fail(ctx, fn, "setting up cuDNN invalidated the CUDA graph capture of the stream");
-  if (!plan->ok) return -1;
+  if (!plan->ok) return broke() ? fail(ctx, fn, "%s", broken) : -1;
   const float one = 1.0f, zero = 0.0f;
   dnn::Status s =
       c.transpose
@@ -343,6 +337,7 @@ int32_t dnnConv(const coil_cuda_ctx *ctx, const char *fn, const DnnConv &c) {
                                        plan->algo, ws.ptr, wsBytes, &zero, plan->yd, c.y)
           : a->convolutionForward(lease.h, &one, plan->xd, c.x, plan->wd, c.w, plan->cd, plan->algo,
                                   ws.ptr, wsBytes, &zero, plan->yd, c.y);
+  if (broke()) return fail(ctx, fn, "%s", broken);
   if (s != dnn::kSuccess) {
     plan->ok = false; // not again for this problem
     return -1;

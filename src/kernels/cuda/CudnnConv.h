@@ -57,8 +57,8 @@ bool dnnSuits(const DnnConv &c);
 
 /// Runs the convolution through cuDNN on ctx->stream. Returns 0 when enqueued; -1 when cuDNN
 /// did not run it (unavailable, unsuitable, no algorithm, or a cuDNN error: the caller runs its
-/// own path, which overwrites y); or 1 with a message in ctx->error when setting cuDNN up
-/// invalidated a CUDA-graph capture of the stream.
+/// own path, which overwrites y); or 1 with a message in ctx->error when using cuDNN
+/// invalidated a CUDA-graph capture of the stream (the runtime then runs the model eagerly).
 int32_t dnnConv(const coil_cuda_ctx *ctx, const char *fn, const DnnConv &c);
 
 } // namespace coil::cuda
