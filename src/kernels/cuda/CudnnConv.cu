@@ -6,6 +6,8 @@
 #include <array>
 #include <atomic>
 #include <climits>
+#include <cstdarg>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <cuda.h>
@@ -14,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <string>
 #include <vector>
 
 namespace coil::cuda {
@@ -30,6 +33,7 @@ struct Plan {
   dnn::ConvDesc cd = nullptr;
   int algo = 0;
   std::atomic<bool> ok{false};
+  std::string why; ///< why not ok (for COIL_CUDNN_DEBUG=1)
   Plan() = default;
   Plan(const Plan &) = delete;
   Plan &operator=(const Plan &) = delete;
@@ -49,7 +53,7 @@ constexpr size_t kMaxPlans = 4096;
 } // namespace
 
 struct DnnState {
-  bool tf32 = false, pointwise = false;
+  bool tf32 = false, pointwise = false, debug = false;
   std::mutex mu;
   const dnn::Api *api = nullptr; ///< set with the first handle
   std::vector<dnn::Handle> all, idle;
@@ -185,37 +189,54 @@ void makePlan(const dnn::Api &a, dnn::Handle h, bool tf32, const DnnConv &c, siz
     yStr[i] = yStr[i + 1] * yDims[i + 1];
   }
   int dt = dataTypeOf(c.t);
-  if (a.createTensorDescriptor(&plan.xd) != dnn::kSuccess ||
-      a.createTensorDescriptor(&plan.yd) != dnn::kSuccess ||
-      a.createFilterDescriptor(&plan.wd) != dnn::kSuccess ||
-      a.createConvolutionDescriptor(&plan.cd) != dnn::kSuccess)
+  // Each step: on failure, the reason is kept and the plan stays not ok.
+  auto step = [&](const char *what, dnn::Status s) {
+    if (s == dnn::kSuccess) return true;
+    plan.why = std::string(what) + " failed: " + dnn::statusText(a, s);
+    return false;
+  };
+  if (!step("cudnnCreateTensorDescriptor", a.createTensorDescriptor(&plan.xd)) ||
+      !step("cudnnCreateTensorDescriptor", a.createTensorDescriptor(&plan.yd)) ||
+      !step("cudnnCreateFilterDescriptor", a.createFilterDescriptor(&plan.wd)) ||
+      !step("cudnnCreateConvolutionDescriptor", a.createConvolutionDescriptor(&plan.cd)))
     return;
-  if (a.setTensorNdDescriptor(plan.xd, dt, nb, xDims, xStr) != dnn::kSuccess ||
-      a.setTensorNdDescriptor(plan.yd, dt, nb, yDims, yStr) != dnn::kSuccess ||
-      a.setFilterNdDescriptor(plan.wd, dt, dnn::kTensorNchw, nb, wDims) != dnn::kSuccess ||
-      a.setConvolutionNdDescriptor(plan.cd, ns, pads, strides, dil, dnn::kCrossCorrelation,
-                                   dnn::kDataFloat) != dnn::kSuccess ||
-      a.setConvolutionGroupCount(plan.cd, int(c.group)) != dnn::kSuccess)
+  if (!step("cudnnSetTensorNdDescriptor", a.setTensorNdDescriptor(plan.xd, dt, nb, xDims, xStr)) ||
+      !step("cudnnSetTensorNdDescriptor", a.setTensorNdDescriptor(plan.yd, dt, nb, yDims, yStr)) ||
+      !step("cudnnSetFilterNdDescriptor",
+            a.setFilterNdDescriptor(plan.wd, dt, dnn::kTensorNchw, nb, wDims)) ||
+      !step("cudnnSetConvolutionNdDescriptor",
+            a.setConvolutionNdDescriptor(plan.cd, ns, pads, strides, dil, dnn::kCrossCorrelation,
+                                         dnn::kDataFloat)) ||
+      !step("cudnnSetConvolutionGroupCount", a.setConvolutionGroupCount(plan.cd, int(c.group))))
     return;
   bool f32 = c.t == Elem::F32;
   int math = f32 ? (tf32 ? dnn::kDefaultMath : dnn::kFmaMath) : dnn::kTensorOpMath;
-  if (a.setConvolutionMathType(plan.cd, math) != dnn::kSuccess) return;
+  if (!step("cudnnSetConvolutionMathType", a.setConvolutionMathType(plan.cd, math))) return;
   // cuDNN's output size for the pads on both sides must be coil's (the forward convolution of a
   // transposed one maps y to x).
   int fwd[5];
-  if (a.getConvolutionNdForwardOutputDim(plan.cd, c.transpose ? plan.yd : plan.xd, plan.wd, nb,
-                                         fwd) != dnn::kSuccess)
+  if (!step("cudnnGetConvolutionNdForwardOutputDim",
+            a.getConvolutionNdForwardOutputDim(plan.cd, c.transpose ? plan.yd : plan.xd, plan.wd,
+                                               nb, fwd)))
     return;
   const int *want = c.transpose ? xDims : yDims;
   for (int i = 0; i < nb; ++i)
-    if (fwd[i] != want[i]) return;
+    if (fwd[i] != want[i]) {
+      plan.why = "cuDNN's output size differs from coil's";
+      return;
+    }
   dnn::AlgoPerf perf[8] = {};
   int count = 0;
   dnn::Status s = c.transpose ? a.getConvolutionBackwardDataAlgorithmV7(
                                     h, plan.wd, plan.xd, plan.cd, plan.yd, 8, &count, perf)
                               : a.getConvolutionForwardAlgorithmV7(h, plan.xd, plan.wd, plan.cd,
                                                                    plan.yd, 8, &count, perf);
-  if (s != dnn::kSuccess) return;
+  if (!step(c.transpose ? "cudnnGetConvolutionBackwardDataAlgorithm_v7"
+                        : "cudnnGetConvolutionForwardAlgorithm_v7",
+            s))
+    return;
+  plan.why = "no algorithm among " + std::to_string(count) + " fits (workspace " +
+             std::to_string(wsBytes) + " bytes, math type)";
   for (int i = 0; i < count && i < 8; ++i) {
     const dnn::AlgoPerf &r = perf[i];
     if (r.status != dnn::kSuccess || r.memory > wsBytes) continue;
@@ -232,8 +253,22 @@ void makePlan(const dnn::Api &a, dnn::Handle h, bool tf32, const DnnConv &c, siz
     if (s != dnn::kSuccess || need > wsBytes) continue;
     plan.algo = r.algo;
     plan.ok = true;
+    plan.why.clear();
     return;
   }
+}
+
+/// With COIL_CUDNN_DEBUG=1: "coil cuDNN: <fn>: <message>" on stderr.
+void note(const DnnState &st, const char *fn, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void note(const DnnState &st, const char *fn, const char *fmt, ...) {
+  if (!st.debug) return;
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof(buf), fmt, ap);
+  va_end(ap);
+  std::fprintf(stderr, "coil cuDNN: %s: %s\n", fn, buf);
 }
 
 } // namespace
@@ -244,6 +279,8 @@ DnnState *dnnStateCreate(bool tf32) {
   st->tf32 = tf32;
   const char *pw = std::getenv("COIL_CUDNN_POINTWISE");
   st->pointwise = pw && std::strcmp(pw, "1") == 0;
+  const char *dbg = std::getenv("COIL_CUDNN_DEBUG");
+  st->debug = dbg && std::strcmp(dbg, "1") == 0;
   return st;
 }
 
@@ -286,7 +323,11 @@ int32_t dnnConv(const coil_cuda_ctx *ctx, const char *fn, const DnnConv &c) {
   DnnState *st = dnnStateOf(ctx);
   if (!st || !dnnSuits(c)) return -1;
   const dnn::Api *a = dnn::api();
-  if (!a) return -1;
+  if (!a) {
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true)) note(*st, fn, "not used: %s", dnn::loadMessage());
+    return -1;
+  }
   CUstream stream = static_cast<CUstream>(ctx->stream);
   bool capturing = captureActive(stream);
   Scratch ws = workspaceOf(ctx);
@@ -315,13 +356,23 @@ int32_t dnnConv(const coil_cuda_ctx *ctx, const char *fn, const DnnConv &c) {
   auto broke = [&]() { return capturing && captureInvalidated(stream); };
   const char *broken = "using cuDNN invalidated the CUDA graph capture of the stream";
   Lease lease;
-  if (!acquire(*st, *a, capturing, lease)) return broke() ? fail(ctx, fn, "%s", broken) : -1;
+  if (!acquire(*st, *a, capturing, lease)) {
+    note(*st, fn, "no cuDNN handle (cudnnCreate failed%s)", capturing ? " inside a capture" : "");
+    return broke() ? fail(ctx, fn, "%s", broken) : -1;
+  }
   if (a->setStream(lease.h, ctx->stream) != dnn::kSuccess)
     return broke() ? fail(ctx, fn, "%s", broken) : -1;
   if (!plan) {
     try {
       plan = std::make_shared<Plan>();
       makePlan(*a, lease.h, st->tf32, c, wsBytes, *plan);
+      if (plan->ok)
+        note(*st, fn, "%s n %lld c %lld m %lld group %lld: algorithm %d",
+             c.transpose ? "backward data" : "forward", (long long)c.n, (long long)c.c,
+             (long long)c.m, (long long)c.group, plan->algo);
+      else
+        note(*st, fn, "not used for n %lld c %lld m %lld group %lld: %s", (long long)c.n,
+             (long long)c.c, (long long)c.m, (long long)c.group, plan->why.c_str());
       std::lock_guard<std::mutex> lock(st->mu);
       if (st->plans.size() >= kMaxPlans) st->plans.clear();
       st->plans.emplace(key, plan);
@@ -340,6 +391,8 @@ int32_t dnnConv(const coil_cuda_ctx *ctx, const char *fn, const DnnConv &c) {
   if (broke()) return fail(ctx, fn, "%s", broken);
   if (s != dnn::kSuccess) {
     plan->ok = false; // not again for this problem
+    note(*st, fn, "algorithm %d failed: %s; coil's kernels run instead", plan->algo,
+         dnn::statusText(*a, s));
     return -1;
   }
   return 0;

@@ -14,7 +14,8 @@
 /// safe inside CUDA-graph capture), the first one whose workspace fits ctx->workspace; it is
 /// chosen once per problem (geometry, dtype, workspace size, pointer alignments) and cached with
 /// the descriptors. cuDNN handles come from a pool of the state (one per concurrent call), each
-/// set to the call's stream.
+/// set to the call's stream. COIL_CUDNN_DEBUG=1 prints to stderr, once per problem, the algorithm
+/// chosen or why cuDNN is not used.
 #pragma once
 
 #include "coil/cuda_abi.h"
