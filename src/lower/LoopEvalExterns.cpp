@@ -42,6 +42,13 @@ Status checkNumel(const ExternNode &en, const Tensor &t, int64_t want, const cha
   return okStatus();
 }
 
+/// The status of a kernel call: on failure, the kernel's message (the run-time values broke the
+/// op's rule, as in the compiled program, where the wrapper reports the same message).
+Status kernelStatus(int32_t rc) {
+  if (rc == 0) return okStatus();
+  return Error::user(coil_cpu_last_error());
+}
+
 /// Product of sizes, or -1 when negative or overflowing (never matches a tensor's numel).
 int64_t prod(std::initializer_list<int64_t> v) {
   int64_t p = 1;
@@ -59,8 +66,8 @@ void *out(const Args &a, size_t i) {
 
 // --- GEMM: a, b, y, batch, m, n, k, transA, transB, strideA, strideB, alpha
 
-using GemmFn = void (*)(const void *, const void *, void *, int64_t, int64_t, int64_t, int64_t,
-                        int64_t, int64_t, int64_t, int64_t, double);
+using GemmFn = int32_t (*)(const void *, const void *, void *, int64_t, int64_t, int64_t, int64_t,
+                           int64_t, int64_t, int64_t, int64_t, double);
 
 EvalExternFn gemmAdapter(GemmFn fn) {
   return [fn](const ExternNode &en, Args &a) -> Status {
@@ -75,8 +82,8 @@ EvalExternFn gemmAdapter(GemmFn fn) {
     if (batch < 0 || !fits(*a[0].tensor, sa, prod({m, k})) || !fits(*a[1].tensor, sb, prod({k, n})))
       return Error::internal("extern '" + en.function + "': operands smaller than their sizes");
     COIL_TRY_STATUS(checkNumel(en, *a[2].output, prod({batch, m, n}), "the output"));
-    fn(in(a, 0), in(a, 1), out(a, 2), batch, m, n, k, a[7].i, a[8].i, sa, sb, a[11].number);
-    return okStatus();
+    return kernelStatus(
+        fn(in(a, 0), in(a, 1), out(a, 2), batch, m, n, k, a[7].i, a[8].i, sa, sb, a[11].number));
   };
 }
 
@@ -301,11 +308,10 @@ EvalExternFn topkDynAdapter(TopKDynFn fn) {
 // --- Reduce* with run-time axes: x, axes, y, y0..y7 (out-symbols), rank, d0..d7, naxes, kind,
 //     keepdims, noopWithEmptyAxes
 
-using ReduceDynFn = void (*)(coil_alloc_fn, void *, const void *, const void *, void **,
+using ReduceDynFn = void (*)(coil_alloc_fn, void *, const void *, const void *, void **, int64_t *,
                              int64_t *, int64_t *, int64_t *, int64_t *, int64_t *, int64_t *,
-                             int64_t *, int64_t *, int64_t, int64_t, int64_t, int64_t, int64_t,
-                             int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                             int64_t);
+                             int64_t *, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                             int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
 EvalExternFn reduceDynAdapter(ReduceDynFn fn) {
   return [fn](const ExternNode &en, Args &a) -> Status {
     COIL_TRY_STATUS(checkSignature(en, a, "NNOSSSSSSSSIIIIIIIIIIIII"));

@@ -98,12 +98,22 @@ TEST(CpuKernelsGemm, EmptyInnerDimensionWritesZerosOrC) {
   coil_cpu_gemm_c_f32(nullptr, nullptr, c.data(), y.data(), 1, 2, 3, 0, 0, 0, 0, 0, 0, 1.0, 2.0);
   for (size_t i = 0; i < 6; ++i) EXPECT_EQ(y[i], 2 * c[i]);
 }
-TEST(CpuKernelsGemm, InvalidSizesAreNoOps) {
+TEST(CpuKernelsGemm, InvalidSizesFailWithAMessage) {
   std::vector<float> a(4, 1), b(4, 1), y(4, 9);
-  coil_cpu_gemm_f32(a.data(), b.data(), y.data(), 1, -2, 2, 2, 0, 0, 0, 0, 1.0);
-  coil_cpu_gemm_f32(a.data(), b.data(), y.data(), -1, 2, 2, 2, 0, 0, 0, 0, 1.0);
-  coil_cpu_gemm_f32(a.data(), b.data(), y.data(), 2, 2, 2, 2, 0, 0, -4, 0, 1.0);
-  coil_cpu_gemm_f32(a.data(), b.data(), y.data(), 1, INT64_MAX, INT64_MAX, 2, 0, 0, 0, 0, 1.0);
+  EXPECT_EQ(coil_cpu_gemm_f32(a.data(), b.data(), y.data(), 1, 2, 2, 2, 0, 0, 0, 0, 1.0), 0);
+  std::fill(y.begin(), y.end(), 9.0f);
+  EXPECT_NE(coil_cpu_gemm_f32(a.data(), b.data(), y.data(), 1, -2, 2, 2, 0, 0, 0, 0, 1.0), 0);
+  EXPECT_STREQ(coil_cpu_last_error(), "gemm: sizes must be >= 0, got batch 1, m -2, n 2, k 2");
+  EXPECT_NE(coil_cpu_gemm_f32(a.data(), b.data(), y.data(), -1, 2, 2, 2, 0, 0, 0, 0, 1.0), 0);
+  EXPECT_NE(coil_cpu_gemm_f32(a.data(), b.data(), y.data(), 2, 2, 2, 2, 0, 0, -4, 0, 1.0), 0);
+  EXPECT_STREQ(coil_cpu_last_error(), "gemm: batch strides must be >= 0, got -4, 0, 0");
+  EXPECT_NE(
+      coil_cpu_gemm_f32(a.data(), b.data(), y.data(), 1, INT64_MAX, INT64_MAX, 2, 0, 0, 0, 0, 1.0),
+      0);
+  EXPECT_NE(std::string(coil_cpu_last_error()).find("overflow"), std::string::npos);
+  EXPECT_NE(
+      coil_cpu_gemm_c_f64(nullptr, nullptr, nullptr, nullptr, 1, 2, 2, 2, 0, 0, 0, 0, -1, 1.0, 1.0),
+      0);
   for (float v : y) EXPECT_EQ(v, 9.0f);
 }
 

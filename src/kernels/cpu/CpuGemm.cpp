@@ -118,16 +118,22 @@ void gemmOne(const T *a, const T *b, T *y, int64_t m, int64_t n, int64_t k, bool
 constexpr int64_t kSmallGemm = int64_t(1) << 18;
 
 template <typename T>
-void gemmBatched(const T *a, const T *b, const T *c, T *y, int64_t batch, int64_t m, int64_t n,
-                 int64_t k, int64_t ta, int64_t tb, int64_t sa, int64_t sb, int64_t sc,
-                 double alpha, double beta) {
+int32_t gemmBatched(const T *a, const T *b, const T *c, T *y, int64_t batch, int64_t m, int64_t n,
+                    int64_t k, int64_t ta, int64_t tb, int64_t sa, int64_t sb, int64_t sc,
+                    double alpha, double beta) {
   int64_t mn, mk, kn, all, work;
-  if (batch < 0 || sa < 0 || sb < 0 || sc < 0 || !mulSize(m, n, &mn) || !mulSize(m, k, &mk) ||
-      !mulSize(k, n, &kn) || !mulSize(batch, mn, &all) || !mulSizes({mn, k}, &work))
-    return;
+  if (batch < 0 || m < 0 || n < 0 || k < 0)
+    return fail("gemm: sizes must be >= 0, got batch %lld, m %lld, n %lld, k %lld", ll(batch),
+                ll(m), ll(n), ll(k));
+  if (sa < 0 || sb < 0 || sc < 0)
+    return fail("gemm: batch strides must be >= 0, got %lld, %lld, %lld", ll(sa), ll(sb), ll(sc));
   // The batch offsets must not overflow either.
   int64_t last = batch > 0 ? batch - 1 : 0, tmp;
-  if (!mulSize(last, sa, &tmp) || !mulSize(last, sb, &tmp) || !mulSize(last, sc, &tmp)) return;
+  if (!mulSize(m, n, &mn) || !mulSize(m, k, &mk) || !mulSize(k, n, &kn) ||
+      !mulSize(batch, mn, &all) || !mulSizes({mn, k}, &work) || !mulSize(last, sa, &tmp) ||
+      !mulSize(last, sb, &tmp) || !mulSize(last, sc, &tmp))
+    return fail("gemm: sizes batch %lld, m %lld, n %lld, k %lld overflow int64", ll(batch), ll(m),
+                ll(n), ll(k));
   auto one = [&](int64_t i) {
     T *yb = y + i * mn;
     if (c) std::memmove(yb, c + i * sc, size_t(mn) * sizeof(T));
@@ -139,6 +145,7 @@ void gemmBatched(const T *a, const T *b, const T *c, T *y, int64_t batch, int64_
   } else {
     for (int64_t i = 0; i < batch; ++i) one(i);
   }
+  return 0;
 }
 
 // --- Convolution
@@ -403,20 +410,20 @@ using namespace coil::cpu;
 extern "C" {
 
 #define COIL_CPU_DEFINE_GEMM(S, T)                                                                 \
-  void coil_cpu_gemm_##S(const void *a, const void *b, void *y, int64_t batch, int64_t m,          \
-                         int64_t n, int64_t k, int64_t transA, int64_t transB, int64_t strideA,    \
-                         int64_t strideB, double alpha) {                                          \
-    gemmBatched<T>(static_cast<const T *>(a), static_cast<const T *>(b), nullptr,                  \
-                   static_cast<T *>(y), batch, m, n, k, transA, transB, strideA, strideB, 0,       \
-                   alpha, 0.0);                                                                    \
+  int32_t coil_cpu_gemm_##S(const void *a, const void *b, void *y, int64_t batch, int64_t m,       \
+                            int64_t n, int64_t k, int64_t transA, int64_t transB, int64_t strideA, \
+                            int64_t strideB, double alpha) {                                       \
+    return gemmBatched<T>(static_cast<const T *>(a), static_cast<const T *>(b), nullptr,           \
+                          static_cast<T *>(y), batch, m, n, k, transA, transB, strideA, strideB,   \
+                          0, alpha, 0.0);                                                          \
   }                                                                                                \
-  void coil_cpu_gemm_c_##S(const void *a, const void *b, const void *c, void *y, int64_t batch,    \
-                           int64_t m, int64_t n, int64_t k, int64_t transA, int64_t transB,        \
-                           int64_t strideA, int64_t strideB, int64_t strideC, double alpha,        \
-                           double beta) {                                                          \
-    gemmBatched<T>(static_cast<const T *>(a), static_cast<const T *>(b),                           \
-                   static_cast<const T *>(c), static_cast<T *>(y), batch, m, n, k, transA, transB, \
-                   strideA, strideB, strideC, alpha, beta);                                        \
+  int32_t coil_cpu_gemm_c_##S(const void *a, const void *b, const void *c, void *y, int64_t batch, \
+                              int64_t m, int64_t n, int64_t k, int64_t transA, int64_t transB,     \
+                              int64_t strideA, int64_t strideB, int64_t strideC, double alpha,     \
+                              double beta) {                                                       \
+    return gemmBatched<T>(static_cast<const T *>(a), static_cast<const T *>(b),                    \
+                          static_cast<const T *>(c), static_cast<T *>(y), batch, m, n, k, transA,  \
+                          transB, strideA, strideB, strideC, alpha, beta);                         \
   }                                                                                                \
   void coil_cpu_conv_##S(const void *x, const void *w, void *y, int64_t n, int64_t c, int64_t m,   \
                          int64_t group, int64_t nd, int64_t in0, int64_t in1, int64_t in2,         \

@@ -38,29 +38,33 @@ extern "C" {
 /// the caller's runtime, or NULL.
 typedef void *(*coil_alloc_fn)(void *ctx, size_t bytes);
 
+/// The message of this thread's last failed call (nonzero status): "<op>: <the rule broken,
+/// with the values>". Valid until the thread's next call of a coil_cpu_* function.
+const char *coil_cpu_last_error(void);
+
 // --- GEMM ------------------------------------------------------------------------------------
 
 /// Batched GEMM: for b in [0, batch): Y_b = alpha * op(A_b) * op(B_b), where
 /// A_b = a + b * strideA (elements), op(A_b) is m x k (stored k x m, row-major, when transA),
 /// B_b = b + b * strideB, op(B_b) is k x n (stored n x k when transB), and Y_b = y + b*m*n is
-/// m x n. A batch stride of 0 broadcasts one matrix over the batch. No-op when a size or stride
+/// m x n. A batch stride of 0 broadcasts one matrix over the batch. Fails when a size or stride
 /// is negative or a size product overflows. k == 0 writes zeros.
-void coil_cpu_gemm_f32(const void *a, const void *b, void *y, int64_t batch, int64_t m, int64_t n,
-                       int64_t k, int64_t transA, int64_t transB, int64_t strideA, int64_t strideB,
-                       double alpha);
-void coil_cpu_gemm_f64(const void *a, const void *b, void *y, int64_t batch, int64_t m, int64_t n,
-                       int64_t k, int64_t transA, int64_t transB, int64_t strideA, int64_t strideB,
-                       double alpha);
+int32_t coil_cpu_gemm_f32(const void *a, const void *b, void *y, int64_t batch, int64_t m,
+                          int64_t n, int64_t k, int64_t transA, int64_t transB, int64_t strideA,
+                          int64_t strideB, double alpha);
+int32_t coil_cpu_gemm_f64(const void *a, const void *b, void *y, int64_t batch, int64_t m,
+                          int64_t n, int64_t k, int64_t transA, int64_t transB, int64_t strideA,
+                          int64_t strideB, double alpha);
 /// As coil_cpu_gemm_*, plus beta * C_b where C_b = c + b * strideC is a contiguous m x n matrix
 /// (the lowering realizes C broadcast to m x n; strideC 0 shares it over the batch).
-void coil_cpu_gemm_c_f32(const void *a, const void *b, const void *c, void *y, int64_t batch,
-                         int64_t m, int64_t n, int64_t k, int64_t transA, int64_t transB,
-                         int64_t strideA, int64_t strideB, int64_t strideC, double alpha,
-                         double beta);
-void coil_cpu_gemm_c_f64(const void *a, const void *b, const void *c, void *y, int64_t batch,
-                         int64_t m, int64_t n, int64_t k, int64_t transA, int64_t transB,
-                         int64_t strideA, int64_t strideB, int64_t strideC, double alpha,
-                         double beta);
+int32_t coil_cpu_gemm_c_f32(const void *a, const void *b, const void *c, void *y, int64_t batch,
+                            int64_t m, int64_t n, int64_t k, int64_t transA, int64_t transB,
+                            int64_t strideA, int64_t strideB, int64_t strideC, double alpha,
+                            double beta);
+int32_t coil_cpu_gemm_c_f64(const void *a, const void *b, const void *c, void *y, int64_t batch,
+                            int64_t m, int64_t n, int64_t k, int64_t transA, int64_t transB,
+                            int64_t strideA, int64_t strideB, int64_t strideC, double alpha,
+                            double beta);
 
 // --- Convolution -----------------------------------------------------------------------------
 
