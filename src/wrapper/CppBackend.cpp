@@ -139,8 +139,10 @@ private:
       if (const auto *e = std::get_if<ExternKernelAlloc>(&l))
         args = &e->args, fn = e->function, allocating = true;
       if (!args || !declared.insert(fn).second) continue;
-      if (declared.size() == 1) os_ << "// extern functions\n";
-      os_ << "void " << fn << "(";
+      if (declared.size() == 1)
+        os_ << "// extern functions: 0 on success, else a failure with a message\n"
+            << "const char *coil_cpu_last_error(void);\n";
+      os_ << "int32_t " << fn << "(";
       bool first = true;
       auto sep = [&] {
         if (!first) os_ << ", ";
@@ -372,19 +374,22 @@ private:
               os_ << ");\n";
             },
             [&](const ExternKernelOut &l) {
-              os_ << "  " << l.function << "(";
+              os_ << "  if (" << l.function << "(";
               for (size_t i = 0; i < l.args.size(); ++i) {
                 if (i) os_ << ", ";
                 externArg(l.args[i], -1);
               }
-              os_ << ");\n";
+              os_ << ") != 0) {\n";
+              externFailure("    ", l.function, l.node);
+              os_ << "  }\n";
             },
             [&](const ExternKernelAlloc &l) {
               int32_t nOut = 0;
               for (const ExternArg &a : l.args) nOut += a.kind == ExternArg::Kind::Output;
               os_ << "  {\n"
                   << "    void *coil_o[" << std::max(nOut, 1) << "] = {};\n"
-                  << "    " << l.function << "(coil_tracked_alloc, &coil_tracker";
+                  << "    const int32_t coil_rc = " << l.function
+                  << "(coil_tracked_alloc, &coil_tracker";
               int32_t k = 0;
               for (const ExternArg &a : l.args) {
                 os_ << ", ";
@@ -396,7 +401,11 @@ private:
                 if (a.kind == ExternArg::Kind::Output)
                   os_ << "    " << var(a.buffer) << " = (" << ctype(a.buffer) << " *)coil_o[" << k++
                       << "];\n";
-              os_ << "    if (coil_tracker.failed) {\n";
+              // The outputs it allocated are set above, so that the failure path frees them.
+              os_ << "    if (coil_rc != 0) {\n";
+              externFailure("      ", l.function, l.node);
+              os_ << "    }\n"
+                  << "    if (coil_tracker.failed) {\n";
               fail("      ", "out of memory in extern call '" + cString(l.function) + "'");
               os_ << "    }\n  }\n";
             },
@@ -422,6 +431,19 @@ private:
               // The debug printer's runtime hooks are printed here once they exist.
             }},
         line);
+  }
+
+  /// Reports a failed extern call (nonzero status) as "node 'NAME' (OP): MESSAGE" and fails the
+  /// run.
+  void externFailure(const std::string &indent, const std::string &function,
+                     const ExternNodeInfo &node) {
+    std::string who = node.name.empty() ? "extern call '" + cString(function) + "'"
+                                        : "node '" + cString(node.name) + "'";
+    if (!node.op.empty()) who += " (" + cString(node.op) + ")";
+    if (function.rfind("coil_cpu_", 0) == 0)
+      fail(indent, who + ": %s", ", coil_cpu_last_error()");
+    else
+      fail(indent, who + ": '" + cString(function) + "' failed");
   }
 
   void printFree(BufferId b) {

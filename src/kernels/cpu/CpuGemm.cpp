@@ -157,11 +157,16 @@ struct ConvGeom {
   int64_t inSize = 0, kSize = 0, outSize = 0, colRows = 0;
 };
 
-bool makeGeom(ConvGeom &g, int64_t n, int64_t c, int64_t m, int64_t group, int64_t nd,
-              const int64_t in[3], const int64_t k[3], const int64_t out[3], const int64_t s[3],
-              const int64_t d[3], const int64_t p[3]) {
-  if (nd < 1 || nd > 3 || n < 0 || c < 0 || m < 0 || group < 1 || c % group || m % group)
-    return false;
+/// 0, or the status of fail naming `op` and the broken rule.
+int32_t makeGeom(const char *op, ConvGeom &g, int64_t n, int64_t c, int64_t m, int64_t group,
+                 int64_t nd, const int64_t in[3], const int64_t k[3], const int64_t out[3],
+                 const int64_t s[3], const int64_t d[3], const int64_t p[3]) {
+  if (nd < 1 || nd > 3) return fail("%s: %lld spatial dims, 1 to 3 are supported", op, ll(nd));
+  if (n < 0 || c < 0 || m < 0)
+    return fail("%s: sizes n %lld, c %lld, m %lld must be >= 0", op, ll(n), ll(c), ll(m));
+  if (group < 1 || c % group || m % group)
+    return fail("%s: group %lld must be >= 1 and divide the channels %lld and %lld", op, ll(group),
+                ll(c), ll(m));
   g.n = n, g.c = c, g.m = m, g.group = group, g.cg = c / group, g.mg = m / group;
   // The spatial dims are right-aligned (unused leading dims of size 1), so that the innermost
   // loops of im2col/col2im run along the last, contiguous dim of a 1-D or 2-D convolution.
@@ -172,13 +177,16 @@ bool makeGeom(ConvGeom &g, int64_t n, int64_t c, int64_t m, int64_t group, int64
     g.s[i] = used ? s[j] : 1, g.d[i] = used ? d[j] : 1, g.p[i] = used ? p[j] : 0;
     if (g.in[i] < 0 || g.k[i] < 0 || g.out[i] < 0 || g.s[i] < 1 || g.d[i] < 1 ||
         g.p[i] < -(INT64_MAX >> 2))
-      return false;
+      return fail("%s: spatial dim %lld has input %lld, kernel %lld, output %lld, stride %lld, "
+                  "dilation %lld, pad %lld (sizes >= 0, strides and dilations >= 1)",
+                  op, ll(j), ll(g.in[i]), ll(g.k[i]), ll(g.out[i]), ll(g.s[i]), ll(g.d[i]),
+                  ll(g.p[i]));
     // Coordinates o*s - p + kk*d (and i*s - p + kk*d) must stay far from overflow.
     int64_t a, b, e;
     if (!mulSize(g.out[i], g.s[i], &a) || !mulSize(g.k[i], g.d[i], &b) ||
         !mulSize(g.in[i], g.s[i], &e) || a > (INT64_MAX >> 2) || b > (INT64_MAX >> 2) ||
         e > (INT64_MAX >> 2) || g.p[i] > (INT64_MAX >> 2) || g.out[i] > (INT64_MAX >> 2))
-      return false;
+      return fail("%s: the coordinates of spatial dim %lld overflow", op, ll(j));
   }
   int64_t all;
   if (!mulSizes({g.in[0], g.in[1], g.in[2]}, &g.inSize) ||
@@ -188,8 +196,8 @@ bool makeGeom(ConvGeom &g, int64_t n, int64_t c, int64_t m, int64_t group, int64
       !mulSizes({n, m, g.outSize}, &all) || !mulSizes({g.colRows, g.outSize}, &all) ||
       !mulSizes({m, g.colRows}, &all) || !mulSizes({c, g.mg, g.kSize}, &all) ||
       !mulSizes({g.colRows, g.inSize}, &all) || !mulSizes({g.mg, g.kSize, g.inSize}, &all))
-    return false;
-  return true;
+    return fail("%s: the tensor sizes overflow int64", op);
+  return 0;
 }
 
 /// col[(ic*K + kk), o] = x[ic, position(o, kk)] (0 in the padding), for one image and group.
@@ -363,16 +371,19 @@ template <typename T> void convTranspose(const T *x, T *y, const T *w, const Con
     }
 }
 
-template <typename T> void det(const T *x, T *y, int64_t batch, int64_t n) {
+template <typename T> int32_t det(const T *x, T *y, int64_t batch, int64_t n) {
   int64_t nn, all;
-  if (batch < 0 || !mulSize(n, n, &nn) || !mulSize(batch, nn, &all)) return;
+  if (batch < 0 || !mulSize(n, n, &nn) || !mulSize(batch, nn, &all))
+    return fail("det: sizes batch %lld, n %lld are negative or overflow", ll(batch), ll(n));
+  bool outOfMemory = false;
 #pragma omp parallel for schedule(static) if (batch > 16)
   for (int64_t b = 0; b < batch; ++b) {
     std::vector<double> m;
     try {
       m.assign(x + b * nn, x + (b + 1) * nn);
     } catch (const std::bad_alloc &) {
-      y[b] = T(NAN); // out of memory: no determinant (never an exception out of here)
+#pragma omp atomic write
+      outOfMemory = true; // reported below (never an exception out of here)
       continue;
     }
     double r = 1;
@@ -400,6 +411,8 @@ template <typename T> void det(const T *x, T *y, int64_t batch, int64_t n) {
     else
       y[b] = r;
   }
+  if (outOfMemory) return fail("det: out of memory for a %lld x %lld matrix", ll(n), ll(n));
+  return 0;
 }
 
 } // namespace
@@ -425,18 +438,7 @@ extern "C" {
                           static_cast<const T *>(c), static_cast<T *>(y), batch, m, n, k, transA,  \
                           transB, strideA, strideB, strideC, alpha, beta);                         \
   }                                                                                                \
-  void coil_cpu_conv_##S(const void *x, const void *w, void *y, int64_t n, int64_t c, int64_t m,   \
-                         int64_t group, int64_t nd, int64_t in0, int64_t in1, int64_t in2,         \
-                         int64_t k0, int64_t k1, int64_t k2, int64_t out0, int64_t out1,           \
-                         int64_t out2, int64_t s0, int64_t s1, int64_t s2, int64_t d0, int64_t d1, \
-                         int64_t d2, int64_t p0, int64_t p1, int64_t p2) {                         \
-    const int64_t in[3] = {in0, in1, in2}, k[3] = {k0, k1, k2}, out[3] = {out0, out1, out2};       \
-    const int64_t s[3] = {s0, s1, s2}, d[3] = {d0, d1, d2}, p[3] = {p0, p1, p2};                   \
-    ConvGeom g;                                                                                    \
-    if (!makeGeom(g, n, c, m, group, nd, in, k, out, s, d, p)) return;                             \
-    conv<T>(static_cast<const T *>(x), static_cast<T *>(y), static_cast<const T *>(w), g);         \
-  }                                                                                                \
-  void coil_cpu_conv_transpose_##S(                                                                \
+  int32_t coil_cpu_conv_##S(                                                                       \
       const void *x, const void *w, void *y, int64_t n, int64_t c, int64_t m, int64_t group,       \
       int64_t nd, int64_t in0, int64_t in1, int64_t in2, int64_t k0, int64_t k1, int64_t k2,       \
       int64_t out0, int64_t out1, int64_t out2, int64_t s0, int64_t s1, int64_t s2, int64_t d0,    \
@@ -444,12 +446,26 @@ extern "C" {
     const int64_t in[3] = {in0, in1, in2}, k[3] = {k0, k1, k2}, out[3] = {out0, out1, out2};       \
     const int64_t s[3] = {s0, s1, s2}, d[3] = {d0, d1, d2}, p[3] = {p0, p1, p2};                   \
     ConvGeom g;                                                                                    \
-    if (!makeGeom(g, n, c, m, group, nd, in, k, out, s, d, p)) return;                             \
+    if (int32_t rc = makeGeom("conv", g, n, c, m, group, nd, in, k, out, s, d, p)) return rc;      \
+    conv<T>(static_cast<const T *>(x), static_cast<T *>(y), static_cast<const T *>(w), g);         \
+    return 0;                                                                                      \
+  }                                                                                                \
+  int32_t coil_cpu_conv_transpose_##S(                                                             \
+      const void *x, const void *w, void *y, int64_t n, int64_t c, int64_t m, int64_t group,       \
+      int64_t nd, int64_t in0, int64_t in1, int64_t in2, int64_t k0, int64_t k1, int64_t k2,       \
+      int64_t out0, int64_t out1, int64_t out2, int64_t s0, int64_t s1, int64_t s2, int64_t d0,    \
+      int64_t d1, int64_t d2, int64_t p0, int64_t p1, int64_t p2) {                                \
+    const int64_t in[3] = {in0, in1, in2}, k[3] = {k0, k1, k2}, out[3] = {out0, out1, out2};       \
+    const int64_t s[3] = {s0, s1, s2}, d[3] = {d0, d1, d2}, p[3] = {p0, p1, p2};                   \
+    ConvGeom g;                                                                                    \
+    if (int32_t rc = makeGeom("conv transpose", g, n, c, m, group, nd, in, k, out, s, d, p))       \
+      return rc;                                                                                   \
     convTranspose<T>(static_cast<const T *>(x), static_cast<T *>(y), static_cast<const T *>(w),    \
                      g);                                                                           \
+    return 0;                                                                                      \
   }                                                                                                \
-  void coil_cpu_det_##S(const void *x, void *y, int64_t batch, int64_t n) {                        \
-    det<T>(static_cast<const T *>(x), static_cast<T *>(y), batch, n);                              \
+  int32_t coil_cpu_det_##S(const void *x, void *y, int64_t batch, int64_t n) {                     \
+    return det<T>(static_cast<const T *>(x), static_cast<T *>(y), batch, n);                       \
   }
 
 COIL_CPU_DEFINE_GEMM(f32, float)
