@@ -203,6 +203,28 @@ TEST(CpuKernelsConv, TwoDimensional) {
   checkConv<float>({2, 5, 3, 1, {4, 3}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}}, 1e-5);
   checkConv<float>({1, 2, 2, 1, {2, 2}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, 1e-5);
 }
+TEST(CpuKernelsConv, DepthwiseDirectLoops) {
+  // One input channel per group (two output channels each): strides, dilations, uneven pads;
+  // enough channels for the parallel loop.
+  checkConv<float>({3, 8, 16, 8, {20, 18}, {3, 3}, {2, 1}, {1, 2}, {1, 2}, {1, 0}}, 1e-5);
+  checkConv<double>({2, 5, 5, 5, {13}, {5}, {1}, {1}, {2}, {2}}, 1e-12);
+  checkConv<float>({1, 4, 4, 4, {3, 4, 5}, {2, 2, 3}, {1, 2, 1}, {2, 1, 1}, {1, 0, 1}, {0, 1, 1}},
+                   1e-5);
+  // A single input channel (group 1) takes the same path.
+  checkConv<float>({2, 1, 3, 1, {9, 9}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, 1e-5);
+}
+TEST(CpuKernelsConv, ImagesInParallel) {
+  // Small images (one GEMM per image, images over threads) and larger ones.
+  checkConv<float>({4, 5, 7, 1, {12, 12}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, 1e-4);
+  checkConv<float>({3, 16, 32, 1, {20, 20}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, 1e-4);
+  checkConv<double>({5, 6, 4, 2, {9, 7}, {1, 1}, {2, 2}, {1, 1}, {0, 0}, {0, 0}}, 1e-12);
+  // Output rows of 4, 8, 16 and 32 elements (the unrolled copies of the padded im2col), a
+  // strided last dim, and a negative pad (plain im2col).
+  for (int64_t side : {4, 8, 16, 32})
+    checkConv<float>({2, 3, 4, 1, {side, side}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, 1e-4);
+  checkConv<float>({2, 3, 4, 1, {9, 9}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}}, 1e-4);
+  checkConv<double>({2, 2, 3, 1, {5, 10}, {2, 3}, {1, 1}, {2, 1}, {2, -1}, {1, 2}}, 1e-12);
+}
 TEST(CpuKernelsConv, ThreeDimensional) {
   checkConv<float>({2, 4, 4, 2, {5, 4, 6}, {2, 3, 2}, {1, 2, 2}, {2, 1, 1}, {1, 1, 0}, {0, 1, 1}},
                    1e-5);

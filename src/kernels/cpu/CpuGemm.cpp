@@ -7,7 +7,9 @@
 #include <cblas.h>
 #include <climits>
 #include <cstdlib>
+#include <memory>
 #include <new>
+#include <omp.h>
 #include <vector>
 
 namespace coil::cpu {
@@ -200,41 +202,49 @@ int32_t makeGeom(const char *op, ConvGeom &g, int64_t n, int64_t c, int64_t m, i
   return 0;
 }
 
+/// The output positions o2 of the last dim whose input position o2 * s2 + off lies in
+/// [0, in2): [lo, hi).
+inline void validRange(int64_t off, int64_t s2, int64_t in2, int64_t out2, int64_t *lo,
+                       int64_t *hi) {
+  int64_t l = off >= 0 ? 0 : (-off + s2 - 1) / s2;
+  int64_t last = in2 - 1 - off; // o2 * s2 <= last
+  int64_t h = last < 0 ? 0 : std::min(out2, last / s2 + 1);
+  l = std::min(l, out2);
+  *lo = l, *hi = std::max(h, l);
+}
+
 /// col[(ic*K + kk), o] = x[ic, position(o, kk)] (0 in the padding), for one image and group.
-template <typename T> void im2col(const ConvGeom &g, const T *x, T *col) {
+/// Rows are short for small images, so the copies are plain loops (no library call per row).
+template <typename T> void im2col(const ConvGeom &g, const T *x, T *col, bool parallel) {
   int64_t K = g.kSize, O = g.outSize;
-#pragma omp parallel for schedule(static) if (g.colRows * O > 32768)
+#pragma omp parallel for schedule(static) if (parallel && g.colRows * O > 65536)
   for (int64_t row = 0; row < g.colRows; ++row) {
     int64_t ic = row / K, kk = row % K;
     int64_t k0 = kk / (g.k[1] * g.k[2]), k1 = (kk / g.k[2]) % g.k[1], k2 = kk % g.k[2];
     const T *xc = x + ic * g.inSize;
     T *dst = col + row * O;
+    const int64_t s2 = g.s[2], off = k2 * g.d[2] - g.p[2], out2 = g.out[2];
+    int64_t lo, hi;
+    validRange(off, s2, g.in[2], out2, &lo, &hi);
     for (int64_t o0 = 0; o0 < g.out[0]; ++o0) {
       int64_t i0 = o0 * g.s[0] - g.p[0] + k0 * g.d[0];
       bool in0 = i0 >= 0 && i0 < g.in[0];
       for (int64_t o1 = 0; o1 < g.out[1]; ++o1) {
         int64_t i1 = o1 * g.s[1] - g.p[1] + k1 * g.d[1];
-        bool in1 = in0 && i1 >= 0 && i1 < g.in[1];
-        T *d = dst + (o0 * g.out[1] + o1) * g.out[2];
-        if (!in1) {
-          std::fill(d, d + g.out[2], T(0));
+        T *d = dst + (o0 * g.out[1] + o1) * out2;
+        if (!in0 || i1 < 0 || i1 >= g.in[1]) {
+          for (int64_t o2 = 0; o2 < out2; ++o2) d[o2] = T(0);
           continue;
         }
-        const T *src = xc + (i0 * g.in[1] + i1) * g.in[2];
-        // i2 = o2 * s2 + off lies in [0, in2) exactly for o2 in [lo, hi): zeros around a copy.
-        int64_t s2 = g.s[2], off = k2 * g.d[2] - g.p[2], out2 = g.out[2];
-        int64_t lo = off >= 0 ? 0 : (-off + s2 - 1) / s2;
-        int64_t last = g.in[2] - 1 - off; // o2 * s2 <= last
-        int64_t hi = last < 0 ? 0 : std::min(out2, last / s2 + 1);
-        lo = std::min(lo, out2);
-        hi = std::max(hi, lo);
-        std::fill(d, d + lo, T(0));
+        const T *src = xc + (i0 * g.in[1] + i1) * g.in[2] + off;
+        for (int64_t o2 = 0; o2 < lo; ++o2) d[o2] = T(0);
         if (s2 == 1) {
-          std::copy(src + lo + off, src + hi + off, d + lo);
+#pragma omp simd
+          for (int64_t o2 = lo; o2 < hi; ++o2) d[o2] = src[o2];
         } else {
-          for (int64_t o2 = lo; o2 < hi; ++o2) d[o2] = src[o2 * s2 + off];
+          for (int64_t o2 = lo; o2 < hi; ++o2) d[o2] = src[o2 * s2];
         }
-        std::fill(d + hi, d + out2, T(0));
+        for (int64_t o2 = hi; o2 < out2; ++o2) d[o2] = T(0);
       }
     }
   }
@@ -295,22 +305,170 @@ void forEachTap(const ConvGeom &g, const int64_t from[3], const int64_t to[3], F
             }
 }
 
+/// A per-thread workspace of at least `n` elements, kept between calls up to kKeptScratch bytes
+/// (no allocation or zeroing per call); nullptr when memory runs out. `local` holds a larger
+/// one for the duration of the caller.
+constexpr size_t kKeptScratch = size_t(16) << 20;
+template <typename T, int Slot> T *scratch(size_t n, std::unique_ptr<T[]> &local) {
+  thread_local std::unique_ptr<T[]> kept;
+  thread_local size_t keptSize = 0;
+  if (n <= keptSize) return kept.get();
+  if (n * sizeof(T) > kKeptScratch) {
+    local.reset(new (std::nothrow) T[n]);
+    return local.get();
+  }
+  kept.reset(new (std::nothrow) T[n]);
+  keptSize = kept ? n : 0;
+  return kept.get();
+}
+
+/// Output channel oc of image b of a convolution with one input channel per group (depthwise):
+/// the taps of the window in order, each a multiply-add over output rows.
+template <typename T>
+void depthwiseChannel(const ConvGeom &g, const T *x, const T *w, T *y, int64_t b, int64_t oc) {
+  const T *xc = x + (b * g.c + oc / g.mg) * g.inSize;
+  const T *wc = w + oc * g.kSize;
+  T *yc = y + (b * g.m + oc) * g.outSize;
+  for (int64_t o = 0; o < g.outSize; ++o) yc[o] = T(0);
+  const int64_t s2 = g.s[2], out2 = g.out[2];
+  for (int64_t k0 = 0; k0 < g.k[0]; ++k0)
+    for (int64_t k1 = 0; k1 < g.k[1]; ++k1)
+      for (int64_t k2 = 0; k2 < g.k[2]; ++k2) {
+        const T wv = wc[(k0 * g.k[1] + k1) * g.k[2] + k2];
+        const int64_t off = k2 * g.d[2] - g.p[2];
+        int64_t lo, hi;
+        validRange(off, s2, g.in[2], out2, &lo, &hi);
+        for (int64_t o0 = 0; o0 < g.out[0]; ++o0) {
+          int64_t i0 = o0 * g.s[0] - g.p[0] + k0 * g.d[0];
+          if (i0 < 0 || i0 >= g.in[0]) continue;
+          for (int64_t o1 = 0; o1 < g.out[1]; ++o1) {
+            int64_t i1 = o1 * g.s[1] - g.p[1] + k1 * g.d[1];
+            if (i1 < 0 || i1 >= g.in[1]) continue;
+            const T *src = xc + (i0 * g.in[1] + i1) * g.in[2] + off;
+            T *d = yc + (o0 * g.out[1] + o1) * out2;
+            if (s2 == 1) {
+#pragma omp simd
+              for (int64_t o2 = lo; o2 < hi; ++o2) d[o2] += wv * src[o2];
+            } else {
+              for (int64_t o2 = lo; o2 < hi; ++o2) d[o2] += wv * src[o2 * s2];
+            }
+          }
+        }
+      }
+}
+
+/// The zero-padded copy of one image and group for im2col: xp [cg, P0, P1, P2] holds x at
+/// offset p (begin pads) in every dim, so that position o*s + kk*d needs no bounds check.
+struct PaddedGeom {
+  int64_t P[3] = {1, 1, 1};
+  int64_t size = 0;
+};
+
+/// The padded geometry, when it applies (no negative pads) and its copy is smaller than the
+/// columns it saves checks for.
+bool makePadded(const ConvGeom &g, PaddedGeom &pd) {
+  for (int i = 0; i < 3; ++i) {
+    if (g.p[i] < 0) return false;
+    // The last position read is (out-1)*s + (k-1)*d (all far below overflow, see makeGeom).
+    int64_t need =
+        g.out[i] == 0 || g.k[i] == 0 ? 0 : (g.out[i] - 1) * g.s[i] + (g.k[i] - 1) * g.d[i] + 1;
+    pd.P[i] = std::max(g.in[i] + g.p[i], need);
+  }
+  return mulSizes({g.cg, pd.P[0], pd.P[1], pd.P[2]}, &pd.size) && pd.size <= g.colRows * g.outSize;
+}
+
+template <typename T> void padImage(const ConvGeom &g, const PaddedGeom &pd, const T *x, T *xp) {
+  const int64_t P0 = pd.P[0], P1 = pd.P[1], P2 = pd.P[2];
+  for (int64_t ic = 0; ic < g.cg; ++ic)
+    for (int64_t r0 = 0; r0 < P0; ++r0)
+      for (int64_t r1 = 0; r1 < P1; ++r1) {
+        T *d = xp + ((ic * P0 + r0) * P1 + r1) * P2;
+        int64_t i0 = r0 - g.p[0], i1 = r1 - g.p[1];
+        if (i0 < 0 || i0 >= g.in[0] || i1 < 0 || i1 >= g.in[1]) {
+          for (int64_t r2 = 0; r2 < P2; ++r2) d[r2] = T(0);
+          continue;
+        }
+        const T *src = x + ((ic * g.in[0] + i0) * g.in[1] + i1) * g.in[2];
+        int64_t p2 = g.p[2], in2 = g.in[2];
+        for (int64_t r2 = 0; r2 < p2; ++r2) d[r2] = T(0);
+        std::memcpy(d + p2, src, size_t(in2) * sizeof(T));
+        for (int64_t r2 = p2 + in2; r2 < P2; ++r2) d[r2] = T(0);
+      }
+}
+
+/// im2col from the padded copy: every output row is a plain copy (of W elements when W > 0,
+/// a length the compiler unrolls; out2 otherwise).
+template <typename T, int W>
+void im2colPaddedRows(const ConvGeom &g, const PaddedGeom &pd, const T *xp, T *col) {
+  const int64_t K = g.kSize, O = g.outSize, P0 = pd.P[0], P1 = pd.P[1], P2 = pd.P[2];
+  const int64_t out2 = W > 0 ? W : g.out[2], s2 = g.s[2];
+  const int64_t step0 = g.s[0] * P1 * P2, step1 = g.s[1] * P2;
+  for (int64_t row = 0; row < g.colRows; ++row) {
+    int64_t ic = row / K, kk = row % K;
+    int64_t k0 = kk / (g.k[1] * g.k[2]), k1 = (kk / g.k[2]) % g.k[1], k2 = kk % g.k[2];
+    const T *base = xp + ((ic * P0 + k0 * g.d[0]) * P1 + k1 * g.d[1]) * P2 + k2 * g.d[2];
+    T *d = col + row * O;
+    for (int64_t o0 = 0; o0 < g.out[0]; ++o0) {
+      const T *src = base + o0 * step0;
+      for (int64_t o1 = 0; o1 < g.out[1]; ++o1, src += step1, d += out2) {
+        if (W > 0) {
+          std::memcpy(d, src, size_t(W) * sizeof(T));
+        } else if (s2 == 1) {
+          std::memcpy(d, src, size_t(out2) * sizeof(T));
+        } else {
+          for (int64_t o2 = 0; o2 < out2; ++o2) d[o2] = src[o2 * s2];
+        }
+      }
+    }
+  }
+}
+
+template <typename T>
+void im2colPadded(const ConvGeom &g, const PaddedGeom &pd, const T *xp, T *col) {
+  if (g.s[2] == 1) switch (g.out[2]) {
+    case 4:
+      return im2colPaddedRows<T, 4>(g, pd, xp, col);
+    case 8:
+      return im2colPaddedRows<T, 8>(g, pd, xp, col);
+    case 16:
+      return im2colPaddedRows<T, 16>(g, pd, xp, col);
+    case 32:
+      return im2colPaddedRows<T, 32>(g, pd, xp, col);
+    default:
+      break;
+    }
+  im2colPaddedRows<T, 0>(g, pd, xp, col);
+}
+
 template <typename T> void conv(const T *x, T *y, const T *w, const ConvGeom &g) {
   if (g.n == 0 || g.m == 0 || g.outSize == 0) return;
+  int64_t work; // multiply-adds per (image, group)
+  if (!mulSizes({g.mg, g.outSize, g.colRows}, &work)) work = INT64_MAX;
+  if (g.cg == 1) {
+    // Depthwise: im2col + GEMM would be a GEMM of one row per group; direct loops instead.
+    int64_t items = g.n * g.m, all;
+    if (!mulSize(items, g.outSize * g.kSize, &all)) all = INT64_MAX;
+#pragma omp parallel for schedule(static) if (items > 1 && all > 32768)
+    for (int64_t i = 0; i < items; ++i) depthwiseChannel(g, x, w, y, i / g.m, i % g.m);
+    return;
+  }
   bool direct = isPointwiseConv(g);
   int64_t items = g.n * g.group; // (image, group) pairs, each one GEMM
+  size_t colSize = direct ? 0 : size_t(g.colRows * g.outSize);
+  PaddedGeom pd;
+  bool padded = !direct && makePadded(g, pd);
   // One (image, group): im2col into `col` (unless 1x1), then y_g [mg, O] = w_g [mg, cg*K] *
   // col [cg*K, O].
-  auto one = [&](int64_t item, std::vector<T> &col) {
+  auto one = [&](int64_t item, bool parallel) {
     int64_t b = item / g.group, gr = item % g.group;
     const T *xg = x + (b * g.c + gr * g.cg) * g.inSize;
     T *yg = y + (b * g.m + gr * g.mg) * g.outSize;
     const T *wg = w + gr * g.mg * g.colRows;
     const T *cols = xg;
+    std::unique_ptr<T[]> local;
     if (!direct) {
-      try {
-        col.resize(size_t(g.colRows * g.outSize));
-      } catch (const std::bad_alloc &) { // no memory for the columns: direct loops
+      T *col = scratch<T, 0>(colSize, local);
+      if (!col) { // no memory for the columns: direct loops
         std::fill(yg, yg + g.mg * g.outSize, T(0));
         for (int64_t oc = 0; oc < g.mg; ++oc)
           for (int64_t ic = 0; ic < g.cg; ++ic)
@@ -319,24 +477,26 @@ template <typename T> void conv(const T *x, T *y, const T *w, const ConvGeom &g)
             });
         return;
       }
-      im2col(g, xg, col.data());
-      cols = col.data();
+      std::unique_ptr<T[]> localPad;
+      T *xp = padded ? scratch<T, 1>(size_t(pd.size), localPad) : nullptr;
+      if (xp) {
+        padImage(g, pd, xg, xp);
+        im2colPadded(g, pd, xp, col);
+      } else {
+        im2col(g, xg, col, parallel);
+      }
+      cols = col;
     }
     gemmOne<T>(wg, cols, yg, g.mg, g.outSize, g.colRows, false, false, T(1), T(0));
   };
-  int64_t work; // multiply-adds per item
-  if (!mulSizes({g.mg, g.outSize, g.colRows}, &work)) work = INT64_MAX;
-  if (items > 1 && work <= kSmallGemm) {
-    // Small images: one item per thread (BLAS would run each on one thread anyway).
-#pragma omp parallel
-    {
-      std::vector<T> col;
-#pragma omp for schedule(dynamic)
-      for (int64_t i = 0; i < items; ++i) one(i, col);
-    }
+  // Images (and groups) in parallel, each one GEMM on its thread, when there are enough of
+  // them for the threads or they are small; else one at a time with BLAS's own threads.
+  int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  if (items > 1 && threads > 1 && (items >= threads || work <= kSmallGemm)) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < items; ++i) one(i, false);
   } else {
-    std::vector<T> col;
-    for (int64_t i = 0; i < items; ++i) one(i, col);
+    for (int64_t i = 0; i < items; ++i) one(i, true);
   }
 }
 
