@@ -224,7 +224,9 @@ Status lowerConv(LowerContext &ctx) {
   if (ctx.hasInput(2)) bias = ctx.input(2);
   TensorRef y;
   bool depthwise = p.group > 1 && p.cg == SymInt(1);
-  if (isExternType(dt) && depthwise) {
+  // Up to 3 spatial dims, depthwise convolutions go to the extern too (its direct loops read a
+  // realized input once per tap, where a generated kernel would recompute the fused producer).
+  if (isExternType(dt) && depthwise && p.nd > 3) {
     // One input channel per group: im2col + GEMM would make a GEMM of one row per group. A
     // direct reduction over the kernel window, accumulated in the element type, is much faster.
     if (auto taps = depthwiseTaps(ctx, p, x, w, dt))
