@@ -210,6 +210,13 @@ TEST(CpuKernelsConv, DepthwiseDirectLoops) {
   checkConv<double>({2, 5, 5, 5, {13}, {5}, {1}, {1}, {2}, {2}}, 1e-12);
   checkConv<float>({1, 4, 4, 4, {3, 4, 5}, {2, 2, 3}, {1, 2, 1}, {2, 1, 1}, {1, 0, 1}, {0, 1, 1}},
                    1e-5);
+  // 3x3 windows (registers, from a padded channel): strides 1 and 2, uneven and no pads, rows
+  // of several lengths, and a 3-D 1x3x3 window (the general loops).
+  checkConv<float>({2, 6, 6, 6, {16, 16}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, 1e-5);
+  checkConv<float>({2, 4, 8, 4, {9, 12}, {3, 3}, {2, 2}, {1, 1}, {1, 0}, {1, 2}}, 1e-5);
+  checkConv<double>({1, 3, 3, 3, {7, 5}, {3, 3}, {3, 1}, {1, 1}, {0, 0}, {0, 0}}, 1e-12);
+  checkConv<float>({1, 3, 3, 3, {2, 6, 6}, {1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}},
+                   1e-5);
   // A single input channel (group 1) takes the same path.
   checkConv<float>({2, 1, 3, 1, {9, 9}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, 1e-5);
 }

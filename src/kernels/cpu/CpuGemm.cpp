@@ -440,18 +440,82 @@ void im2colPadded(const ConvGeom &g, const PaddedGeom &pd, const T *xp, T *col) 
   im2colPaddedRows<T, 0>(g, pd, xp, col);
 }
 
+/// A 2-D depthwise 3x3 window (dilation 1, pads >= 0, stride S along rows, any stride between
+/// rows) from the zero-padded channel xp [.., P2]: the nine taps of each output in registers.
+template <typename T, int S>
+void depthwise3x3Rows(const T *xp, int64_t P2, int64_t s1, const T *wc, T *yc, int64_t out1,
+                      int64_t out2) {
+  const T w0 = wc[0], w1 = wc[1], w2 = wc[2], w3 = wc[3], w4 = wc[4], w5 = wc[5], w6 = wc[6],
+          w7 = wc[7], w8 = wc[8];
+  for (int64_t o1 = 0; o1 < out1; ++o1) {
+    const T *r0 = xp + o1 * s1 * P2, *r1 = r0 + P2, *r2 = r1 + P2;
+    T *d = yc + o1 * out2;
+#pragma omp simd
+    for (int64_t o2 = 0; o2 < out2; ++o2) {
+      const int64_t i = o2 * S;
+      d[o2] = w0 * r0[i] + w1 * r0[i + 1] + w2 * r0[i + 2] + w3 * r1[i] + w4 * r1[i + 1] +
+              w5 * r1[i + 2] + w6 * r2[i] + w7 * r2[i + 1] + w8 * r2[i + 2];
+    }
+  }
+}
+
+/// Whether depthwise3x3Rows applies: one plane (2-D), 3x3, dilation 1, pads >= 0, strides 1 or
+/// 2 along the row.
+bool isDepthwise3x3(const ConvGeom &g) {
+  return g.in[0] == 1 && g.k[0] == 1 && g.out[0] == 1 && g.p[0] == 0 && g.k[1] == 3 &&
+         g.k[2] == 3 && g.d[1] == 1 && g.d[2] == 1 && g.p[1] >= 0 && g.p[2] >= 0 &&
+         (g.s[2] == 1 || g.s[2] == 2);
+}
+
+/// Depthwise convolution (one input channel per group): im2col + GEMM would be a GEMM of one
+/// row per group, so direct loops, per (image, group) in parallel.
+template <typename T> void depthwise(const T *x, T *y, const T *w, const ConvGeom &g) {
+  int64_t items = g.n * g.group, all;
+  if (!mulSizes({g.n, g.m, g.outSize, g.kSize}, &all)) all = INT64_MAX;
+  // The 3x3 fast path pads one channel: rows of P2, enough of them for the last output row.
+  bool fast = isDepthwise3x3(g);
+  int64_t P1 = 0, P2 = 0, padSize = 0;
+  if (fast) {
+    P1 = std::max(g.in[1] + g.p[1], (g.out[1] - 1) * g.s[1] + 3);
+    P2 = std::max(g.in[2] + g.p[2], (g.out[2] - 1) * g.s[2] + 3);
+    fast = mulSize(P1, P2, &padSize);
+  }
+#pragma omp parallel for schedule(static) if (items > 1 && all > 32768)
+  for (int64_t item = 0; item < items; ++item) {
+    int64_t b = item / g.group, gr = item % g.group;
+    std::unique_ptr<T[]> local;
+    T *xp = fast ? scratch<T, 1>(size_t(padSize), local) : nullptr;
+    if (!xp) {
+      for (int64_t oc = gr * g.mg; oc < (gr + 1) * g.mg; ++oc) depthwiseChannel(g, x, w, y, b, oc);
+      continue;
+    }
+    const T *xc = x + (b * g.c + gr) * g.inSize;
+    for (int64_t r1 = 0; r1 < P1; ++r1) {
+      T *d = xp + r1 * P2;
+      int64_t i1 = r1 - g.p[1];
+      if (i1 < 0 || i1 >= g.in[1]) {
+        for (int64_t r2 = 0; r2 < P2; ++r2) d[r2] = T(0);
+        continue;
+      }
+      for (int64_t r2 = 0; r2 < g.p[2]; ++r2) d[r2] = T(0);
+      std::memcpy(d + g.p[2], xc + i1 * g.in[2], size_t(g.in[2]) * sizeof(T));
+      for (int64_t r2 = g.p[2] + g.in[2]; r2 < P2; ++r2) d[r2] = T(0);
+    }
+    for (int64_t oc = gr * g.mg; oc < (gr + 1) * g.mg; ++oc) {
+      T *yc = y + (b * g.m + oc) * g.outSize;
+      if (g.s[2] == 1)
+        depthwise3x3Rows<T, 1>(xp, P2, g.s[1], w + oc * 9, yc, g.out[1], g.out[2]);
+      else
+        depthwise3x3Rows<T, 2>(xp, P2, g.s[1], w + oc * 9, yc, g.out[1], g.out[2]);
+    }
+  }
+}
+
 template <typename T> void conv(const T *x, T *y, const T *w, const ConvGeom &g) {
   if (g.n == 0 || g.m == 0 || g.outSize == 0) return;
   int64_t work; // multiply-adds per (image, group)
   if (!mulSizes({g.mg, g.outSize, g.colRows}, &work)) work = INT64_MAX;
-  if (g.cg == 1) {
-    // Depthwise: im2col + GEMM would be a GEMM of one row per group; direct loops instead.
-    int64_t items = g.n * g.m, all;
-    if (!mulSize(items, g.outSize * g.kSize, &all)) all = INT64_MAX;
-#pragma omp parallel for schedule(static) if (items > 1 && all > 32768)
-    for (int64_t i = 0; i < items; ++i) depthwiseChannel(g, x, w, y, i / g.m, i % g.m);
-    return;
-  }
+  if (g.cg == 1) return depthwise(x, y, w, g);
   bool direct = isPointwiseConv(g);
   int64_t items = g.n * g.group; // (image, group) pairs, each one GEMM
   size_t colSize = direct ? 0 : size_t(g.colRows * g.outSize);
