@@ -231,6 +231,10 @@ TEST(CpuKernelsConv, ImagesInParallel) {
     checkConv<float>({2, 3, 4, 1, {side, side}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, 1e-4);
   checkConv<float>({2, 3, 4, 1, {9, 9}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}}, 1e-4);
   checkConv<double>({2, 2, 3, 1, {5, 10}, {2, 3}, {1, 1}, {2, 1}, {2, -1}, {1, 2}}, 1e-12);
+  // One large image: im2col's rows over threads, then BLAS's threads (a negative pad keeps the
+  // plain im2col; the second is padded).
+  checkConv<float>({1, 8, 8, 1, {40, 40}, {3, 3}, {1, 1}, {1, 1}, {-1, 1}, {1, -1}}, 1e-4);
+  checkConv<float>({1, 8, 8, 1, {40, 40}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, 1e-4);
 }
 TEST(CpuKernelsConv, ThreeDimensional) {
   checkConv<float>({2, 4, 4, 2, {5, 4, 6}, {2, 3, 2}, {1, 2, 2}, {2, 1, 1}, {1, 1, 0}, {0, 1, 1}},
