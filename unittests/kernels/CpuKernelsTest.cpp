@@ -240,15 +240,18 @@ TEST(CpuKernelsConv, ThreeDimensional) {
   checkConv<float>({2, 4, 4, 2, {5, 4, 6}, {2, 3, 2}, {1, 2, 2}, {2, 1, 1}, {1, 1, 0}, {0, 1, 1}},
                    1e-5);
 }
-TEST(CpuKernelsConv, InvalidGeometryIsNoOp) {
+TEST(CpuKernelsConv, InvalidGeometryFailsUntouched) {
   std::vector<float> x(16, 1), w(16, 1), y(16, 3);
   // group does not divide the channels; stride 0; nd 4.
-  coil_cpu_conv_f32(x.data(), w.data(), y.data(), 1, 3, 2, 2, 1, 4, 1, 1, 1, 1, 1, 4, 1, 1, 1, 1, 1,
-                    1, 1, 1, 0, 0, 0);
-  coil_cpu_conv_f32(x.data(), w.data(), y.data(), 1, 1, 1, 1, 1, 4, 1, 1, 1, 1, 1, 4, 1, 1, 0, 1, 1,
-                    1, 1, 1, 0, 0, 0);
-  coil_cpu_conv_f32(x.data(), w.data(), y.data(), 1, 1, 1, 1, 4, 4, 1, 1, 1, 1, 1, 4, 1, 1, 1, 1, 1,
-                    1, 1, 1, 0, 0, 0);
+  EXPECT_NE(coil_cpu_conv_f32(x.data(), w.data(), y.data(), 1, 3, 2, 2, 1, 4, 1, 1, 1, 1, 1, 4, 1,
+                              1, 1, 1, 1, 1, 1, 1, 0, 0, 0),
+            0);
+  EXPECT_NE(coil_cpu_conv_f32(x.data(), w.data(), y.data(), 1, 1, 1, 1, 1, 4, 1, 1, 1, 1, 1, 4, 1,
+                              1, 0, 1, 1, 1, 1, 1, 0, 0, 0),
+            0);
+  EXPECT_NE(coil_cpu_conv_f32(x.data(), w.data(), y.data(), 1, 1, 1, 1, 4, 4, 1, 1, 1, 1, 1, 4, 1,
+                              1, 1, 1, 1, 1, 1, 1, 0, 0, 0),
+            0);
   for (float v : y) EXPECT_EQ(v, 3.0f);
 }
 
