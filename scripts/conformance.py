@@ -53,7 +53,8 @@ Modes:
               worker processes (-j of them) before coil, so that an ORT crash costs one test.
 
 Exclusion file: 'test_name  reason' excludes a test in every mode; 'test_name@MODE  reason'
-excludes it only in mode MODE (e.g. 'test_foo@ort  onnxruntime bug ...').
+excludes it only in mode MODE (e.g. 'test_foo@ort  onnxruntime bug ...'); 'test_name@cuda'
+excludes it in compile mode with --device cuda.
 """
 import argparse
 import collections
@@ -400,7 +401,9 @@ def run_one(args, name, d, meta):
         model = text1
     if args.mode == "compile":
         pkg = os.path.join(out_dir, "pkg")
-        cmd = [args.coil, "compile", model, "-o", pkg]
+        cmd = [args.coil, "compile", model, "-o", pkg, "--device", args.device]
+        if args.arch:
+            cmd += ["--arch", args.arch]
         try:
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
         except subprocess.TimeoutExpired:
@@ -461,6 +464,9 @@ def main():
     ap.add_argument("--baseline", help="file of test names that must pass")
     ap.add_argument("--update-baseline", action="store_true")
     ap.add_argument("--min-supported-rate", type=float, default=0.0)
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="compile mode: the device to compile for and run on")
+    ap.add_argument("--arch", help="compile mode, cuda: GPU architectures (e.g. sm_90a)")
     ap.add_argument("-j", type=int, default=2)
     ap.add_argument("--timeout", type=int, default=120)
     ap.add_argument("--table", action="store_true", help="print the per-op table")
@@ -485,7 +491,7 @@ def main():
             if line and not line.startswith("#"):
                 parts = line.split(None, 1)
                 name, _, mode = parts[0].partition("@")
-                if not mode or mode == args.mode:
+                if not mode or mode == args.mode or (mode == "cuda" and args.device == "cuda"):
                     excluded[name] = parts[1] if len(parts) > 1 else "(no reason given)"
     ops = set(args.ops.split(",")) if args.ops else None
     tests = []

@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(cmake ninja-build g++ pkg-config libprotobuf-dev protobuf-compiler libzip-dev
-              libgtest-dev llvm-14-tools libopenblas-dev libopenblas0-openmp ccache)
+              libgtest-dev llvm-14-tools libopenblas-dev libopenblas0-openmp ccache graphviz)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -21,6 +21,13 @@ if ! $PY -c "import onnx, numpy, onnxruntime, lit" >/dev/null 2>&1 ||
    [ "$($PY -c 'import onnx; print(onnx.__version__)')" != "$(sed -n 's/^onnx==//p' requirements.txt)" ]; then
   echo "setup: installing Python packages from requirements.txt"
   $PY -m pip install -q --disable-pip-version-check -r requirements.txt
+fi
+
+# The Python module `coil` (python/, built into build/python/coil) is a nanobind extension;
+# ml_dtypes (optional) gives bf16 arrays a real numpy dtype.
+if ! $PY -c "import nanobind" >/dev/null 2>&1; then
+  echo "setup: installing nanobind (the Python module's bindings)"
+  $PY -m pip install -q --disable-pip-version-check nanobind
 fi
 
 # Optional: CUTLASS's headers (and its Python EVT tracer, for test/evt/cutlass_compare.py) from

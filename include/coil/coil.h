@@ -73,7 +73,8 @@ typedef struct coil_output {
   coil_dtype dtype;
   int64_t rank;
   int64_t shape[COIL_MAX_RANK];
-  int32_t owned; /* set by the run: 1 when the runtime allocated `data` */
+  int32_t owned; /* set by the run: 1 when the runtime allocated `data` (host memory), 2 when
+                    it allocated device memory (coil_model_run_device), else 0 */
 } coil_output;
 
 /* Description of an input or output of a model; pointers valid while the model is loaded. */
@@ -118,13 +119,22 @@ coil_device coil_model_device(const coil_model *model);
  * enqueued on `stream` (a CUstream / cudaStream_t; NULL: the runtime's own stream, synchronized
  * before returning); output shapes are set on return, the data is ready when the stream reaches
  * the end of the enqueued work. coil_model_run (host memory) works for device packages too: it
- * copies inputs in and outputs out and returns when they are ready. */
+ * copies inputs in and outputs out and returns when they are ready.
+ * CUDA graphs: each input-shape signature (with the device pointers of the call) is captured on
+ * its first run and replayed afterwards; off when the package has host-fallback externs, when
+ * the debug printer is on, or with COIL_CUDA_GRAPHS=0 in the environment; at most
+ * COIL_CUDA_MAX_GRAPHS (default 16) per loaded model, each with its own scratch arena. Device
+ * outputs the runtime allocates are stream-ordered allocations on `stream`: use them there, or
+ * anywhere once that stream is synchronized. The device is
+ * COIL_CUDA_DEVICE (an ordinal, default 0); libcoil_cuda.so is looked up next to
+ * libcoil_runtime.so unless COIL_CUDA_LIBRARY names it. */
 coil_status coil_model_run_device(coil_model *model, const coil_tensor *inputs,
                                   int64_t num_inputs, coil_output *outputs, int64_t num_outputs,
                                   void *stream);
 
 /* Releases an output the runtime allocated (owned == 1) and sets data to NULL; no-op
- * otherwise. */
+ * otherwise. Device outputs (owned == 2) are freed with cuMemFree, which does not wait: the
+ * stream they were produced on must be done with them. */
 void coil_output_release(coil_output *output);
 
 #ifdef __cplusplus

@@ -4,7 +4,8 @@
  * A CUDA package's kernels are compiled by nvcc into one fatbin (src/kernels.fatbin, sm_80 and
  * sm_90a) at `coil compile` time. The runtime (libcoil_cuda) loads it once per model instance
  * with the driver API and resolves every kernel config's __global__ function by the names that
- * metadata.json lists under "cuda_functions"; functions[i] is the CUfunction of entry i.
+ * metadata.json lists in "cuda": {"functions": [...]}; functions[i] is the CUfunction of
+ * entry i.
  *
  * Every launcher and every CUDA extern takes `const coil_cuda_ctx *` first and returns 0 on
  * success; otherwise nonzero, with a NUL-terminated message naming the kernel or extern written
@@ -21,9 +22,12 @@
 extern "C" {
 #endif
 
+/* libcoil_cuda makes one per run: each concurrent run has its own stream (unless the caller
+ * gave one), workspace and error buffer (not the run's args->error); blas is shared by the runs
+ * of a model instance. During CUDA-graph capture the same ctx is used and nothing runs. */
 typedef struct coil_cuda_ctx {
   void *stream;               /* CUstream of this run (may be the legacy default stream, NULL) */
-  void *const *functions;     /* CUfunction per kernel config, metadata.json "cuda_functions" */
+  void *const *functions;     /* CUfunction per kernel config, metadata.json cuda.functions */
   void *blas;                 /* the runtime's GEMM state (opaque; passed to coil_cuda_* externs) */
   void *workspace;            /* device scratch for externs, workspace_bytes long, 256-aligned */
   size_t workspace_bytes;

@@ -36,6 +36,13 @@ public:
     return std::move(w_);
   }
 
+  /// Per buffer, the node it holds (-1: scratch).
+  std::vector<NodeId> bufferNodes(size_t n) const {
+    std::vector<NodeId> out(n, NodeId(-1));
+    for (const auto &[node, b] : bufferOf_) out.at(size_t(b)) = node;
+    return out;
+  }
+
 private:
   const sched::Schedule &s_;
   const loop::LoopProgram &p_;
@@ -276,9 +283,12 @@ private:
 } // namespace
 
 Expected<WrapperProgram> buildWrapperProgram(const sched::Schedule &s,
-                                             std::vector<KernelInfo> kernels) {
+                                             std::vector<KernelInfo> kernels,
+                                             std::vector<loop::NodeId> *bufferNodes) {
   Builder b(s, std::move(kernels));
-  return b.run();
+  COIL_TRY(WrapperProgram w, b.run());
+  if (bufferNodes) *bufferNodes = b.bufferNodes(w.buffers.size());
+  return w;
 }
 
 } // namespace coil

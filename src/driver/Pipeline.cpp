@@ -1,16 +1,20 @@
 #include "driver/Pipeline.h"
 
 #include "driver/BuildWrapper.h"
+#include "kernels/cuda/CudaExterns.h"
 #include "lower/Lower.h"
 #include "passes/FoldConstants.h"
 #include "passes/RefineShapes.h"
 #include "sched/Schedule.h"
 #include "wrapper/CppBackend.h"
+#include "wrapper/DebugInstrument.h"
 #include "wrapper/MemoryPlan.h"
 #include "wrapper/Package.h"
 #include "wrapper/Verify.h"
 
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
 
 #ifndef COIL_INCLUDE_DIR
@@ -35,11 +39,48 @@ private:
   std::chrono::steady_clock::time_point t_;
 };
 
+/// coil's public headers (include/coil/*.h), which generated code includes: $COIL_INCLUDE_DIR,
+/// else the source tree coil was built from, else `include/` beside the executable's directory
+/// (a relocated build: bin/coil and include/coil/ side by side).
+std::string coilIncludeDir() {
+  namespace fs = std::filesystem;
+  if (const char *env = std::getenv("COIL_INCLUDE_DIR"); env && *env) return env;
+  std::error_code ec;
+  if (fs::exists(fs::path(COIL_INCLUDE_DIR) / "coil" / "model_abi.h", ec)) return COIL_INCLUDE_DIR;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec)
+    for (fs::path dir = exe.parent_path(); !dir.empty() && dir != dir.root_path();
+         dir = dir.parent_path())
+      if (fs::exists(dir / "include" / "coil" / "model_abi.h", ec))
+        return (dir / "include").string();
+  return COIL_INCLUDE_DIR;
+}
+
+/// A CUDA program: buffers live on the device, and externs with a CUDA twin call it.
+void useCudaExterns(wrapper::WrapperProgram &p) {
+  p.device = "cuda";
+  for (wrapper::Line &l : p.lines)
+    if (auto *e = std::get_if<wrapper::ExternKernelOut>(&l);
+        e && kernels::hasCudaExtern(e->function))
+      e->function = "coil_cuda_" + e->function.substr(std::string("coil_cpu_").size());
+}
+
+/// Some extern of a CUDA program runs on the host.
+bool hasHostFallback(const wrapper::WrapperProgram &p) {
+  for (const wrapper::Line &l : p.lines) {
+    if (std::holds_alternative<wrapper::ExternKernelAlloc>(l)) return true;
+    if (const auto *e = std::get_if<wrapper::ExternKernelOut>(&l))
+      if (e->function.rfind("coil_cuda_", 0) != 0) return true;
+  }
+  return false;
+}
+
 } // namespace
 
 Expected<std::unique_ptr<Compilation>> compileGraph(Graph g, const CompileOptions &o) {
-  if (o.device != "cpu")
-    return Error::user("--device " + o.device + " is not supported yet (supported: cpu)");
+  if (o.device != "cpu" && o.device != "cuda")
+    return Error::user("unknown device '" + o.device + "' (supported: cpu, cuda)");
+  bool cuda = o.device == "cuda";
   auto c = std::make_unique<Compilation>();
   StageTimer timer(*c);
   // Shape logic on constants (e.g. the flags and sizes of an expanded Attention function)
@@ -57,18 +98,31 @@ Expected<std::unique_ptr<Compilation>> compileGraph(Graph g, const CompileOption
   if (o.printAfter == "schedule") std::cerr << sched::fusionReport(c->schedule);
 
   std::vector<wrapper::KernelInfo> infos;
+  int32_t functions = 0;
   for (const sched::Step &st : c->schedule.steps) {
     const auto *k = std::get_if<sched::Kernel>(&st);
     if (!k) continue;
-    COIL_TRY(codegen::CpuKernelSource src, codegen::generateCpuKernel(*k, c->loops));
-    infos.push_back(src.info);
-    c->kernels.push_back(std::move(src));
+    if (cuda) {
+      codegen::CudaCodegenOptions co;
+      co.functionBase = functions;
+      COIL_TRY(codegen::CudaKernelSource src, codegen::generateCudaKernel(*k, c->loops, co));
+      functions += int32_t(src.functions.size());
+      infos.push_back(src.info);
+      c->cudaKernels.push_back(std::move(src));
+    } else {
+      COIL_TRY(codegen::CpuKernelSource src, codegen::generateCpuKernel(*k, c->loops));
+      infos.push_back(src.info);
+      c->kernels.push_back(std::move(src));
+    }
   }
   timer.done("codegen");
 
-  COIL_TRY(c->wrapper, buildWrapperProgram(c->schedule, std::move(infos)));
+  COIL_TRY(c->wrapper, buildWrapperProgram(c->schedule, std::move(infos), &c->bufferNodes));
+  if (cuda) useCudaExterns(c->wrapper);
   if (o.verifyEach) COIL_TRY_STATUS(wrapper::verifyWrapper(c->wrapper));
   COIL_TRY_STATUS(wrapper::planMemory(c->wrapper, wrapper::MemoryPlanOptions{}));
+  // The debug printer's lines, always: the runtime enables them without recompiling.
+  wrapper::insertDebugPrints(c->wrapper);
   if (o.verifyEach) COIL_TRY_STATUS(wrapper::verifyWrapper(c->wrapper));
   timer.done("wrapper");
   if (o.printAfter == "wrapper") std::cerr << wrapper::emitCppWrapper(c->wrapper);
@@ -98,16 +152,43 @@ Expected<PackageResult> writePackage(const Compilation &c, const std::string &di
   wrapper::PackageOptions po;
   po.device = o.device;
   po.compileOptions = o.recordedOptions;
+  bool cuda = c.wrapper.device == "cuda";
+  if (cuda) {
+    wrapper::CudaPackageInfo info;
+    for (const codegen::CudaKernelSource &k : c.cudaKernels)
+      info.functions.insert(info.functions.end(), k.functions.begin(), k.functions.end());
+    info.archs = o.cudaArchs;
+    info.hostFallback = hasHostFallback(c.wrapper);
+    info.workspaceBytes = o.cudaWorkspaceBytes;
+    po.cuda = info;
+  }
   COIL_TRY_STATUS(wrapper::writePackage(dir, c.wrapper, blobs, po));
 
-  std::string kernels = codegen::cpuKernelPrelude();
-  for (const codegen::CpuKernelSource &k : c.kernels) kernels += "\n" + k.code;
-  std::vector<SourceFile> sources = {{"src/kernels.cpp", kernels},
-                                     {"src/wrapper.cpp", wrapper::emitCppWrapper(c.wrapper)}};
   ToolchainOptions to = o.toolchain;
-  to.includes.push_back(COIL_INCLUDE_DIR);
+  to.includes.push_back(coilIncludeDir());
   PackageResult r;
   r.dir = dir;
+  std::vector<SourceFile> sources;
+  if (cuda) {
+    COIL_TRY(CudaToolkit tk, findCudaToolkit());
+    std::string device = codegen::cudaKernelPrelude(), host = codegen::cudaLauncherPrelude();
+    for (const codegen::CudaKernelSource &k : c.cudaKernels) {
+      device += "\n" + k.device;
+      host += "\n" + k.host;
+    }
+    COIL_TRY(r.fatbin,
+             buildFatbin(dir, {"src/kernels.cu", device}, "src/kernels.fatbin", o.cudaArchs, to));
+    sources = {{"src/launchers.cpp", host},
+               {"src/wrapper.cpp", wrapper::emitCppWrapper(c.wrapper)}};
+    to.systemIncludes.push_back(tk.includeDir);
+    to.linkFlags.push_back("-L" + tk.stubLibDir);
+    to.linkFlags.push_back("-lcuda");
+  } else {
+    std::string kernels = codegen::cpuKernelPrelude();
+    for (const codegen::CpuKernelSource &k : c.kernels) kernels += "\n" + k.code;
+    sources = {{"src/kernels.cpp", kernels},
+               {"src/wrapper.cpp", wrapper::emitCppWrapper(c.wrapper)}};
+  }
   COIL_TRY(r.build, buildSharedObject(dir, sources, "model.so", to));
   return r;
 }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "codegen/cpu/CpuCodegen.h"
+#include "codegen/cuda/CudaCodegen.h"
 #include "driver/Toolchain.h"
 #include "ir/Graph.h"
 #include "lower/LoopIR.h"
@@ -21,7 +22,11 @@
 namespace coil {
 
 struct CompileOptions {
-  std::string device = "cpu";
+  std::string device = "cpu"; ///< "cpu" or "cuda"
+  /// cuda: the GPU architectures the fatbin holds code for.
+  std::vector<std::string> cudaArchs = {"sm_80", "sm_90a"};
+  /// cuda: device scratch the extern kernels (GEMM, convolution) may use.
+  int64_t cudaWorkspaceBytes = int64_t(64) << 20;
   /// Print the IR after this stage to stderr: "lower", "schedule", "wrapper" (or "" for none).
   std::string printAfter;
   /// Run the verifiers after every stage (always on in tests).
@@ -36,8 +41,11 @@ struct Compilation {
   Graph graph;
   loop::LoopProgram loops;
   sched::Schedule schedule;
-  std::vector<codegen::CpuKernelSource> kernels;
+  std::vector<codegen::CpuKernelSource> kernels;      ///< device "cpu"
+  std::vector<codegen::CudaKernelSource> cudaKernels; ///< device "cuda"
   wrapper::WrapperProgram wrapper;
+  /// Per wrapper buffer: the Loop IR node whose value it holds (-1: an extern's scratch output).
+  std::vector<loop::NodeId> bufferNodes;
   /// Seconds spent in each stage, in order.
   std::vector<std::pair<std::string, double>> timings;
 };
@@ -47,6 +55,7 @@ Expected<std::unique_ptr<Compilation>> compileGraph(Graph g, const CompileOption
 struct PackageResult {
   std::string dir;
   BuildResult build;
+  BuildResult fatbin; ///< cuda: the device code's build
 };
 
 /// Writes the package (metadata.json, weights.bin, src/) into `dir` and builds model.so.

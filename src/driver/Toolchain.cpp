@@ -100,6 +100,34 @@ std::string targetFlags() {
 
 } // namespace
 
+namespace {
+
+bool isExecutable(const std::string &path) {
+  return !path.empty() && access(path.c_str(), X_OK) == 0;
+}
+
+/// `name` found on $PATH, or "".
+std::string onPath(const std::string &name) {
+  const char *path = std::getenv("PATH");
+  if (!path) return "";
+  std::istringstream is(path);
+  std::string dir;
+  while (std::getline(is, dir, ':'))
+    if (!dir.empty() && isExecutable(dir + "/" + name)) return dir + "/" + name;
+  return "";
+}
+
+/// Copies `from` into the cache under `cached`, atomically; failures only lose the entry.
+void storeInCache(const fs::path &from, const fs::path &cached) {
+  std::error_code ec;
+  fs::create_directories(cached.parent_path(), ec);
+  std::string part = cached.string() + ".part" + std::to_string(getpid());
+  fs::copy_file(from, part, fs::copy_options::overwrite_existing, ec);
+  if (!ec) fs::rename(part, cached, ec);
+}
+
+} // namespace
+
 Expected<BuildResult> buildSharedObject(const std::string &dir,
                                         const std::vector<SourceFile> &sources,
                                         const std::string &output, const ToolchainOptions &opts) {
@@ -124,9 +152,12 @@ Expected<BuildResult> buildSharedObject(const std::string &dir,
   std::string flags = "-std=c++17 -fPIC -fopenmp -O" + std::to_string(opts.optLevel) + " " +
                       targetFlags() + " -fno-math-errno -w";
   for (const std::string &inc : opts.includes) flags += " -I" + shellQuote(inc);
+  for (const std::string &inc : opts.systemIncludes) flags += " -isystem " + shellQuote(inc);
   for (const std::string &f : opts.extraFlags) flags += " " + f;
+  std::string linkFlags;
+  for (const std::string &f : opts.linkFlags) linkFlags += " " + f;
 
-  std::string keyText = compilerIdentity(cxx) + "\n" + flags + "\n";
+  std::string keyText = compilerIdentity(cxx) + "\n" + flags + "\n" + linkFlags + "\n";
   for (const SourceFile &s : sources) keyText += s.name + "\n" + contentHash(s.text) + "\n";
   // Headers included from the -I directories are part of the build too.
   for (const std::string &inc : opts.includes) {
@@ -182,7 +213,8 @@ Expected<BuildResult> buildSharedObject(const std::string &dir,
 
   std::string tmp = outPath.string() + ".tmp";
   std::string log = (objDir / "link.log").string();
-  std::string link = shellQuote(cxx) + " -shared -fopenmp" + objects + " -o " + shellQuote(tmp);
+  std::string link =
+      shellQuote(cxx) + " -shared -fopenmp" + objects + linkFlags + " -o " + shellQuote(tmp);
   if (opts.verbose) std::fprintf(stderr, "coil: %s\n", link.c_str());
   if (waitFor(spawn(link, log)) != 0)
     return Error::internal("linking the package failed (log: " + log + ")" +
@@ -190,12 +222,96 @@ Expected<BuildResult> buildSharedObject(const std::string &dir,
   fs::rename(tmp, outPath, ec);
   if (ec) return Error::user("cannot write '" + outPath.string() + "': " + ec.message());
 
-  if (!cache.empty()) {
-    fs::create_directories(cache, ec);
-    std::string part = cached.string() + ".part" + std::to_string(getpid());
-    fs::copy_file(outPath, part, fs::copy_options::overwrite_existing, ec);
-    if (!ec) fs::rename(part, cached, ec);
+  if (!cache.empty()) storeInCache(outPath, cached);
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+Expected<CudaToolkit> findCudaToolkit() {
+  CudaToolkit t;
+  if (const char *env = std::getenv("COIL_NVCC"); env && *env) {
+    if (!isExecutable(env))
+      return Error::user(std::string("COIL_NVCC is '") + env + "', which is not an executable");
+    t.nvcc = env;
+  } else {
+    t.nvcc = onPath("nvcc");
+    if (t.nvcc.empty() && isExecutable("/usr/local/cuda/bin/nvcc"))
+      t.nvcc = "/usr/local/cuda/bin/nvcc";
   }
+  if (t.nvcc.empty())
+    return Error::user("compiling for cuda needs nvcc from the CUDA toolkit: none on PATH or at "
+                       "/usr/local/cuda/bin/nvcc (set COIL_NVCC to its path)");
+  std::error_code ec;
+  fs::path root = fs::canonical(t.nvcc, ec).parent_path().parent_path();
+  if (ec) root = fs::path(t.nvcc).parent_path().parent_path();
+  for (const char *inc : {"include", "targets/x86_64-linux/include"})
+    if (fs::exists(root / inc / "cuda.h")) {
+      t.includeDir = (root / inc).string();
+      break;
+    }
+  if (t.includeDir.empty())
+    return Error::user("the CUDA toolkit at '" + root.string() + "' has no include/cuda.h");
+  for (const char *lib : {"lib64/stubs", "targets/x86_64-linux/lib/stubs", "lib/stubs"})
+    if (fs::exists(root / lib / "libcuda.so")) {
+      t.stubLibDir = (root / lib).string();
+      break;
+    }
+  if (t.stubLibDir.empty())
+    return Error::user("the CUDA toolkit at '" + root.string() +
+                       "' has no lib64/stubs/libcuda.so to link packages against");
+  return t;
+}
+
+Expected<BuildResult> buildFatbin(const std::string &dir, const SourceFile &cu,
+                                  const std::string &output, const std::vector<std::string> &archs,
+                                  const ToolchainOptions &opts) {
+  auto start = std::chrono::steady_clock::now();
+  COIL_TRY(CudaToolkit tk, findCudaToolkit());
+  BuildResult result;
+  std::error_code ec;
+  fs::path src = fs::path(dir) / cu.name;
+  fs::create_directories(src.parent_path(), ec);
+  {
+    std::ofstream out(src, std::ios::binary);
+    out << cu.text;
+    if (!out) return Error::user("cannot write '" + src.string() + "'");
+  }
+  if (archs.empty()) return Error::user("no CUDA architecture to compile for");
+  std::string flags = "-std=c++17 -O3 --fatbin -w";
+  for (const std::string &a : archs) {
+    if (a.rfind("sm_", 0) != 0 || a.size() < 5)
+      return Error::user("CUDA architecture '" + a + "' is not of the form sm_<digits>[a]");
+    std::string num = a.substr(3);
+    flags += " -gencode arch=compute_" + num + ",code=sm_" + num;
+  }
+  for (const std::string &f : opts.extraFlags) flags += " " + f;
+  result.key = contentHash(compilerIdentity(tk.nvcc) + "\n" + flags + "\n" + contentHash(cu.text));
+
+  fs::path outPath = fs::path(dir) / output;
+  std::string cache = opts.useCache ? cacheDirectory() : "";
+  fs::path cached = cache.empty() ? fs::path() : fs::path(cache) / (result.key + ".fatbin");
+  if (!cache.empty() && fs::exists(cached)) {
+    fs::copy_file(cached, outPath, fs::copy_options::overwrite_existing, ec);
+    if (!ec) {
+      result.cacheHit = true;
+      result.seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      return result;
+    }
+  }
+  fs::path objDir = fs::path(dir) / "obj";
+  fs::create_directories(objDir, ec);
+  std::string log = (objDir / (fs::path(output).stem().string() + ".log")).string();
+  std::string tmp = outPath.string() + ".tmp";
+  std::string cmd =
+      shellQuote(tk.nvcc) + " " + flags + " " + shellQuote(src.string()) + " -o " + shellQuote(tmp);
+  if (opts.verbose) std::fprintf(stderr, "coil: %s\n", cmd.c_str());
+  if (waitFor(spawn(cmd, log)) != 0)
+    return Error::internal("the generated CUDA code does not compile (log: " + log + ")" +
+                           firstLines(readFile(log), 12));
+  fs::rename(tmp, outPath, ec);
+  if (ec) return Error::user("cannot write '" + outPath.string() + "': " + ec.message());
+  if (!cache.empty()) storeInCache(outPath, cached);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }

@@ -21,8 +21,13 @@ struct SourceFile {
 
 struct ToolchainOptions {
   std::string cxx;                   ///< compiler; default: $CXX, else "c++"
-  std::vector<std::string> includes; ///< -I directories
+  std::vector<std::string> includes; ///< -I directories (their headers are hashed for the cache)
+  /// -isystem directories of installed toolkits (keyed by path only: hashing every CUDA
+  /// header on each compile would cost more than compiling).
+  std::vector<std::string> systemIncludes;
   std::vector<std::string> extraFlags;
+  /// Flags for the link step only (e.g. -L... -lcuda); part of the cache key.
+  std::vector<std::string> linkFlags;
   int optLevel = 3;
   bool useCache = true;
   bool verbose = false; ///< print the commands
@@ -40,6 +45,21 @@ struct BuildResult {
 Expected<BuildResult> buildSharedObject(const std::string &dir,
                                         const std::vector<SourceFile> &sources,
                                         const std::string &output, const ToolchainOptions &opts);
+
+/// The CUDA toolkit coil compiles device code with: nvcc from $COIL_NVCC, else `nvcc` on PATH,
+/// else /usr/local/cuda/bin/nvcc; its include and stub-library directories.
+struct CudaToolkit {
+  std::string nvcc, includeDir, stubLibDir;
+};
+/// A user error naming what to install when no toolkit is found.
+Expected<CudaToolkit> findCudaToolkit();
+
+/// Compiles the CUDA source `cu` (written under `dir`) into the fatbin `dir/<output>` with
+/// device code for every arch in `archs` ("sm_80", "sm_90a", ...), through the same compile
+/// cache as buildSharedObject (keyed by nvcc's identity, the flags and the source).
+Expected<BuildResult> buildFatbin(const std::string &dir, const SourceFile &cu,
+                                  const std::string &output, const std::vector<std::string> &archs,
+                                  const ToolchainOptions &opts);
 
 /// A 128-bit content hash (two independent 64-bit FNV-1a lanes), as 32 hex digits.
 std::string contentHash(const std::string &data);

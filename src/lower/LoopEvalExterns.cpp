@@ -352,6 +352,13 @@ void registerCpuKernelEvalExterns() {
   registerEvalExtern("coil_cpu_conv_f64", convAdapter(coil_cpu_conv_f64, false));
   registerEvalExtern("coil_cpu_conv_transpose_f32", convAdapter(coil_cpu_conv_transpose_f32, true));
   registerEvalExtern("coil_cpu_conv_transpose_f64", convAdapter(coil_cpu_conv_transpose_f64, true));
+  registerEvalExtern("coil_cpu_gemm_f16", gemmAdapter(coil_cpu_gemm_f16));
+  registerEvalExtern("coil_cpu_gemm_bf16", gemmAdapter(coil_cpu_gemm_bf16));
+  registerEvalExtern("coil_cpu_conv_f16", convAdapter(coil_cpu_conv_f16, false));
+  registerEvalExtern("coil_cpu_conv_bf16", convAdapter(coil_cpu_conv_bf16, false));
+  registerEvalExtern("coil_cpu_conv_transpose_f16", convAdapter(coil_cpu_conv_transpose_f16, true));
+  registerEvalExtern("coil_cpu_conv_transpose_bf16",
+                     convAdapter(coil_cpu_conv_transpose_bf16, true));
   registerEvalExtern("coil_cpu_det_f32", detAdapter(coil_cpu_det_f32));
   registerEvalExtern("coil_cpu_det_f64", detAdapter(coil_cpu_det_f64));
 #define COIL_REGISTER_NUMERIC(S)                                                                   \

@@ -106,6 +106,73 @@ Expected<std::vector<TensorSig>> tensors(const Value &root, const std::string &k
   return out;
 }
 
+/// A package-relative path: not empty, not absolute, no "." or ".." component, no empty one.
+bool isPackagePath(const std::string &p) {
+  if (p.empty() || p.front() == '/' || p.back() == '/') return false;
+  size_t start = 0;
+  while (start <= p.size()) {
+    size_t end = p.find('/', start);
+    if (end == std::string::npos) end = p.size();
+    std::string_view part(p.data() + start, end - start);
+    if (part.empty() || part == "." || part == "..") return false;
+    start = end + 1;
+  }
+  return true;
+}
+
+bool isIdentifier(const std::string &s) {
+  if (s.empty() || (s[0] >= '0' && s[0] <= '9')) return false;
+  for (char c : s)
+    if (!(c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')))
+      return false;
+  return true;
+}
+
+/// "sm_<major><minor>" with an optional "a" or "f" suffix: sm_80, sm_90a.
+bool isSmArch(const std::string &s) {
+  if (s.size() < 5 || s.compare(0, 3, "sm_") != 0) return false;
+  size_t i = 3;
+  while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
+  if (i - 3 < 2) return false;
+  return i == s.size() || (i + 1 == s.size() && (s[i] == 'a' || s[i] == 'f'));
+}
+
+Expected<std::vector<std::string>> stringList(const Value &obj, const std::string &key,
+                                              const std::string &where,
+                                              bool (*valid)(const std::string &),
+                                              const char *rule) {
+  COIL_TRY(const Value *list, member(obj, key, Value::Kind::Array, where));
+  std::vector<std::string> out;
+  for (size_t i = 0; i < list->items.size(); ++i) {
+    const Value &v = list->items[i];
+    std::string field = where + "." + key + "[" + std::to_string(i) + "]";
+    if (!v.isString()) return bad(field, "must be a string");
+    if (!valid(v.text)) return bad(field, std::string(rule) + ", got \"" + v.text + "\"");
+    out.push_back(v.text);
+  }
+  return out;
+}
+
+Expected<CudaSig> cudaObject(const Value &root) {
+  COIL_TRY(const Value *c, member(root, "cuda", Value::Kind::Object, ""));
+  CudaSig sig;
+  COIL_TRY(sig.fatbin, strMember(*c, "fatbin", "cuda"));
+  if (!isPackagePath(sig.fatbin))
+    return bad("cuda.fatbin",
+               "must be a relative path inside the package, got \"" + sig.fatbin + "\"");
+  COIL_TRY(sig.functions,
+           stringList(*c, "functions", "cuda", isIdentifier, "must be a C identifier"));
+  COIL_TRY(sig.archs, stringList(*c, "archs", "cuda", isSmArch,
+                                 "must be an architecture such as \"sm_80\" or \"sm_90a\""));
+  if (sig.archs.empty()) return bad("cuda.archs", "must name at least one architecture");
+  COIL_TRY(const Value *fallback, member(*c, "host_fallback", Value::Kind::Bool, "cuda"));
+  sig.hostFallback = fallback->boolean;
+  COIL_TRY(sig.workspaceBytes, intMember(*c, "workspace_bytes", "cuda"));
+  if (sig.workspaceBytes < 0)
+    return bad("cuda.workspace_bytes", "must be >= 0, got " + std::to_string(sig.workspaceBytes));
+  return sig;
+}
+
 } // namespace
 
 Expected<Metadata> parseMetadata(std::string_view text) {
@@ -185,6 +252,10 @@ Expected<Metadata> parseMetadata(std::string_view text) {
                                         std::to_string(sig.bytes) + " bytes of " +
                                         std::to_string(m.weightsBytes) + ")");
     m.constants.push_back(std::move(sig));
+  }
+  if (m.device == "cuda") {
+    COIL_TRY(CudaSig cuda, cudaObject(root));
+    m.cuda = std::move(cuda);
   }
   return m;
 }

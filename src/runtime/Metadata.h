@@ -5,6 +5,7 @@
 #include "support/Expected.h"
 #include "support/SymInt.h"
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,6 +36,15 @@ struct ConstantSig {
   int64_t offset = 0, bytes = 0;
 };
 
+/// The "cuda" object of a CUDA package's metadata.json.
+struct CudaSig {
+  std::string fatbin;                 ///< package-relative path of the kernels' fatbin
+  std::vector<std::string> functions; ///< CUfunction names; coil_cuda_ctx::functions order
+  std::vector<std::string> archs;     ///< "sm_80", "sm_90a", ...: images in the fatbin
+  bool hostFallback = false;          ///< some extern runs on the host (no CUDA graphs)
+  int64_t workspaceBytes = 0;         ///< device scratch of the externs per run
+};
+
 struct Metadata {
   std::string name, device, library, weights;
   int64_t formatVersion = 0, abiVersion = 0, weightsBytes = 0;
@@ -42,11 +52,12 @@ struct Metadata {
   std::vector<BindingSig> bindings;
   std::vector<TensorSig> inputs, outputs;
   std::vector<ConstantSig> constants;
+  std::optional<CudaSig> cuda; ///< present iff device is "cuda"
 };
 
 /// Parses and checks metadata.json (types of every field, dtype names, shapes, ranks up to
 /// COIL_MAX_RANK, bindings naming existing input dims, constants inside the weights and
-/// 64-byte aligned); user errors name the field.
+/// 64-byte aligned, for device "cuda" the "cuda" object); user errors name the field.
 Expected<Metadata> parseMetadata(std::string_view text);
 
 /// Runtime copies of ir/DType facts (the runtime does not link the ir library).

@@ -7,11 +7,15 @@
 /// with RTLD_NOLOAD | RTLD_GLOBAL, which promotes the already loaded library to the global
 /// scope without loading a second copy. The model itself is loaded RTLD_LOCAL, so that several
 /// packages (which export the same coil_model_* names) coexist.
+#include "runtime/CudaHost.h"
+#include "runtime/DebugPrinter.h"
 #include "runtime/Metadata.h"
 
 #include <algorithm>
 #include <cerrno>
 #include <coil/coil.h>
+#include <coil/cuda_abi.h>
+#include <coil/debug.h>
 #include <coil/model_abi.h>
 #include <cstdlib>
 #include <cstring>
@@ -120,8 +124,15 @@ struct coil_model {
   coil_model_arena_bytes_fn arenaBytes = nullptr;
   coil_model_run_fn run = nullptr;
   ArenaPool arenas;
+  std::unique_ptr<CudaModel> cuda; ///< device "cuda": the device half (runtime/CudaHost.h)
+  // The debug printer: launches of metadata.json, the printer the environment asked for at
+  // load time, hooks installed by coil_model_set_debug_hooks (they win).
+  std::vector<LaunchSig> launches;
+  std::unique_ptr<DebugPrinter> debug;
+  const coil_debug_hooks *userHooks = nullptr;
 
   ~coil_model() {
+    cuda.reset();
     if (library) dlclose(library);
     if (weights) munmap(weights, weightsSize);
   }
@@ -145,6 +156,12 @@ coil_status loadModel(const char *pathC, coil_model **out) {
   if (!meta) return fail(COIL_ERROR_PACKAGE, pkg + ": " + meta.error().message());
   m->meta = std::move(meta).value();
   const Metadata &md = m->meta;
+  auto launches = parseLaunches(ss.str());
+  if (!launches) return fail(COIL_ERROR_PACKAGE, pkg + ": " + launches.error().message());
+  m->launches = std::move(launches).value();
+  auto printer = DebugPrinter::fromEnvironment(m->launches, md.name);
+  if (!printer) return fail(COIL_ERROR_INVALID_ARGUMENT, pkg + ": " + printer.error().message());
+  m->debug = std::move(printer).value();
   if (md.formatVersion != 1)
     return fail(COIL_ERROR_PACKAGE, pkg + ": package format version " +
                                         std::to_string(md.formatVersion) +
@@ -153,9 +170,9 @@ coil_status loadModel(const char *pathC, coil_model **out) {
     return fail(COIL_ERROR_PACKAGE, pkg + ": model ABI version " + std::to_string(md.abiVersion) +
                                         ", this runtime has " +
                                         std::to_string(COIL_MODEL_ABI_VERSION));
-  if (md.device != "cpu")
-    return fail(COIL_ERROR_PACKAGE,
-                pkg + ": compiled for device '" + md.device + "', this runtime runs cpu packages");
+  if (md.device != "cpu" && md.device != "cuda")
+    return fail(COIL_ERROR_PACKAGE, pkg + ": compiled for device '" + md.device +
+                                        "', this runtime runs cpu and cuda packages");
   for (const SymbolSig &s : md.symbols) m->ranges[s.name] = {s.min, s.max};
   for (const TensorSig &t : md.inputs) {
     m->inputDims.emplace_back();
@@ -194,6 +211,12 @@ coil_status loadModel(const char *pathC, coil_model **out) {
   close(fd);
   for (const ConstantSig &c : md.constants)
     m->constants.push_back(static_cast<const char *>(m->weights) + c.offset);
+
+  // CUDA packages: libcoil_cuda (loaded RTLD_GLOBAL: model.so's coil_cuda_* externs), the
+  // fatbin and the device weights, before model.so.
+  if (md.device == "cuda")
+    if (CudaStatus s = CudaModel::load(m->path, md, m->weights, m->weightsSize, m->cuda); s.code)
+      return fail(s.code, s.message);
 
   // model.so
   promoteRuntimeToGlobal();
@@ -315,8 +338,9 @@ coil_status validateInputs(const coil_model &m, const coil_tensor *inputs, int64
   return COIL_OK;
 }
 
+/// A run: host memory, or (device) device memory on `stream` for device packages.
 coil_status runModel(coil_model *m, const coil_tensor *inputs, int64_t nIn, coil_output *outputs,
-                     int64_t nOut) {
+                     int64_t nOut, bool device = false, void *stream = nullptr) {
   if (!m) return fail(COIL_ERROR_INVALID_ARGUMENT, "coil_model_run: model is null");
   if (coil_status s = validateInputs(*m, inputs, nIn); s != COIL_OK) return s;
   const Metadata &md = m->meta;
@@ -342,6 +366,27 @@ coil_status runModel(coil_model *m, const coil_tensor *inputs, int64_t nIn, coil
     capacity[i] = outputs[i].data ? outputs[i].capacity : 0;
     outShapes[i] = &shapes[size_t(i) * COIL_MAX_RANK];
   }
+  if (m->cuda) { // the debug printer's hooks when it is on (CUDA graphs are then off)
+    const coil_debug_hooks *hooks = m->userHooks ? m->userHooks
+                                    : m->debug   ? m->debug->hooks()
+                                                 : nullptr;
+    if (m->debug && !m->userHooks) {
+      std::vector<std::string> names;
+      for (const TensorSig &t : md.inputs) names.push_back(t.name);
+      coil_cuda_ctx inputCtx = {};
+      inputCtx.stream = stream;
+      if (Status st = m->debug->reportInputs(names, inputs, nIn, device, &inputCtx); !st.ok())
+        return fail(COIL_ERROR_RUNTIME, st.error().message());
+    }
+    CudaStatus s =
+        m->cuda->run(md, m->arenaBytes, m->run, inputs, nIn, outputs, nOut, !device, stream, hooks);
+    if (s.code) return fail(s.code, s.message);
+    for (int64_t i = 0; i < nOut; ++i) {
+      outputs[i].dtype = coil_dtype(int(md.outputs[i].dtype));
+      outputs[i].rank = int64_t(md.outputs[i].dims.size());
+    }
+    return COIL_OK;
+  }
   int64_t arenaBytes = m->arenaBytes(inShapes.data());
   if (arenaBytes < 0)
     return fail(COIL_ERROR_RUNTIME, "model '" + md.name + "': arena size " +
@@ -365,6 +410,15 @@ coil_status runModel(coil_model *m, const coil_tensor *inputs, int64_t nIn, coil
   args.alloc_ctx = nullptr;
   args.error = error;
   args.error_size = sizeof error;
+  args.debug = m->userHooks ? m->userHooks : m->debug ? m->debug->hooks() : nullptr;
+  if (m->debug && !m->userHooks) {
+    std::vector<std::string> names;
+    for (const TensorSig &t : md.inputs) names.push_back(t.name);
+    if (Status st = m->debug->reportInputs(names, inputs, nIn, false, nullptr); !st.ok()) {
+      m->arenas.release(arena);
+      return fail(COIL_ERROR_RUNTIME, st.error().message());
+    }
+  }
   int32_t rc = m->run(&args);
   m->arenas.release(arena);
   if (rc != 0) {
@@ -483,14 +537,37 @@ coil_status coil_model_run_device(coil_model *model, const coil_tensor *inputs, 
     return fail(COIL_ERROR_INVALID_ARGUMENT,
                 "coil_model_run_device: package '" + model->path +
                     "' is compiled for the cpu; call coil_model_run with host memory");
-  return fail(COIL_ERROR_PACKAGE, "coil_model_run_device: package '" + model->path +
-                                      "' is compiled for " + model->meta.device +
-                                      ", which this runtime cannot run");
+  return guarded(
+      [&] { return runModel(model, inputs, num_inputs, outputs, num_outputs, true, stream); });
+}
+
+int64_t coil_model_num_launches(const coil_model *model) {
+  return model ? int64_t(model->launches.size()) : 0;
+}
+const char *coil_model_launch_name(const coil_model *model, int64_t index) {
+  if (!model || index < 0 || index >= int64_t(model->launches.size())) return nullptr;
+  return model->launches[size_t(index)].name.c_str();
+}
+coil_status coil_model_set_debug_hooks(coil_model *model, const coil_debug_hooks *hooks) {
+  if (!model) return fail(COIL_ERROR_INVALID_ARGUMENT, "coil_model_set_debug_hooks: null model");
+  if (hooks && (hooks->abi_version != COIL_DEBUG_ABI_VERSION ||
+                hooks->num_launches != model->launches.size() || !hooks->enabled || !hooks->report))
+    return fail(COIL_ERROR_INVALID_ARGUMENT,
+                "coil_model_set_debug_hooks: hooks of ABI version " +
+                    std::to_string(hooks->abi_version) + " for " +
+                    std::to_string(hooks->num_launches) + " launches; need version " +
+                    std::to_string(COIL_DEBUG_ABI_VERSION) + ", " +
+                    std::to_string(model->launches.size()) + " launches, enabled and report");
+  model->userHooks = hooks;
+  return COIL_OK;
 }
 
 void coil_output_release(coil_output *output) {
   if (!output || !output->owned) return;
-  std::free(output->data);
+  if (output->owned == 2)
+    cudaReleaseDeviceOutput(output->data);
+  else
+    std::free(output->data);
   output->data = nullptr;
   output->owned = 0;
 }

@@ -2,6 +2,9 @@
 
 #include "support/JsonQuote.h"
 #include "wrapper/CppBackend.h"
+#include "wrapper/DebugInstrument.h"
+#include "wrapper/GraphExport.h"
+#include "wrapper/PyBackend.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -177,7 +180,31 @@ std::string metadataJson(const WrapperProgram &p, const std::vector<ConstantEntr
       externs.push_back(fn);
   }
   for (size_t i = 0; i < externs.size(); ++i) os << (i ? ", " : "") << q(externs[i]);
-  os << "]\n}\n";
+  // The debug printer's launches, by launch id (src/wrapper/DebugInstrument.h).
+  os << "],\n  \"launches\": [";
+  std::vector<LaunchInfo> table = launchTable(p);
+  std::vector<std::string> launches = debugLaunchNames(p);
+  for (size_t i = 0; i < launches.size(); ++i) {
+    auto it = std::find_if(table.begin(), table.end(),
+                           [&](const LaunchInfo &li) { return li.name == launches[i]; });
+    os << (i ? ",\n    " : "\n    ") << "{\"name\": " << q(launches[i]) << ", \"kind\": "
+       << (it == table.end() ? "\"other\""
+           : it->isExtern    ? "\"extern\""
+                             : "\"kernel\"")
+       << ", \"function\": " << q(it == table.end() ? launches[i] : it->base) << "}";
+  }
+  os << (launches.empty() ? "]" : "\n  ]");
+  if (options.cuda) {
+    const CudaPackageInfo &cu = *options.cuda;
+    os << ",\n  \"cuda\": {\"fatbin\": " << q(cu.fatbin) << ", \"archs\": [";
+    for (size_t i = 0; i < cu.archs.size(); ++i) os << (i ? ", " : "") << q(cu.archs[i]);
+    os << "], \"host_fallback\": " << (cu.hostFallback ? "true" : "false")
+       << ", \"workspace_bytes\": " << cu.workspaceBytes << ",\n    \"functions\": [";
+    for (size_t i = 0; i < cu.functions.size(); ++i)
+      os << (i ? ",\n      " : "\n      ") << q(cu.functions[i]);
+    os << (cu.functions.empty() ? "]}" : "\n    ]}");
+  }
+  os << "\n}\n";
   return os.str();
 }
 
@@ -201,6 +228,10 @@ Status writePackage(const std::string &dir, const WrapperProgram &p,
   COIL_TRY_STATUS(
       writeText(fs::path(dir) / "metadata.json", metadataJson(p, layout, total, options)));
   COIL_TRY_STATUS(writeText(fs::path(dir) / "src" / "wrapper.cpp", emitCppWrapper(p)));
+  // The other backends of the same program: Python twin, JSON and Graphviz exports.
+  COIL_TRY_STATUS(writeText(fs::path(dir) / "src" / "wrapper.py", emitPyWrapper(p)));
+  COIL_TRY_STATUS(writeText(fs::path(dir) / "src" / "wrapper.json", emitWrapperJson(p)));
+  COIL_TRY_STATUS(writeText(fs::path(dir) / "src" / "wrapper.dot", emitWrapperDot(p)));
   return okStatus();
 }
 

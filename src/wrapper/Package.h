@@ -16,6 +16,7 @@
 #include "wrapper/WrapperIR.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,9 +46,20 @@ struct ConstantEntry {
   int64_t bytes = 0;
 };
 
+/// What the runtime needs to run a CUDA package (metadata.json "cuda").
+struct CudaPackageInfo {
+  std::string fatbin = "src/kernels.fatbin";
+  std::vector<std::string> functions; ///< CUfunction names, ctx->functions order
+  std::vector<std::string> archs;     ///< e.g. {"sm_80", "sm_90a"}
+  /// Some extern runs on the host (the wrapper synchronizes): CUDA graphs cannot capture it.
+  bool hostFallback = false;
+  int64_t workspaceBytes = 0; ///< device scratch the CUDA externs may use
+};
+
 struct PackageOptions {
   std::string coilVersion = "0.1.0";
   std::string device = "cpu";
+  std::optional<CudaPackageInfo> cuda; ///< set for device "cuda"
   /// Compile options as given (e.g. {"dynamic", "N=1:64"}), recorded in order.
   std::vector<std::pair<std::string, std::string>> compileOptions;
 };

@@ -1,13 +1,17 @@
 #include "Commands.h"
 
 #include "coil/coil.h"
+#include "coil/debug.h"
 #include "driver/LoadModel.h"
 #include "driver/Pipeline.h"
 #include "interp/Interpreter.h"
 #include "io/Npz.h"
+#include "lower/LoopEval.h"
 #include "lower/Lower.h"
 #include "sched/Schedule.h"
 #include "wrapper/CppBackend.h"
+#include "wrapper/DebugInstrument.h"
+#include "wrapper/GraphExport.h"
 #include "wrapper/MemoryPlan.h"
 
 #include <algorithm>
@@ -16,9 +20,11 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <random>
 #include <sstream>
+#include <unistd.h>
 
 namespace coil::cli {
 
@@ -84,6 +90,13 @@ double secondsSince(std::chrono::steady_clock::time_point t0) {
 CompileOptions compileOptions(const Args &a) {
   CompileOptions o;
   if (a.values.count("--device")) o.device = a.values.at("--device");
+  if (a.values.count("--arch")) {
+    o.cudaArchs.clear();
+    std::istringstream is(a.values.at("--arch"));
+    for (std::string arch; std::getline(is, arch, ',');)
+      if (!arch.empty()) o.cudaArchs.push_back(arch);
+    o.recordedOptions.emplace_back("arch", a.values.at("--arch"));
+  }
   if (a.values.count("--print-after")) o.printAfter = a.values.at("--print-after");
   o.toolchain.verbose = a.flags.count("--verbose") != 0;
   for (const std::string &d : a.dynamic) o.recordedOptions.emplace_back("dynamic", d);
@@ -156,6 +169,7 @@ public:
   }
 
   std::vector<std::string> inputNames() const { return names(true); }
+  coil_device device() const { return coil_model_device(m_); }
   std::vector<std::string> outputNames() const { return names(false); }
 
   /// Orders `arrays` by the package's inputs (each exactly once).
@@ -293,6 +307,21 @@ double difference(const Tensor &got, const Tensor &want) {
   return scale > 0 ? err / scale : err;
 }
 
+/// The launches in order, one a line: the name COIL_DEBUG_KERNELS takes, kernel or extern
+/// (with its function), and the buffers it writes.
+void printLaunches(const wrapper::WrapperProgram &w) {
+  std::vector<wrapper::LaunchInfo> table = wrapper::launchTable(w);
+  size_t width = 0;
+  for (const wrapper::LaunchInfo &l : table) width = std::max(width, l.name.size());
+  for (const wrapper::LaunchInfo &l : table) {
+    std::string kind = l.isExtern ? "extern " + l.base : "kernel";
+    std::string writes;
+    for (wrapper::BufferId b : l.writes)
+      writes += (writes.empty() ? "" : ", ") + w.buffers[size_t(b)].name;
+    std::printf("%-*s  %s -> %s\n", int(width), l.name.c_str(), kind.c_str(), writes.c_str());
+  }
+}
+
 } // namespace
 
 Status cmdCompile(const Args &a) {
@@ -304,16 +333,22 @@ Status cmdCompile(const Args &a) {
   COIL_TRY(std::unique_ptr<Compilation> c, compileModel(a, a.positional[0]));
   CompileOptions o = compileOptions(a);
   COIL_TRY(PackageResult r, writePackage(*c, a.values.at("--output"), o));
-  size_t externs = c->schedule.steps.size() - c->kernels.size();
+  size_t nKernels = c->wrapper.kernels.size();
+  size_t externs = c->schedule.steps.size() - nKernels;
   std::cout << "kernels:";
-  for (const codegen::CpuKernelSource &k : c->kernels) std::cout << " " << k.info.name;
+  for (const wrapper::KernelInfo &k : c->wrapper.kernels) std::cout << " " << k.name;
+  std::cout << "\n";
+  std::cout << "launches (COIL_DEBUG_KERNELS names):";
+  for (const std::string &l : wrapper::debugLaunchNames(c->wrapper)) std::cout << " " << l;
   std::cout << "\n";
   std::cout << "stages:";
   for (const auto &[stage, s] : c->timings) std::printf(" %s %.1f ms,", stage.c_str(), s * 1e3);
+  if (c->wrapper.device == "cuda")
+    std::printf(" nvcc %.2f s%s,", r.fatbin.seconds, r.fatbin.cacheHit ? " (cached)" : "");
   std::printf(" build %.2f s%s\n", r.build.seconds, r.build.cacheHit ? " (cached)" : "");
   std::printf(
       "compile: %zu graph nodes -> %zu kernels and %zu extern calls; package %s in %.2f s\n",
-      c->graph.nodes().size(), c->kernels.size(), externs, r.dir.c_str(), secondsSince(t0));
+      c->graph.nodes().size(), nKernels, externs, r.dir.c_str(), secondsSince(t0));
   return okStatus();
 }
 
@@ -340,6 +375,220 @@ Status cmdRun(const Args &a) {
   return okStatus();
 }
 
+namespace {
+
+/// The written tensors each launch left behind, captured through the debug hooks (After lines).
+struct CapturedValue {
+  int32_t launch = 0; ///< launch id
+  std::string launchName;
+  std::string name; ///< parameter name
+  std::string bufferName;
+  int32_t buffer = -1; ///< Wrapper IR buffer id
+  Tensor value;
+};
+
+class Capture {
+public:
+  explicit Capture(size_t launches) : enabled_(std::max<size_t>(launches, 1), 1) {
+    hooks_.abi_version = COIL_DEBUG_ABI_VERSION;
+    hooks_.num_launches = uint32_t(launches);
+    hooks_.enabled = enabled_.data();
+    hooks_.ctx = this;
+    hooks_.report = &Capture::hook;
+  }
+  const coil_debug_hooks *hooks() const { return &hooks_; }
+  std::vector<CapturedValue> values;
+
+private:
+  static int32_t hook(void *ctx, const coil_debug_launch *l) {
+    auto *self = static_cast<Capture *>(ctx);
+    if (l->when != COIL_DEBUG_AFTER) return 0;
+    for (int32_t i = 0; i < l->num_values; ++i) {
+      const coil_debug_value &v = l->values[i];
+      if (v.kind != COIL_DEBUG_TENSOR || !v.written) continue;
+      if (v.on_device) {
+        std::snprintf(l->error, l->error_size,
+                      "verify --kernels reads host memory only; launch '%s' wrote device memory",
+                      l->name);
+        return 1;
+      }
+      if (v.dtype < 0 || v.dtype > int(DType::Bool) || v.rank < 0 || v.rank > COIL_MAX_RANK) {
+        std::snprintf(l->error, l->error_size, "malformed debug value '%s' of launch '%s'", v.name,
+                      l->name);
+        return 1;
+      }
+      CapturedValue c;
+      c.launch = l->id;
+      c.launchName = l->name;
+      c.name = v.name ? v.name : "";
+      c.bufferName = v.buffer ? v.buffer : "";
+      c.buffer = v.buffer_id;
+      c.value = Tensor(DType(v.dtype), Shape(v.shape, v.shape + v.rank));
+      if (c.value.nbytes() && v.data) std::memcpy(c.value.data(), v.data, c.value.nbytes());
+      self->values.push_back(std::move(c));
+    }
+    return 0;
+  }
+
+  std::vector<uint8_t> enabled_;
+  coil_debug_hooks hooks_{};
+};
+
+/// Where flat index i lies in `shape`, as "[a, b]".
+std::string indexText(const Shape &shape, int64_t i) {
+  std::vector<int64_t> idx(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    int64_t n = std::max<int64_t>(shape[d], 1);
+    idx[d] = i % n;
+    i /= n;
+  }
+  std::string s = "[";
+  for (size_t d = 0; d < idx.size(); ++d) s += (d ? ", " : "") + std::to_string(idx[d]);
+  return s + "]";
+}
+
+double toleranceOf(DType t) {
+  return (t == DType::F16 || t == DType::BF16) ? 1e-2 : 1e-4;
+}
+
+/// Statistics of `got` against `want` (same dtype and shape): the largest absolute and relative
+/// errors (relative over elements where want != 0) with where they are, how many elements are
+/// off by more than the tolerance (of max |want|; integers: any difference), NaN and Inf counts.
+std::string divergence(const Tensor &got, const Tensor &want) {
+  double maxAbs = -1, maxRel = -1, scale = 0;
+  int64_t atAbs = 0, atRel = -1, nanGot = 0, nanWant = 0, infGot = 0, infWant = 0, off = 0;
+  for (int64_t i = 0; i < want.numel(); ++i)
+    if (std::isfinite(want.getDouble(i))) scale = std::max(scale, std::fabs(want.getDouble(i)));
+  double limit = isFloat(want.dtype()) ? toleranceOf(want.dtype()) * scale : 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    double g = got.getDouble(i), w = want.getDouble(i);
+    nanGot += std::isnan(g);
+    nanWant += std::isnan(w);
+    infGot += std::isinf(g);
+    infWant += std::isinf(w);
+    if (std::isnan(g) || std::isnan(w)) {
+      off += std::isnan(g) != std::isnan(w);
+      continue;
+    }
+    double abs = g == w ? 0 : std::fabs(g - w);
+    off += abs > limit;
+    if (abs > maxAbs) maxAbs = abs, atAbs = i;
+    if (w != 0 && abs / std::fabs(w) > maxRel) maxRel = abs / std::fabs(w), atRel = i;
+  }
+  char buf[640];
+  std::string rel = "n/a (want is 0 wherever they differ)";
+  if (atRel >= 0) {
+    std::snprintf(buf, sizeof buf, "%.6g at %s (got %.9g, want %.9g)", maxRel,
+                  indexText(want.shape(), atRel).c_str(), got.getDouble(atRel),
+                  want.getDouble(atRel));
+    rel = buf;
+  }
+  std::snprintf(buf, sizeof buf,
+                "    max abs error %.6g at %s (got %.9g, want %.9g)\n"
+                "    max rel error %s\n"
+                "    %lld of %lld elements off by more than %.3g; NaN: got %lld, want %lld; "
+                "Inf: got %lld, want %lld\n",
+                std::max(maxAbs, 0.0), indexText(want.shape(), atAbs).c_str(), got.getDouble(atAbs),
+                want.getDouble(atAbs), rel.c_str(), (long long)off, (long long)want.numel(), limit,
+                (long long)nanGot, (long long)nanWant, (long long)infGot, (long long)infWant);
+  return buf;
+}
+
+bool withinTolerance(const Tensor &got, const Tensor &want, double *d) {
+  *d = difference(got, want);
+  return isFloat(want.dtype()) ? *d <= toleranceOf(want.dtype()) : *d == 0;
+}
+
+/// Runs the package with hooks capturing every launch's outputs and compares each with the
+/// Loop IR evaluator's value of the node the buffer holds. Prints one line per launch and the
+/// statistics of the first diverging one; returns its name ("" when none diverges).
+Expected<std::string> localizeDivergence(const Compilation &c, coil_model *model,
+                                         const std::string &dir,
+                                         const std::vector<Tensor> &inputs) {
+  int64_t n = coil_model_num_launches(model);
+  if (n == 0)
+    return Error::user(dir + ": the package has no debug instrumentation (compiled by an older "
+                             "coil); recompile it");
+  Capture capture{size_t(n)};
+  if (coil_status st = coil_model_set_debug_hooks(model, capture.hooks()); st != COIL_OK)
+    return runtimeError(dir, st);
+  std::vector<coil_tensor> in(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i)
+    in[i] = {inputs[i].data(), coil_dtype(int(inputs[i].dtype())), inputs[i].rank(),
+             inputs[i].shape().data()};
+  std::vector<coil_output> out(size_t(coil_model_num_outputs(model)), coil_output{});
+  coil_status st =
+      coil_model_run(model, in.data(), int64_t(in.size()), out.data(), int64_t(out.size()));
+  std::string runError = st == COIL_OK ? "" : coil_last_error();
+  for (coil_output &o : out) coil_output_release(&o);
+  coil_model_set_debug_hooks(model, nullptr);
+  if (st != COIL_OK) return runtimeError(dir, st);
+
+  // The reference: every captured buffer's node, evaluated by the Loop IR evaluator.
+  loop::LoopProgram ref = c.loops;
+  ref.outputs.clear();
+  ref.outputNames.clear();
+  std::vector<int64_t> refIndex; // per captured value: index into the evaluator's outputs
+  for (const CapturedValue &v : capture.values) {
+    if (v.buffer < 0 || size_t(v.buffer) >= c.wrapper.buffers.size() ||
+        c.wrapper.buffers[size_t(v.buffer)].name != v.bufferName)
+      return Error::user(dir + ": launch '" + v.launchName + "' reports buffer '" + v.bufferName +
+                         "', which this compilation of the model does not have at index " +
+                         std::to_string(v.buffer) + " (the package is not this model's)");
+    loop::NodeId node = c.bufferNodes.at(size_t(v.buffer));
+    refIndex.push_back(node < 0 ? -1 : int64_t(ref.outputs.size()));
+    if (node >= 0) {
+      ref.outputs.push_back(node);
+      ref.outputNames.push_back(c.loops.nodes[size_t(node)].name);
+    }
+  }
+  COIL_TRY(std::vector<Tensor> expected, loop::evaluateLoopProgram(ref, inputs));
+
+  std::string first;
+  std::string firstReport;
+  std::vector<std::string> names;
+  for (int64_t i = 0; i < n; ++i) names.push_back(coil_model_launch_name(model, i));
+  for (int64_t id = 0; id < n; ++id) {
+    std::string line;
+    bool launchOk = true;
+    int compared = 0;
+    for (size_t k = 0; k < capture.values.size(); ++k) {
+      const CapturedValue &v = capture.values[k];
+      if (v.launch != id || refIndex[k] < 0) continue;
+      const Tensor &want = expected[size_t(refIndex[k])];
+      ++compared;
+      std::string what = v.name == v.bufferName ? v.name : v.name + " (" + v.bufferName + ")";
+      if (want.shape() != v.value.shape() || want.dtype() != v.value.dtype()) {
+        line += " " + what + ": " + std::string(dtypeName(v.value.dtype())) +
+                shapeStr(v.value.shape()) + ", Loop IR " + std::string(dtypeName(want.dtype())) +
+                shapeStr(want.shape());
+        launchOk = false;
+        continue;
+      }
+      double d = 0;
+      bool ok = withinTolerance(v.value, want, &d);
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.3g", d);
+      line += " " + what + " " + (isFloat(want.dtype()) ? "relative error " : "differing ") + buf;
+      if (!ok) {
+        launchOk = false;
+        if (first.empty()) firstReport += "  " + what + ":\n" + divergence(v.value, want);
+      }
+    }
+    if (!compared) line = " (no output with a Loop IR value)";
+    std::printf("  %s launch %s:%s\n", launchOk ? "ok      " : "DIVERGES",
+                names[size_t(id)].c_str(), line.c_str());
+    if (!launchOk && first.empty()) first = names[size_t(id)];
+  }
+  if (!first.empty())
+    std::printf("first diverging launch: %s\n%s", first.c_str(), firstReport.c_str());
+  else
+    std::printf("every launch matches the Loop IR evaluator\n");
+  return first;
+}
+
+} // namespace
+
 Status cmdVerify(const Args &a) {
   if (a.positional.size() != 1)
     return Error::user("'coil verify' takes one MODEL (see 'coil help')");
@@ -349,7 +598,13 @@ Status cmdVerify(const Args &a) {
   COIL_TRY(std::vector<Tensor> inputs, inputsFor(a, m.graph));
   auto want = interpret(m.graph, inputs);
   if (!want.ok()) return want.error().withDefaultLoc(SourceLoc{path});
-  COIL_TRY(std::string dir, packageFor(a, path));
+  std::string dir;
+  if (a.values.count("--package")) {
+    dir = a.values.at("--package");
+    if (!isPackage(dir)) return Error::user(dir + ": not a coil package (no metadata.json)");
+  } else {
+    COIL_TRY(dir, packageFor(a, path));
+  }
   COIL_TRY(std::unique_ptr<Package> pkg, Package::load(dir));
   COIL_TRY(std::vector<Tensor> got, pkg->run(inputs));
   int bad = 0;
@@ -363,17 +618,28 @@ Status cmdVerify(const Args &a) {
       ++bad;
       continue;
     }
-    double d = difference(got[i], w);
-    double tol = (w.dtype() == DType::F16 || w.dtype() == DType::BF16) ? 1e-2 : 1e-4;
-    bool ok = isFloat(w.dtype()) ? d <= tol : d == 0;
+    double d = 0;
+    bool ok = withinTolerance(got[i], w, &d);
     bad += !ok;
     std::printf("%s %s: %s %.3g\n", ok ? "ok      " : "MISMATCH", name.c_str(),
                 isFloat(w.dtype()) ? "relative error" : "differing elements", d);
   }
+  std::string diverging;
+  bool kernels = a.flags.count("--kernels") != 0;
+  if (bad || kernels) {
+    std::printf("launches against the Loop IR evaluator:\n");
+    COIL_TRY(std::unique_ptr<Compilation> c, compileModel(a, path));
+    COIL_TRY(diverging, localizeDivergence(*c, pkg->handle(), dir, inputs));
+  }
   if (bad)
-    return Error::runtime("verify: " + std::to_string(bad) +
-                          " outputs differ from the interpreter (per-kernel localization comes "
-                          "with the debug printer)");
+    return Error::runtime(
+        "verify: " + std::to_string(bad) + " outputs differ from the interpreter; " +
+        (diverging.empty() ? "every launch matches the Loop IR evaluator, so the Loop IR itself "
+                             "differs from the interpreter (a lowering bug)"
+                           : "the first diverging launch is " + diverging));
+  if (!diverging.empty())
+    return Error::runtime("verify: the outputs match the interpreter, but launch " + diverging +
+                          " diverges from the Loop IR evaluator");
   std::printf("verify: %zu outputs match the interpreter\n", got.size());
   return okStatus();
 }
@@ -410,28 +676,92 @@ Status cmdBench(const Args &a) {
   std::sort(sorted.begin(), sorted.end());
   double median = iters % 2 ? sorted[size_t(iters / 2)]
                             : 0.5 * (sorted[size_t(iters / 2 - 1)] + sorted[size_t(iters / 2)]);
+  // A device package runs from host memory here: every run includes its copies in and out.
+  const char *device = pkg->device() == COIL_DEVICE_CUDA ? "cuda" : "cpu";
   if (a.flags.count("--json")) {
     std::printf("{\"median_ms\": %.6f, \"min_ms\": %.6f, \"max_ms\": %.6f, \"iters\": %d, "
-                "\"warmup\": %d}\n",
-                median, sorted.front(), sorted.back(), iters, warmup);
+                "\"warmup\": %d, \"device\": \"%s\", \"host_copies\": %s}\n",
+                median, sorted.front(), sorted.back(), iters, warmup, device,
+                pkg->device() == COIL_DEVICE_CUDA ? "true" : "false");
   } else {
     std::printf("bench: %d runs after %d warm-up: median %.3f ms, min %.3f ms, max %.3f ms\n",
                 iters, warmup, median, sorted.front(), sorted.back());
+    if (pkg->device() == COIL_DEVICE_CUDA)
+      std::printf("bench: a cuda package timed from host memory (copies in and out included); "
+                  "bench/gpu_bench.py times device memory on a stream with CUDA events\n");
   }
+  return okStatus();
+}
+
+// --- inspect --wrapper [--svg OUT.svg]: the wrapper of a model or a package, or its graph
+// (wrapper.dot, wrapper/GraphExport.h) rendered by Graphviz's `dot`.
+Status renderDot(const std::string &dotText, const std::string &svgPath) {
+  std::string dotExe;
+  if (const char *path = std::getenv("PATH")) {
+    std::stringstream dirs(path);
+    for (std::string d; std::getline(dirs, d, ':');)
+      if (!d.empty() && ::access((d + "/dot").c_str(), X_OK) == 0) {
+        dotExe = d + "/dot";
+        break;
+      }
+  }
+  if (dotExe.empty())
+    return Error::user("--svg needs Graphviz's 'dot' program, which is not on PATH (install "
+                       "the 'graphviz' package; packages hold the graph as src/wrapper.dot)");
+  fs::path tmp = fs::path(svgPath + ".dot.tmp");
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f << dotText;
+    if (!f) return Error::runtime("cannot write '" + tmp.string() + "'");
+  }
+  std::string cmd = "'" + dotExe + "' -Tsvg -o '" + svgPath + "' '" + tmp.string() + "'";
+  if (svgPath.find('\'') != std::string::npos)
+    return Error::user("--svg path must not contain a single quote: '" + svgPath + "'");
+  int rc = std::system(cmd.c_str());
+  std::error_code ec;
+  fs::remove(tmp, ec);
+  if (rc != 0)
+    return Error::runtime("'dot' failed (status " + std::to_string(rc) + ") on the wrapper graph");
+  std::cout << "wrote " << svgPath << "\n";
+  return okStatus();
+}
+
+Status inspectPackageWrapper(const Args &a, const std::string &dir) {
+  for (const char *f : {"--fusion", "--loops", "--memory", "--kernels"})
+    if (a.flags.count(f))
+      return Error::user(std::string("'coil inspect PKG' takes --wrapper [--svg OUT.svg]; ") + f +
+                         " needs a MODEL");
+  auto read = [&](const std::string &rel) -> Expected<std::string> {
+    std::ifstream f(fs::path(dir) / rel, std::ios::binary);
+    if (!f) return Error::user("package '" + dir + "' has no " + rel);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  };
+  if (a.values.count("--svg")) {
+    COIL_TRY(std::string dot, read("src/wrapper.dot"));
+    return renderDot(dot, a.values.at("--svg"));
+  }
+  COIL_TRY(std::string cpp, read("src/wrapper.cpp"));
+  std::cout << cpp;
   return okStatus();
 }
 
 Status cmdInspectCompiled(const Args &a) {
   const std::string &path = a.positional.at(0);
+  if (fs::is_directory(path) && fs::exists(fs::path(path) / "metadata.json"))
+    return inspectPackageWrapper(a, path);
   COIL_TRY(ImportOptions io, importOptions(a));
   COIL_TRY(LoadedModel m, loadModel(path, io));
   Graph g = m.graph;
   COIL_TRY(std::unique_ptr<Compilation> c, compileGraph(std::move(m.graph), compileOptions(a)));
   if (a.flags.count("--loops")) std::cout << loop::printLoopProgram(c->loops);
   if (a.flags.count("--fusion")) std::cout << sched::fusionReport(c->schedule);
-  if (a.flags.count("--kernels"))
-    for (const codegen::CpuKernelSource &k : c->kernels) std::cout << k.info.name << "\n";
-  if (a.flags.count("--wrapper")) std::cout << wrapper::emitCppWrapper(c->wrapper);
+  if (a.flags.count("--kernels")) printLaunches(c->wrapper);
+  if (a.values.count("--svg"))
+    COIL_TRY_STATUS(renderDot(wrapper::emitWrapperDot(c->wrapper), a.values.at("--svg")));
+  else if (a.flags.count("--wrapper"))
+    std::cout << wrapper::emitCppWrapper(c->wrapper);
   if (a.flags.count("--memory")) {
     COIL_TRY(std::vector<Tensor> inputs, inputsFor(a, g));
     SymBindings b = bindingsFor(g, inputs);

@@ -20,7 +20,6 @@
 using namespace coil;
 using namespace coil::cli;
 
-
 namespace {
 
 const char *kUsage = R"(usage: coil <command> [options]
@@ -29,20 +28,27 @@ commands:
   interpret MODEL --inputs IN.npz [--outputs OUT.npz] [--dynamic NAME=MIN:MAX]...
       run MODEL (.onnx or .coil) with the reference interpreter; prints each output's
       dtype, shape and statistics, and the time taken
-  compile MODEL -o PKG [--device cpu] [--dynamic NAME=MIN:MAX]... [--print-after STAGE] [-v]
+  compile MODEL -o PKG [--device cpu|cuda] [--arch sm_80,sm_90a] [--dynamic NAME=MIN:MAX]...
+          [--print-after STAGE] [-v]
       compile MODEL into the package directory PKG (model.so, metadata.json, weights.bin,
-      src/); prints the kernel names; STAGE is lower, schedule or wrapper
-  run PKG|MODEL --inputs IN.npz [--outputs OUT.npz]
+      src/); prints the kernel names; STAGE is lower, schedule or wrapper; cuda packages hold
+      device code for each --arch (default sm_80,sm_90a) in src/kernels.fatbin
+  run PKG|MODEL --inputs IN.npz [--outputs OUT.npz] [--device cpu|cuda]
       run a package (a MODEL is compiled first, through the compile cache)
-  verify MODEL [--inputs IN.npz] [--dynamic NAME=MIN:MAX]...
+  verify MODEL [--inputs IN.npz] [--dynamic NAME=MIN:MAX]... [--kernels] [--package PKG]
       compile and run MODEL and compare every output with the interpreter (random inputs
-      unless --inputs is given)
+      unless --inputs is given); on a mismatch, or always with --kernels, compare every
+      launch's outputs with the Loop IR evaluator and name the first diverging launch;
+      --package runs PKG instead of compiling MODEL
   bench PKG|MODEL --inputs IN.npz [--iters N] [--warmup W] [--json]
       time N runs after W warm-up runs: median, min, max
   inspect MODEL [--graph] [--loops] [--fusion] [--kernels] [--wrapper] [--memory [--inputs IN.npz]]
       print a summary of MODEL; --graph prints it in coil's text format, --loops the Loop IR,
       --fusion the kernels and what each fuses, --kernels the kernel names, --wrapper the C++
       wrapper, --memory the arena plan against its lower bound (at the sizes of IN.npz)
+  inspect MODEL|PKG --wrapper [--svg OUT.svg]
+      the C++ wrapper of a model or a package, or with --svg its graph (buffers, launches, data
+      edges) rendered by Graphviz's dot
   evt EPILOGUE.py --arch sm80|sm90 --shape M,N[,L] [...]   (see 'coil evt --help')
   help
       print this message
@@ -170,8 +176,10 @@ Status run(int argc, char **argv) {
   if (cmd == "evt") return evt::runEvtCommand(argc, argv);
   if (cmd == "inspect") {
     COIL_TRY(Args a,
-             parseArgs(argc, argv, {"--inputs", "--device"},
+             parseArgs(argc, argv, {"--inputs", "--device", "--arch", "--svg"},
                        {"--graph", "--fusion", "--loops", "--wrapper", "--memory", "--kernels"}));
+    if (a.values.count("--svg") && !a.flags.count("--wrapper"))
+      return Error::user("--svg OUT.svg renders the wrapper's graph: use it with --wrapper");
     for (const char *f : {"--fusion", "--loops", "--wrapper", "--memory", "--kernels"})
       if (a.flags.count(f)) {
         if (a.positional.size() != 1)
@@ -181,20 +189,23 @@ Status run(int argc, char **argv) {
     return cmdInspect(a);
   }
   if (cmd == "compile") {
-    COIL_TRY(Args a,
-             parseArgs(argc, argv, {"--output", "--device", "--print-after"}, {"--verbose"}));
+    COIL_TRY(Args a, parseArgs(argc, argv, {"--output", "--device", "--arch", "--print-after"},
+                               {"--verbose"}));
     return cmdCompile(a);
   }
   if (cmd == "run") {
-    COIL_TRY(Args a, parseArgs(argc, argv, {"--inputs", "--outputs", "--device"}, {}));
+    COIL_TRY(Args a, parseArgs(argc, argv, {"--inputs", "--outputs", "--device", "--arch"}, {}));
     return cmdRun(a);
   }
   if (cmd == "verify") {
-    COIL_TRY(Args a, parseArgs(argc, argv, {"--inputs", "--device"}, {}));
+    COIL_TRY(Args a,
+             parseArgs(argc, argv, {"--inputs", "--device", "--arch", "--package"}, {"--kernels"}));
     return cmdVerify(a);
   }
   if (cmd == "bench") {
-    COIL_TRY(Args a, parseArgs(argc, argv, {"--inputs", "--iters", "--warmup"}, {"--json"}));
+    COIL_TRY(Args a,
+             parseArgs(argc, argv, {"--inputs", "--iters", "--warmup", "--device", "--arch"},
+                       {"--json"}));
     return cmdBench(a);
   }
   return Error::user("unknown command '" + cmd + "' (see 'coil help')");

@@ -54,7 +54,9 @@ void expectRejected(const Result &r, const std::string &message = "") {
   EXPECT_FALSE(r.ok);
   EXPECT_NE(r.rc, 0);
   EXPECT_FALSE(r.message.empty());
-  if (!message.empty()) EXPECT_EQ(r.message, message);
+  if (!message.empty()) {
+    EXPECT_EQ(r.message, message);
+  }
   EXPECT_EQ(r.s, std::vector<int64_t>(16, 0));
 }
 

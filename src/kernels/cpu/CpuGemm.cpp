@@ -1,5 +1,6 @@
 // CPU kernels for GEMM, convolution (im2col + GEMM), transposed convolution (GEMM + col2im)
-// and Det, plus the scalar conversions the other kernel files share.
+// and Det, plus the scalar conversions the other kernel files share. f16/bf16 GEMMs and
+// convolutions widen their operands to f32, run the f32 kernels and round each result once.
 #include "kernels/cpu/CpuKernels.h"
 #include "kernels/cpu/CpuKernelsImpl.h"
 
@@ -639,6 +640,162 @@ template <typename T> int32_t det(const T *x, T *y, int64_t batch, int64_t n) {
   return 0;
 }
 
+// --- f16 / bf16: converted to f32, computed by the f32 kernels, rounded once
+
+struct HalfBits {
+  static float load(uint16_t v) { return halfBitsToFloat(v); }
+  static uint16_t store(float v) { return floatToHalfBits(v); }
+};
+struct Bf16Bits {
+  static float load(uint16_t v) { return bf16BitsToFloat(v); }
+  static uint16_t store(float v) { return floatToBf16Bits(v); }
+};
+
+/// The f32 values of `count` 16-bit elements at `p` (throws std::bad_alloc).
+template <typename H> std::vector<float> widen(const void *p, int64_t count) {
+  const auto *s = static_cast<const uint16_t *>(p);
+  std::vector<float> v(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) v[size_t(i)] = H::load(s[i]);
+  return v;
+}
+
+template <typename H> void narrow(const std::vector<float> &v, void *p) {
+  auto *d = static_cast<uint16_t *>(p);
+  for (size_t i = 0; i < v.size(); ++i) d[i] = H::store(v[i]);
+}
+
+/// Elements a batched operand spans: (batch - 1) * stride + size (sizes already validated).
+int64_t span(int64_t batch, int64_t stride, int64_t size) {
+  return batch == 0 || size == 0 ? 0 : (batch - 1) * stride + size;
+}
+
+template <typename H>
+int32_t gemmHalf(const void *a, const void *b, const void *c, void *y, int64_t batch, int64_t m,
+                 int64_t n, int64_t k, int64_t ta, int64_t tb, int64_t sa, int64_t sb, int64_t sc,
+                 double alpha, double beta) {
+  int64_t mn, mk, kn, all, work;
+  if (batch < 0 || m < 0 || n < 0 || k < 0)
+    return fail("gemm: sizes must be >= 0, got batch %lld, m %lld, n %lld, k %lld", ll(batch),
+                ll(m), ll(n), ll(k));
+  if (sa < 0 || sb < 0 || sc < 0)
+    return fail("gemm: batch strides must be >= 0, got %lld, %lld, %lld", ll(sa), ll(sb), ll(sc));
+  int64_t last = batch > 0 ? batch - 1 : 0, tmp;
+  if (!mulSize(m, n, &mn) || !mulSize(m, k, &mk) || !mulSize(k, n, &kn) ||
+      !mulSize(batch, mn, &all) || !mulSizes({mn, k}, &work) || !mulSize(last, sa, &tmp) ||
+      !mulSize(last, sb, &tmp) || !mulSize(last, sc, &tmp))
+    return fail("gemm: sizes batch %lld, m %lld, n %lld, k %lld overflow int64", ll(batch), ll(m),
+                ll(n), ll(k));
+  if (all == 0) return 0;
+  try {
+    std::vector<float> a32 = widen<H>(a, span(batch, sa, mk)),
+                       b32 = widen<H>(b, span(batch, sb, kn));
+    std::vector<float> c32, y32(static_cast<size_t>(all));
+    if (c) c32 = widen<H>(c, span(batch, sc, mn));
+    if (int32_t rc =
+            gemmBatched<float>(a32.data(), b32.data(), c ? c32.data() : nullptr, y32.data(), batch,
+                               m, n, k, ta, tb, sa, sb, sc, alpha, beta))
+      return rc;
+    narrow<H>(y32, y);
+    return 0;
+  } catch (const std::bad_alloc &) { // no memory for the f32 copies: direct loops
+  }
+  const auto *ah = static_cast<const uint16_t *>(a), *bh = static_cast<const uint16_t *>(b);
+  const auto *ch = static_cast<const uint16_t *>(c);
+  auto *yh = static_cast<uint16_t *>(y);
+  for (int64_t bi = 0; bi < batch; ++bi)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        float acc = 0;
+        for (int64_t p = 0; p < k; ++p)
+          acc += H::load(ah[bi * sa + (ta ? p * m + i : i * k + p)]) *
+                 H::load(bh[bi * sb + (tb ? j * k + p : p * n + j)]);
+        float v = float(alpha) * acc;
+        if (c && beta != 0) v += float(beta) * H::load(ch[bi * sc + i * n + j]);
+        yh[(bi * m + i) * n + j] = H::store(v);
+      }
+  return 0;
+}
+
+/// The flat input position that conv output `o` reads through kernel tap `kk`, or -1 (padding).
+int64_t convSource(const ConvGeom &g, int64_t o, int64_t kk) {
+  int64_t oi[3] = {o / (g.out[1] * g.out[2]), (o / g.out[2]) % g.out[1], o % g.out[2]};
+  int64_t ki[3] = {kk / (g.k[1] * g.k[2]), (kk / g.k[2]) % g.k[1], kk % g.k[2]}, pos = 0;
+  for (int d = 0; d < 3; ++d) {
+    int64_t i = oi[d] * g.s[d] - g.p[d] + ki[d] * g.d[d];
+    if (i < 0 || i >= g.in[d]) return -1;
+    pos = pos * g.in[d] + i;
+  }
+  return pos;
+}
+
+/// The flat input position whose transposed-conv contribution through tap `kk` lands on
+/// output `o`, or -1.
+int64_t transposedSource(const ConvGeom &g, int64_t o, int64_t kk) {
+  int64_t oi[3] = {o / (g.out[1] * g.out[2]), (o / g.out[2]) % g.out[1], o % g.out[2]};
+  int64_t ki[3] = {kk / (g.k[1] * g.k[2]), (kk / g.k[2]) % g.k[1], kk % g.k[2]}, pos = 0;
+  for (int d = 0; d < 3; ++d) {
+    int64_t t = oi[d] + g.p[d] - ki[d] * g.d[d];
+    if (t < 0 || t % g.s[d] != 0 || t / g.s[d] >= g.in[d]) return -1;
+    pos = pos * g.in[d] + t / g.s[d];
+  }
+  return pos;
+}
+
+template <typename H> void convHalf(const void *x, const void *w, void *y, const ConvGeom &g) {
+  int64_t xs = g.n * g.c * g.inSize, ws = g.m * g.colRows, ys = g.n * g.m * g.outSize;
+  try {
+    std::vector<float> x32 = widen<H>(x, xs), w32 = widen<H>(w, ws), y32(static_cast<size_t>(ys));
+    conv<float>(x32.data(), y32.data(), w32.data(), g);
+    narrow<H>(y32, y);
+    return;
+  } catch (const std::bad_alloc &) { // no memory for the f32 copies: direct loops
+  }
+  const auto *xh = static_cast<const uint16_t *>(x), *wh = static_cast<const uint16_t *>(w);
+  auto *yh = static_cast<uint16_t *>(y);
+  for (int64_t b = 0; b < g.n; ++b)
+    for (int64_t oc = 0; oc < g.m; ++oc)
+      for (int64_t o = 0; o < g.outSize; ++o) {
+        int64_t gr = oc / g.mg;
+        float acc = 0;
+        for (int64_t ic = 0; ic < g.cg; ++ic)
+          for (int64_t kk = 0; kk < g.kSize; ++kk) {
+            int64_t i = convSource(g, o, kk);
+            if (i >= 0)
+              acc += H::load(xh[(b * g.c + gr * g.cg + ic) * g.inSize + i]) *
+                     H::load(wh[(oc * g.cg + ic) * g.kSize + kk]);
+          }
+        yh[(b * g.m + oc) * g.outSize + o] = H::store(acc);
+      }
+}
+
+template <typename H>
+void convTransposeHalf(const void *x, const void *w, void *y, const ConvGeom &g) {
+  int64_t xs = g.n * g.c * g.inSize, ws = g.c * g.mg * g.kSize, ys = g.n * g.m * g.outSize;
+  try {
+    std::vector<float> x32 = widen<H>(x, xs), w32 = widen<H>(w, ws), y32(static_cast<size_t>(ys));
+    convTranspose<float>(x32.data(), y32.data(), w32.data(), g);
+    narrow<H>(y32, y);
+    return;
+  } catch (const std::bad_alloc &) { // no memory for the f32 copies: direct loops
+  }
+  const auto *xh = static_cast<const uint16_t *>(x), *wh = static_cast<const uint16_t *>(w);
+  auto *yh = static_cast<uint16_t *>(y);
+  for (int64_t b = 0; b < g.n; ++b)
+    for (int64_t oc = 0; oc < g.m; ++oc)
+      for (int64_t o = 0; o < g.outSize; ++o) {
+        int64_t gr = oc / g.mg, mc = oc % g.mg;
+        float acc = 0;
+        for (int64_t kk = 0; kk < g.kSize; ++kk) {
+          int64_t i = transposedSource(g, o, kk);
+          if (i < 0) continue;
+          for (int64_t ic = gr * g.cg; ic < (gr + 1) * g.cg; ++ic)
+            acc += H::load(xh[(b * g.c + ic) * g.inSize + i]) *
+                   H::load(wh[(ic * g.mg + mc) * g.kSize + kk]);
+        }
+        yh[(b * g.m + oc) * g.outSize + o] = H::store(acc);
+      }
+}
+
 } // namespace
 } // namespace coil::cpu
 
@@ -695,5 +852,49 @@ extern "C" {
 COIL_CPU_DEFINE_GEMM(f32, float)
 COIL_CPU_DEFINE_GEMM(f64, double)
 #undef COIL_CPU_DEFINE_GEMM
+
+#define COIL_CPU_DEFINE_GEMM_HALF(S, H)                                                            \
+  int32_t coil_cpu_gemm_##S(const void *a, const void *b, void *y, int64_t batch, int64_t m,       \
+                            int64_t n, int64_t k, int64_t transA, int64_t transB, int64_t strideA, \
+                            int64_t strideB, double alpha) {                                       \
+    return gemmHalf<H>(a, b, nullptr, y, batch, m, n, k, transA, transB, strideA, strideB, 0,      \
+                       alpha, 0.0);                                                                \
+  }                                                                                                \
+  int32_t coil_cpu_gemm_c_##S(const void *a, const void *b, const void *c, void *y, int64_t batch, \
+                              int64_t m, int64_t n, int64_t k, int64_t transA, int64_t transB,     \
+                              int64_t strideA, int64_t strideB, int64_t strideC, double alpha,     \
+                              double beta) {                                                       \
+    return gemmHalf<H>(a, b, c, y, batch, m, n, k, transA, transB, strideA, strideB, strideC,      \
+                       alpha, beta);                                                               \
+  }                                                                                                \
+  int32_t coil_cpu_conv_##S(                                                                       \
+      const void *x, const void *w, void *y, int64_t n, int64_t c, int64_t m, int64_t group,       \
+      int64_t nd, int64_t in0, int64_t in1, int64_t in2, int64_t k0, int64_t k1, int64_t k2,       \
+      int64_t out0, int64_t out1, int64_t out2, int64_t s0, int64_t s1, int64_t s2, int64_t d0,    \
+      int64_t d1, int64_t d2, int64_t p0, int64_t p1, int64_t p2) {                                \
+    const int64_t in[3] = {in0, in1, in2}, k[3] = {k0, k1, k2}, out[3] = {out0, out1, out2};       \
+    const int64_t s[3] = {s0, s1, s2}, d[3] = {d0, d1, d2}, p[3] = {p0, p1, p2};                   \
+    ConvGeom g;                                                                                    \
+    if (int32_t rc = makeGeom("conv", g, n, c, m, group, nd, in, k, out, s, d, p)) return rc;      \
+    convHalf<H>(x, w, y, g);                                                                       \
+    return 0;                                                                                      \
+  }                                                                                                \
+  int32_t coil_cpu_conv_transpose_##S(                                                             \
+      const void *x, const void *w, void *y, int64_t n, int64_t c, int64_t m, int64_t group,       \
+      int64_t nd, int64_t in0, int64_t in1, int64_t in2, int64_t k0, int64_t k1, int64_t k2,       \
+      int64_t out0, int64_t out1, int64_t out2, int64_t s0, int64_t s1, int64_t s2, int64_t d0,    \
+      int64_t d1, int64_t d2, int64_t p0, int64_t p1, int64_t p2) {                                \
+    const int64_t in[3] = {in0, in1, in2}, k[3] = {k0, k1, k2}, out[3] = {out0, out1, out2};       \
+    const int64_t s[3] = {s0, s1, s2}, d[3] = {d0, d1, d2}, p[3] = {p0, p1, p2};                   \
+    ConvGeom g;                                                                                    \
+    if (int32_t rc = makeGeom("conv transpose", g, n, c, m, group, nd, in, k, out, s, d, p))       \
+      return rc;                                                                                   \
+    convTransposeHalf<H>(x, w, y, g);                                                              \
+    return 0;                                                                                      \
+  }
+
+COIL_CPU_DEFINE_GEMM_HALF(f16, HalfBits)
+COIL_CPU_DEFINE_GEMM_HALF(bf16, Bf16Bits)
+#undef COIL_CPU_DEFINE_GEMM_HALF
 
 } // extern "C"

@@ -69,6 +69,22 @@ int32_t coil_cpu_gemm_c_f64(const void *a, const void *b, const void *c, void *y
                             int64_t m, int64_t n, int64_t k, int64_t transA, int64_t transB,
                             int64_t strideA, int64_t strideB, int64_t strideC, double alpha,
                             double beta);
+/// f16 / bf16 GEMMs: the operands are widened to f32, multiplied as coil_cpu_gemm_f32 (f32
+/// accumulation) and each result rounded once. Same argument rules.
+int32_t coil_cpu_gemm_f16(const void *a, const void *b, void *y, int64_t batch, int64_t m,
+                          int64_t n, int64_t k, int64_t transA, int64_t transB, int64_t strideA,
+                          int64_t strideB, double alpha);
+int32_t coil_cpu_gemm_bf16(const void *a, const void *b, void *y, int64_t batch, int64_t m,
+                           int64_t n, int64_t k, int64_t transA, int64_t transB, int64_t strideA,
+                           int64_t strideB, double alpha);
+int32_t coil_cpu_gemm_c_f16(const void *a, const void *b, const void *c, void *y, int64_t batch,
+                            int64_t m, int64_t n, int64_t k, int64_t transA, int64_t transB,
+                            int64_t strideA, int64_t strideB, int64_t strideC, double alpha,
+                            double beta);
+int32_t coil_cpu_gemm_c_bf16(const void *a, const void *b, const void *c, void *y, int64_t batch,
+                             int64_t m, int64_t n, int64_t k, int64_t transA, int64_t transB,
+                             int64_t strideA, int64_t strideB, int64_t strideC, double alpha,
+                             double beta);
 
 // --- Convolution -----------------------------------------------------------------------------
 
@@ -106,6 +122,23 @@ int32_t coil_cpu_conv_transpose_f64(const void *x, const void *w, void *y, int64
                                     int64_t out1, int64_t out2, int64_t s0, int64_t s1, int64_t s2,
                                     int64_t d0, int64_t d1, int64_t d2, int64_t p0, int64_t p1,
                                     int64_t p2);
+
+/// f16 / bf16 convolutions and transposed convolutions: widened to f32, computed as the f32
+/// functions, each result rounded once. Same argument rules.
+#define COIL_CPU_DECLARE_CONV_HALF(S)                                                              \
+  int32_t coil_cpu_conv_##S(                                                                       \
+      const void *x, const void *w, void *y, int64_t n, int64_t c, int64_t m, int64_t group,       \
+      int64_t nd, int64_t in0, int64_t in1, int64_t in2, int64_t k0, int64_t k1, int64_t k2,       \
+      int64_t out0, int64_t out1, int64_t out2, int64_t s0, int64_t s1, int64_t s2, int64_t d0,    \
+      int64_t d1, int64_t d2, int64_t p0, int64_t p1, int64_t p2);                                 \
+  int32_t coil_cpu_conv_transpose_##S(                                                             \
+      const void *x, const void *w, void *y, int64_t n, int64_t c, int64_t m, int64_t group,       \
+      int64_t nd, int64_t in0, int64_t in1, int64_t in2, int64_t k0, int64_t k1, int64_t k2,       \
+      int64_t out0, int64_t out1, int64_t out2, int64_t s0, int64_t s1, int64_t s2, int64_t d0,    \
+      int64_t d1, int64_t d2, int64_t p0, int64_t p1, int64_t p2);
+COIL_CPU_DECLARE_CONV_HALF(f16)
+COIL_CPU_DECLARE_CONV_HALF(bf16)
+#undef COIL_CPU_DECLARE_CONV_HALF
 
 // --- Det -------------------------------------------------------------------------------------
 

@@ -14,7 +14,14 @@ namespace coil::kernels {
 
 /// CPU extern names that have a CUDA twin.
 inline constexpr std::string_view kCudaExterns[] = {
-    "coil_cpu_gemm_f32",
+    "coil_cpu_gemm_f64",           "coil_cpu_gemm_f32",
+    "coil_cpu_gemm_f16",           "coil_cpu_gemm_bf16",
+    "coil_cpu_gemm_c_f64",         "coil_cpu_gemm_c_f32",
+    "coil_cpu_gemm_c_f16",         "coil_cpu_gemm_c_bf16",
+    "coil_cpu_conv_f64",           "coil_cpu_conv_f32",
+    "coil_cpu_conv_f16",           "coil_cpu_conv_bf16",
+    "coil_cpu_conv_transpose_f64", "coil_cpu_conv_transpose_f32",
+    "coil_cpu_conv_transpose_f16", "coil_cpu_conv_transpose_bf16",
 };
 
 inline bool hasCudaExtern(std::string_view cpuName) {

@@ -2,8 +2,9 @@
 // Einsum and Det; the convolutions, Attention and the data-dependent ops are in the other
 // Linalg*.cpp files of this folder, registered here too.
 //
-// f32 and f64 matrix products call the batched GEMM extern (kernels/cpu) on contiguous
-// operands, with plain transposes folded into its transA/transB flags; other dtypes lower to a
+// Floating matrix products call the batched GEMM extern (kernels/cpu; f16/bf16 accumulate in
+// f32 and round once) on contiguous operands, with plain transposes folded into its
+// transA/transB flags; other dtypes lower to a
 // Reduction over K that accumulates as the interpreter does (f64 for floats, wrapping i64 for
 // integers).
 #include "ir/Infer.h"
@@ -210,8 +211,13 @@ Expected<MatMulShapes> matmulShapes(LowerContext &ctx, size_t ai, size_t bi) {
   return s;
 }
 
+/// Types with a GEMM extern (f16/bf16 accumulate in f32 and round once).
 bool isGemmType(DType t) {
-  return t == DType::F32 || t == DType::F64;
+  return t == DType::F32 || t == DType::F64 || t == DType::F16 || t == DType::BF16;
+}
+
+bool isHalfType(DType t) {
+  return t == DType::F16 || t == DType::BF16;
 }
 
 Status lowerMatMul(LowerContext &ctx) {
@@ -284,11 +290,13 @@ Status lowerGemm(LowerContext &ctx) {
   if (isGemmType(dt)) {
     y = gemmExtern(ctx, a, b, {}, m, n, k, alpha);
     if (c) {
+      // f16/bf16 add C in f32.
       TensorRef acc = y;
+      DType ct = isHalfType(dt) ? DType::F32 : dt;
       y = ctx.pointwise(dt, shape, [&](BodyBuilder &bb, const std::vector<SymInt> &i) {
-        Val cv = bb.loadBroadcast(*c, i);
-        if (beta != 1.0) cv = bb.op(ScalarOp::Mul, bb.constant(dt, beta), cv);
-        return bb.op(ScalarOp::Add, bb.load(acc, i), cv);
+        Val cv = bb.cast(bb.loadBroadcast(*c, i), ct);
+        if (beta != 1.0) cv = bb.op(ScalarOp::Mul, bb.constant(ct, beta), cv);
+        return bb.cast(bb.op(ScalarOp::Add, bb.cast(bb.load(acc, i), ct), cv), dt);
       });
     }
   } else {
@@ -515,7 +523,7 @@ Status lowerDet(LowerContext &ctx) {
   DType dt = ctx.outputType(0).dtype;
   if (!isFloat(dt)) return ctx.error("det needs a floating-point input");
   // f16/bf16 go through the f64 kernel: the interpreter computes in double and rounds once.
-  DType kt = isGemmType(dt) ? dt : DType::F64;
+  DType kt = dt == DType::F32 || dt == DType::F64 ? dt : DType::F64;
   if (kt != dt)
     x = ctx.pointwise(kt, x.shape, [&](BodyBuilder &b, const std::vector<SymInt> &i) {
       return b.cast(b.load(x, i), kt);

@@ -1,11 +1,13 @@
 // Lowering of the convolutions: Conv, ConvTranspose, ConvInteger, QLinearConv.
 //
-// f32/f64 Conv and ConvTranspose with 1 to 3 spatial dims call the CPU extern (im2col + GEMM,
-// GEMM + col2im), with the bias added by a Pointwise epilogue. Every other case of Conv and the
-// quantized convolutions lower to one Reduction over (input channel of the group, kernel
-// position) that reads the input through clamped indices and zeroes the products that fall
-// into the padding, accumulating as the interpreter does (f64 for floats, i64 for integers,
-// zero points subtracted before the padding test so that padding contributes zero).
+// Floating Conv and ConvTranspose with 1 to 3 spatial dims call the CPU extern (im2col + GEMM,
+// GEMM + col2im; f16/bf16 Conv accumulates in f32, f16/bf16 ConvTranspose goes through the f64
+// kernel), with the bias added by a Pointwise epilogue; depthwise Conv sums its taps in a
+// Pointwise node (in f32 for f16/bf16). Every other case of Conv and the quantized convolutions
+// lower to one Reduction over (input channel of the group, kernel position) that reads the input
+// through clamped indices and zeroes the products that fall into the padding, accumulating as
+// the interpreter does (f64 for floats, i64 for integers, zero points subtracted before the
+// padding test so that padding contributes zero).
 #include "ir/Infer.h"
 #include "lower/ops/LinalgLower.h"
 
@@ -23,7 +25,12 @@ struct ConvPlan {
 };
 
 bool isExternType(DType t) {
-  return t == DType::F32 || t == DType::F64;
+  return t == DType::F32 || t == DType::F64 || t == DType::F16 || t == DType::BF16;
+}
+
+/// The type the extern and the depthwise taps accumulate in: f32 for f16/bf16.
+DType computeTypeOf(DType t) {
+  return t == DType::F16 || t == DType::BF16 ? DType::F32 : t;
 }
 
 /// Reads group/strides/dilations/pads/auto_pad of a Conv-like node with input x [N, C, ...]
@@ -152,8 +159,9 @@ TensorRef convReduction(LowerContext &ctx, const ConvPlan &p, const TensorRef &x
 }
 
 /// A depthwise convolution (one input channel per group) with a small constant window, as a
-/// Pointwise node that sums the taps in the reduction's order: its innermost loop runs along the
-/// output row, so it vectorizes, where a Reduction would loop over a 3-tap inner dim.
+/// Pointwise node of type t that sums the taps in the reduction's order, in t: its innermost
+/// loop runs along the output row, so it vectorizes, where a Reduction would loop over a 3-tap
+/// inner dim. x and w are loaded as their own type and cast to t.
 std::optional<TensorRef> depthwiseTaps(LowerContext &ctx, const ConvPlan &p, const TensorRef &x,
                                        const TensorRef &w, DType t) {
   std::vector<int64_t> ks;
@@ -193,8 +201,8 @@ std::optional<TensorRef> depthwiseTaps(LowerContext &ctx, const ConvPlan &p, con
                       b.op(ScalarOp::Lt, pv, b.index(p.in[i])));
         inside = inside == kNoVal ? ok : b.op(ScalarOp::And, inside, ok);
       }
-      Val xv = b.load(x, xi);
-      Val wv = b.load(w, wi);
+      Val xv = b.cast(b.load(x, xi), t);
+      Val wv = b.cast(b.load(w, wi), t);
       Val prod = b.op(ScalarOp::Mul, xv, wv);
       if (inside != kNoVal) prod = b.op(ScalarOp::Select, inside, prod, b.constant(t, 0));
       acc = b.op(ScalarOp::Add, acc, prod);
@@ -224,16 +232,23 @@ Status lowerConv(LowerContext &ctx) {
   if (ctx.hasInput(2)) bias = ctx.input(2);
   TensorRef y;
   bool depthwise = p.group > 1 && p.cg == SymInt(1);
+  DType ct = computeTypeOf(dt);
   // Up to 3 spatial dims, depthwise convolutions go to the extern too (its direct loops read a
   // realized input once per tap, where a generated kernel would recompute the fused producer).
   if (isExternType(dt) && depthwise && p.nd > 3) {
     // One input channel per group: im2col + GEMM would make a GEMM of one row per group. A
-    // direct reduction over the kernel window, accumulated in the element type, is much faster.
-    if (auto taps = depthwiseTaps(ctx, p, x, w, dt))
+    // direct reduction over the kernel window, accumulated in the compute type (the element
+    // type, f32 for f16/bf16), is much faster. The bias is added before rounding to dt.
+    if (auto taps = depthwiseTaps(ctx, p, x, w, ct))
       y = *taps;
     else
-      y = convReduction(ctx, p, x, w, dt, dt, castElem(dt), castElem(dt));
-    if (bias) y = addChannelBias(ctx, y, *bias, dt, dt);
+      y = convReduction(ctx, p, x, w, ct, ct, castElem(ct), castElem(ct));
+    if (bias)
+      y = addChannelBias(ctx, y, *bias, ct, dt);
+    else if (ct != dt)
+      y = ctx.pointwise(dt, y.shape, [&](BodyBuilder &b, const std::vector<SymInt> &i) {
+        return b.cast(b.load(y, i), dt);
+      });
   } else if (isExternType(dt) && p.nd <= 3) {
     x = ctx.realize(x);
     w = ctx.realize(w);
@@ -242,7 +257,7 @@ Status lowerConv(LowerContext &ctx) {
     args.insert(args.end(), g.begin(), g.end());
     y = ctx.externCall("coil_cpu_conv_" + suffix(dt), std::move(args),
                        {{dt, ctx.outputType(0).shape}})[0];
-    if (bias) y = addChannelBias(ctx, y, *bias, dt, dt);
+    if (bias) y = addChannelBias(ctx, y, *bias, ct, dt);
   } else {
     if (!isFloat(dt)) return ctx.error("conv needs a floating-point input");
     // The interpreter accumulates in double and adds the bias before rounding once.
@@ -302,8 +317,9 @@ Status lowerConvTranspose(LowerContext &ctx) {
     return ctx.error("ConvTranspose is compiled for floating-point inputs with 1 to 3 spatial "
                      "dims only, got " +
                      std::string(dtypeName(dt)) + " with " + std::to_string(nd));
-  // f16/bf16 go through the f64 kernel: the interpreter computes in double and rounds once.
-  DType kt = isExternType(dt) ? dt : DType::F64;
+  // f16/bf16 go through the f64 kernel: the interpreter computes in double and rounds once
+  // (the bias included), which the f16/bf16 kernels followed by a bias epilogue would not.
+  DType kt = dt == DType::F32 || dt == DType::F64 ? dt : DType::F64;
   const Attrs &at = ctx.gnode().attrs;
   int64_t group = at.getInt("group", 1);
   if (group < 1) return ctx.error("group must be positive, got " + std::to_string(group));

@@ -1,0 +1,263 @@
+// coil._coil: the native half of the Python module `coil` (python/coil/__init__.py is the
+// public face). A thin layer over the runtime's C ABI (include/coil/coil.h): loading a package,
+// its signature, and runs on host arrays (coil_model_run) or device DLPack tensors
+// (coil_model_run_device). Arrays cross as nanobind ndarrays (numpy, or any DLPack producer);
+// outputs are handed to Python without a copy, owned by a capsule that releases them through
+// coil_output_release. Errors raise coil.Error with the runtime's message.
+#include <coil/coil.h>
+#include <dlfcn.h>
+#include <memory>
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace nb = nanobind;
+
+namespace {
+
+struct CoilError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+[[noreturn]] void raise(const std::string &what) {
+  throw CoilError(what);
+}
+
+void check(coil_status s) {
+  if (s != COIL_OK) raise(coil_last_error());
+}
+
+/// Owns a loaded package; shared with the outputs it produced (they may need the runtime's
+/// device context to be released).
+struct ModelHandle {
+  coil_model *m = nullptr;
+  ~ModelHandle() {
+    if (m) coil_model_free(m);
+  }
+};
+
+std::optional<coil_dtype> coilDtype(nb::dlpack::dtype t) {
+  using C = nb::dlpack::dtype_code;
+  if (t.lanes != 1) return std::nullopt;
+  switch (C(t.code)) {
+  case C::Float:
+    if (t.bits == 64) return COIL_DTYPE_F64;
+    if (t.bits == 32) return COIL_DTYPE_F32;
+    if (t.bits == 16) return COIL_DTYPE_F16;
+    break;
+  case C::Bfloat:
+    if (t.bits == 16) return COIL_DTYPE_BF16;
+    break;
+  case C::Int:
+    if (t.bits == 64) return COIL_DTYPE_I64;
+    if (t.bits == 32) return COIL_DTYPE_I32;
+    if (t.bits == 16) return COIL_DTYPE_I16;
+    if (t.bits == 8) return COIL_DTYPE_I8;
+    break;
+  case C::UInt:
+    if (t.bits == 64) return COIL_DTYPE_U64;
+    if (t.bits == 32) return COIL_DTYPE_U32;
+    if (t.bits == 16) return COIL_DTYPE_U16;
+    if (t.bits == 8) return COIL_DTYPE_U8;
+    break;
+  case C::Bool:
+    if (t.bits == 8) return COIL_DTYPE_BOOL;
+    break;
+  default:
+    break;
+  }
+  return std::nullopt;
+}
+
+/// The DLPack type of an output: bf16 is bfloat16 on devices (torch and others take it) and its
+/// uint16 bits on the host (numpy has no bfloat16; coil/__init__.py views them).
+nb::dlpack::dtype dlpackDtype(coil_dtype d, bool device) {
+  using C = nb::dlpack::dtype_code;
+  auto mk = [](C c, int bits) {
+    nb::dlpack::dtype t;
+    t.code = uint8_t(c);
+    t.bits = uint8_t(bits);
+    t.lanes = 1;
+    return t;
+  };
+  switch (d) {
+  case COIL_DTYPE_F64:
+    return mk(C::Float, 64);
+  case COIL_DTYPE_F32:
+    return mk(C::Float, 32);
+  case COIL_DTYPE_F16:
+    return mk(C::Float, 16);
+  case COIL_DTYPE_BF16:
+    return device ? mk(C::Bfloat, 16) : mk(C::UInt, 16);
+  case COIL_DTYPE_I64:
+    return mk(C::Int, 64);
+  case COIL_DTYPE_I32:
+    return mk(C::Int, 32);
+  case COIL_DTYPE_I16:
+    return mk(C::Int, 16);
+  case COIL_DTYPE_I8:
+    return mk(C::Int, 8);
+  case COIL_DTYPE_U64:
+    return mk(C::UInt, 64);
+  case COIL_DTYPE_U32:
+    return mk(C::UInt, 32);
+  case COIL_DTYPE_U16:
+    return mk(C::UInt, 16);
+  case COIL_DTYPE_U8:
+    return mk(C::UInt, 8);
+  case COIL_DTYPE_BOOL:
+    return mk(C::Bool, 8);
+  }
+  raise("unknown coil dtype " + std::to_string(int(d)));
+}
+
+std::string dtypeText(nb::dlpack::dtype t) {
+  static const char *codes[] = {"int", "uint", "float", "opaque", "bfloat", "complex", "bool"};
+  std::string c = t.code < 7 ? codes[t.code] : "code" + std::to_string(t.code);
+  return c + std::to_string(t.bits) + (t.lanes != 1 ? "x" + std::to_string(t.lanes) : "");
+}
+
+using Array = nb::ndarray<nb::ro, nb::c_contig>;
+
+class Model {
+public:
+  explicit Model(const std::string &path) : h_(std::make_shared<ModelHandle>()) {
+    check(coil_model_load(path.c_str(), &h_->m));
+  }
+
+  /// (name, dtype name, dims as text) of each input (outputs: `input` false).
+  std::vector<std::tuple<std::string, std::string, std::vector<std::string>>>
+  signature(bool input) const {
+    std::vector<std::tuple<std::string, std::string, std::vector<std::string>>> out;
+    int64_t n = input ? coil_model_num_inputs(h_->m) : coil_model_num_outputs(h_->m);
+    for (int64_t i = 0; i < n; ++i) {
+      coil_tensor_info info;
+      check(input ? coil_model_input_info(h_->m, i, &info)
+                  : coil_model_output_info(h_->m, i, &info));
+      std::vector<std::string> dims(info.dims, info.dims + info.rank);
+      out.emplace_back(info.name, coil_dtype_name(info.dtype), std::move(dims));
+    }
+    return out;
+  }
+
+  std::vector<std::tuple<std::string, int64_t, int64_t>> symbols() const {
+    std::vector<std::tuple<std::string, int64_t, int64_t>> out;
+    for (int64_t i = 0; i < coil_model_num_symbols(h_->m); ++i) {
+      const char *name = nullptr;
+      int64_t lo = 0, hi = 0;
+      check(coil_model_symbol_info(h_->m, i, &name, &lo, &hi));
+      out.emplace_back(name, lo, hi);
+    }
+    return out;
+  }
+
+  std::string device() const {
+    return coil_model_device(h_->m) == COIL_DEVICE_CUDA ? "cuda" : "cpu";
+  }
+
+  /// Runs on host arrays (`device` false) or on device tensors of the package's device, the
+  /// work enqueued on `stream` (0: the runtime's own stream). Returns the outputs.
+  std::vector<nb::object> run(const std::vector<Array> &arrays, bool device, uintptr_t stream) {
+    int64_t nIn = coil_model_num_inputs(h_->m), nOut = coil_model_num_outputs(h_->m);
+    if (int64_t(arrays.size()) != nIn)
+      raise("the model takes " + std::to_string(nIn) + " inputs, got " +
+            std::to_string(arrays.size()));
+    std::vector<coil_tensor> ins(arrays.size());
+    std::vector<std::vector<int64_t>> shapes(arrays.size());
+    for (size_t i = 0; i < arrays.size(); ++i) {
+      const Array &a = arrays[i];
+      coil_tensor_info info;
+      check(coil_model_input_info(h_->m, int64_t(i), &info));
+      int wantDevice = device ? nb::device::cuda::value : nb::device::cpu::value;
+      if (a.device_type() != wantDevice)
+        raise("input " + std::to_string(i) + " '" + info.name + "' is on DLPack device type " +
+              std::to_string(a.device_type()) + ", expected " +
+              (device ? "a CUDA tensor" : "host memory"));
+      std::optional<coil_dtype> dt = coilDtype(a.dtype());
+      // bf16 travels as its uint16 bits (numpy has no bfloat16)
+      if (dt == COIL_DTYPE_U16 && info.dtype == COIL_DTYPE_BF16) dt = COIL_DTYPE_BF16;
+      if (!dt)
+        raise("input " + std::to_string(i) + " '" + info.name + "' has element type " +
+              dtypeText(a.dtype()) + ", which coil does not support");
+      for (size_t d = 0; d < a.ndim(); ++d) shapes[i].push_back(int64_t(a.shape(d)));
+      ins[i].data = a.data();
+      ins[i].dtype = *dt;
+      ins[i].rank = int64_t(a.ndim());
+      ins[i].shape = shapes[i].data();
+    }
+    std::vector<coil_output> outs(static_cast<size_t>(nOut), coil_output{});
+    coil_status s;
+    {
+      nb::gil_scoped_release unlocked;
+      s = device ? coil_model_run_device(h_->m, ins.data(), nIn, outs.data(), nOut,
+                                         reinterpret_cast<void *>(stream))
+                 : coil_model_run(h_->m, ins.data(), nIn, outs.data(), nOut);
+    }
+    if (s != COIL_OK) {
+      std::string msg = coil_last_error();
+      for (coil_output &o : outs) coil_output_release(&o);
+      raise(msg);
+    }
+    std::vector<nb::object> result;
+    int devId = arrays.empty() ? 0 : arrays[0].device_id();
+    for (size_t i = 0; i < outs.size(); ++i) result.push_back(wrapOutput(outs[i], device, devId));
+    // Outputs not yet handed over (an exception above) are released by their capsules.
+    return result;
+  }
+
+private:
+  struct OwnedOutput {
+    coil_output out;
+    std::shared_ptr<ModelHandle> model; // keeps the runtime (and its device) alive
+  };
+
+  nb::object wrapOutput(const coil_output &o, bool device, int devId) {
+    auto *owned = new OwnedOutput{o, h_};
+    nb::capsule owner(owned, [](void *p) noexcept {
+      auto *w = static_cast<OwnedOutput *>(p);
+      coil_output_release(&w->out);
+      delete w;
+    });
+    std::vector<size_t> shape(size_t(o.rank));
+    for (int64_t d = 0; d < o.rank; ++d) shape[size_t(d)] = size_t(o.shape[d]);
+    if (!device) {
+      nb::ndarray<nb::numpy> arr(o.data, shape.size(), shape.data(), owner, nullptr,
+                                 dlpackDtype(o.dtype, false), nb::device::cpu::value);
+      return arr.cast();
+    }
+    nb::ndarray<> arr(o.data, shape.size(), shape.data(), owner, nullptr,
+                      dlpackDtype(o.dtype, true), nb::device::cuda::value, devId);
+    return arr.cast(); // an object with __dlpack__ / __dlpack_device__
+  }
+
+  std::shared_ptr<ModelHandle> h_;
+};
+
+/// The file of the loaded libcoil_runtime (coil.pywrapper loads it RTLD_GLOBAL for ctypes).
+std::string runtimePath() {
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void *>(&coil_model_load), &info) && info.dli_fname)
+    return info.dli_fname;
+  raise("cannot find the file of libcoil_runtime");
+}
+
+} // namespace
+
+NB_MODULE(_coil, m) {
+  m.doc() = "coil's native module: the runtime's C ABI (include/coil/coil.h) for Python";
+  static nb::exception<CoilError> error(m, "Error", PyExc_RuntimeError);
+  nb::class_<Model>(m, "NativeModel")
+      .def(nb::init<const std::string &>(), nb::arg("path"))
+      .def("signature", &Model::signature, nb::arg("input"))
+      .def("symbols", &Model::symbols)
+      .def_prop_ro("device", &Model::device)
+      .def("run", &Model::run, nb::arg("arrays"), nb::arg("device") = false, nb::arg("stream") = 0);
+  m.def("runtime_path", &runtimePath);
+  m.def("model_abi_version", &coil_runtime_model_abi_version);
+}

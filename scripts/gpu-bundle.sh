@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Assembles build-gpu/: what the GPU machine needs to run scripts/gpu-check without building
+# coil there (it lacks libzip and the OpenMP OpenBLAS): stripped binaries, the libraries coil
+# builds, coil's headers (generated code includes them), and libzip. Carry build-gpu and run
+#   BUILD=build-gpu LD_LIBRARY_PATH=build-gpu/lib scripts/gpu-check
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+OUT=${OUT_DIR:-build-gpu}
+rm -rf "$OUT"
+mkdir -p "$OUT/bin" "$OUT/lib"
+for b in coil coil_gpu_tests coil_unittests; do
+  [ -x "$BUILD/bin/$b" ] && strip -o "$OUT/bin/$b" "$BUILD/bin/$b"
+done
+for l in "$BUILD"/lib/*.so; do strip -o "$OUT/lib/$(basename "$l")" "$l"; done
+cp -r include "$OUT/include"
+cp -L "$(ldd "$BUILD/bin/coil" | awk '/libzip.so/ {print $3}')" "$OUT/lib/"
+du -sh "$OUT"

@@ -1,0 +1,524 @@
+#include "codegen/KernelEmitter.h"
+
+#include "ir/DType.h"
+#include "support/Check.h"
+
+#include <algorithm>
+
+namespace coil::codegen {
+
+using loop::Body;
+using loop::NodeId;
+using loop::ReduceKind;
+using loop::ScalarOp;
+using loop::Stmt;
+using loop::Val;
+
+const char *cStorageType(DType t) {
+  switch (t) {
+#define COIL_DTYPE_CTYPE(E, N, T, S)                                                               \
+  case DType::E:                                                                                   \
+    return #T;
+    COIL_FOR_EACH_DTYPE(COIL_DTYPE_CTYPE)
+#undef COIL_DTYPE_CTYPE
+  }
+  COIL_UNREACHABLE("unknown dtype");
+  return "";
+}
+
+std::string computeType(DType t) {
+  switch (t) {
+  case DType::F16:
+  case DType::BF16:
+    return "float";
+  case DType::Bool:
+    return "bool";
+  default:
+    return cStorageType(t);
+  }
+}
+
+std::string constantLiteral(const Stmt &s) {
+  DType t = s.dtype;
+  if (t == DType::Bool) return (s.isInt ? s.intNumber != 0 : s.number != 0) ? "true" : "false";
+  if (isFloat(t)) {
+    double v = s.isInt ? double(s.intNumber) : s.number;
+    switch (t) {
+    case DType::F64:
+      return doubleLiteral(v);
+    case DType::F32: {
+      float f = 0;
+      storeFromDouble(DType::F32, &f, 0, v);
+      return floatLiteral(f);
+    }
+    case DType::F16: {
+      uint16_t h = 0;
+      storeFromDouble(DType::F16, &h, 0, v);
+      return floatLiteral(halfToFloat(h));
+    }
+    default: {
+      uint16_t h = 0;
+      storeFromDouble(DType::BF16, &h, 0, v);
+      return floatLiteral(bf16ToFloat(h));
+    }
+    }
+  }
+  // Integers: the value wrapped to the dtype, as storeFromInt does.
+  int64_t i = 0;
+  if (s.isInt) {
+    i = s.intNumber;
+  } else {
+    int64_t tmp = 0;
+    storeFromDouble(DType::I64, &tmp, 0, s.number);
+    i = tmp;
+  }
+  uint64_t bits = 0;
+  storeFromInt(t, &bits, 0, i);
+  int64_t v = loadAsInt(t, &bits, 0);
+  if (t == DType::U64) return std::to_string(uint64_t(v)) + "ULL";
+  std::string lit = int64Literal(v);
+  return t == DType::I64 ? lit : computeType(t) + "(" + lit + ")";
+}
+
+bool mentions(const SymInt &e, const std::string &var) {
+  std::set<std::string> syms;
+  e.collectSymbols(syms);
+  return syms.count(var) != 0;
+}
+std::optional<Affine> affineIn(const SymInt &e, const std::string &var) {
+  if (!mentions(e, var)) return Affine{e, SymInt(0)};
+  switch (e.kind()) {
+  case SymInt::Kind::Symbol:
+    return Affine{SymInt(0), SymInt(1)};
+  case SymInt::Kind::Add: {
+    Affine r{SymInt(0), SymInt(0)};
+    for (const SymInt &t : e.operands()) {
+      auto a = affineIn(t, var);
+      if (!a) return std::nullopt;
+      r.rest += a->rest;
+      r.coef += a->coef;
+    }
+    return r;
+  }
+  case SymInt::Kind::Mul: {
+    SymInt others(1);
+    std::optional<Affine> inner;
+    for (const SymInt &t : e.operands()) {
+      if (!mentions(t, var)) {
+        others *= t;
+        continue;
+      }
+      if (inner) return std::nullopt; // var * var
+      inner = affineIn(t, var);
+      if (!inner) return std::nullopt;
+    }
+    return Affine{others * inner->rest, others * inner->coef};
+  }
+  default:
+    return std::nullopt;
+  }
+}
+
+SymInt linearIndex(const std::vector<SymInt> &shape, const std::vector<SymInt> &index) {
+  SymInt lin(0), stride(1);
+  for (size_t d = shape.size(); d-- > 0;) {
+    lin = lin + index[d] * stride;
+    stride = stride * shape[d];
+  }
+  return lin;
+}
+
+Status KernelEmitterBase::validateBody(const Body &b, size_t phase,
+                                       const std::vector<std::string> &vars) {
+  (void)vars;
+  for (size_t i = 0; i < b.stmts.size(); ++i) {
+    const Stmt &s = b.stmts[i];
+    for (Val a : s.args)
+      if (a < 0 || size_t(a) >= i)
+        return Error::internal(kernelError(k_, "phase " + std::to_string(phase) + " statement " +
+                                                   std::to_string(i) +
+                                                   " uses a value not defined before it"));
+    auto arity = [&](size_t n) -> Status {
+      if (s.args.size() != n)
+        return Error::internal(kernelError(k_, "phase " + std::to_string(phase) + " statement " +
+                                                   std::to_string(i) + " needs " +
+                                                   std::to_string(n) + " operands"));
+      return okStatus();
+    };
+    switch (s.kind) {
+    case Stmt::Kind::Load: {
+      if (s.node < 0 || size_t(s.node) >= p_.nodes.size() || !readSet_.count(s.node))
+        return Error::internal(kernelError(k_, "phase " + std::to_string(phase) + " loads node " +
+                                                   std::to_string(s.node) +
+                                                   " that is not in the kernel's reads"));
+      const loop::Node &n = p_.nodes[size_t(s.node)];
+      if (s.index.size() != n.shape.size())
+        return Error::internal(
+            kernelError(k_, "load of '" + n.name + "' has " + std::to_string(s.index.size()) +
+                                " indices for rank " + std::to_string(n.shape.size())));
+      if (n.dtype != s.dtype)
+        return Error::internal(kernelError(k_, "load of '" + n.name + "' (" +
+                                                   std::string(dtypeName(n.dtype)) + ") typed as " +
+                                                   std::string(dtypeName(s.dtype))));
+      for (const SymInt &e : s.index) collectSymbols(e);
+      break;
+    }
+    case Stmt::Kind::Index:
+      collectSymbols(s.expr);
+      break;
+    case Stmt::Kind::Op:
+      COIL_TRY_STATUS(arity(size_t(loop::scalarOpArity(s.op))));
+      break;
+    case Stmt::Kind::Cast:
+    case Stmt::Kind::BitCast:
+      COIL_TRY_STATUS(arity(1));
+      if (s.kind == Stmt::Kind::BitCast &&
+          dtypeSize(b.stmts[size_t(s.args[0])].dtype) != dtypeSize(s.dtype))
+        return Error::internal(kernelError(k_, "bitcast between dtypes of different sizes"));
+      break;
+    case Stmt::Kind::IndirectIndex:
+      COIL_TRY_STATUS(arity(1));
+      if (!s.symbol.empty() && s.symbol[0] != '%')
+        return Error::internal(
+            kernelError(k_, "indirect index symbol '" + s.symbol + "' must start with '%'"));
+      indirectSyms_.insert(s.symbol);
+      collectSymbols(s.extent);
+      break;
+    case Stmt::Kind::Accumulator:
+      if (s.phase < 0 || size_t(s.phase) >= phase || s.slot < 0 ||
+          size_t(s.slot) >= k_.phases[size_t(s.phase)].reductions.size())
+        return Error::internal(kernelError(
+            k_, "phase " + std::to_string(phase) + " reads accumulator " + std::to_string(s.phase) +
+                    "." + std::to_string(s.slot) + " that no earlier phase defines"));
+      break;
+    case Stmt::Kind::Constant:
+      break;
+    }
+  }
+  return okStatus();
+}
+
+Status KernelEmitterBase::validate() {
+  if (k_.vars.size() != k_.ranges.size())
+    return Error::internal(kernelError(k_, "outer vars and ranges differ in number"));
+  if (k_.phases.empty()) return Error::internal(kernelError(k_, "has no phases"));
+  readSet_.insert(k_.reads.begin(), k_.reads.end());
+  writeSet_.insert(k_.writes.begin(), k_.writes.end());
+  std::set<NodeId> all = readSet_;
+  all.insert(writeSet_.begin(), writeSet_.end());
+  for (NodeId n : all)
+    if (n < 0 || size_t(n) >= p_.nodes.size())
+      return Error::internal(kernelError(k_, "buffer node " + std::to_string(n) + " out of range"));
+  buffers_.assign(all.begin(), all.end());
+  std::set<std::string> vars(k_.vars.begin(), k_.vars.end());
+  for (const SymInt &r : k_.ranges) collectSymbols(r);
+  for (size_t pi = 0; pi < k_.phases.size(); ++pi) {
+    const sched::Phase &ph = k_.phases[pi];
+    if (ph.vars.size() != ph.ranges.size())
+      return Error::internal(
+          kernelError(k_, "phase " + std::to_string(pi) + ": vars and ranges differ in number"));
+    for (const std::string &v : ph.vars)
+      if (!vars.insert(v).second)
+        return Error::internal(kernelError(k_, "loop variable '" + v + "' defined twice"));
+    for (const SymInt &r : ph.ranges) collectSymbols(r);
+    COIL_TRY_STATUS(validateBody(ph.body, pi, ph.vars));
+    auto validVal = [&](Val v) { return v >= 0 && size_t(v) < ph.body.stmts.size(); };
+    for (const sched::Store &st : ph.stores) {
+      if (!writeSet_.count(st.node))
+        return Error::internal(kernelError(k_, "phase " + std::to_string(pi) + " stores node " +
+                                                   std::to_string(st.node) +
+                                                   " that is not in the kernel's writes"));
+      if (!validVal(st.value))
+        return Error::internal(kernelError(k_, "store of an undefined value"));
+      if (st.index.size() != p_.nodes[size_t(st.node)].shape.size())
+        return Error::internal(kernelError(k_, "store into '" + p_.nodes[size_t(st.node)].name +
+                                                   "' has the wrong number of indices"));
+      for (const SymInt &e : st.index) collectSymbols(e);
+    }
+    for (const sched::Accumulate &r : ph.reductions) {
+      if (!validVal(r.value))
+        return Error::internal(kernelError(k_, "reduction of an undefined value"));
+      bool arg = r.kind == ReduceKind::ArgMax || r.kind == ReduceKind::ArgMin;
+      if (arg && !validVal(r.position))
+        return Error::internal(kernelError(k_, "argmax/argmin without a position"));
+    }
+  }
+  for (NodeId n : buffers_)
+    for (const SymInt &d : p_.nodes[size_t(n)].shape) collectSymbols(d);
+  loopVars_ = vars;
+  for (const std::string &s : allSymbols_) {
+    if (loopVars_.count(s) || indirectSyms_.count(s)) continue;
+    if (!s.empty() && s[0] == '%')
+      return Error::internal(kernelError(k_, "symbol '" + s +
+                                                 "' is neither a loop variable of the kernel "
+                                                 "nor an indirect index"));
+    sizeSyms_.push_back(s);
+  }
+  return okStatus();
+}
+
+void KernelEmitterBase::assignNames() {
+  for (const std::string &fixed : fixedNames_) names_.reserve(fixed);
+  auto strip = [](const std::string &s) { return s.empty() || s[0] != '%' ? s : s.substr(1); };
+  auto bind = [&](const std::string &sym, const std::string &c) {
+    cname_[sym] = c;
+    rename_[sym] = SymInt::symbol(c);
+  };
+  for (const std::string &v : k_.vars) bind(v, names_.fresh(strip(v)));
+  for (const sched::Phase &ph : k_.phases)
+    for (const std::string &v : ph.vars) bind(v, names_.fresh(strip(v)));
+  for (const std::string &s : indirectSyms_) bind(s, names_.fresh(strip(s)));
+  for (const std::string &s : sizeSyms_) {
+    bind(s, names_.fresh("s_" + sanitizeIdentifier(s)));
+    auto it = p_.symbols.find(s);
+    ranges_[cname_[s]] = it != p_.symbols.end() ? it->second : SymRange{};
+  }
+  for (NodeId n : buffers_) bufName_[n] = names_.fresh(p_.nodes[size_t(n)].name);
+  for (size_t d = 0; d < k_.vars.size(); ++d) {
+    extent_.push_back("n" + std::to_string(d));
+    addLoopRange(k_.vars[d], k_.ranges[d]);
+  }
+  for (const sched::Phase &ph : k_.phases)
+    for (size_t d = 0; d < ph.vars.size(); ++d) addLoopRange(ph.vars[d], ph.ranges[d]);
+  // Indirect symbols: [0, extent - 1] (clamped), extents from their statements.
+  for (const sched::Phase &ph : k_.phases)
+    for (const Stmt &s : ph.body.stmts)
+      if (s.kind == Stmt::Kind::IndirectIndex) {
+        SymRange r = bounds(renamed(s.extent), ranges_);
+        ranges_[cname_[s.symbol]] = SymRange{0, std::max<int64_t>(0, r.max - 1)};
+      }
+}
+
+void KernelEmitterBase::addLoopRange(const std::string &var, const SymInt &extent) {
+  SymRange r = bounds(renamed(extent), ranges_);
+  ranges_[cname_[var]] = SymRange{0, std::max<int64_t>(0, r.max - 1)};
+}
+
+std::vector<bool> KernelEmitterBase::liveStmts(const Body &b, const sched::Phase *ph) const {
+  std::vector<bool> live(b.stmts.size(), false);
+  if (ph) {
+    for (const sched::Store &s : ph->stores) live[size_t(s.value)] = true;
+    for (const sched::Accumulate &r : ph->reductions) {
+      live[size_t(r.value)] = true;
+      if (r.position != loop::kNoVal) live[size_t(r.position)] = true;
+    }
+  }
+  std::map<std::string, size_t> definer;
+  for (size_t i = 0; i < b.stmts.size(); ++i)
+    if (b.stmts[i].kind == Stmt::Kind::IndirectIndex) definer[b.stmts[i].symbol] = i;
+  auto markIndex = [&](const std::vector<SymInt> &idx) {
+    std::set<std::string> syms;
+    for (const SymInt &e : idx) e.collectSymbols(syms);
+    for (const std::string &s : syms)
+      if (auto it = definer.find(s); it != definer.end()) live[it->second] = true;
+  };
+  if (ph)
+    for (const sched::Store &s : ph->stores) markIndex(s.index);
+  for (size_t i = b.stmts.size(); i-- > 0;) {
+    if (!live[i]) continue;
+    const Stmt &s = b.stmts[i];
+    for (Val a : s.args) live[size_t(a)] = true;
+    if (s.kind == Stmt::Kind::Load) markIndex(s.index);
+    if (s.kind == Stmt::Kind::Index) markIndex({s.expr});
+  }
+  return live;
+}
+
+std::string KernelEmitterBase::castExpr(const std::string &v, DType from, DType to) const {
+  if (from == to) return v;
+  if (to == DType::Bool) return "(" + v + " != 0)";
+  if (from == DType::Bool) return computeType(to) + "(" + v + ")";
+  if (isFloat(from)) {
+    bool dbl = from == DType::F64;
+    switch (to) {
+    case DType::F64:
+      return "double(" + v + ")";
+    case DType::F32:
+      return dbl ? "coil_d2f(" + v + ")" : v;
+    case DType::F16:
+      return dbl ? "coil_h2f(coil_d2h(" + v + "))" : "coil_h2f(coil_f2h(" + v + "))";
+    case DType::BF16:
+      return dbl ? "coil_bf2f(coil_d2bf(" + v + "))" : "coil_bf2f(coil_f2bf(" + v + "))";
+    default:
+      return "coil_f2i<" + computeType(to) + ">(" + v + ")";
+    }
+  }
+  // from an integer
+  switch (to) {
+  case DType::F64:
+    return "double(" + v + ")";
+  case DType::F32:
+    return "float(" + v + ")";
+  case DType::F16:
+    return "coil_h2f(coil_d2h(double(" + v + ")))";
+  case DType::BF16:
+    return "coil_bf2f(coil_d2bf(double(" + v + ")))";
+  default:
+    return computeType(to) + "(" + v + ")";
+  }
+}
+
+std::string KernelEmitterBase::storeConv(const std::string &v, DType from, DType node) const {
+  if (node == DType::F16)
+    return from == DType::F64 ? "coil_d2h(" + v + ")"
+                              : "coil_f2h(" + castExpr(v, from, DType::F32) + ")";
+  if (node == DType::BF16)
+    return from == DType::F64 ? "coil_d2bf(" + v + ")"
+                              : "coil_f2bf(" + castExpr(v, from, DType::F32) + ")";
+  if (node == DType::Bool) return "uint8_t(" + castExpr(v, from, DType::Bool) + ")";
+  return castExpr(v, from, node);
+}
+
+Expected<std::string>
+KernelEmitterBase::opExpr(const Stmt &s, const std::vector<std::string> &valName, const Body &b) {
+  const std::string a = valName[size_t(s.args[0])];
+  const std::string x = s.args.size() > 1 ? valName[size_t(s.args[1])] : "";
+  const std::string y = s.args.size() > 2 ? valName[size_t(s.args[2])] : "";
+  DType at = b.stmts[size_t(s.args[0])].dtype;
+  // Operand type: the first value operand (Select: the second).
+  DType t = s.op == ScalarOp::Select ? b.stmts[size_t(s.args[1])].dtype : at;
+  std::string T = computeType(t);
+  bool fl = isFloat(t), bo = t == DType::Bool, sgn = isSigned(t) && !fl;
+  auto bad = [&]() -> Expected<std::string> {
+    return Error::internal(kernelError(k_, std::string("scalar op ") + loop::scalarOpName(s.op) +
+                                               " on " + std::string(dtypeName(t))));
+  };
+  auto one = [&]() { return t == DType::F64 ? std::string("1.0") : std::string("1.0f"); };
+  auto fn = [&](const char *name) -> Expected<std::string> {
+    if (!fl) return bad();
+    return std::string("std::") + name + "(" + a + ")";
+  };
+  auto tmpl = [&](const char *name) {
+    return std::string(name) + "<" + T + ">(" + a + ", " + x + ")";
+  };
+  switch (s.op) {
+  case ScalarOp::Neg:
+    if (bo) return bad();
+    return fl ? "-" + a : "coil_neg<" + T + ">(" + a + ")";
+  case ScalarOp::Abs:
+    if (bo) return bad();
+    return fl ? "std::fabs(" + a + ")" : sgn ? "coil_abs<" + T + ">(" + a + ")" : a;
+  case ScalarOp::Sign:
+    if (bo) return bad();
+    return isUnsigned(t) ? T + "(" + a + " != 0)" : "coil_sign<" + T + ">(" + a + ")";
+  case ScalarOp::Reciprocal:
+    if (bo) return bad();
+    return fl ? one() + " / " + a : "coil_div<" + T + ">(" + T + "(1), " + a + ")";
+  case ScalarOp::Exp: // f32: coil's vectorizable exp
+    return t == DType::F64 ? fn("exp") : fl ? Expected<std::string>("coil_expf(" + a + ")") : bad();
+  case ScalarOp::Log:
+    return fn("log");
+  case ScalarOp::Sqrt:
+    return fn("sqrt");
+  case ScalarOp::Sin:
+    return fn("sin");
+  case ScalarOp::Cos:
+    return fn("cos");
+  case ScalarOp::Tan:
+    return fn("tan");
+  case ScalarOp::Asin:
+    return fn("asin");
+  case ScalarOp::Acos:
+    return fn("acos");
+  case ScalarOp::Atan:
+    return fn("atan");
+  case ScalarOp::Sinh:
+    return fn("sinh");
+  case ScalarOp::Cosh:
+    return fn("cosh");
+  case ScalarOp::Tanh:
+    return t == DType::F64 ? fn("tanh")
+           : fl            ? Expected<std::string>("coil_tanhf(" + a + ")")
+                           : bad();
+  case ScalarOp::Asinh:
+    return fn("asinh");
+  case ScalarOp::Acosh:
+    return fn("acosh");
+  case ScalarOp::Atanh:
+    return fn("atanh");
+  case ScalarOp::Erf:
+    return t == DType::F64 ? fn("erf") : fl ? Expected<std::string>("coil_erff(" + a + ")") : bad();
+  case ScalarOp::Floor:
+    return fl ? "std::floor(" + a + ")" : a;
+  case ScalarOp::Ceil:
+    return fl ? "std::ceil(" + a + ")" : a;
+  case ScalarOp::Round: // half to even under the default rounding mode
+    return fl ? "std::nearbyint(" + a + ")" : a;
+  case ScalarOp::Sigmoid:
+    if (!fl) return bad();
+    return "coil_sigmoid(" + a + ")";
+  case ScalarOp::Not:
+    return "!" + castExpr(a, t, DType::Bool);
+  case ScalarOp::BitNot:
+    if (fl) return bad();
+    return bo ? "!" + a : T + "(~" + a + ")";
+  case ScalarOp::IsNaN:
+    return fl ? "(" + a + " != " + a + ")" : "false";
+  case ScalarOp::IsPosInf:
+    return fl ? "(" + a + " == " + T + "(INFINITY))" : "false";
+  case ScalarOp::IsNegInf:
+    return fl ? "(" + a + " == -" + T + "(INFINITY))" : "false";
+  case ScalarOp::Add:
+  case ScalarOp::Sub:
+  case ScalarOp::Mul: {
+    const char *sym = s.op == ScalarOp::Add ? " + " : s.op == ScalarOp::Sub ? " - " : " * ";
+    if (fl) return a + sym + x;
+    if (bo) return bad();
+    return tmpl(s.op == ScalarOp::Add   ? "coil_add"
+                : s.op == ScalarOp::Sub ? "coil_sub"
+                                        : "coil_mul");
+  }
+  case ScalarOp::Div:
+    if (bo) return bad();
+    return fl ? a + " / " + x : tmpl("coil_div");
+  case ScalarOp::Mod:
+    if (bo) return bad();
+    return fl ? "coil_fmod_floor(" + a + ", " + x + ")" : tmpl("coil_mod");
+  case ScalarOp::FMod:
+    if (bo) return bad();
+    return fl ? "std::fmod(" + a + ", " + x + ")" : tmpl("coil_rem");
+  case ScalarOp::Pow:
+    if (bo) return bad();
+    return fl ? "std::pow(" + a + ", " + x + ")" : tmpl("coil_ipow");
+  case ScalarOp::Min:
+    return tmpl("coil_min");
+  case ScalarOp::Max:
+    return tmpl("coil_max");
+  case ScalarOp::And: // & and | on bools: both sides are computed already, and no branch
+    return "bool(" + castExpr(a, t, DType::Bool) + " & " + castExpr(x, t, DType::Bool) + ")";
+  case ScalarOp::Or:
+    return "bool(" + castExpr(a, t, DType::Bool) + " | " + castExpr(x, t, DType::Bool) + ")";
+  case ScalarOp::Xor:
+    return "(" + castExpr(a, t, DType::Bool) + " != " + castExpr(x, t, DType::Bool) + ")";
+  case ScalarOp::BitAnd:
+  case ScalarOp::BitOr:
+  case ScalarOp::BitXor: {
+    if (fl) return bad();
+    const char *sym = s.op == ScalarOp::BitAnd ? " & " : s.op == ScalarOp::BitOr ? " | " : " ^ ";
+    return T + "(" + a + sym + x + ")";
+  }
+  case ScalarOp::Shl:
+    if (fl || bo) return bad();
+    return tmpl("coil_shl");
+  case ScalarOp::Shr:
+    if (fl || bo) return bad();
+    return tmpl("coil_shr");
+  case ScalarOp::Eq:
+    return "(" + a + " == " + x + ")";
+  case ScalarOp::Ne:
+    return "(" + a + " != " + x + ")";
+  case ScalarOp::Lt:
+    return "(" + a + " < " + x + ")";
+  case ScalarOp::Le:
+    return "(" + a + " <= " + x + ")";
+  case ScalarOp::Gt:
+    return "(" + a + " > " + x + ")";
+  case ScalarOp::Ge:
+    return "(" + a + " >= " + x + ")";
+  case ScalarOp::Select: // both sides are computed values: a mask select, no branch
+    return "coil_select<" + T + ">(" + castExpr(a, at, DType::Bool) + ", " + x + ", " + y + ")";
+  }
+  return bad();
+}
+
+} // namespace coil::codegen

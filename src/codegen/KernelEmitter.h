@@ -1,0 +1,87 @@
+/// \file Shared pieces of the kernel emitters (codegen/cpu, codegen/cuda): the checks and symbol
+/// naming of a fused kernel, and the printing of Loop IR scalar statements as C++ expressions
+/// (the Loop IR's scalar semantics, lower/LoopIR.h, through the helpers of scalarHelpersCode()).
+#pragma once
+
+#include "codegen/CSource.h"
+#include "sched/Kernel.h"
+#include "support/Expected.h"
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace coil::codegen {
+
+/// C storage type of a dtype ("float", "uint16_t" for f16/bf16, "uint8_t" for bool, ...).
+const char *cStorageType(DType t);
+/// The C type values of dtype `t` are computed in: f16/bf16 in float, bool as bool.
+std::string computeType(DType t);
+/// The typed literal of a constant statement (rounded to its dtype, exactly as stored).
+std::string constantLiteral(const loop::Stmt &s);
+
+/// `term` as rest + var * coef with rest and coef free of `var`; nullopt when not affine.
+struct Affine {
+  SymInt rest, coef;
+};
+bool mentions(const SymInt &e, const std::string &var);
+std::optional<Affine> affineIn(const SymInt &e, const std::string &var);
+/// Row-major linear offset of `index` into a tensor of `shape`.
+SymInt linearIndex(const std::vector<SymInt> &shape, const std::vector<SymInt> &index);
+
+/// Scalar helper functions (coil_select, coil_f2h, coil_div, coil_expf, ...) that reproduce the
+/// Loop IR's scalar semantics; every function is declared with the macro `COIL_FN` (defined by
+/// the including prelude: `static inline` on the CPU, `__device__` on CUDA). Needs <cmath>,
+/// <cstdint>, <cstring>, <limits>, <type_traits>.
+const char *scalarHelpersCode();
+
+/// The state both kernel emitters share: validation of a kernel against its program, C names of
+/// its symbols and buffers, ranges of its loop variables, and the printing of scalar statements.
+class KernelEmitterBase {
+protected:
+  /// `prefixes`: reserved prefixes of generated names; `fixedNames`: exact names the emitter
+  /// uses; `errorPrefix`: starts every error message ("cpu codegen: ").
+  KernelEmitterBase(const sched::Kernel &k, const loop::LoopProgram &p,
+                    std::set<std::string> prefixes, std::vector<std::string> fixedNames,
+                    std::string errorPrefix)
+      : k_(k), p_(p), names_(std::move(prefixes)), fixedNames_(std::move(fixedNames)),
+        errorPrefix_(std::move(errorPrefix)) {}
+
+  std::string kernelError(const sched::Kernel &k, const std::string &what) const {
+    return errorPrefix_ + "kernel '" + k.name + "': " + what;
+  }
+  Status validate();
+  Status validateBody(const loop::Body &b, size_t phase, const std::vector<std::string> &vars);
+  void collectSymbols(const SymInt &e) { e.collectSymbols(allSymbols_); }
+  void assignNames();
+  std::string cpp(const SymInt &e) const {
+    return simplify(e.substitute(rename_), ranges_).toCpp(ranges_);
+  }
+  SymInt renamed(const SymInt &e) const { return e.substitute(rename_); }
+  void addLoopRange(const std::string &var, const SymInt &extent);
+  std::vector<bool> liveStmts(const loop::Body &b, const sched::Phase *ph) const;
+  Expected<std::string> opExpr(const loop::Stmt &s, const std::vector<std::string> &valName,
+                               const loop::Body &b);
+  std::string castExpr(const std::string &v, DType from, DType to) const;
+  /// The stored representation of value `v` (dtype `from`) in a buffer of dtype `node`.
+  std::string storeConv(const std::string &v, DType from, DType node) const;
+
+  const sched::Kernel &k_;
+  const loop::LoopProgram &p_;
+  NameTable names_;
+  std::vector<std::string> fixedNames_;
+  std::string errorPrefix_;
+  std::set<std::string> allSymbols_, loopVars_, indirectSyms_;
+  std::vector<std::string> sizeSyms_;        ///< original names, sorted
+  std::map<std::string, SymInt> rename_;     ///< original symbol -> C-named symbol
+  std::map<std::string, std::string> cname_; ///< original symbol -> C name
+  SymRanges ranges_;                         ///< over C names
+  std::vector<loop::NodeId> buffers_;        ///< reads ∪ writes, ascending
+  std::map<loop::NodeId, std::string> bufName_;
+  std::set<loop::NodeId> readSet_, writeSet_;
+  std::vector<std::string> extent_; ///< C names of the outer extents
+};
+
+} // namespace coil::codegen

@@ -1,0 +1,1070 @@
+#include "codegen/cuda/CudaCodegen.h"
+
+#include "codegen/CSource.h"
+#include "codegen/KernelEmitter.h"
+#include "ir/DType.h"
+#include "support/Check.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+
+namespace coil::codegen {
+
+using loop::Body;
+using loop::NodeId;
+using loop::ReduceKind;
+using loop::ScalarOp;
+using loop::Stmt;
+using loop::Val;
+
+namespace {
+
+std::string replaceAll(std::string s, const std::string &from, const std::string &to) {
+  for (size_t pos = s.find(from); pos != std::string::npos; pos = s.find(from, pos + to.size()))
+    s.replace(pos, from.size(), to);
+  return s;
+}
+
+/// Index expressions in device code: std::min / std::max are host-only constexpr functions.
+std::string deviceIndex(std::string s) {
+  s = replaceAll(std::move(s), "std::min<int64_t>(", "coil_imin(");
+  return replaceAll(std::move(s), "std::max<int64_t>(", "coil_imax(");
+}
+
+/// One launch configuration. Pointwise kernels: `block` threads, `ept` (vector) elements per
+/// thread and grid step, `vec` elements per 16-byte access (1: no vector path). Other kernels:
+/// `tpr` threads per outer point (1, 32, or a multiple of 32 up to 1024, then one point per
+/// block), `rows` outer points per block.
+struct Config {
+  std::string name;
+  int64_t block = 256, ept = 1, vec = 1, tpr = 1, rows = 1;
+};
+
+class CudaEmitter : KernelEmitterBase {
+public:
+  CudaEmitter(const sched::Kernel &k, const loop::LoopProgram &p, const CudaCodegenOptions &o)
+      : KernelEmitterBase(k, p, {"v", "n", "acc", "red", "vec", "t", "j", "rc"},
+                          {"f",         "t",        "g",        "e",       "m",
+                           "u",         "base",     "row",      "lane",    "total",
+                           "grid",      "args",     "ctx",      "nvec",    "warp",
+                           "threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize"},
+                          "cuda codegen: "),
+        o_(o) {}
+
+  Expected<CudaKernelSource> run();
+
+private:
+  using LoadFn = std::function<std::string(const Stmt &)>;
+  std::string dcpp(const SymInt &e) const { return deviceIndex(cpp(e)); }
+  std::string offsetText(NodeId node, const std::vector<SymInt> &idx) const;
+  Status emitBody(CodeWriter &w, const Body &b, const std::vector<bool> &live,
+                  std::vector<std::string> &valName, const LoadFn &load);
+  std::string storeText(const sched::Store &s, const Body &b,
+                        const std::vector<std::string> &valName, const std::string &target) const;
+  std::string deviceParams() const;
+  std::string hostParams() const;
+  void emitExtents(CodeWriter &w, bool device) const;
+  /// `narrow`: divide in 32 bits when the space has at most 2^32 points (64-bit division is
+  /// a long instruction sequence on the GPU).
+  void emitDecompose(CodeWriter &w, const std::string &flat, bool narrow = false) const;
+
+  // pointwise
+  bool planFlat(const std::vector<bool> &live);
+  Status emitPointwise(CodeWriter &w, const Config &c, const std::vector<bool> &live);
+  // rows
+  Status emitRows(CodeWriter &w, const Config &c);
+  Status emitPhase(CodeWriter &w, const Config &c, size_t pi);
+  /// A phase over one inner var of constant extent whose accesses that move with it are all
+  /// contiguous runs of aligned vectors: loads and stores of `width` elements at a time.
+  struct RowVec {
+    int64_t width = 1, extent = 0;
+    using Key = std::pair<NodeId, std::string>; ///< node, offset of the run's start (C text)
+    std::map<Key, bool> loads, stores;
+    std::map<const void *, Key> loadKey, storeKey;
+  };
+  std::optional<RowVec> planRowVec(size_t pi, const std::vector<bool> &live) const;
+  /// Persistent rows: runs that several vector phases load stay in registers (`rc<i>[k]`),
+  /// filled by the first phase that loads them. Per config.
+  std::map<RowVec::Key, std::string> rowCache_;
+  std::set<RowVec::Key> rowCacheFilled_;
+
+  const CudaCodegenOptions &o_;
+  bool pointwise_ = false;
+  bool flat_ = false;          ///< pointwise, every access at the flat index or outer-independent
+  int64_t vecWidth_ = 1;       ///< elements per vector access of the flat path (1: none)
+  std::set<NodeId> flatNodes_; ///< buffers accessed at the flat index
+  std::map<const void *, bool> flatAccess_; ///< per Load stmt / Store: at the flat index?
+};
+
+std::string CudaEmitter::offsetText(NodeId node, const std::vector<SymInt> &idx) const {
+  std::vector<SymInt> ridx, shape;
+  for (const SymInt &e : idx) ridx.push_back(renamed(e));
+  for (const SymInt &d : p_.nodes[size_t(node)].shape) shape.push_back(renamed(d));
+  return deviceIndex(simplify(linearIndex(shape, ridx), ranges_).toCpp(ranges_));
+}
+
+Status CudaEmitter::emitBody(CodeWriter &w, const Body &b, const std::vector<bool> &live,
+                             std::vector<std::string> &valName, const LoadFn &load) {
+  valName.assign(b.stmts.size(), "");
+  for (size_t i = 0; i < b.stmts.size(); ++i) {
+    if (!live[i]) continue;
+    const Stmt &s = b.stmts[i];
+    std::string v = "v" + std::to_string(i);
+    std::string T = computeType(s.dtype);
+    std::string rhs;
+    switch (s.kind) {
+    case Stmt::Kind::Load: {
+      std::string e = load(s);
+      rhs = s.dtype == DType::F16    ? "coil_h2f(" + e + ")"
+            : s.dtype == DType::BF16 ? "coil_bf2f(" + e + ")"
+            : s.dtype == DType::Bool ? "(" + e + " != 0)"
+                                     : e;
+      break;
+    }
+    case Stmt::Kind::Constant:
+      valName[i] = constantLiteral(s);
+      continue;
+    case Stmt::Kind::Index:
+      if (auto c = simplify(renamed(s.expr), ranges_).maybeConstant()) {
+        Stmt lit;
+        lit.dtype = s.dtype;
+        lit.isInt = true;
+        lit.intNumber = *c;
+        valName[i] = constantLiteral(lit);
+        continue;
+      }
+      rhs = dcpp(s.expr);
+      if (s.dtype != DType::I64) rhs = castExpr("int64_t(" + rhs + ")", DType::I64, s.dtype);
+      break;
+    case Stmt::Kind::Op: {
+      COIL_TRY(std::string e, opExpr(s, valName, b));
+      rhs = e;
+      break;
+    }
+    case Stmt::Kind::Cast:
+      rhs = castExpr(valName[size_t(s.args[0])], b.stmts[size_t(s.args[0])].dtype, s.dtype);
+      if (rhs == valName[size_t(s.args[0])]) {
+        valName[i] = rhs;
+        continue;
+      }
+      break;
+    case Stmt::Kind::BitCast: {
+      DType from = b.stmts[size_t(s.args[0])].dtype;
+      std::string bits = storeConv(valName[size_t(s.args[0])], from, from);
+      std::string e = "coil_bitcast<" + std::string(cStorageType(s.dtype)) + ", " +
+                      cStorageType(from) + ">(" + bits + ")";
+      rhs = s.dtype == DType::F16    ? "coil_h2f(" + e + ")"
+            : s.dtype == DType::BF16 ? "coil_bf2f(" + e + ")"
+            : s.dtype == DType::Bool ? "(" + e + " != 0)"
+                                     : e;
+      break;
+    }
+    case Stmt::Kind::IndirectIndex: {
+      std::string arg = valName[size_t(s.args[0])];
+      DType from = b.stmts[size_t(s.args[0])].dtype;
+      if (from != DType::I64) arg = castExpr(arg, from, DType::I64);
+      w.line("const int64_t " + cname_[s.symbol] + " = coil_index(" + arg + ", " + dcpp(s.extent) +
+             ", " + (s.wrapNegative ? "true" : "false") + ");");
+      continue;
+    }
+    case Stmt::Kind::Accumulator:
+      valName[i] = "acc" + std::to_string(s.phase) + "_" + std::to_string(s.slot);
+      continue;
+    }
+    valName[i] = v;
+    w.line("const " + T + " " + v + " = " + rhs + ";");
+  }
+  return okStatus();
+}
+
+std::string CudaEmitter::storeText(const sched::Store &s, const Body &b,
+                                   const std::vector<std::string> &valName,
+                                   const std::string &target) const {
+  DType from = b.stmts[size_t(s.value)].dtype;
+  DType nd = p_.nodes[size_t(s.node)].dtype;
+  return target + " = " + storeConv(valName[size_t(s.value)], from, nd) + ";";
+}
+
+std::string CudaEmitter::deviceParams() const {
+  std::string s;
+  for (NodeId n : buffers_) {
+    if (!s.empty()) s += ", ";
+    bool w = writeSet_.count(n) != 0;
+    bool r = !(w && readSet_.count(n)); // a buffer both read and written may alias itself
+    s += std::string(w ? "" : "const ") + cStorageType(p_.nodes[size_t(n)].dtype) + " *" +
+         (r ? "__restrict__ " : "") + bufName_.at(n);
+  }
+  for (const std::string &sym : sizeSyms_) {
+    if (!s.empty()) s += ", ";
+    s += "int64_t " + cname_.at(sym);
+  }
+  return s;
+}
+
+std::string CudaEmitter::hostParams() const {
+  std::string s = "const coil_cuda_ctx *ctx";
+  for (NodeId n : buffers_)
+    s += std::string(", ") + (writeSet_.count(n) ? "" : "const ") +
+         cStorageType(p_.nodes[size_t(n)].dtype) + " *" + bufName_.at(n);
+  for (const std::string &sym : sizeSyms_) s += ", int64_t " + cname_.at(sym);
+  return s;
+}
+
+/// `const int64_t n<d> = extent;` per outer dim and `total`, their product.
+void CudaEmitter::emitExtents(CodeWriter &w, bool device) const {
+  std::string total;
+  for (size_t d = 0; d < k_.vars.size(); ++d) {
+    std::string e = device ? dcpp(k_.ranges[d]) : cpp(k_.ranges[d]);
+    w.line(std::string(device ? "[[maybe_unused]] " : "") + "const int64_t " + extent_[d] + " = " +
+           e + ";");
+    total += (total.empty() ? "" : " * ") + extent_[d];
+  }
+  w.line("const int64_t total = " + (total.empty() ? std::string("1") : total) + ";");
+}
+
+/// The outer indices of flat index `flat` (row-major).
+void CudaEmitter::emitDecompose(CodeWriter &w, const std::string &flat, bool narrow) const {
+  size_t rank = k_.vars.size();
+  if (rank == 0) return;
+  if (rank == 1) {
+    w.line("[[maybe_unused]] const int64_t " + cname_.at(k_.vars[0]) + " = " + flat + ";");
+    return;
+  }
+  if (narrow) {
+    std::string decl;
+    for (size_t d = 0; d < rank; ++d) decl += (d ? ", " : "") + cname_.at(k_.vars[d]);
+    w.line("[[maybe_unused]] int64_t " + decl + ";");
+    w.open("if (total <= 4294967295LL)");
+    w.line("uint32_t t = uint32_t(" + flat + ");");
+    for (size_t d = rank; d-- > 1;) {
+      w.line(cname_.at(k_.vars[d]) + " = t % uint32_t(" + extent_[d] + ");");
+      w.line("t /= uint32_t(" + extent_[d] + ");");
+    }
+    w.line(cname_.at(k_.vars[0]) + " = t;");
+    w.close();
+    w.open("else");
+    w.line("int64_t t = " + flat + ";");
+    for (size_t d = rank; d-- > 1;) {
+      w.line(cname_.at(k_.vars[d]) + " = t % " + extent_[d] + ";");
+      w.line("t /= " + extent_[d] + ";");
+    }
+    w.line(cname_.at(k_.vars[0]) + " = t;");
+    w.close();
+    return;
+  }
+  w.line("int64_t t = " + flat + ";");
+  for (size_t d = rank; d-- > 1;) {
+    w.line("[[maybe_unused]] const int64_t " + cname_.at(k_.vars[d]) + " = t % " + extent_[d] +
+           ";");
+    w.line("t /= " + extent_[d] + ";");
+  }
+  w.line("[[maybe_unused]] const int64_t " + cname_.at(k_.vars[0]) + " = t;");
+}
+
+// ---------------------------------------------------------------------------------- pointwise
+
+/// Whether every access of the pointwise kernel is either the row-major flat index of the outer
+/// space or independent of the outer point (then the body runs on flat indices, without index
+/// decomposition, and may use 16-byte vector accesses).
+bool CudaEmitter::planFlat(const std::vector<bool> &live) {
+  const sched::Phase &ph = k_.phases[0];
+  std::vector<SymInt> vars, extents;
+  std::set<std::string> outer;
+  for (size_t d = 0; d < k_.vars.size(); ++d) {
+    vars.push_back(SymInt::symbol(cname_[k_.vars[d]]));
+    extents.push_back(renamed(k_.ranges[d]));
+    outer.insert(cname_[k_.vars[d]]);
+  }
+  SymInt flat = simplify(linearIndex(extents, vars), ranges_);
+  auto usesOuter = [&](const SymInt &e) {
+    std::set<std::string> syms;
+    e.collectSymbols(syms);
+    for (const std::string &v : syms)
+      if (outer.count(v)) return true;
+    return false;
+  };
+  // 0: not flat; 1: at the flat index; 2: independent of the outer point.
+  auto kind = [&](NodeId node, const std::vector<SymInt> &idx) {
+    std::vector<SymInt> ridx, shape;
+    for (const SymInt &e : idx) ridx.push_back(renamed(e));
+    for (const SymInt &d : p_.nodes[size_t(node)].shape) shape.push_back(renamed(d));
+    SymInt lin = simplify(linearIndex(shape, ridx), ranges_);
+    if (lin == flat) return 1;
+    return usesOuter(lin) ? 0 : 2;
+  };
+  int64_t maxSize = 1;
+  for (size_t i = 0; i < ph.body.stmts.size(); ++i) {
+    const Stmt &s = ph.body.stmts[i];
+    if (!live[i]) continue;
+    if (s.kind == Stmt::Kind::Index && usesOuter(renamed(s.expr))) return false;
+    if (s.kind == Stmt::Kind::Load) {
+      int kd = kind(s.node, s.index);
+      if (kd == 0) return false;
+      flatAccess_[&s] = kd == 1;
+      if (kd == 1) {
+        flatNodes_.insert(s.node);
+        maxSize = std::max<int64_t>(maxSize, dtypeSize(s.dtype));
+      }
+    }
+  }
+  bool inPlace = false;
+  for (const sched::Store &st : ph.stores) {
+    if (kind(st.node, st.index) != 1) return false;
+    flatAccess_[&st] = true;
+    flatNodes_.insert(st.node);
+    maxSize = std::max<int64_t>(maxSize, dtypeSize(p_.nodes[size_t(st.node)].dtype));
+    if (readSet_.count(st.node)) inPlace = true;
+  }
+  // A buffer both read and written: its reads need not be at the flat index; stay scalar.
+  vecWidth_ = inPlace ? 1 : std::max<int64_t>(1, 16 / maxSize);
+  return true;
+}
+
+Status CudaEmitter::emitPointwise(CodeWriter &w, const Config &c, const std::vector<bool> &live) {
+  const sched::Phase &ph = k_.phases[0];
+  std::string B = std::to_string(c.block), BE = std::to_string(c.block * c.ept);
+  std::string E = std::to_string(c.ept);
+  auto scalarLoad = [&](const Stmt &s) {
+    if (flat_ && flatAccess_[&s]) return bufName_[s.node] + "[f]";
+    return bufName_[s.node] + "[" + offsetText(s.node, s.index) + "]";
+  };
+  // The scalar path: element f.
+  auto scalarBody = [&]() -> Status {
+    if (!flat_) emitDecompose(w, "f", true);
+    std::vector<std::string> valName;
+    COIL_TRY_STATUS(emitBody(w, ph.body, live, valName, scalarLoad));
+    for (const sched::Store &st : ph.stores)
+      w.line(storeText(st, ph.body, valName,
+                       bufName_[st.node] + "[" +
+                           (flat_ ? std::string("f") : offsetText(st.node, st.index)) + "]"));
+    return okStatus();
+  };
+  auto gridLoop = [&](const std::string &count, const std::string &var,
+                      const std::function<Status()> &inner) -> Status {
+    w.open("for (int64_t base = int64_t(blockIdx.x) * " + BE + "; base < " + count +
+           "; base += int64_t(gridDim.x) * " + BE + ")");
+    if (c.ept > 1) {
+      w.line("#pragma unroll");
+      w.open("for (int u = 0; u < " + E + "; ++u)");
+      w.line("const int64_t " + var + " = base + u * " + B + " + threadIdx.x;");
+    } else {
+      w.line("const int64_t " + var + " = base + threadIdx.x;");
+    }
+    w.open("if (" + var + " < " + count + ")");
+    COIL_TRY_STATUS(inner());
+    w.close();
+    if (c.ept > 1) w.close();
+    w.close();
+    return okStatus();
+  };
+  if (flat_ && c.vec > 1) {
+    std::string V = std::to_string(c.vec);
+    w.open("if (coil_vec_ok)");
+    w.line("const int64_t nvec = total / " + V + ";");
+    COIL_TRY_STATUS(gridLoop("nvec", "g", [&]() -> Status {
+      // One vector access per buffer at the flat index.
+      std::map<NodeId, std::string> vecName;
+      int vi = 0;
+      for (NodeId n : flatNodes_) {
+        std::string T = cStorageType(p_.nodes[size_t(n)].dtype);
+        std::string vt = "coil_vec<" + T + ", " + V + ">";
+        std::string name = "vec" + std::to_string(vi++);
+        vecName[n] = name;
+        if (writeSet_.count(n))
+          w.line(vt + " " + name + ";");
+        else
+          w.line("const " + vt + " " + name + " = *reinterpret_cast<const " + vt + " *>(" +
+                 bufName_[n] + " + g * " + V + ");");
+      }
+      w.line("#pragma unroll");
+      w.open("for (int e = 0; e < " + V + "; ++e)");
+      std::vector<std::string> valName;
+      COIL_TRY_STATUS(emitBody(w, ph.body, live, valName, [&](const Stmt &s) {
+        if (flatAccess_[&s]) return vecName[s.node] + ".v[e]";
+        return bufName_[s.node] + "[" + offsetText(s.node, s.index) + "]";
+      }));
+      for (const sched::Store &st : ph.stores)
+        w.line(storeText(st, ph.body, valName, vecName[st.node] + ".v[e]"));
+      w.close();
+      for (NodeId n : flatNodes_)
+        if (writeSet_.count(n)) {
+          std::string vt =
+              "coil_vec<" + std::string(cStorageType(p_.nodes[size_t(n)].dtype)) + ", " + V + ">";
+          w.line("*reinterpret_cast<" + vt + " *>(" + bufName_[n] + " + g * " + V +
+                 ") = " + vecName[n] + ";");
+        }
+      return okStatus();
+    }));
+    w.line("// The last total % " + V + " elements.");
+    w.open("for (int64_t f = nvec * " + V + " + int64_t(blockIdx.x) * " + B +
+           " + threadIdx.x; f < total; f += int64_t(gridDim.x) * " + B + ")");
+    COIL_TRY_STATUS(scalarBody());
+    w.close();
+    w.line("return;");
+    w.close();
+  }
+  return gridLoop("total", "f", scalarBody);
+}
+
+// --------------------------------------------------------------------------------------- rows
+
+Status CudaEmitter::emitRows(CodeWriter &w, const Config &c) {
+  bool rowVec = false;
+  for (size_t pi = 0; pi < k_.phases.size() && c.tpr > 1; ++pi)
+    rowVec |= planRowVec(pi, liveStmts(k_.phases[pi].body, &k_.phases[pi])).has_value();
+  rowCache_.clear();
+  rowCacheFilled_.clear();
+  if (rowVec) {
+    // Runs loaded by more than one vector phase, when a thread's share of the row is small.
+    std::map<RowVec::Key, std::pair<int, std::pair<int64_t, int64_t>>> seen;
+    std::set<RowVec::Key> mixed;
+    for (size_t pi = 0; pi < k_.phases.size(); ++pi) {
+      auto rv = planRowVec(pi, liveStmts(k_.phases[pi].body, &k_.phases[pi]));
+      if (!rv) continue;
+      for (const auto &[key, unused] : rv->loads) {
+        auto [it, fresh] = seen.try_emplace(key, 0, std::make_pair(rv->width, rv->extent));
+        if (!fresh && it->second.second != std::make_pair(rv->width, rv->extent)) mixed.insert(key);
+        ++it->second.first;
+      }
+    }
+    int64_t bytes = 0;
+    for (const auto &[key, info] : seen) {
+      int64_t steps = (info.second.second / info.second.first + c.tpr - 1) / c.tpr;
+      if (info.first < 2 || mixed.count(key) || steps > 8 || bytes + steps * 16 > 256) continue;
+      bytes += steps * 16;
+      std::string name = "rc" + std::to_string(rowCache_.size());
+      rowCache_[key] = name;
+    }
+  }
+  if (rowVec) {
+    // Vector accesses need every buffer 16-byte aligned (the runs start at multiples of the
+    // vector width); otherwise the phases run element by element.
+    std::string bits;
+    for (NodeId n : buffers_)
+      bits += (bits.empty() ? "" : " | ") + std::string("reinterpret_cast<uintptr_t>(") +
+              bufName_[n] + ")";
+    w.line("const bool coil_rowvec_ok = ((" + bits + ") & 15) == 0;");
+  }
+  if (c.tpr > 1) w.line("const int lane = threadIdx.x % " + std::to_string(c.tpr) + ";");
+  std::string R = std::to_string(c.rows);
+  std::string first = c.tpr == 1    ? "threadIdx.x"
+                      : c.rows == 1 ? std::string("0")
+                                    : "threadIdx.x / " + std::to_string(c.tpr);
+  w.open("for (int64_t row = int64_t(blockIdx.x) * " + R + " + " + first +
+         "; row < total; row += int64_t(gridDim.x) * " + R + ")");
+  emitDecompose(w, "row");
+  for (const auto &[key, name] : rowCache_) {
+    // Width and steps of the run, from the phases that load it.
+    for (size_t pi = 0; pi < k_.phases.size(); ++pi) {
+      auto rv = planRowVec(pi, liveStmts(k_.phases[pi].body, &k_.phases[pi]));
+      if (!rv || !rv->loads.count(key)) continue;
+      int64_t steps = (rv->extent / rv->width + c.tpr - 1) / c.tpr;
+      w.line("coil_vec<" + std::string(cStorageType(p_.nodes[size_t(key.first)].dtype)) + ", " +
+             std::to_string(rv->width) + "> " + name + "[" + std::to_string(steps) + "];");
+      break;
+    }
+  }
+  for (size_t pi = 0; pi < k_.phases.size(); ++pi) COIL_TRY_STATUS(emitPhase(w, c, pi));
+  if (c.tpr > 32) w.line("__syncthreads(); // the next row reuses the shared partials");
+  w.close();
+  return okStatus();
+}
+
+std::optional<CudaEmitter::RowVec> CudaEmitter::planRowVec(size_t pi,
+                                                           const std::vector<bool> &live) const {
+  const sched::Phase &ph = k_.phases[pi];
+  if (ph.vars.size() != 1) return std::nullopt;
+  auto extent = simplify(renamed(ph.ranges[0]), ranges_).maybeConstant();
+  if (!extent || *extent <= 0) return std::nullopt;
+  const std::string &var = cname_.at(ph.vars[0]);
+  std::set<std::string> indirect;
+  for (const std::string &s : indirectSyms_) indirect.insert(cname_.at(s));
+  struct Access {
+    const void *what;
+    NodeId node;
+    SymInt rest;
+    bool store;
+  };
+  std::vector<Access> runs;
+  int64_t maxSize = 1;
+  // nullopt: not vectorizable; false: independent of the inner var; true: a contiguous run.
+  auto classify = [&](const void *what, NodeId node, const std::vector<SymInt> &idx,
+                      bool store) -> std::optional<bool> {
+    std::vector<SymInt> ridx, shape;
+    for (const SymInt &e : idx) ridx.push_back(renamed(e));
+    for (const SymInt &d : p_.nodes[size_t(node)].shape) shape.push_back(renamed(d));
+    SymInt lin = simplify(linearIndex(shape, ridx), ranges_);
+    std::set<std::string> syms;
+    lin.collectSymbols(syms);
+    for (const std::string &sym : syms)
+      if (indirect.count(sym)) return std::nullopt;
+    auto a = affineIn(lin, var);
+    if (!a) return std::nullopt;
+    SymInt coef = simplify(a->coef, ranges_);
+    if (coef == SymInt(0)) return false;
+    if (!(coef == SymInt(1))) return std::nullopt;
+    runs.push_back(Access{what, node, simplify(a->rest, ranges_), store});
+    maxSize = std::max<int64_t>(maxSize, dtypeSize(p_.nodes[size_t(node)].dtype));
+    return true;
+  };
+  for (size_t i = 0; i < ph.body.stmts.size(); ++i) {
+    const Stmt &s = ph.body.stmts[i];
+    if (!live[i]) continue;
+    if (s.kind == Stmt::Kind::IndirectIndex) return std::nullopt;
+    if (s.kind == Stmt::Kind::Load && !classify(&s, s.node, s.index, false)) return std::nullopt;
+  }
+  for (const sched::Store &st : ph.stores) {
+    auto r = classify(&st, st.node, st.index, true);
+    if (!r || !*r || readSet_.count(st.node)) return std::nullopt;
+  }
+  if (runs.empty()) return std::nullopt;
+  RowVec rv;
+  rv.width = 16 / maxSize;
+  rv.extent = *extent;
+  if (rv.width < 2 || rv.extent % rv.width != 0) return std::nullopt;
+  for (const Access &a : runs) {
+    // The run starts at a multiple of the width (so aligned when the buffer is).
+    if (!(a.rest == SymInt(0)) && !exactQuotient(a.rest, SymInt(rv.width))) return std::nullopt;
+    RowVec::Key key{a.node, deviceIndex(a.rest.toCpp(ranges_))};
+    (a.store ? rv.stores : rv.loads)[key] = true;
+    (a.store ? rv.storeKey : rv.loadKey)[a.what] = key;
+  }
+  return rv;
+}
+
+Status CudaEmitter::emitPhase(CodeWriter &w, const Config &c, size_t pi) {
+  const sched::Phase &ph = k_.phases[pi];
+  const Body &b = ph.body;
+  std::string tag = std::to_string(pi);
+  {
+    std::string text = "// phase " + tag;
+    for (size_t d = 0; d < ph.vars.size(); ++d)
+      text += (d ? ", " : " over ") + cname_[ph.vars[d]] + " < " + dcpp(ph.ranges[d]);
+    std::string what;
+    for (const sched::Accumulate &r : ph.reductions)
+      what += (what.empty() ? "" : ", ") + std::string(loop::reduceKindName(r.kind));
+    std::set<NodeId> stored;
+    for (const sched::Store &st : ph.stores) stored.insert(st.node);
+    for (NodeId n : stored) what += (what.empty() ? "stores " : ", stores ") + bufName_[n];
+    w.line(text + (what.empty() ? "" : ": " + what));
+  }
+  // Per-thread partial state of every reduction.
+  struct Red {
+    std::string work, nan, pos, seen, W;
+    const sched::Accumulate *r;
+    DType vt;
+    bool fl = false;
+  };
+  std::vector<Red> reds;
+  for (size_t si = 0; si < ph.reductions.size(); ++si) {
+    const sched::Accumulate &r = ph.reductions[si];
+    Red red;
+    red.r = &r;
+    red.vt = b.stmts[size_t(r.value)].dtype;
+    red.work = "red" + tag + "_" + std::to_string(si);
+    DType D = r.accDType;
+    bool fl = isFloat(D);
+    std::string T = computeType(D);
+    switch (r.kind) {
+    case ReduceKind::Sum:
+    case ReduceKind::Prod: {
+      bool sum = r.kind == ReduceKind::Sum;
+      red.W = fl ? T : D == DType::Bool ? "bool" : (dtypeSize(D) > 4 ? "uint64_t" : "uint32_t");
+      w.line(red.W + " " + red.work + " = " + red.W + (sum ? "(0);" : "(1);"));
+      break;
+    }
+    case ReduceKind::Max:
+    case ReduceKind::Min: {
+      bool mx = r.kind == ReduceKind::Max;
+      red.W = T;
+      red.fl = fl;
+      std::string init = fl ? (mx ? "-" : "") + T + "(INFINITY)"
+                            : "coil_limits<" + T + ">::" + (mx ? "lowest()" : "max()");
+      if (D == DType::Bool) init = mx ? "false" : "true";
+      w.line(T + " " + red.work + " = " + init + ";");
+      if (fl) {
+        red.nan = red.work + "n";
+        w.line("int " + red.nan + " = 0;");
+      }
+      break;
+    }
+    case ReduceKind::Any:
+    case ReduceKind::All:
+      red.W = "int";
+      w.line("int " + red.work + (r.kind == ReduceKind::Any ? " = 0;" : " = 1;"));
+      break;
+    case ReduceKind::ArgMax:
+    case ReduceKind::ArgMin:
+      red.W = computeType(red.vt);
+      red.fl = isFloat(red.vt);
+      red.pos = red.work + "i";
+      red.seen = red.work + "s";
+      w.line(red.W + " " + red.work + " = " + red.W + "(0);");
+      w.line("int64_t " + red.pos + " = 0;");
+      w.line("bool " + red.seen + " = false;");
+      break;
+    }
+    reds.push_back(red);
+  }
+
+  std::vector<bool> live = liveStmts(b, &ph);
+  auto innerBody =
+      [&](const LoadFn &load,
+          const std::function<std::string(const sched::Store &)> &storeTarget) -> Status {
+    std::vector<std::string> valName;
+    COIL_TRY_STATUS(emitBody(w, b, live, valName, load));
+    // A phase without inner loop runs on every thread of the row: one of them stores.
+    bool guard = ph.vars.empty() && c.tpr > 1 && !ph.stores.empty();
+    if (guard) w.open("if (lane == 0)");
+    for (const sched::Store &st : ph.stores) w.line(storeText(st, b, valName, storeTarget(st)));
+    if (guard) w.close();
+    for (const Red &red : reds) {
+      const sched::Accumulate &r = *red.r;
+      bool arg = r.kind == ReduceKind::ArgMax || r.kind == ReduceKind::ArgMin;
+      DType cmpType = arg ? red.vt : r.accDType;
+      std::string v = castExpr(valName[size_t(r.value)], red.vt, cmpType);
+      auto named = [&](std::string e) {
+        if (e == valName[size_t(r.value)] && e.find_first_of("(-") == std::string::npos) return e;
+        w.line("const " + red.W + " " + red.work + "v = " + e + ";");
+        return red.work + "v";
+      };
+      std::string wv = red.W == computeType(cmpType) ? v : red.W + "(" + v + ")";
+      switch (r.kind) {
+      case ReduceKind::Sum:
+        w.line(red.work + " += " + wv + ";");
+        break;
+      case ReduceKind::Prod:
+        w.line(red.work + " *= " + wv + ";");
+        break;
+      case ReduceKind::Max:
+      case ReduceKind::Min: {
+        const char *cmp = r.kind == ReduceKind::Max ? " > " : " < ";
+        v = named(v);
+        if (red.fl) w.line(red.nan + " |= " + v + " != " + v + ";");
+        w.line(red.work + " = " + v + cmp + red.work + " ? " + v + " : " + red.work + ";");
+        break;
+      }
+      case ReduceKind::Any:
+        w.line(red.work + " |= int(" + v + ");");
+        break;
+      case ReduceKind::All:
+        w.line(red.work + " &= int(" + v + ");");
+        break;
+      case ReduceKind::ArgMax:
+      case ReduceKind::ArgMin: {
+        const char *cmp = r.kind == ReduceKind::ArgMax ? " > " : " < ";
+        v = named(v);
+        const std::string &best = red.work;
+        std::string tie = r.selectLast ? " || " + v + " == " + best : "";
+        std::string better = v + cmp + best + tie;
+        if (red.fl)
+          better = "(" + v + " != " + v + ") ? " +
+                   (r.selectLast ? std::string("true") : "!(" + best + " != " + best + ")") +
+                   " : (" + best + " == " + best + " && (" + better + "))";
+        w.open("if (!" + red.seen + " || (" + better + "))");
+        w.line(best + " = " + v + ";");
+        w.line(
+            red.pos + " = " +
+            castExpr(valName[size_t(r.position)], b.stmts[size_t(r.position)].dtype, DType::I64) +
+            ";");
+        w.line(red.seen + " = true;");
+        w.close();
+        break;
+      }
+      }
+    }
+    return okStatus();
+  };
+  auto scalarLoad = [&](const Stmt &s) {
+    return bufName_[s.node] + "[" + offsetText(s.node, s.index) + "]";
+  };
+  auto scalarStore = [&](const sched::Store &st) {
+    return bufName_[st.node] + "[" + offsetText(st.node, st.index) + "]";
+  };
+  std::optional<RowVec> rv;
+  if (c.tpr > 1) rv = planRowVec(pi, live);
+  if (rv) {
+    // 16-byte accesses: each thread takes V consecutive elements per step.
+    std::string V = std::to_string(rv->width), j = "j" + tag;
+    const std::string &var = cname_[ph.vars[0]];
+    int64_t nv = rv->extent / rv->width, steps = (nv + c.tpr - 1) / c.tpr;
+    bool unrolled = steps <= 8;
+    w.open("if (coil_rowvec_ok)");
+    if (unrolled) {
+      // Fully unrolled: the register arrays of persistent rows need constant indices.
+      w.line("#pragma unroll");
+      w.open("for (int k = 0; k < " + std::to_string(steps) + "; ++k)");
+      w.line("const int64_t " + j + " = lane + k * " + std::to_string(c.tpr) + ";");
+      w.open(nv % c.tpr == 0 ? "" : "if (" + j + " < " + std::to_string(nv) + ")");
+    } else {
+      w.open("for (int64_t " + j + " = lane; " + j + " < " + std::to_string(nv) + "; " + j +
+             " += " + std::to_string(c.tpr) + ")");
+    }
+    std::map<std::pair<NodeId, std::string>, std::string> vecName;
+    int vi = 0;
+    auto vecOf = [&](NodeId n, const std::string &rest) -> std::string & {
+      return vecName[{n, rest}];
+    };
+    for (const auto &[key, acc] : rv->loads) {
+      std::string &name = vecOf(key.first, key.second);
+      if (!name.empty()) continue;
+      name = "vec" + std::to_string(vi++);
+      std::string vt = "coil_vec<" + std::string(cStorageType(p_.nodes[size_t(key.first)].dtype)) +
+                       ", " + V + ">";
+      std::string mem = "*reinterpret_cast<const " + vt + " *>(" + bufName_[key.first] + " + " +
+                        (key.second == "0" ? "" : "(" + key.second + ") + ") + j + " * " + V + ")";
+      auto rc = unrolled ? rowCache_.find(key) : rowCache_.end();
+      if (rc == rowCache_.end()) {
+        w.line("const " + vt + " " + name + " = " + mem + ";");
+      } else if (rowCacheFilled_.count(key)) {
+        w.line("const " + vt + " " + name + " = " + rc->second + "[k];");
+      } else {
+        w.line(rc->second + "[k] = " + mem + ";");
+        w.line("const " + vt + " " + name + " = " + rc->second + "[k];");
+      }
+    }
+    if (unrolled)
+      for (const auto &[key, unused] : rv->loads)
+        if (rowCache_.count(key)) rowCacheFilled_.insert(key);
+    for (const auto &[key, acc] : rv->stores) {
+      std::string &name = vecOf(key.first, key.second);
+      if (!name.empty()) continue;
+      name = "vec" + std::to_string(vi++);
+      w.line("coil_vec<" + std::string(cStorageType(p_.nodes[size_t(key.first)].dtype)) + ", " + V +
+             "> " + name + ";");
+    }
+    w.line("#pragma unroll");
+    w.open("for (int e = 0; e < " + V + "; ++e)");
+    w.line("[[maybe_unused]] const int64_t " + var + " = " + j + " * " + V + " + e;");
+    COIL_TRY_STATUS(innerBody(
+        [&](const Stmt &s) {
+          auto it = rv->loadKey.find(&s);
+          if (it == rv->loadKey.end()) return scalarLoad(s);
+          return vecOf(it->second.first, it->second.second) + ".v[e]";
+        },
+        [&](const sched::Store &st) {
+          const auto &key = rv->storeKey.at(&st);
+          return vecOf(key.first, key.second) + ".v[e]";
+        }));
+    w.close();
+    for (const auto &[key, acc] : rv->stores) {
+      std::string vt = "coil_vec<" + std::string(cStorageType(p_.nodes[size_t(key.first)].dtype)) +
+                       ", " + V + ">";
+      w.line("*reinterpret_cast<" + vt + " *>(" + bufName_[key.first] + " + " +
+             (key.second == "0" ? "" : "(" + key.second + ") + ") + j + " * " + V +
+             ") = " + vecOf(key.first, key.second) + ";");
+    }
+    if (unrolled) w.close();
+    w.close();
+    w.close();
+    w.open("else");
+  }
+  // The inner loop: the phase's flattened inner space strided over the row's threads.
+  std::string P;
+  if (ph.vars.empty()) {
+    w.open("");
+  } else {
+    SymInt size(1);
+    for (const SymInt &r : ph.ranges) size = size * r;
+    P = dcpp(size);
+    std::string j = "j" + tag;
+    if (c.tpr == 1)
+      w.open("for (int64_t " + j + " = 0; " + j + " < " + P + "; ++" + j + ")");
+    else
+      w.open("for (int64_t " + j + " = lane; " + j + " < " + P + "; " + j +
+             " += " + std::to_string(c.tpr) + ")");
+    if (ph.vars.size() == 1) {
+      w.line("[[maybe_unused]] const int64_t " + cname_[ph.vars[0]] + " = " + j + ";");
+    } else {
+      w.line("int64_t t" + tag + " = " + j + ";");
+      for (size_t d = ph.vars.size(); d-- > 1;) {
+        std::string ext = "(" + dcpp(ph.ranges[d]) + ")";
+        w.line("[[maybe_unused]] const int64_t " + cname_[ph.vars[d]] + " = t" + tag + " % " + ext +
+               ";");
+        w.line("t" + tag + " /= " + ext + ";");
+      }
+      w.line("[[maybe_unused]] const int64_t " + cname_[ph.vars[0]] + " = t" + tag + ";");
+    }
+  }
+  COIL_TRY_STATUS(innerBody(scalarLoad, scalarStore));
+  w.close();
+  if (rv) w.close();
+
+  // Combining the partials of the row's threads (every thread ends with the row's result).
+  // `fold(dst, src)` merges the state named by the src suffix into dst's variables.
+  bool combine = c.tpr > 1 && !ph.vars.empty() && !reds.empty();
+  auto foldLines = [&](CodeWriter &o, const Red &red, const std::string &sw, const std::string &sn,
+                       const std::string &sp, const std::string &ss) {
+    const sched::Accumulate &r = *red.r;
+    switch (r.kind) {
+    case ReduceKind::Sum:
+      o.line(red.work + " = " + red.W + "(" + red.work + " + " + sw + ");");
+      break;
+    case ReduceKind::Prod:
+      o.line(red.work + " = " + red.W + "(" + red.work + " * " + sw + ");");
+      break;
+    case ReduceKind::Max:
+    case ReduceKind::Min: {
+      const char *cmp = r.kind == ReduceKind::Max ? " > " : " < ";
+      o.line(red.work + " = " + sw + cmp + red.work + " ? " + sw + " : " + red.work + ";");
+      if (red.fl) o.line(red.nan + " |= " + sn + ";");
+      break;
+    }
+    case ReduceKind::Any:
+      o.line(red.work + " |= " + sw + ";");
+      break;
+    case ReduceKind::All:
+      o.line(red.work + " &= " + sw + ";");
+      break;
+    case ReduceKind::ArgMax:
+    case ReduceKind::ArgMin: {
+      // The scan order's winner: NaN beats numbers; equal values (or two NaNs) go to the first
+      // position, or the last one with selectLast.
+      const char *cmp = r.kind == ReduceKind::ArgMax ? " > " : " < ";
+      const std::string &best = red.work;
+      std::string posTie = r.selectLast ? sp + " > " + red.pos : sp + " < " + red.pos;
+      std::string better;
+      if (red.fl)
+        better = "(" + sw + " != " + sw + ") ? (!(" + best + " != " + best + ") || " + posTie +
+                 ") : (" + best + " == " + best + " && (" + sw + cmp + best + " || (" + sw +
+                 " == " + best + " && " + posTie + ")))";
+      else
+        better = sw + cmp + best + " || (" + sw + " == " + best + " && " + posTie + ")";
+      o.open("if (" + ss + " && (!" + red.seen + " || (" + better + ")))");
+      o.line(best + " = " + sw + ";");
+      o.line(red.pos + " = " + sp + ";");
+      o.line(red.seen + " = true;");
+      o.close();
+      break;
+    }
+    }
+  };
+  if (combine) {
+    int64_t width = std::min<int64_t>(c.tpr, 32);
+    w.line("#pragma unroll");
+    w.open("for (int m = " + std::to_string(width / 2) + "; m > 0; m >>= 1)");
+    for (const Red &red : reds) {
+      w.line("const " + red.W + " " + red.work + "o = coil_shfl_xor(" + red.work + ", m);");
+      if (!red.nan.empty())
+        w.line("const int " + red.nan + "o = coil_shfl_xor(" + red.nan + ", m);");
+      if (!red.pos.empty()) {
+        w.line("const int64_t " + red.pos + "o = coil_shfl_xor(" + red.pos + ", m);");
+        w.line("const bool " + red.seen + "o = coil_shfl_xor(" + red.seen + ", m);");
+      }
+      foldLines(w, red, red.work + "o", red.nan + "o", red.pos + "o", red.seen + "o");
+    }
+    w.close();
+    if (c.tpr > 32) {
+      int64_t nw = c.tpr / 32;
+      std::string NW = std::to_string(nw);
+      // Per warp partials in shared memory, then every thread folds them in warp order.
+      for (const Red &red : reds) {
+        w.line("__shared__ " + red.W + " " + red.work + "_s[" + NW + "];");
+        if (!red.nan.empty()) w.line("__shared__ int " + red.nan + "_s[" + NW + "];");
+        if (!red.pos.empty()) {
+          w.line("__shared__ int64_t " + red.pos + "_s[" + NW + "];");
+          w.line("__shared__ bool " + red.seen + "_s[" + NW + "];");
+        }
+      }
+      w.open("if (lane % 32 == 0)");
+      for (const Red &red : reds) {
+        w.line(red.work + "_s[lane / 32] = " + red.work + ";");
+        if (!red.nan.empty()) w.line(red.nan + "_s[lane / 32] = " + red.nan + ";");
+        if (!red.pos.empty()) {
+          w.line(red.pos + "_s[lane / 32] = " + red.pos + ";");
+          w.line(red.seen + "_s[lane / 32] = " + red.seen + ";");
+        }
+      }
+      w.close();
+      w.line("__syncthreads();");
+      for (const Red &red : reds) {
+        w.line(red.work + " = " + red.work + "_s[0];");
+        if (!red.nan.empty()) w.line(red.nan + " = " + red.nan + "_s[0];");
+        if (!red.pos.empty()) {
+          w.line(red.pos + " = " + red.pos + "_s[0];");
+          w.line(red.seen + " = " + red.seen + "_s[0];");
+        }
+        w.open("for (int warp = 1; warp < " + NW + "; ++warp)");
+        foldLines(w, red, red.work + "_s[warp]", red.nan + "_s[warp]", red.pos + "_s[warp]",
+                  red.seen + "_s[warp]");
+        w.close();
+      }
+    }
+  }
+  // Final values of the accumulators, visible to later phases.
+  for (size_t si = 0; si < reds.size(); ++si) {
+    const Red &red = reds[si];
+    const sched::Accumulate &r = *red.r;
+    bool arg = r.kind == ReduceKind::ArgMax || r.kind == ReduceKind::ArgMin;
+    std::string T = arg ? "int64_t" : computeType(r.accDType);
+    std::string val = arg ? red.pos : red.work;
+    if (!red.nan.empty())
+      val = red.nan + " ? " + T + "(NAN) : " + red.work;
+    else if (!arg && red.W != T)
+      val = T + "(" + red.work + ")";
+    w.line("const " + T + " acc" + tag + "_" + std::to_string(si) + " = " + val + ";");
+  }
+  return okStatus();
+}
+
+// ------------------------------------------------------------------------------------- driver
+
+Expected<CudaKernelSource> CudaEmitter::run() {
+  COIL_TRY_STATUS(validate());
+  assignNames();
+  CudaKernelSource out;
+  wrapper::KernelInfo &info = out.info;
+  info.name = k_.name;
+  info.sourceFile = o_.deviceFile;
+  info.iterationSpace = k_.ranges;
+  for (NodeId n : buffers_) {
+    wrapper::KernelParam prm;
+    prm.kind = wrapper::KernelParam::Kind::Buffer;
+    prm.name = p_.nodes[size_t(n)].name;
+    prm.dtype = p_.nodes[size_t(n)].dtype;
+    prm.written = writeSet_.count(n) != 0;
+    info.params.push_back(prm);
+  }
+  for (const std::string &s : sizeSyms_) {
+    wrapper::KernelParam prm;
+    prm.kind = wrapper::KernelParam::Kind::Size;
+    prm.name = s;
+    prm.dtype = DType::I64;
+    info.params.push_back(prm);
+  }
+  std::set<int32_t> origins;
+  for (NodeId n : k_.fused)
+    if (n >= 0 && size_t(n) < p_.nodes.size())
+      origins.insert(p_.nodes[size_t(n)].origins.begin(), p_.nodes[size_t(n)].origins.end());
+  info.origins.assign(origins.begin(), origins.end());
+
+  pointwise_ = k_.phases.size() == 1 && k_.phases[0].vars.empty() &&
+               k_.phases[0].reductions.empty() && !k_.vars.empty();
+  std::vector<bool> pwLive;
+  if (pointwise_) {
+    pwLive = liveStmts(k_.phases[0].body, &k_.phases[0]);
+    flat_ = planFlat(pwLive);
+    if (!flat_) {
+      flatAccess_.clear();
+      flatNodes_.clear();
+      vecWidth_ = 1;
+    }
+  }
+
+  // Configs, the heuristic best first.
+  std::vector<Config> configs;
+  if (pointwise_) {
+    int64_t vec = flat_ ? vecWidth_ : 1;
+    for (auto [blk, ept] : std::vector<std::pair<int64_t, int64_t>>{{256, 2}, {128, 4}, {512, 1}})
+      configs.push_back(Config{"block" + std::to_string(blk) + "_ept" + std::to_string(ept) +
+                                   (vec > 1 ? "_vec" + std::to_string(vec) : ""),
+                               blk, ept, vec, 1, 1});
+  } else {
+    // The largest inner space of a phase, and the number of outer points, as far as known.
+    int64_t inner = 1;
+    for (const sched::Phase &ph : k_.phases) {
+      SymInt size(1);
+      for (const SymInt &r : ph.ranges) size = size * renamed(r);
+      inner = std::max(inner, bounds(size, ranges_).max);
+    }
+    SymInt outer(1);
+    for (const SymInt &r : k_.ranges) outer = outer * renamed(r);
+    int64_t outerMax = bounds(outer, ranges_).max;
+    Config thread{"thread_per_row_block128", 128, 1, 1, 1, 128};
+    Config warp{"warp_per_row_rows4", 128, 1, 1, 32, 4};
+    Config blk256{"block256_per_row", 256, 1, 1, 256, 1};
+    Config blk1024{"block1024_per_row", 1024, 1, 1, 1024, 1};
+    Config best = inner <= 8                          ? thread
+                  : inner <= 1024 && outerMax >= 1024 ? warp
+                  : inner <= 16384 && outerMax >= 256 ? blk256
+                                                      : blk1024;
+    configs.push_back(best);
+    for (const Config &c : {thread, warp, blk256, blk1024})
+      if (c.name != best.name) configs.push_back(c);
+  }
+  for (const Config &c : configs) {
+    wrapper::KernelConfig kc;
+    kc.name = c.name;
+    if (pointwise_)
+      kc.values = {{"block", c.block}, {"ept", c.ept}, {"vec", c.vec}};
+    else
+      kc.values = {{"block", c.block}, {"threads_per_row", c.tpr}, {"rows_per_block", c.rows}};
+    info.configs.push_back(kc);
+  }
+
+  std::string fusedNames;
+  for (NodeId n : k_.fused)
+    if (n >= 0 && size_t(n) < p_.nodes.size())
+      fusedNames += (fusedNames.empty() ? "" : ", ") + p_.nodes[size_t(n)].name;
+  bool vecParam = pointwise_ && flat_ && vecWidth_ > 1;
+  CodeWriter dev, host;
+  for (size_t ci = 0; ci < configs.size(); ++ci) {
+    const Config &c = configs[ci];
+    std::string fn = k_.name + "_c" + std::to_string(ci);
+    out.functions.push_back(fn + "_kernel");
+    // --- device
+    if (ci) dev.blank();
+    dev.line("// kernel " + k_.name + (fusedNames.empty() ? "" : " (" + fusedNames + ")") +
+             ", config " + std::to_string(ci) + " " + c.name + ": " +
+             (pointwise_ ? (flat_ ? "pointwise, flat" : "pointwise")
+                         : "per outer point, " + std::to_string(k_.phases.size()) + " phase(s)"));
+    std::string params = deviceParams();
+    if (vecParam) params += std::string(params.empty() ? "" : ", ") + "int32_t coil_vec_ok";
+    dev.open("extern \"C\" __global__ void __launch_bounds__(" + std::to_string(c.block) + ") " +
+             fn + "_kernel(" + params + ")");
+    emitExtents(dev, true);
+    COIL_TRY_STATUS(pointwise_ ? emitPointwise(dev, c, pwLive) : emitRows(dev, c));
+    dev.close();
+
+    // --- host
+    if (ci) host.blank();
+    host.open("extern \"C\" int32_t " + fn + "(" + hostParams() + ")");
+    std::string empty;
+    for (size_t d = 0; d < k_.vars.size(); ++d)
+      empty += (empty.empty() ? "" : " || ") + extent_[d] + " <= 0";
+    emitExtents(host, false);
+    if (!empty.empty()) host.line("if (" + empty + ") return 0;");
+    std::string args;
+    for (NodeId n : buffers_) args += (args.empty() ? "" : ", ") + std::string("&") + bufName_[n];
+    for (const std::string &s : sizeSyms_)
+      args += (args.empty() ? "" : ", ") + std::string("&") + cname_[s];
+    if (pointwise_) {
+      std::string count = "total";
+      if (vecParam) {
+        // The vector path needs every flat buffer aligned to its vector access.
+        std::string cond;
+        for (NodeId n : flatNodes_)
+          cond += (cond.empty() ? "" : " && ") + std::string("uintptr_t(") + bufName_[n] + ") % " +
+                  std::to_string(c.vec * dtypeSize(p_.nodes[size_t(n)].dtype)) + " == 0";
+        host.line("int32_t coil_vec_ok = " + cond + ";");
+        args += (args.empty() ? "" : ", ") + std::string("&coil_vec_ok");
+        count = "(coil_vec_ok ? coil_ceildiv(total, " + std::to_string(c.vec) + ") : total)";
+      }
+      host.line("const int64_t grid = coil_ceildiv(" + count + ", " +
+                std::to_string(c.block * c.ept) + ");");
+    } else {
+      host.line("const int64_t grid = coil_ceildiv(total, " + std::to_string(c.rows) + ");");
+    }
+    host.line("void *args[] = {" + (args.empty() ? std::string("nullptr") : args) + "};");
+    host.line("return coil_launch(ctx, " + std::to_string(o_.functionBase) + " + " +
+              std::to_string(ci) + ", \"" + fn + "\", grid, " + std::to_string(c.block) +
+              ", args);");
+    host.close();
+  }
+  out.device = dev.str();
+  out.host = host.str();
+  return out;
+}
+
+} // namespace
+
+Expected<CudaKernelSource> generateCudaKernel(const sched::Kernel &k, const loop::LoopProgram &p,
+                                              const CudaCodegenOptions &o) {
+  CudaEmitter e(k, p, o);
+  return e.run();
+}
+
+} // namespace coil::codegen

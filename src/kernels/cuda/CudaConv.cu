@@ -1,0 +1,459 @@
+// CUDA convolution externs: im2col into the workspace + cuBLASLt GEMM (chunked over the batch),
+// a GEMM directly for pointwise convolutions, GEMM + col2im (a gather, no atomics) for
+// transposed convolutions, and direct kernels for depthwise convolutions and for problems whose
+// column buffer does not fit the workspace. Transposed convolutions keep their columns in the
+// accumulator type (f32 for f16/bf16), so each output is rounded once, after all its taps.
+#include "kernels/cuda/CudaKernels.h"
+#include "kernels/cuda/CudaKernelsImpl.h"
+
+#include <climits>
+#include <type_traits>
+
+namespace coil::cuda {
+namespace {
+
+bool mulSize(int64_t a, int64_t b, int64_t *out) {
+  if (a < 0 || b < 0) return false;
+  return !__builtin_mul_overflow(a, b, out);
+}
+bool mulSizes(std::initializer_list<int64_t> v, int64_t *out) {
+  int64_t p = 1;
+  for (int64_t x : v)
+    if (!mulSize(p, x, &p)) return false;
+  *out = p;
+  return true;
+}
+
+/// Geometry of a conv or transposed conv with the spatial dims right-aligned to 3 (unused
+/// leading dims of size 1), validated as kernels/cpu does. Passed to kernels by value.
+struct Geom {
+  int64_t n = 0, c = 0, m = 0, group = 1, cg = 0, mg = 0;
+  int64_t in[3], k[3], out[3], s[3], d[3], p[3];
+  int64_t inSize = 0, kSize = 0, outSize = 0, colRows = 0;
+};
+
+bool makeGeom(Geom &g, int64_t n, int64_t c, int64_t m, int64_t group, int64_t nd,
+              const int64_t in[3], const int64_t k[3], const int64_t out[3], const int64_t s[3],
+              const int64_t d[3], const int64_t p[3]) {
+  if (nd < 1 || nd > 3 || n < 0 || c < 0 || m < 0 || group < 1 || c % group || m % group)
+    return false;
+  g.n = n, g.c = c, g.m = m, g.group = group, g.cg = c / group, g.mg = m / group;
+  for (int i = 0; i < 3; ++i) {
+    int64_t j = i - (3 - nd);
+    bool used = j >= 0;
+    g.in[i] = used ? in[j] : 1, g.k[i] = used ? k[j] : 1, g.out[i] = used ? out[j] : 1;
+    g.s[i] = used ? s[j] : 1, g.d[i] = used ? d[j] : 1, g.p[i] = used ? p[j] : 0;
+    if (g.in[i] < 0 || g.k[i] < 0 || g.out[i] < 0 || g.s[i] < 1 || g.d[i] < 1 ||
+        g.p[i] < -(INT64_MAX >> 2))
+      return false;
+    int64_t a, b, e;
+    if (!mulSize(g.out[i], g.s[i], &a) || !mulSize(g.k[i], g.d[i], &b) ||
+        !mulSize(g.in[i], g.s[i], &e) || a > (INT64_MAX >> 2) || b > (INT64_MAX >> 2) ||
+        e > (INT64_MAX >> 2) || g.p[i] > (INT64_MAX >> 2) || g.out[i] > (INT64_MAX >> 2))
+      return false;
+  }
+  int64_t all;
+  return mulSizes({g.in[0], g.in[1], g.in[2]}, &g.inSize) &&
+         mulSizes({g.k[0], g.k[1], g.k[2]}, &g.kSize) &&
+         mulSizes({g.out[0], g.out[1], g.out[2]}, &g.outSize) &&
+         mulSize(g.cg, g.kSize, &g.colRows) && mulSizes({n, c, g.inSize}, &all) &&
+         mulSizes({n, m, g.outSize}, &all) && mulSizes({c, g.kSize, g.outSize}, &all) &&
+         mulSizes({m, g.colRows}, &all) && mulSizes({c, g.mg, g.kSize}, &all) &&
+         mulSizes({m, g.kSize, g.inSize}, &all);
+}
+
+bool isPointwise(const Geom &g) {
+  for (int i = 0; i < 3; ++i)
+    if (g.k[i] != 1 || g.s[i] != 1 || g.p[i] != 0 || g.out[i] != g.in[i]) return false;
+  return true;
+}
+
+/// The geometry as the kernels read it, in index type I: int32_t when every index and
+/// coordinate fits (32-bit division is several times cheaper on the GPU), else int64_t.
+template <typename I> struct KGeom {
+  I c, m, cg, mg;
+  I in[3], k[3], out[3], s[3], d[3], p[3];
+  I inSize, kSize, outSize;
+};
+
+template <typename I> KGeom<I> kgeom(const Geom &g) {
+  KGeom<I> r;
+  r.c = I(g.c), r.m = I(g.m), r.cg = I(g.cg), r.mg = I(g.mg);
+  for (int i = 0; i < 3; ++i) {
+    r.in[i] = I(g.in[i]), r.k[i] = I(g.k[i]), r.out[i] = I(g.out[i]);
+    r.s[i] = I(g.s[i]), r.d[i] = I(g.d[i]), r.p[i] = I(g.p[i]);
+  }
+  r.inSize = I(g.inSize), r.kSize = I(g.kSize), r.outSize = I(g.outSize);
+  return r;
+}
+
+/// Whether 32-bit indices suffice: every buffer index below 2^31 (`maxIndex`: the largest
+/// element count a kernel addresses) and every coordinate o*s - p + k*d (and i*s - p + k*d)
+/// far from overflow.
+bool fits32(const Geom &g, int64_t maxIndex) {
+  constexpr int64_t kLimit = int64_t(1) << 29;
+  int64_t all;
+  if (maxIndex >= (int64_t(1) << 31) || !mulSizes({g.n, g.c, g.inSize}, &all) ||
+      all >= (int64_t(1) << 31) || !mulSizes({g.n, g.m, g.outSize}, &all) ||
+      all >= (int64_t(1) << 31) || !mulSizes({g.m, g.cg, g.kSize}, &all) ||
+      all >= (int64_t(1) << 31))
+    return false;
+  for (int i = 0; i < 3; ++i)
+    if (g.out[i] * g.s[i] >= kLimit || g.in[i] * g.s[i] >= kLimit || g.k[i] * g.d[i] >= kLimit ||
+        g.p[i] >= kLimit || g.p[i] <= -kLimit || g.in[i] >= kLimit || g.out[i] >= kLimit)
+      return false;
+  return true;
+}
+
+template <typename I> __device__ __forceinline__ void split3(I v, const I dims[3], I r[3]) {
+  r[2] = v % dims[2];
+  v /= dims[2];
+  r[1] = v % dims[1];
+  r[0] = v / dims[1];
+}
+
+/// col[img][ic*K + kk][o] = x[b0 + img][ic][position(o, kk)] (0 in the padding), for `nb`
+/// images and every input channel. The loop counter is 64-bit so that the grid stride cannot
+/// overflow; everything else is in I.
+template <typename T, typename I>
+__global__ void im2colKernel(const T *x, T *col, KGeom<I> g, I b0, I nb) {
+  using A = typename ElemOf<T>::Acc;
+  I O = g.outSize, rows = g.c * g.kSize;
+  int64_t total = int64_t(nb) * rows * O;
+  for (int64_t it = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; it < total;
+       it += int64_t(gridDim.x) * blockDim.x) {
+    I idx = I(it);
+    I o = idx % O, row = (idx / O) % rows, img = idx / (O * rows);
+    I ic = row / g.kSize, kk = row % g.kSize;
+    I oi[3], ki[3];
+    split3(o, g.out, oi);
+    split3(kk, g.k, ki);
+    bool inside = true;
+    I pos = 0;
+    for (int d = 0; d < 3; ++d) {
+      I i = oi[d] * g.s[d] - g.p[d] + ki[d] * g.d[d];
+      inside = inside && i >= 0 && i < g.in[d];
+      pos = pos * g.in[d] + i;
+    }
+    col[idx] = inside ? x[((b0 + img) * g.c + ic) * g.inSize + pos] : fromAcc<T>(A(0));
+  }
+}
+
+/// Direct convolution: one thread per output element, accumulated in ElemOf<T>::Acc.
+template <typename T, typename I>
+__global__ void directConvKernel(const T *x, const T *w, T *y, KGeom<I> g, int64_t total) {
+  using A = typename ElemOf<T>::Acc;
+  I O = g.outSize;
+  for (int64_t it = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; it < total;
+       it += int64_t(gridDim.x) * blockDim.x) {
+    I idx = I(it);
+    I o = idx % O, oc = (idx / O) % g.m, b = idx / (O * g.m);
+    I gr = oc / g.mg;
+    I oi[3];
+    split3(o, g.out, oi);
+    A acc = 0;
+    for (I ic = 0; ic < g.cg; ++ic) {
+      const T *xc = x + (b * g.c + gr * g.cg + ic) * g.inSize;
+      const T *wc = w + (oc * g.cg + ic) * g.kSize;
+      for (I kk = 0; kk < g.kSize; ++kk) {
+        I ki[3];
+        split3(kk, g.k, ki);
+        bool inside = true;
+        I pos = 0;
+        for (int d = 0; d < 3; ++d) {
+          I i = oi[d] * g.s[d] - g.p[d] + ki[d] * g.d[d];
+          inside = inside && i >= 0 && i < g.in[d];
+          pos = pos * g.in[d] + i;
+        }
+        if (inside) acc += toAcc<A>(xc[pos]) * toAcc<A>(wc[kk]);
+      }
+    }
+    y[idx] = fromAcc<T>(acc);
+  }
+}
+
+/// The input position of transposed-conv output `oi` through kernel tap `ki`, or -1.
+template <typename I>
+__device__ __forceinline__ I transposedSource(const KGeom<I> &g, const I oi[3], const I ki[3]) {
+  I pos = 0;
+  for (int d = 0; d < 3; ++d) {
+    I t = oi[d] + g.p[d] - ki[d] * g.d[d];
+    if (t < 0 || t % g.s[d] != 0) return -1;
+    I i = t / g.s[d];
+    if (i >= g.in[d]) return -1;
+    pos = pos * g.in[d] + i;
+  }
+  return pos;
+}
+
+/// y[b0 + img][oc][o] = sum over taps kk of col[img][oc*K + kk][source(o, kk)] (col2im as a
+/// gather: deterministic, no atomics). The columns are in the accumulator type A (unrounded GEMM
+/// results), so the sum of the overlapping taps is rounded to T once.
+template <typename T, typename I>
+__global__ void col2imKernel(const typename ElemOf<T>::Acc *col, T *y, KGeom<I> g, I b0, I nb) {
+  using A = typename ElemOf<T>::Acc;
+  I O = g.outSize, In = g.inSize, K = g.kSize;
+  int64_t total = int64_t(nb) * g.m * O;
+  for (int64_t it = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; it < total;
+       it += int64_t(gridDim.x) * blockDim.x) {
+    I idx = I(it);
+    I o = idx % O, oc = (idx / O) % g.m, img = idx / (O * g.m);
+    I oi[3];
+    split3(o, g.out, oi);
+    const A *src = col + (img * g.m + oc) * K * In;
+    A acc = 0;
+    for (I kk = 0; kk < K; ++kk) {
+      I ki[3];
+      split3(kk, g.k, ki);
+      I pos = transposedSource(g, oi, ki);
+      if (pos >= 0) acc += src[kk * In + pos];
+    }
+    y[b0 * g.m * O + idx] = fromAcc<T>(acc);
+  }
+}
+
+/// dst[i] = src[i] widened to the accumulator type A (exact: f16 and bf16 values are f32 values,
+/// and TF32 keeps their mantissas too).
+template <typename T>
+__global__ void widenKernel(const T *src, typename ElemOf<T>::Acc *dst, int64_t total) {
+  using A = typename ElemOf<T>::Acc;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x)
+    dst[i] = toAcc<A>(src[i]);
+}
+
+/// Direct transposed convolution: one thread per output element.
+template <typename T, typename I>
+__global__ void directConvTransposeKernel(const T *x, const T *w, T *y, KGeom<I> g, int64_t total) {
+  using A = typename ElemOf<T>::Acc;
+  I O = g.outSize;
+  for (int64_t it = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; it < total;
+       it += int64_t(gridDim.x) * blockDim.x) {
+    I idx = I(it);
+    I o = idx % O, oc = (idx / O) % g.m, b = idx / (O * g.m);
+    I gr = oc / g.mg, mc = oc % g.mg;
+    I oi[3];
+    split3(o, g.out, oi);
+    A acc = 0;
+    for (I kk = 0; kk < g.kSize; ++kk) {
+      I ki[3];
+      split3(kk, g.k, ki);
+      I pos = transposedSource(g, oi, ki);
+      if (pos < 0) continue;
+      for (I ic = 0; ic < g.cg; ++ic) {
+        I ch = gr * g.cg + ic;
+        acc += toAcc<A>(x[(b * g.c + ch) * g.inSize + pos]) *
+               toAcc<A>(w[(ch * g.mg + mc) * g.kSize + kk]);
+      }
+    }
+    y[idx] = fromAcc<T>(acc);
+  }
+}
+
+/// Bytes rounded up to a multiple of 256 (callers' sizes are far below SIZE_MAX).
+size_t align256Up(size_t v) {
+  return (v + 255) & ~size_t(255);
+}
+
+/// Splits the workspace into a column buffer and cuBLASLt's workspace (an eighth, at most
+/// 32 MiB).
+void splitWorkspace(const coil_cuda_ctx *ctx, Scratch &cols, Scratch &gemm) {
+  Scratch ws = workspaceOf(ctx);
+  size_t gemmBytes = align256Down(ws.bytes / 8);
+  if (gemmBytes > (size_t(32) << 20)) gemmBytes = size_t(32) << 20;
+  cols.ptr = ws.ptr;
+  cols.bytes = align256Down(ws.bytes - gemmBytes);
+  gemm.ptr = gemmBytes ? static_cast<char *>(ws.ptr) + cols.bytes : nullptr;
+  gemm.bytes = gemmBytes;
+}
+
+template <typename T>
+int32_t conv(const coil_cuda_ctx *ctx, const char *fn, const T *x, const T *w, T *y,
+             const Geom &g) {
+  if (g.n == 0 || g.m == 0 || g.outSize == 0) return 0;
+  if (!ctx->blas) return fail(ctx, fn, "no cuBLASLt state (coil_cuda_blas_create failed)");
+  cudaStream_t stream = static_cast<cudaStream_t>(ctx->stream);
+  int64_t total = g.n * g.m * g.outSize;
+  if (g.colRows == 0) // no input channels or an empty kernel: zeros
+    return check(ctx, fn, "cudaMemsetAsync",
+                 cudaMemsetAsync(y, 0, size_t(total) * sizeof(T), stream));
+  auto direct = [&]() {
+    unsigned grid = gridFor(total, 256);
+    if (fits32(g, total))
+      directConvKernel<T, int32_t><<<grid, 256, 0, stream>>>(x, w, y, kgeom<int32_t>(g), total);
+    else
+      directConvKernel<T, int64_t><<<grid, 256, 0, stream>>>(x, w, y, kgeom<int64_t>(g), total);
+    return checkLaunch(ctx, fn, "directConvKernel");
+  };
+  if (g.group > 1 && g.cg == 1) return direct(); // depthwise: a GEMM would have one row
+  GemmCall call;
+  call.t = ElemOf<T>::kElem;
+  call.m = g.mg, call.n = g.outSize, call.k = g.colRows;
+  call.sa = 0, call.sy = g.m * g.outSize;
+  if (isPointwise(g)) {
+    call.ws = workspaceOf(ctx);
+    call.batch = g.n;
+    call.sb = g.c * g.inSize;
+    for (int64_t gr = 0; gr < g.group; ++gr) {
+      call.a = w + gr * g.mg * g.colRows;
+      call.b = x + gr * g.cg * g.inSize;
+      call.y = y + gr * g.mg * g.outSize;
+      if (int32_t r = gemmLt(ctx, fn, call)) return r;
+    }
+    return 0;
+  }
+  Scratch cols;
+  splitWorkspace(ctx, cols, call.ws);
+  int64_t perImage = g.c * g.kSize * g.outSize; // elements of one image's columns
+  int64_t fit = int64_t(cols.bytes / sizeof(T)) / perImage;
+  if (fit == 0) return direct();
+  T *col = static_cast<T *>(cols.ptr);
+  for (int64_t b0 = 0; b0 < g.n; b0 += fit) {
+    int64_t nb = g.n - b0 < fit ? g.n - b0 : fit;
+    unsigned grid = gridFor(nb * perImage, 256);
+    if (fits32(g, nb * perImage))
+      im2colKernel<T, int32_t>
+          <<<grid, 256, 0, stream>>>(x, col, kgeom<int32_t>(g), int32_t(b0), int32_t(nb));
+    else
+      im2colKernel<T, int64_t><<<grid, 256, 0, stream>>>(x, col, kgeom<int64_t>(g), b0, nb);
+    if (int32_t r = checkLaunch(ctx, fn, "im2colKernel")) return r;
+    call.batch = nb;
+    call.sb = perImage;
+    for (int64_t gr = 0; gr < g.group; ++gr) {
+      call.a = w + gr * g.mg * g.colRows;
+      call.b = col + gr * g.colRows * g.outSize;
+      call.y = y + (b0 * g.m + gr * g.mg) * g.outSize;
+      if (int32_t r = gemmLt(ctx, fn, call)) return r;
+    }
+  }
+  return 0;
+}
+
+template <typename T>
+int32_t convTranspose(const coil_cuda_ctx *ctx, const char *fn, const T *x, const T *w, T *y,
+                      const Geom &g) {
+  int64_t total = g.n * g.m * g.outSize;
+  if (total == 0) return 0;
+  cudaStream_t stream = static_cast<cudaStream_t>(ctx->stream);
+  if (g.c == 0 || g.inSize == 0 || g.kSize == 0)
+    return check(ctx, fn, "cudaMemsetAsync",
+                 cudaMemsetAsync(y, 0, size_t(total) * sizeof(T), stream));
+  if (!ctx->blas) return fail(ctx, fn, "no cuBLASLt state (coil_cuda_blas_create failed)");
+  auto direct = [&]() {
+    unsigned grid = gridFor(total, 256);
+    if (fits32(g, total))
+      directConvTransposeKernel<T, int32_t>
+          <<<grid, 256, 0, stream>>>(x, w, y, kgeom<int32_t>(g), total);
+    else
+      directConvTransposeKernel<T, int64_t>
+          <<<grid, 256, 0, stream>>>(x, w, y, kgeom<int64_t>(g), total);
+    return checkLaunch(ctx, fn, "directConvTransposeKernel");
+  };
+  if (g.cg == 1) return direct(); // a GEMM with k = 1 is only overhead
+  // The GEMM runs in the accumulator type A and writes unrounded columns: for f16/bf16 the
+  // weights (once) and each chunk's images are first widened to f32 in the workspace, since the
+  // GEMM takes one element type. Workspace (256-aligned pieces): [w in A][columns of `fit`
+  // images][those images in A]; T = A (f32, f64) needs the columns only.
+  using A = typename ElemOf<T>::Acc;
+  constexpr bool widen = !std::is_same_v<A, T>;
+  GemmCall call;
+  Scratch cols;
+  splitWorkspace(ctx, cols, call.ws);
+  int64_t rows = g.mg * g.kSize;               // per group: col [mg*K, inSize]
+  int64_t perImage = g.m * g.kSize * g.inSize; // every group's columns of one image
+  int64_t wElems = widen ? g.c * rows : 0;     // w is [c, mg*K]
+  int64_t xElems = widen ? g.c * g.inSize : 0; // one image in A
+  size_t wBytes = widen ? align256Up(size_t(wElems) * sizeof(A)) : 0;
+  size_t slack = widen ? 256 : 0; // aligning the widened images after the columns
+  int64_t perFit = 0, fit = 0;
+  if (cols.bytes > wBytes + slack && !__builtin_add_overflow(perImage, xElems, &perFit))
+    fit = int64_t((cols.bytes - wBytes - slack) / sizeof(A)) / perFit;
+  if (fit == 0) return direct();
+  char *base = static_cast<char *>(cols.ptr);
+  A *w32 = reinterpret_cast<A *>(base);
+  A *col = reinterpret_cast<A *>(base + wBytes);
+  A *x32 = reinterpret_cast<A *>(base + wBytes + align256Up(size_t(fit * perImage) * sizeof(A)));
+  const A *wA = nullptr;
+  if constexpr (widen) {
+    widenKernel<T><<<gridFor(wElems, 256), 256, 0, stream>>>(w, w32, wElems);
+    if (int32_t r = checkLaunch(ctx, fn, "widenKernel")) return r;
+    wA = w32;
+  } else {
+    (void)w32, (void)x32;
+    wA = w;
+  }
+  call.t = ElemOf<A>::kElem;
+  call.m = rows, call.n = g.inSize, call.k = g.cg;
+  call.ta = true; // w_g is stored [cg, mg*K]
+  call.sa = 0, call.sb = g.c * g.inSize, call.sy = perImage;
+  for (int64_t b0 = 0; b0 < g.n; b0 += fit) {
+    int64_t nb = g.n - b0 < fit ? g.n - b0 : fit;
+    const A *xA = nullptr; // the chunk's first image in A
+    if constexpr (widen) {
+      widenKernel<T>
+          <<<gridFor(nb * xElems, 256), 256, 0, stream>>>(x + b0 * xElems, x32, nb * xElems);
+      if (int32_t r = checkLaunch(ctx, fn, "widenKernel")) return r;
+      xA = x32;
+    } else {
+      xA = x + b0 * g.c * g.inSize;
+    }
+    call.batch = nb;
+    for (int64_t gr = 0; gr < g.group; ++gr) {
+      call.a = wA + gr * g.cg * rows;
+      call.b = xA + gr * g.cg * g.inSize;
+      call.y = col + gr * rows * g.inSize;
+      if (int32_t r = gemmLt(ctx, fn, call)) return r;
+    }
+    unsigned grid = gridFor(nb * g.m * g.outSize, 256);
+    if (fits32(g, nb * perImage))
+      col2imKernel<T, int32_t>
+          <<<grid, 256, 0, stream>>>(col, y, kgeom<int32_t>(g), int32_t(b0), int32_t(nb));
+    else
+      col2imKernel<T, int64_t><<<grid, 256, 0, stream>>>(col, y, kgeom<int64_t>(g), b0, nb);
+    if (int32_t r = checkLaunch(ctx, fn, "col2imKernel")) return r;
+  }
+  return 0;
+}
+
+} // namespace
+} // namespace coil::cuda
+
+using namespace coil::cuda;
+
+extern "C" {
+
+#define COIL_CUDA_DEFINE_CONV(S, T)                                                                \
+  int32_t coil_cuda_conv_##S(                                                                      \
+      const coil_cuda_ctx *ctx, const void *x, const void *w, void *y, int64_t n, int64_t c,       \
+      int64_t m, int64_t group, int64_t nd, int64_t in0, int64_t in1, int64_t in2, int64_t k0,     \
+      int64_t k1, int64_t k2, int64_t out0, int64_t out1, int64_t out2, int64_t s0, int64_t s1,    \
+      int64_t s2, int64_t d0, int64_t d1, int64_t d2, int64_t p0, int64_t p1, int64_t p2) {        \
+    if (!ctx) return 1;                                                                            \
+    const int64_t in[3] = {in0, in1, in2}, k[3] = {k0, k1, k2}, out[3] = {out0, out1, out2};       \
+    const int64_t s[3] = {s0, s1, s2}, d[3] = {d0, d1, d2}, p[3] = {p0, p1, p2};                   \
+    Geom g;                                                                                        \
+    if (!makeGeom(g, n, c, m, group, nd, in, k, out, s, d, p)) return 0;                           \
+    return conv<T>(ctx, "coil_cuda_conv_" #S, static_cast<const T *>(x),                           \
+                   static_cast<const T *>(w), static_cast<T *>(y), g);                             \
+  }                                                                                                \
+  int32_t coil_cuda_conv_transpose_##S(                                                            \
+      const coil_cuda_ctx *ctx, const void *x, const void *w, void *y, int64_t n, int64_t c,       \
+      int64_t m, int64_t group, int64_t nd, int64_t in0, int64_t in1, int64_t in2, int64_t k0,     \
+      int64_t k1, int64_t k2, int64_t out0, int64_t out1, int64_t out2, int64_t s0, int64_t s1,    \
+      int64_t s2, int64_t d0, int64_t d1, int64_t d2, int64_t p0, int64_t p1, int64_t p2) {        \
+    if (!ctx) return 1;                                                                            \
+    const int64_t in[3] = {in0, in1, in2}, k[3] = {k0, k1, k2}, out[3] = {out0, out1, out2};       \
+    const int64_t s[3] = {s0, s1, s2}, d[3] = {d0, d1, d2}, p[3] = {p0, p1, p2};                   \
+    Geom g;                                                                                        \
+    if (!makeGeom(g, n, c, m, group, nd, in, k, out, s, d, p)) return 0;                           \
+    return convTranspose<T>(ctx, "coil_cuda_conv_transpose_" #S, static_cast<const T *>(x),        \
+                            static_cast<const T *>(w), static_cast<T *>(y), g);                    \
+  }
+
+COIL_CUDA_DEFINE_CONV(f64, double)
+COIL_CUDA_DEFINE_CONV(f32, float)
+COIL_CUDA_DEFINE_CONV(f16, __half)
+COIL_CUDA_DEFINE_CONV(bf16, __nv_bfloat16)
+#undef COIL_CUDA_DEFINE_CONV
+
+} // extern "C"

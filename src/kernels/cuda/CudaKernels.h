@@ -1,0 +1,75 @@
+/// \file CUDA extern kernels (libcoil_cuda): the device twins of the GEMM and convolution
+/// functions of kernels/cpu/CpuKernels.h.
+///
+/// `coil_cuda_<op>_<dtype>` takes `const coil_cuda_ctx *` first, then exactly the arguments of
+/// `coil_cpu_<op>_<dtype>` with device pointers, and has the same semantics (including the
+/// argument checks: an out-of-range size or stride makes the call a no-op that returns 0). It
+/// enqueues its work on ctx->stream and never synchronizes, so it can be captured into a CUDA
+/// graph. It returns 0, or nonzero with a NUL-terminated message naming the function (and the
+/// CUDA or cuBLAS status) in ctx->error.
+///
+/// GEMMs run through cuBLASLt with f32 accumulation (f64 for f64); f32 GEMMs compute in true fp32
+/// unless the environment variable COIL_CUDA_TF32=1 allows TF32 tensor cores. Convolutions are
+/// im2col (into ctx->workspace, chunked over the batch) + cuBLASLt GEMM; a 1x1, stride-1,
+/// unpadded convolution is a GEMM directly; depthwise convolutions (and any convolution whose
+/// column buffer does not fit the workspace) run a direct kernel. Transposed convolutions are
+/// GEMM + col2im. Every function uses ctx->workspace (ctx->workspace_bytes long) as its only
+/// scratch memory and ctx->blas, which must come from coil_cuda_blas_create.
+#pragma once
+
+#include "coil/cuda_abi.h"
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// The GEMM state the runtime puts into coil_cuda_ctx::blas: a cuBLASLt handle and a cache of
+/// matmul descriptors and chosen algorithms keyed by problem (shape, strides, dtype, pointer
+/// alignment, workspace size). Thread-safe. NULL when cuBLASLt cannot be initialized (no
+/// driver or device: the externs then fail with a message). The current CUDA context at
+/// create time is the one the handle belongs to.
+void *coil_cuda_blas_create(void);
+/// Destroys the state of coil_cuda_blas_create (NULL is a no-op). No work using it may be
+/// pending.
+void coil_cuda_blas_destroy(void *blas);
+
+#define COIL_CUDA_DECLARE_GEMM(S)                                                                  \
+  int32_t coil_cuda_gemm_##S(const coil_cuda_ctx *ctx, const void *a, const void *b, void *y,      \
+                             int64_t batch, int64_t m, int64_t n, int64_t k, int64_t transA,       \
+                             int64_t transB, int64_t strideA, int64_t strideB, double alpha);      \
+  int32_t coil_cuda_gemm_c_##S(const coil_cuda_ctx *ctx, const void *a, const void *b,             \
+                               const void *c, void *y, int64_t batch, int64_t m, int64_t n,        \
+                               int64_t k, int64_t transA, int64_t transB, int64_t strideA,         \
+                               int64_t strideB, int64_t strideC, double alpha, double beta);
+#define COIL_CUDA_DECLARE_CONV(S)                                                                  \
+  int32_t coil_cuda_conv_##S(                                                                      \
+      const coil_cuda_ctx *ctx, const void *x, const void *w, void *y, int64_t n, int64_t c,       \
+      int64_t m, int64_t group, int64_t nd, int64_t in0, int64_t in1, int64_t in2, int64_t k0,     \
+      int64_t k1, int64_t k2, int64_t out0, int64_t out1, int64_t out2, int64_t s0, int64_t s1,    \
+      int64_t s2, int64_t d0, int64_t d1, int64_t d2, int64_t p0, int64_t p1, int64_t p2);         \
+  int32_t coil_cuda_conv_transpose_##S(                                                            \
+      const coil_cuda_ctx *ctx, const void *x, const void *w, void *y, int64_t n, int64_t c,       \
+      int64_t m, int64_t group, int64_t nd, int64_t in0, int64_t in1, int64_t in2, int64_t k0,     \
+      int64_t k1, int64_t k2, int64_t out0, int64_t out1, int64_t out2, int64_t s0, int64_t s1,    \
+      int64_t s2, int64_t d0, int64_t d1, int64_t d2, int64_t p0, int64_t p1, int64_t p2);
+
+/// Batched GEMM, as coil_cpu_gemm_* / coil_cpu_gemm_c_* (row-major; batch strides in elements,
+/// 0 broadcasts; Y contiguous [batch, m, n]).
+COIL_CUDA_DECLARE_GEMM(f64)
+COIL_CUDA_DECLARE_GEMM(f32)
+COIL_CUDA_DECLARE_GEMM(f16)
+COIL_CUDA_DECLARE_GEMM(bf16)
+/// Convolution and transposed convolution, as coil_cpu_conv_* / coil_cpu_conv_transpose_*.
+COIL_CUDA_DECLARE_CONV(f64)
+COIL_CUDA_DECLARE_CONV(f32)
+COIL_CUDA_DECLARE_CONV(f16)
+COIL_CUDA_DECLARE_CONV(bf16)
+
+#undef COIL_CUDA_DECLARE_CONV
+#undef COIL_CUDA_DECLARE_GEMM
+
+#ifdef __cplusplus
+} // extern "C"
+#endif
