@@ -297,7 +297,7 @@ def cases():
                       dict(x=rnd(2, 3), a=i64(1, -1)))
 
     add("compile-needs-output", r"error: 'coil compile' needs -o PKG", lambda d: None, ["compile", "x.onnx"])
-    add("compile-unknown-device", r"error: .*--device tpu is not supported", lambda d: save(relu_model(), os.path.join(d, "m.onnx")), ["compile", "m.onnx", "-o", "p.pkg", "--device", "tpu"])
+    add("compile-unknown-device", r"error: .*(--device tpu is not supported|unknown device 'tpu' \(supported: cpu, cuda\))", lambda d: save(relu_model(), os.path.join(d, "m.onnx")), ["compile", "m.onnx", "-o", "p.pkg", "--device", "tpu"])
 
     # --- command line
     add("unknown-command", r"error: unknown command 'frobnicate'", lambda d: None, ["frobnicate"])
