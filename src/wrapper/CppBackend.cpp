@@ -267,18 +267,18 @@ void *coil_host_tracked_alloc(void *ctx, size_t bytes) {
       if (const auto *e = std::get_if<ExternKernelAlloc>(&l))
         args = &e->args, fn = e->function, allocating = true;
       if (!args || !declared.insert(fn).second) continue;
-      if (declared.size() == 1) os_ << "// extern functions\n";
+      if (declared.size() == 1)
+        os_ << "// extern functions: 0 on success, else a failure with a message\n"
+            << "const char *coil_cpu_last_error(void);\n";
       bool first = true;
       auto sep = [&] {
         if (!first) os_ << ", ";
         first = false;
       };
+      os_ << "int32_t " << fn << "(";
       if (deviceExtern(fn)) {
-        os_ << "int32_t " << fn << "(";
         sep();
         os_ << "const coil_cuda_ctx *";
-      } else {
-        os_ << "void " << fn << "(";
       }
       if (allocating) {
         sep();
@@ -535,12 +535,14 @@ void *coil_host_tracked_alloc(void *ctx, size_t bytes) {
             },
             [&](const ExternKernelOut &l) {
               if (cuda_) return cudaExternOut(l);
-              os_ << "  " << l.function << "(";
+              os_ << "  if (" << l.function << "(";
               for (size_t i = 0; i < l.args.size(); ++i) {
                 if (i) os_ << ", ";
                 externArg(l.args[i], -1);
               }
-              os_ << ");\n";
+              os_ << ") != 0) {\n";
+              externFailure("    ", l.function, l.node);
+              os_ << "  }\n";
             },
             [&](const ExternKernelAlloc &l) {
               if (cuda_) return hostFallbackAlloc(l);
@@ -548,7 +550,8 @@ void *coil_host_tracked_alloc(void *ctx, size_t bytes) {
               for (const ExternArg &a : l.args) nOut += a.kind == ExternArg::Kind::Output;
               os_ << "  {\n"
                   << "    void *coil_o[" << std::max(nOut, 1) << "] = {};\n"
-                  << "    " << l.function << "(coil_tracked_alloc, &coil_tracker";
+                  << "    const int32_t coil_rc = " << l.function
+                  << "(coil_tracked_alloc, &coil_tracker";
               int32_t k = 0;
               for (const ExternArg &a : l.args) {
                 os_ << ", ";
@@ -560,7 +563,11 @@ void *coil_host_tracked_alloc(void *ctx, size_t bytes) {
                 if (a.kind == ExternArg::Kind::Output)
                   os_ << "    " << var(a.buffer) << " = (" << ctype(a.buffer) << " *)coil_o[" << k++
                       << "];\n";
-              os_ << "    if (coil_tracker.failed) {\n";
+              // The outputs it allocated are set above, so that the failure path frees them.
+              os_ << "    if (coil_rc != 0) {\n";
+              externFailure("      ", l.function, l.node);
+              os_ << "    }\n"
+                  << "    if (coil_tracker.failed) {\n";
               fail("      ", "out of memory in extern call '" + cString(l.function) + "'");
               os_ << "    }\n  }\n";
             },
@@ -584,6 +591,23 @@ void *coil_host_tracked_alloc(void *ctx, size_t bytes) {
             },
             [&](const DebugPrint &l) { debugPrint(l); }},
         line);
+  }
+
+  /// Reports a failed extern call (nonzero status) as "node 'NAME' (OP): MESSAGE" and fails the
+  /// run.
+  void externFailure(const std::string &indent, const std::string &function,
+                     const ExternNodeInfo &node) {
+    auto [fmt, fmtArgs] = externError(function, node);
+    fail(indent, fmt, fmtArgs);
+  }
+  /// The coil_set_error format and arguments of a failed extern call.
+  std::pair<std::string, std::string> externError(const std::string &function,
+                                                  const ExternNodeInfo &node) {
+    std::string who = node.name.empty() ? "extern call '" + cString(function) + "'"
+                                        : "node '" + cString(node.name) + "'";
+    if (!node.op.empty()) who += " (" + cString(node.op) + ")";
+    if (function.rfind("coil_cpu_", 0) == 0) return {who + ": %s", ", coil_cpu_last_error()"};
+    return {who + ": '" + cString(function) + "' failed", ""};
   }
 
   /// Copies allocating-extern output `b` into the caller's output buffer i.
@@ -610,12 +634,15 @@ void *coil_host_tracked_alloc(void *ctx, size_t bytes) {
       os_ << ")) {\n    coil_cuda_failed(args, coil_cu);\n    goto coil_fail;\n  }\n";
       return;
     }
-    hostFallback(l.function, l.args, false);
+    hostFallback(l.function, l.args, false, l.node);
   }
 
-  void hostFallbackAlloc(const ExternKernelAlloc &l) { hostFallback(l.function, l.args, true); }
+  void hostFallbackAlloc(const ExternKernelAlloc &l) {
+    hostFallback(l.function, l.args, true, l.node);
+  }
 
-  void hostFallback(const std::string &fn, const std::vector<ExternArg> &args, bool allocating) {
+  void hostFallback(const std::string &fn, const std::vector<ExternArg> &args, bool allocating,
+                    const ExternNodeInfo &node) {
     std::string what = "host extern '" + cString(fn) + "'";
     int32_t nHost = 0, nOut = 0;
     for (const ExternArg &a : args) {
@@ -637,7 +664,7 @@ void *coil_host_tracked_alloc(void *ctx, size_t bytes) {
       h += a.kind == ExternArg::Kind::Buffer || a.kind == ExternArg::Kind::Output;
     }
     if (allocating) os_ << "    coil_host_tracker coil_ht = {coil_cu, 0};\n";
-    os_ << "    if (!coil_bad) {\n      " << fn << "(";
+    os_ << "    if (!coil_bad && " << fn << "(";
     if (allocating) os_ << "coil_host_tracked_alloc, &coil_ht";
     h = 0;
     bool first = !allocating;
@@ -652,12 +679,15 @@ void *coil_host_tracked_alloc(void *ctx, size_t bytes) {
         externArg(a, -1);
       }
     }
-    os_ << ");\n";
+    // A failed call (nonzero status) fails the run with its message.
+    auto [fmt, fmtArgs] = externError(fn, node);
+    os_ << ") != 0) {\n"
+        << "      coil_set_error(args, \"" << fmt << "\"" << fmtArgs << ");\n"
+        << "      coil_bad = 1;\n    }\n";
     if (allocating)
-      os_ << "      if (coil_ht.failed) {\n"
-          << "        coil_set_error(args, \"%s: out of host memory\", \"" << what << "\");\n"
-          << "        coil_bad = 1;\n      }\n";
-    os_ << "    }\n";
+      os_ << "    if (!coil_bad && coil_ht.failed) {\n"
+          << "      coil_set_error(args, \"%s: out of host memory\", \"" << what << "\");\n"
+          << "      coil_bad = 1;\n    }\n";
     // Outputs back to the device (allocating calls: into blocks of the run's allocator, sized
     // by the symbols the call just defined).
     h = 0;

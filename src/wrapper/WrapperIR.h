@@ -140,16 +140,24 @@ struct ExternArg {
   double number = 0;
   std::string symbol;
 };
+/// The graph node an extern call computes, for the errors it reports at run time: its name (the
+/// name of its first output where the node has none) and its op, e.g. "Reshape".
+struct ExternNodeInfo {
+  std::string name;
+  std::string op;
+};
 struct ExternKernelOut {
   std::string function;
   std::vector<ExternArg> args;
   std::vector<int32_t> origins;
+  ExternNodeInfo node;
 };
 struct ExternKernelAlloc {
   std::string function;
   std::vector<ExternArg> args;
   std::vector<std::string> outSymbols;
   std::vector<int32_t> origins;
+  ExternNodeInfo node;
 };
 struct MultiOutput {
   BufferId buffer = -1;
