@@ -1,0 +1,245 @@
+// Config choice per size bucket (src/driver/Tune.h): buckets from the symbol ranges, the cost
+// model on codegen/cuda's config values, applying measured timings (fastest config, failures
+// never chosen, unmeasured buckets left to the heuristic, neighbours merged), and the compiler's
+// heuristic pass on real CUDA kernels (the chosen chain agrees with the record).
+#include "driver/Tune.h"
+
+#include "../wrapper/WrapperTestUtil.h"
+#include "driver/Pipeline.h"
+#include "ir/Parser.h"
+#include "wrapper/Verify.h"
+
+namespace coil::tune {
+namespace {
+
+using namespace coil::wrapper;
+using namespace coil::wrapper::testing;
+
+std::vector<int64_t> ats(const std::vector<Bucket> &b) {
+  std::vector<int64_t> out;
+  for (const Bucket &x : b) out.push_back(x.at);
+  return out;
+}
+
+void expectWellFormed(const std::vector<Bucket> &b, const SymInt &size) {
+  for (size_t i = 0; i < b.size(); ++i) {
+    EXPECT_LE(b[i].at, b[i].upTo);
+    if (i) {
+      EXPECT_GT(b[i].at, b[i - 1].upTo) << "bucket " << i;
+    }
+    EXPECT_EQ(*size.evaluate(b[i].bindings), b[i].at);
+  }
+}
+
+TEST(TuneBuckets, StaticSizeHasOneBucket) {
+  std::vector<Bucket> b = sizeBuckets(SymInt(4096), {});
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].at, 4096);
+  EXPECT_EQ(b[0].upTo, 4096);
+}
+
+TEST(TuneBuckets, PowersOfFourOfTheSymbolUpToItsMax) {
+  SymInt size = SymInt::symbol("N") * 512;
+  SymRanges r{{"N", {1, 1024}}};
+  std::vector<Bucket> b = sizeBuckets(size, r);
+  EXPECT_EQ(ats(b), (std::vector<int64_t>{512, 2048, 8192, 32768, 131072, 524288}));
+  EXPECT_EQ(b[0].upTo, 1024); // sqrt(512 * 2048)
+  EXPECT_EQ(b[1].upTo, 4096);
+  EXPECT_EQ(b.back().upTo, 524288);
+  expectWellFormed(b, size);
+  // A range that is not a power of 4: its ends are representatives.
+  b = sizeBuckets(size, {{"N", {3, 100}}});
+  EXPECT_EQ(ats(b), (std::vector<int64_t>{3 * 512, 4 * 512, 16 * 512, 64 * 512, 100 * 512}));
+  expectWellFormed(b, size);
+}
+
+TEST(TuneBuckets, UnboundedSymbolIsCappedButTheLastBucketIsOpen) {
+  SymInt size = SymInt::symbol("N");
+  std::vector<Bucket> b = sizeBuckets(size, {{"N", {1, int64_t(1) << 62}}});
+  ASSERT_FALSE(b.empty());
+  EXPECT_EQ(b.back().at, kMaxTunedSymbol);
+  EXPECT_EQ(b.back().upTo, int64_t(1) << 62);
+  expectWellFormed(b, size);
+}
+
+TEST(TuneBuckets, SeveralSymbolsGrowTogether) {
+  SymInt size = SymInt::symbol("B") * SymInt::symbol("S");
+  SymRanges r{{"B", {1, 8}}, {"S", {1, 512}}};
+  std::vector<Bucket> b = sizeBuckets(size, r);
+  EXPECT_EQ(ats(b), (std::vector<int64_t>{1, 16, 128, 512, 2048, 4096}));
+  expectWellFormed(b, size);
+  EXPECT_EQ(b.back().upTo, 4096);
+}
+
+KernelConfig rowsConfig(const char *name, int64_t block, int64_t tpr, int64_t rows) {
+  return {name, {{"block", block}, {"threads_per_row", tpr}, {"rows_per_block", rows}}};
+}
+KernelConfig pwConfig(int64_t block, int64_t ept, int64_t vec) {
+  return {"pw", {{"block", block}, {"ept", ept}, {"vec", vec}}};
+}
+
+/// The cheapest of `configs` by the cost model.
+size_t cheapest(const std::vector<KernelConfig> &configs, int64_t outer, int64_t inner) {
+  size_t best = 0;
+  for (size_t i = 0; i < configs.size(); ++i) {
+    double c = estimateCost(configs[i], outer, inner);
+    EXPECT_GE(c, 0);
+    if (c < estimateCost(configs[best], outer, inner)) best = i;
+  }
+  return best;
+}
+
+TEST(TuneHeuristic, RowKernels) {
+  std::vector<KernelConfig> c = {rowsConfig("thread", 128, 1, 128), rowsConfig("warp", 128, 32, 4),
+                                 rowsConfig("b256", 256, 256, 1),
+                                 rowsConfig("b1024", 1024, 1024, 1)};
+  EXPECT_EQ(cheapest(c, 1 << 20, 4), 0u);  // tiny rows, many: a thread per row
+  EXPECT_EQ(cheapest(c, 49152, 512), 1u);  // short rows: a warp per row
+  EXPECT_EQ(cheapest(c, 65536, 128), 1u);  // a thread per row would read strided memory
+  EXPECT_EQ(cheapest(c, 256, 32768), 3u);  // long rows, few: a large block per row
+  EXPECT_EQ(cheapest(c, 2048, 16384), 2u); // long rows, enough of them: block per row
+}
+
+TEST(TuneHeuristic, PointwiseKernels) {
+  std::vector<KernelConfig> c = {pwConfig(256, 2, 4), pwConfig(128, 4, 4), pwConfig(512, 1, 4)};
+  // Small: under two waves, the least work per thread.
+  EXPECT_EQ(cheapest(c, 4096, 1), 2u);
+  // Large: every config does the same work; the estimates agree within rounding.
+  double a = estimateCost(c[0], int64_t(1) << 26, 1), b = estimateCost(c[1], int64_t(1) << 26, 1);
+  EXPECT_NEAR(a, b, 1e-6 * a);
+}
+
+TEST(TuneHeuristic, UnknownConfigValuesKeepConfigZero) {
+  EXPECT_LT(estimateCost({"block64", {{"block", 64}}}, 100, 1), 0);
+  EXPECT_LT(estimateCost({"x", {{"tile", 64}}}, 100, 1), 0);
+}
+
+/// x [N, 4] -> y [N, 4], kernel of 3 configs the cost model does not know, N in [1, 1024].
+struct Program {
+  ProgramBuilder b{"p"};
+  Program() {
+    BufferId x = b.input("x", DType::F32, {sym("N"), 4});
+    BufferId y = b.output("y", DType::F32, {sym("N"), 4});
+    KernelId k = b.kernel(
+        "k", {bufParam("x", DType::F32, false), bufParam("y", DType::F32, true), sizeParam("n")},
+        3);
+    b.p.kernels[0].iterationSpace = {sym("n")};
+    b.p.symbols["N"] = {1, 1024};
+    b.bind("N", x, 0);
+    b.line(KernelDefinition{k});
+    b.call(k, {bufArg(x), bufArg(y), sizeArg(sym("N") * 4)});
+  }
+  KernelCall &call() { return std::get<KernelCall>(b.p.lines.back()); }
+};
+
+/// The config the printed chain runs at bucket size `n`.
+int32_t picked(const KernelCall &c, int64_t n) {
+  for (const ConfigChoice &ch : c.choices)
+    if (n <= ch.upTo) return ch.config;
+  return c.config;
+}
+
+TEST(TuneApply, MeasuredFastestWinsFailuresNeverAndNeighboursMerge) {
+  Program p;
+  std::vector<TuneTask> tasks = tuneTasks(p.b.p);
+  ASSERT_EQ(tasks.size(), 1u);
+  EXPECT_EQ(tasks[0].size.str(), "4*N");
+  ASSERT_EQ(ats(tasks[0].buckets), (std::vector<int64_t>{4, 16, 64, 256, 1024, 4096}));
+  Timings t = {{{3, 2, 1}, {3, 2, 1}, {5, 1, -1}, {5, 1, 2}, {}, {1, 2, 3}}};
+  TuningRecord rec = applyChoices(p.b.p, tasks, &t);
+  ASSERT_TRUE(verifyWrapper(p.b.p).ok()) << verifyWrapper(p.b.p).error().render();
+  const KernelCall &c = p.call();
+  ASSERT_EQ(c.choices.size(), 2u);
+  EXPECT_EQ(c.bucketSize.str(), "4*N");
+  EXPECT_EQ(c.choices[0].config, 2);
+  EXPECT_EQ(c.choices[0].upTo, tasks[0].buckets[1].upTo);
+  EXPECT_EQ(c.choices[1].config, 1);
+  EXPECT_EQ(c.choices[1].upTo, tasks[0].buckets[3].upTo);
+  EXPECT_EQ(c.config, 0); // bucket 4: the heuristic's 0; bucket 5: measured 0
+  EXPECT_EQ(rec.method, "measured");
+  ASSERT_EQ(rec.calls.size(), 1u);
+  ASSERT_EQ(rec.calls[0].buckets.size(), 6u);
+  std::vector<int32_t> configs;
+  for (const auto &bk : rec.calls[0].buckets) configs.push_back(bk.config);
+  EXPECT_EQ(configs, (std::vector<int32_t>{2, 2, 1, 1, 0, 0}));
+  EXPECT_TRUE(rec.calls[0].buckets[4].timesUs.empty());
+  EXPECT_EQ(rec.calls[0].buckets[2].timesUs, (std::vector<double>{5, 1, -1}));
+  // Every bucket's representative runs its recorded config.
+  for (size_t i = 0; i < 6; ++i)
+    EXPECT_EQ(picked(c, tasks[0].buckets[i].at), configs[i]) << "bucket " << i;
+}
+
+TEST(TuneApply, OneConfigEverywhereHasNoChain) {
+  Program p;
+  std::vector<TuneTask> tasks = tuneTasks(p.b.p);
+  Timings t(1);
+  for (size_t i = 0; i < tasks[0].buckets.size(); ++i) t[0].push_back({4, 3, 5});
+  applyChoices(p.b.p, tasks, &t);
+  EXPECT_TRUE(p.call().choices.empty());
+  EXPECT_EQ(p.call().config, 1);
+  EXPECT_EQ(emitCppWrapper(p.b.p).find("coil_bucket"), std::string::npos);
+}
+
+TEST(TuneApply, HeuristicOnlyKeepsUnknownConfigsAtZero) {
+  Program p;
+  p.call().config = 2;
+  TuningRecord rec = chooseConfigsHeuristic(p.b.p);
+  EXPECT_EQ(rec.method, "heuristic");
+  EXPECT_TRUE(p.call().choices.empty());
+  EXPECT_EQ(p.call().config, 0);
+}
+
+TEST(TuneApply, SingleConfigKernelsAreNotTasks) {
+  ProgramBuilder b("one");
+  BufferId x = b.input("x", DType::F32, {sym("N")});
+  BufferId y = b.output("y", DType::F32, {sym("N")});
+  KernelId k = b.kernel(
+      "k", {bufParam("x", DType::F32, false), bufParam("y", DType::F32, true), sizeParam("n")});
+  b.p.symbols["N"] = {1, 1024};
+  b.bind("N", x, 0);
+  b.line(KernelDefinition{k});
+  b.call(k, {bufArg(x), bufArg(y), sizeArg(sym("N"))});
+  EXPECT_TRUE(tuneTasks(b.p).empty());
+}
+
+/// The compiler's pass on real CUDA kernels: layer norm rows of 4096 over N in [1, 16384].
+TEST(TuneCompile, CudaLayerNormGetsPerBucketConfigs) {
+  auto g = parseGraph(R"(graph @g(%x: f32[N, 4096], %w: f32[4096], %b: f32[4096]) -> (%y) {
+  symbol N in [1, 16384]
+  %y = LayerNormalization(%x, %w, %b) {axis = -1, epsilon = 0.00001} : f32[N, 4096]
+})",
+                      "<test>");
+  ASSERT_TRUE(g.ok()) << g.error().render();
+  CompileOptions o;
+  o.device = "cuda";
+  auto c = compileGraph(std::move(*g), o);
+  ASSERT_TRUE(c.ok()) << c.error().render();
+  const WrapperProgram &w = (*c)->wrapper;
+  const TuningRecord &rec = (*c)->tuning;
+  ASSERT_EQ(rec.calls.size(), 1u);
+  EXPECT_EQ(rec.calls[0].bucketSize, "N");
+  ASSERT_EQ(rec.calls[0].buckets.size(), 8u); // N = 1, 4, ..., 16384
+  const KernelCall *call = nullptr;
+  for (const Line &l : w.lines)
+    if (const auto *kc = std::get_if<KernelCall>(&l)) call = kc;
+  ASSERT_NE(call, nullptr);
+  const KernelInfo &k = w.kernels[size_t(call->kernel)];
+  for (const auto &bk : rec.calls[0].buckets) {
+    EXPECT_EQ(picked(*call, bk.at), bk.config) << "N = " << bk.at;
+    EXPECT_EQ(bk.config, heuristicConfig(w, *call, Bucket{bk.upTo, bk.at, {{"N", bk.at}}}));
+  }
+  // Few long rows want a block per row; many want more rows in flight.
+  auto tpr = [&](int32_t config) {
+    for (const auto &[n, v] : k.configs[size_t(config)].values)
+      if (n == "threads_per_row") return v;
+    return int64_t(-1);
+  };
+  EXPECT_GE(tpr(rec.calls[0].buckets.front().config), 256);
+  EXPECT_LT(tpr(rec.calls[0].buckets.back().config), tpr(rec.calls[0].buckets.front().config));
+  EXPECT_FALSE(call->choices.empty());
+  std::string code = emitCppWrapper(w);
+  EXPECT_NE(code.find("const int64_t coil_bucket = s_N;"), std::string::npos) << code;
+}
+
+} // namespace
+} // namespace coil::tune
