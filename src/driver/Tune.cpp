@@ -232,10 +232,7 @@ bool gpuPresent() {
 
 // --- measuring ----------------------------------------------------------------------------------
 
-namespace {
-
-/// The launcher of (kernel, config) as an index into the trampoline's switch.
-std::string trampolineSource(const WrapperProgram &p) {
+std::string tuneTrampolineSource(const WrapperProgram &p) {
   std::ostringstream os;
   os << R"(
 // --- tuning trampoline (coil compile --tune): calls a launcher with arguments from an array
@@ -280,10 +277,8 @@ extern "C" int32_t coil_tune_launch(const coil_cuda_ctx *ctx, int32_t kernel, in
   return os.str();
 }
 
-struct TuneArg {
-  void *ptr;
-  int64_t size;
-};
+namespace {
+
 using TuneLaunchFn = int32_t (*)(const coil_cuda_ctx *, int32_t, int32_t, const TuneArg *);
 
 /// Random bytes for a buffer of `t`: floats uniform in [-1, 1), integers and bools 0 (valid
@@ -348,8 +343,10 @@ constexpr int64_t kBucketBytesBudget = int64_t(4) << 30;
 /// The tuning request: what the worker loads, then one job per task and bucket with the
 /// call's arguments at the bucket's representative sizes. Buckets over the memory budget, or
 /// whose sizes do not evaluate, are left out (the heuristic decides them).
-std::string requestText(const WrapperProgram &p, const std::vector<TuneTask> &tasks,
-                        const MeasureInput &in, const std::string &lib) {
+} // namespace
+
+std::string tuneRequestText(const WrapperProgram &p, const std::vector<TuneTask> &tasks,
+                            const MeasureInput &in, const std::string &lib) {
   namespace fs = std::filesystem;
   std::ostringstream os;
   os << "lib " << lib << "\n"
@@ -390,6 +387,8 @@ std::string requestText(const WrapperProgram &p, const std::vector<TuneTask> &ta
   }
   return os.str();
 }
+
+namespace {
 
 /// The coil executable that runs the worker: $COIL_EXECUTABLE, else this process when it is
 /// `coil`, else `coil` beside this process's executable (the tests, in build/bin).
@@ -467,6 +466,9 @@ int runTuneWorker(const std::string &requestPath, FILE *out) {
     }
   }
 
+  std::ifstream f(fatbinPath, std::ios::binary);
+  std::string fatbin((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (fatbin.empty()) return fail("cannot read '" + fatbinPath + "'");
   std::string libPath = cudaLibraryPath();
   void *cudaLib = dlopen(libPath.c_str(), RTLD_NOW | RTLD_GLOBAL);
   if (!cudaLib) return fail("cannot load '" + libPath + "': " + dlerror());
@@ -481,9 +483,6 @@ int runTuneWorker(const std::string &requestPath, FILE *out) {
   auto launch = reinterpret_cast<TuneLaunchFn>(dlsym(tl, "coil_tune_launch"));
   if (!launch) return fail("the tuning launchers lack coil_tune_launch");
 
-  std::ifstream f(fatbinPath, std::ios::binary);
-  std::string fatbin((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (fatbin.empty()) return fail("cannot read '" + fatbinPath + "'");
   std::vector<const char *> fns;
   for (const std::string &s : functions) fns.push_back(s.c_str());
   runtime::cuda::TuneDesc desc;
@@ -553,13 +552,14 @@ Expected<MeasureResult> measureConfigs(const WrapperProgram &p, const std::vecto
                           "COIL_EXECUTABLE to its path)");
   // The launchers, with a trampoline that calls them from an argument array.
   std::string dir = (fs::path(in.packageDir) / "tune").string();
-  Expected<BuildResult> built = buildSharedObject(
-      dir, {{"src/tune.cpp", in.launcherSource + trampolineSource(p)}}, "tune.so", in.toolchain);
+  Expected<BuildResult> built =
+      buildSharedObject(dir, {{"src/tune.cpp", in.launcherSource + tuneTrampolineSource(p)}},
+                        "tune.so", in.toolchain);
   if (!built) return built.error();
   std::string request = (fs::path(dir) / "request.txt").string();
   {
     std::ofstream f(request);
-    f << requestText(p, tasks, in, fs::absolute(fs::path(dir) / "tune.so").string());
+    f << tuneRequestText(p, tasks, in, fs::absolute(fs::path(dir) / "tune.so").string());
     if (!f) return Error::runtime("cannot write '" + request + "'");
   }
 

@@ -97,6 +97,26 @@ struct MeasureResult {
 Expected<MeasureResult> measureConfigs(const wrapper::WrapperProgram &p,
                                        const std::vector<TuneTask> &tasks, const MeasureInput &in);
 
+/// One launcher argument as the tuning trampoline takes it: a buffer's device pointer, or a
+/// size (the launcher's parameter type decides which member is read).
+struct TuneArg {
+  void *ptr = nullptr;
+  int64_t size = 0;
+};
+/// C++ appended to the package's launchers (src/launchers.cpp) in the measuring build:
+///   extern "C" int32_t coil_tune_launch(const coil_cuda_ctx *ctx, int32_t kernel,
+///                                       int32_t config, const TuneArg *args)
+/// calls launcher <kernel>_c<config> with args in the kernel's param order (-1: no such one).
+std::string tuneTrampolineSource(const wrapper::WrapperProgram &p);
+
+/// The request measureConfigs hands the worker: "lib PATH" (the trampoline build), "fatbin
+/// PATH", "workspace BYTES", "function NAME" per cuda.functions entry, then per task and bucket
+/// "job TASK BUCKET KERNEL NAME CONFIGS ARGS" followed by one line per argument, "arg b DTYPE
+/// NUMEL" or "arg s VALUE", at the bucket's representative sizes. Buckets whose buffers exceed
+/// 4 GiB are left out (the heuristic decides them).
+std::string tuneRequestText(const wrapper::WrapperProgram &p, const std::vector<TuneTask> &tasks,
+                            const MeasureInput &in, const std::string &lib);
+
 /// The measuring process: `coil tune-worker REQUEST` (run by measureConfigs, never by users)
 /// reads the request measureConfigs wrote, loads libcoil_cuda and the launchers, times every job
 /// and writes "D <gpu>", "T <task> <bucket> <config> <us>" and, on failure, "E <message>" lines

@@ -9,6 +9,8 @@
 #include "ir/Parser.h"
 #include "wrapper/Verify.h"
 
+#include <dlfcn.h>
+
 namespace coil::tune {
 namespace {
 
@@ -239,6 +241,184 @@ TEST(TuneCompile, CudaLayerNormGetsPerBucketConfigs) {
   EXPECT_FALSE(call->choices.empty());
   std::string code = emitCppWrapper(w);
   EXPECT_NE(code.find("const int64_t coil_bucket = s_N;"), std::string::npos) << code;
+}
+
+} // namespace
+} // namespace coil::tune
+
+namespace coil::tune {
+namespace {
+
+using namespace coil::wrapper;
+
+/// The measuring build's trampoline, linked with a recording cuLaunchKernel instead of the
+/// driver: each (kernel, config) reaches its own CUfunction with the arguments in param order.
+TEST(TuneMeasure, TrampolinePassesArgumentsToEachConfigsLauncher) {
+  if (!std::filesystem::exists("/usr/local/cuda/include/cuda.h"))
+    GTEST_SKIP() << "no CUDA toolkit headers at /usr/local/cuda/include";
+  auto g = parseGraph(R"(graph @g(%x: f32[N, 300], %w: f32[300], %b: f32[300]) -> (%y) {
+  symbol N in [1, 4096]
+  %y = LayerNormalization(%x, %w, %b) {axis = -1, epsilon = 0.00001} : f32[N, 300]
+})",
+                      "<test>");
+  ASSERT_TRUE(g.ok()) << g.error().render();
+  CompileOptions o;
+  o.device = "cuda";
+  auto c = compileGraph(std::move(*g), o);
+  ASSERT_TRUE(c.ok()) << c.error().render();
+  std::string launchers = codegen::cudaLauncherPrelude();
+  for (const auto &k : (*c)->cudaKernels) launchers += "\n" + k.host;
+  const char *fake = R"(#include <cuda.h>
+#include <cstdint>
+#include <cstring>
+extern "C" {
+void *g_f;
+unsigned g_grid, g_block;
+void *g_params[8];
+CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned, unsigned, unsigned bx, unsigned,
+                        unsigned, unsigned, CUstream, void **params, void **) {
+  g_f = f;
+  g_grid = gx;
+  g_block = bx;
+  for (int i = 0; i < 5; ++i) std::memcpy(&g_params[i], params[i], 8);
+  return CUDA_SUCCESS;
+}
+CUresult cuGetErrorName(CUresult, const char **s) { *s = "E"; return CUDA_SUCCESS; }
+CUresult cuGetErrorString(CUresult, const char **s) { *s = "e"; return CUDA_SUCCESS; }
+void *fake_state(int i) { return i == 0 ? g_f : i == 1 ? (void *)(uintptr_t)g_grid : i == 2 ? (void *)(uintptr_t)g_block : g_params[i - 3]; }
+}
+)";
+  TempDir dir;
+  ToolchainOptions to;
+  to.useCache = false;
+  to.includes.push_back(COIL_SOURCE_DIR "/include");
+  to.systemIncludes.push_back("/usr/local/cuda/include");
+  auto built = buildSharedObject(
+      dir.path,
+      {{"src/tune.cpp", launchers + tuneTrampolineSource((*c)->wrapper)}, {"src/fake.cpp", fake}},
+      "tune.so", to);
+  ASSERT_TRUE(built.ok()) << built.error().render();
+  void *lib = dlopen((dir.path + "/tune.so").c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(lib, nullptr) << dlerror();
+  using LaunchFn = int32_t (*)(const void *, int32_t, int32_t, const TuneArg *);
+  using StateFn = void *(*)(int);
+  auto launch = reinterpret_cast<LaunchFn>(dlsym(lib, "coil_tune_launch"));
+  auto state = reinterpret_cast<StateFn>(dlsym(lib, "fake_state"));
+  ASSERT_TRUE(launch && state);
+
+  const KernelInfo &k = (*c)->wrapper.kernels.at(0);
+  ASSERT_EQ(k.params.size(), 5u); // x, w, b, y, N (buffers in the call's order, then N)
+  std::vector<void *> functions;
+  for (size_t i = 0; i < k.configs.size(); ++i) functions.push_back((void *)(0x1000 + 16 * i));
+  struct Ctx { // include/coil/cuda_abi.h's layout
+    void *stream;
+    void *const *functions;
+    void *blas, *workspace;
+    size_t workspace_bytes;
+    char *error;
+    size_t error_size;
+    void *ha, *hf, *hc;
+    int32_t ordinal, sm;
+  } ctx{};
+  char err[256] = {};
+  ctx.functions = functions.data();
+  ctx.error = err;
+  ctx.error_size = sizeof err;
+  TuneArg args[5] = {{(void *)0x10000, 0},
+                     {(void *)0x20000, 0},
+                     {(void *)0x30000, 0},
+                     {(void *)0x40000, 0},
+                     {nullptr, 300}};
+  for (size_t cfg = 0; cfg < k.configs.size(); ++cfg) {
+    ASSERT_EQ(launch(&ctx, 0, int32_t(cfg), args), 0) << err;
+    EXPECT_EQ(state(0), functions[cfg]) << "config " << cfg;
+    int64_t rows = 0, block = 0;
+    for (const auto &[n, v] : k.configs[cfg].values) {
+      if (n == "rows_per_block") rows = v;
+      if (n == "block") block = v;
+    }
+    EXPECT_EQ(int64_t(uintptr_t(state(1))), (300 + rows - 1) / rows) << "config " << cfg;
+    EXPECT_EQ(int64_t(uintptr_t(state(2))), block);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(state(3 + i), args[i].ptr);
+    EXPECT_EQ(int64_t(uintptr_t(state(7))), 300);
+  }
+  EXPECT_EQ(launch(&ctx, 0, int32_t(k.configs.size()), args), -1);
+  EXPECT_EQ(launch(&ctx, 1, 0, args), -1);
+  dlclose(lib);
+}
+
+TEST(TuneMeasure, RequestHasAJobPerBucketWithItsSizes) {
+  ProgramBuilder b("p");
+  BufferId x = b.input("x", DType::BF16, {sym("N"), 4});
+  BufferId y = b.output("y", DType::F32, {sym("N"), 4});
+  KernelId k = b.kernel(
+      "k", {bufParam("x", DType::BF16, false), bufParam("y", DType::F32, true), sizeParam("n")}, 3);
+  b.p.kernels[0].iterationSpace = {sym("n")};
+  b.p.symbols["N"] = {1, 16};
+  b.bind("N", x, 0);
+  b.line(KernelDefinition{k});
+  b.call(k, {bufArg(x), bufArg(y), sizeArg(sym("N") * 4)});
+  MeasureInput in;
+  in.packageDir = "/pkg";
+  in.functions = {"k_c0_kernel", "k_c1_kernel", "k_c2_kernel"};
+  in.workspaceBytes = 256;
+  std::string text = tuneRequestText(b.p, tuneTasks(b.p), in, "/pkg/tune/tune.so");
+  EXPECT_EQ(text, "lib /pkg/tune/tune.so\n"
+                  "fatbin /pkg/src/kernels.fatbin\n"
+                  "workspace 256\n"
+                  "function k_c0_kernel\nfunction k_c1_kernel\nfunction k_c2_kernel\n"
+                  "job 0 0 0 k 3 3\narg b bf16 4\narg b f32 4\narg s 4\n"
+                  "job 0 1 0 k 3 3\narg b bf16 16\narg b f32 16\narg s 16\n"
+                  "job 0 2 0 k 3 3\narg b bf16 64\narg b f32 64\narg s 64\n");
+  // Buckets whose buffers exceed 4 GiB are not measured: rows of 2^20 (6 MiB per row of x
+  // and y together): N = 256 (1.5 GiB) is, N = 1024 (6 GiB) is not.
+  ProgramBuilder w("wide");
+  x = w.input("x", DType::BF16, {sym("N"), int64_t(1) << 20});
+  y = w.output("y", DType::F32, {sym("N"), int64_t(1) << 20});
+  k = w.kernel(
+      "k", {bufParam("x", DType::BF16, false), bufParam("y", DType::F32, true), sizeParam("n")}, 3);
+  w.p.kernels[0].iterationSpace = {sym("n")};
+  w.p.symbols["N"] = {1, 4096};
+  w.bind("N", x, 0);
+  w.line(KernelDefinition{k});
+  w.call(k, {bufArg(x), bufArg(y), sizeArg(sym("N"))});
+  ASSERT_EQ(tuneTasks(w.p).at(0).buckets.size(), 7u);
+  text = tuneRequestText(w.p, tuneTasks(w.p), in, "/pkg/tune/tune.so");
+  EXPECT_NE(text.find("job 0 4 0 k 3 3\narg b bf16 268435456\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("job 0 5 "), std::string::npos) << text;
+  EXPECT_EQ(text.find("job 0 6 "), std::string::npos) << text;
+}
+
+TEST(TuneMeasure, WorkerReportsAFailureLine) {
+  TempDir dir;
+  writeFile(dir.path + "/request.txt", "lib " + dir.path + "/missing.so\nfatbin " + dir.path +
+                                           "/missing.fatbin\nworkspace 0\n");
+  std::string outPath = dir.path + "/out.txt";
+  FILE *out = std::fopen(outPath.c_str(), "w");
+  ASSERT_NE(out, nullptr);
+  EXPECT_EQ(runTuneWorker(dir.path + "/request.txt", out), 1);
+  std::fclose(out);
+  std::string text = readFile(outPath);
+  EXPECT_EQ(text.rfind("E ", 0), 0u) << text;
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
+  EXPECT_EQ(runTuneWorker(dir.path + "/none.txt", stdout), 1);
+}
+
+TEST(TuneMeasure, WithoutAGpuMeasuringFailsCleanly) {
+  if (gpuPresent()) GTEST_SKIP() << "a GPU is present";
+  ProgramBuilder b("p");
+  BufferId x = b.input("x", DType::F32, {sym("N")});
+  BufferId y = b.output("y", DType::F32, {sym("N")});
+  KernelId k = b.kernel(
+      "k", {bufParam("x", DType::F32, false), bufParam("y", DType::F32, true), sizeParam("n")}, 2);
+  b.p.kernels[0].iterationSpace = {sym("n")};
+  b.p.symbols["N"] = {1, 64};
+  b.bind("N", x, 0);
+  b.line(KernelDefinition{k});
+  b.call(k, {bufArg(x), bufArg(y), sizeArg(sym("N"))});
+  auto r = measureConfigs(b.p, tuneTasks(b.p), MeasureInput{});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("no NVIDIA GPU found"), std::string::npos);
 }
 
 } // namespace
