@@ -31,6 +31,8 @@ namespace {
 constexpr double kSms = 132;
 constexpr double kThreadsPerSm = 2048;
 constexpr double kBlocksPerSm = 32;
+/// The heuristic leaves config 0 only for a config estimated this much cheaper.
+constexpr double kOverride = 0.5;
 
 std::optional<int64_t> value(const KernelConfig &c, const std::string &name) {
   for (const auto &[n, v] : c.values)
@@ -117,13 +119,16 @@ double estimateCost(const KernelConfig &c, int64_t outer, int64_t inner) {
   // Row kernels: a row's serial loop of ceil(inner / tpr) steps plus its reduction (shuffles
   // within a warp, shared memory and barriers across warps); a thread per row reads strided
   // memory (one row per thread: uncoalesced unless rows are tiny).
+  // A thread's share of the row stays in registers between phases while it is small (codegen's
+  // row cache holds up to 8 vectors of 16 bytes); longer shares are read again.
   double len = double(std::max<int64_t>(inner, 1)), t = double(*tpr);
   double steps = std::ceil(len / t);
-  double reduce = t <= 1 ? 0 : 5 * std::log2(std::min(t, 32.0));
-  if (t > 32) reduce += 20 + 5 * std::log2(t / 32);
+  double reduce = t <= 1 ? 0 : 2 * std::log2(std::min(t, 32.0));
+  if (t > 32) reduce += 10 + 2 * std::log2(t / 32);
   double coalesce = t >= 32 ? 1 : std::clamp(len / 8, 1.0, 32 / t);
+  double reread = steps > 32 ? 2 : 1;
   double blocks = std::ceil(n / double(*rows));
-  return waves(blocks, double(*block)) * (steps * coalesce + reduce);
+  return waves(blocks, double(*block)) * (steps * coalesce * reread + reduce);
 }
 
 int32_t heuristicConfig(const WrapperProgram &p, const KernelCall &c, const Bucket &bucket) {
@@ -136,13 +141,16 @@ int32_t heuristicConfig(const WrapperProgram &p, const KernelCall &c, const Buck
         largest = std::max(largest, *n);
   int64_t inner = std::max<int64_t>(1, largest / std::max<int64_t>(bucket.at, 1));
   int32_t best = 0;
-  double bestCost = 0;
+  double bestCost = 0, first = 0;
   for (size_t i = 0; i < k.configs.size(); ++i) {
     double cost = estimateCost(k.configs[i], bucket.at, inner);
     if (cost < 0) return 0; // a config the model does not know: keep codegen's first
+    if (i == 0) first = cost;
     if (i == 0 || cost < bestCost * (1 - 1e-9)) best = int32_t(i), bestCost = cost;
   }
-  return best;
+  // Config 0 is codegen's choice for the whole size range; the (crude) model overrides it only
+  // where it predicts at least a 2x gain.
+  return bestCost < kOverride * first ? best : 0;
 }
 
 std::vector<TuneTask> tuneTasks(const WrapperProgram &p) {

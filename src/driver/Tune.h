@@ -9,11 +9,12 @@
 ///
 /// Each bucket's config is picked by measuring every config on the GPU (measureConfigs, device
 /// "cuda", `coil compile --tune`), or else by a cost model of the config values codegen/cuda
-/// defines ("block", "ept", "vec" for pointwise kernels; "block", "threads_per_row",
-/// "rows_per_block" for row kernels) on an H100/H200-class GPU (132 SMs, 2048 threads per SM).
-/// Kernels whose config values the model does not know keep config 0 (codegen's own choice).
-/// Adjacent buckets with the same config merge; the last bucket's config becomes the call's
-/// default `config`, so a static call prints no compare at all.
+/// defines, which overrides codegen's own choice (config 0) only for a predicted 2x gain ("block",
+/// "ept", "vec" for pointwise kernels; "block", "threads_per_row", "rows_per_block" for row
+/// kernels) on an H100/H200-class GPU (132 SMs, 2048 threads per SM). Kernels whose config values
+/// the model does not know keep config 0 (codegen's own choice). Adjacent buckets with the same
+/// config merge; the last bucket's config becomes the call's default `config`, so a static call
+/// prints no compare at all.
 #pragma once
 
 #include "codegen/cuda/CudaCodegen.h"
@@ -49,7 +50,8 @@ std::vector<Bucket> sizeBuckets(const SymInt &size, const SymRanges &symbols);
 /// does not know the config's values.
 double estimateCost(const wrapper::KernelConfig &config, int64_t outer, int64_t inner);
 
-/// The heuristic's config for call `c` at `bucket`: the lowest estimate, ties to the lower index.
+/// The heuristic's config for call `c` at `bucket`: config 0 (codegen's choice for the whole
+/// size range) unless the lowest estimate is under half of config 0's (ties: the lower index).
 int32_t heuristicConfig(const wrapper::WrapperProgram &p, const wrapper::KernelCall &c,
                         const Bucket &bucket);
 
