@@ -420,7 +420,44 @@ TEST(TuneMeasure, WorkerReportsAFailureLine) {
   std::string text = readFile(outPath);
   EXPECT_EQ(text.rfind("E ", 0), 0u) << text;
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
-  EXPECT_EQ(runTuneWorker(dir.path + "/none.txt", stdout), 1);
+  FILE *null = std::fopen("/dev/null", "w");
+  ASSERT_NE(null, nullptr);
+  EXPECT_EQ(runTuneWorker(dir.path + "/none.txt", null), 1);
+  std::fclose(null);
+}
+
+/// `--tune` where no GPU exists: the package is built with the cost model's choice, the warning
+/// says why, and metadata.json records it.
+TEST(TuneMeasure, WithoutAGpuThePackageKeepsTheHeuristicWithAWarning) {
+  if (gpuPresent()) GTEST_SKIP() << "a GPU is present: TuneGpu tests measure";
+  if (std::system("nvcc --version > /dev/null 2>&1") != 0) GTEST_SKIP() << "nvcc not found";
+  auto g = parseGraph(R"(graph @g(%x: f32[N, 512]) -> (%y) {
+  symbol N in [1, 4096]
+  %y = Softmax(%x) {axis = -1} : f32[N, 512]
+})",
+                      "<test>");
+  ASSERT_TRUE(g.ok()) << g.error().render();
+  CompileOptions o;
+  o.device = "cuda";
+  o.cudaArchs = {"sm_80"};
+  o.tune = true;
+  auto c = compileGraph(std::move(*g), o);
+  ASSERT_TRUE(c.ok()) << c.error().render();
+  TempDir dir;
+  auto r = writePackage(**c, dir.path, o);
+  ASSERT_TRUE(r.ok()) << r.error().render();
+  EXPECT_EQ(r->tuning, "warning: tuning failed, the configs are the cost model's: no NVIDIA GPU "
+                       "found (no /dev/nvidia0, and nvidia-smi -L lists none)");
+  std::string meta = readFile(dir.path + "/metadata.json");
+  EXPECT_NE(meta.find("\"tuning\": {\"method\": \"heuristic\", \"device\": \"\", \"note\": \"no "
+                      "NVIDIA GPU found"),
+            std::string::npos)
+      << meta;
+  EXPECT_NE(meta.find("{\"up_to\": 4096, \"at\": 4096, \"config\": 0, \"times_us\": []}"),
+            std::string::npos)
+      << meta;
+  EXPECT_TRUE(std::filesystem::exists(dir.path + "/model.so"));
+  EXPECT_FALSE(std::filesystem::exists(dir.path + "/tune"));
 }
 
 TEST(TuneMeasure, WithoutAGpuMeasuringFailsCleanly) {
