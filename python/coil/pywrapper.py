@@ -14,9 +14,11 @@ CPU packages only (a CUDA package's launchers take device pointers). Inputs are 
 the runtime does (count, dtype, rank, each dim against its symbolic size and the symbol ranges).
 
 Debug printing (DebugPrint lines) follows COIL_DEBUG_PRINTER (0/off, 1/save, 2/print,
-3/names), COIL_DEBUG_KERNELS (comma list of launch names; empty: all) and COIL_DEBUG_DIR, read
+3/names), COIL_DEBUG_KERNELS (comma list of launch names as metadata.json "launches" names them,
+an extern function's name selecting all its launches; empty: all) and COIL_DEBUG_DIR, read
 when the package is loaded; `load(pkg, debug=callable)` installs a hook of your own, called as
-hook(when, launch, [(name, value), ...]).
+hook(when, launch, [(name, value), ...]). Without a hook (debug=None, COIL_DEBUG_PRINTER unset
+or 0) a DebugPrint line costs one attribute test.
 """
 import ctypes
 import importlib.util
@@ -200,25 +202,42 @@ class DebugPrinter:
     MODES = {"0": None, "off": None, "": None, "1": "save", "save": "save", "2": "print",
              "print": "print", "3": "names", "names": "names"}
 
-    def __init__(self, mode, kernels, directory, valid_names, out=sys.stderr):
+    def __init__(self, mode, kernels, directory, launches, out=sys.stderr):
+        """`launches`: the package's launches, as metadata.json "launches" entries ({name,
+        function}) or plain names. A name in `kernels` selects the launch of that name, or every
+        launch of that function, as the runtime's printer does."""
         if mode not in self.MODES:
             raise Error(f"COIL_DEBUG_PRINTER must be 0/off, 1/save, 2/print or 3/names, "
                         f"got '{mode}'")
         self.mode = self.MODES[mode]
-        self.filter = {k.strip().lower() for k in kernels.split(",") if k.strip()}
-        unknown = sorted(self.filter - {n.lower() for n in valid_names})
+        pairs = [(l, l) if isinstance(l, str) else (l["name"], l.get("function", l["name"]))
+                 for l in launches]
+        given = [k.strip().lower() for k in kernels.split(",") if k.strip()]
+        self.filter = set()  # the selected launches, lowercase; empty: all
+        unknown = []
+        for k in given:
+            hit = {n.lower() for n, fn in pairs if k in (n.lower(), fn.lower())}
+            if not hit:
+                unknown.append(k)
+            self.filter |= hit
         if unknown:
+            functions = sorted({fn for n, fn in pairs if fn != n})
             raise Error(f"COIL_DEBUG_KERNELS names unknown launches {unknown}; valid names: "
-                        f"{', '.join(sorted(valid_names))}")
+                        f"{', '.join(n for n, _ in pairs) or '(none)'}"
+                        + (f" (or an extern function for all its launches: "
+                           f"{', '.join(functions)})" if functions else ""))
         self.dir = directory
         self.out = out
 
     @classmethod
-    def from_environment(cls, valid_names):
-        p = cls(os.environ.get("COIL_DEBUG_PRINTER", "0").strip().lower(),
-                os.environ.get("COIL_DEBUG_KERNELS", ""), os.environ.get("COIL_DEBUG_DIR", "."),
-                valid_names)
-        return p if p.mode else None
+    def from_environment(cls, launches):
+        """The printer the environment asks for, or None when it is off (as in the runtime,
+        COIL_DEBUG_KERNELS is then not looked at)."""
+        mode = os.environ.get("COIL_DEBUG_PRINTER", "0").strip().lower()
+        if mode in cls.MODES and cls.MODES[mode] is None:
+            return None
+        return cls(mode, os.environ.get("COIL_DEBUG_KERNELS", ""),
+                   os.environ.get("COIL_DEBUG_DIR", "coil-debug"), launches)
 
     def __call__(self, when, launch, values):
         if self.filter and launch.lower() not in self.filter:
@@ -294,9 +313,11 @@ class PythonWrapper:
             raw = aligned_bytes(n)  # 64-aligned copy, as the runtime's mapping is
             raw[:] = blob[c["offset"]:c["offset"] + n]
             self.constants.append(raw.view(storage_dtype(c["dtype"])).reshape(shape))
-        valid = sorted({k.rsplit("_c", 1)[0] for k in self.module.LAUNCHERS} |
-                       set(self.module.EXTERNS))
-        self.debug = DebugPrinter.from_environment(valid) if debug == "environment" else debug
+        # The launch names of the DebugPrint lines (unique: `<function>_<k>` where several
+        # launches call one kernel or extern).
+        self.launches = self.meta.get("launches", [])
+        self.debug = (DebugPrinter.from_environment(self.launches) if debug == "environment"
+                      else debug)
 
     @property
     def inputs(self):

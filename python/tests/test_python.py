@@ -279,10 +279,82 @@ def check_json_schema(pkg, wj, meta, module):
                 externs.append(line["function"])
             for s in line.get("out_symbols", []):
                 defined.add(s)
+    # DebugPrint lines: a before/after pair around every launch, in metadata.json's launch
+    # order and with its names; each before line right above its launch line.
+    prints = [(l["when"], l["launch"]) for l in wj["lines"] if l["kind"] == "DebugPrint"]
+    check(prints == [(w, l["name"]) for l in meta["launches"] for w in ("before", "after")],
+          f"DebugPrint lines follow metadata.json launches: {prints}")
+    launch_kinds = ("KernelCall", "ExternKernelOut", "ExternKernelAlloc")
+    for n, line in enumerate(wj["lines"]):
+        if line["kind"] in launch_kinds:
+            before = wj["lines"][n - 1]
+            check(n > 0 and before["kind"] == "DebugPrint" and before["when"] == "before",
+                  f"a DebugPrint before launch line {n}")
+        if line["kind"] == "DebugPrint":
+            for v in line["values"]:
+                check(v["kind"] in ("buffer", "size", "float") and v["name"],
+                      f"DebugPrint value {v}")
+                if v["kind"] == "buffer":
+                    check(0 <= v["buffer"] < len(bufs), f"DebugPrint buffer in range: {v}")
     check([chosen[i] for i in range(len(wj["kernels"]))] ==
           [k["chosen_configs"] for k in meta["kernels"]], "chosen configs agree")
     check(externs == meta["externs"] and externs == list(module.EXTERNS), "extern functions")
     check({b["symbol"] for b in meta["bindings"]} <= defined, "bound symbols are BindSymbol lines")
+
+
+def check_debug_hook(pkg, wj, xs, ref):
+    """wrapper.py with a debug hook: it is called at every DebugPrint line of wrapper.json, with
+    that line's values (buffers as arrays of their dtype and shape, sizes evaluated), and the
+    outputs stay model.so's."""
+    calls = []
+
+    def hook(when, launch, values):
+        calls.append((when, launch, [(n, np.array(v, copy=True) if isinstance(v, np.ndarray)
+                                      else v) for n, v in values]))
+
+    w = pw.load(pkg, debug=hook)
+    got = w.run(*xs)
+    for i, (a, b) in enumerate(zip(ref, got)):
+        check(same(a, b), f"{pkg}: output {i} differs with a debug hook")
+    lines = [l for l in wj["lines"] if l["kind"] == "DebugPrint"]
+    check(lines and [(c[0], c[1]) for c in calls] == [(l["when"], l["launch"]) for l in lines],
+          f"{pkg}: the hook's calls are the DebugPrint lines")
+    bufs = wj["buffers"]
+    # The symbols' values: a size value that is a lone symbol reports it (input-bound symbols,
+    # and those an allocating extern defines); then every size and shape must evaluate right.
+    syms = {}
+    for c, l in zip(calls, lines):
+        for (n, got_v), v in zip(c[2], l["values"]):
+            if v["kind"] == "size" and re.fullmatch(r"[A-Za-z_]\w*", v["value"]):
+                check(syms.setdefault(v["value"], got_v) == got_v,
+                      f"{pkg}: symbol {v['value']} changes")
+    env = {"__builtins__": {}, "min": min, "max": max}
+    for c, l in zip(calls, lines):
+        check([n for n, _ in c[2]] == [v["name"] for v in l["values"]], f"value names {l}")
+        for (n, got_v), v in zip(c[2], l["values"]):
+            where = f"{pkg}: {c[0]} {c[1]} {n}"
+            if v["kind"] == "buffer":
+                b = bufs[v["buffer"]]
+                check(isinstance(got_v, np.ndarray) and
+                      got_v.dtype == pw.storage_dtype(b["dtype"]), f"{where}: a {b['dtype']} array")
+                shape = tuple(int(eval(d, env, dict(syms))) for d in b["shape"])  # noqa: S307
+                check(got_v.shape == shape, f"{where}: shape {got_v.shape}, not {shape}")
+            elif v["kind"] == "size":
+                want = int(eval(v["value"], env, dict(syms)))  # noqa: S307
+                check(type(got_v) is int and got_v == want, f"{where} = {got_v!r}, not {want}")
+            else:
+                check(type(got_v) is float and got_v == v["value"], f"{where} = {got_v!r}")
+    # The last after call that reports an output buffer saw what the run returns (outputs that
+    # are MultiOutput aliases appear under the extern's own buffer).
+    for i, oi in enumerate(wj["outputs"]):
+        last = None
+        for c, l in zip(calls, lines):
+            for (n, got_v), v in zip(c[2], l["values"]):
+                if c[0] == "after" and v["kind"] == "buffer" and v["buffer"] == oi:
+                    last = got_v
+        if last is not None:
+            check(np.ascontiguousarray(ref[i]).tobytes() == last.tobytes(),
+                  f"{pkg}: output {i} as the hook saw it")
 
 
 def check_dot(pkg, wj, coil_bin):
@@ -347,6 +419,7 @@ def test_package(pkg, sizes_list, make_inputs=random_inputs):
             check(same(a, b), f"{pkg} sizes {sizes}: wrapper.json replay output {i} differs")
         byname = m.run({t.name: x for t, x in zip(m.inputs, xs)})
         check(all(same(a, b) for a, b in zip(ref, byname)), "inputs by name")
+        check_debug_hook(pkg, wj, xs, ref)
     # wrapper.py as a program: python3 PKG/src/wrapper.py IN.npz OUT.npz
     np.savez(os.path.join(pkg, "in.npz"), **{t.name: coil.as_host_array(x, t.dtype)
                                             for t, x in zip(m.inputs, xs)})
@@ -442,6 +515,40 @@ def test_api(mlp_pkg, nz_pkg):
         raise AssertionError("unknown kernel accepted")
     except coil.Error as e:
         check("k0_relu" in str(e) and "nosuchkernel" in str(e), str(e))
+    # With the package's launches (metadata.json): the MLP calls coil_cpu_gemm_f32 twice, as the
+    # launches coil_cpu_gemm_f32_0 and _1. COIL_DEBUG_KERNELS takes a launch's name, or the
+    # function's for all its launches, as the runtime's printer does.
+    saved = {k: os.environ.get(k) for k in ("COIL_DEBUG_PRINTER", "COIL_DEBUG_KERNELS")}
+    try:
+        os.environ["COIL_DEBUG_PRINTER"] = "names"
+        for kernels, expect in (("coil_cpu_gemm_f32_1", ["coil_cpu_gemm_f32_1"]),
+                                ("COIL_CPU_GEMM_F32, k0_sum",
+                                 ["k0_sum", "coil_cpu_gemm_f32_0", "coil_cpu_gemm_f32_1"]),
+                                ("", ["k0_sum", "coil_cpu_gemm_f32_0", "k1_relu",
+                                      "coil_cpu_gemm_f32_1", "k2_max"])):
+            os.environ["COIL_DEBUG_KERNELS"] = kernels
+            w = pw.load(mlp_pkg)
+            w.debug.out = buf = io.StringIO()
+            (y,) = w.run(x)
+            check(same(y, ref), "outputs with the debug printer on")
+            want = "".join(f"[{when}_launch: {n}]\n" for n in expect
+                           for when in ("before", "after"))
+            check(buf.getvalue() == want, f"COIL_DEBUG_KERNELS={kernels!r}: {buf.getvalue()!r}")
+        os.environ["COIL_DEBUG_KERNELS"] = "coil_cpu_gemm_f32_2"
+        try:
+            pw.load(mlp_pkg)
+            raise AssertionError("unknown launch accepted")
+        except coil.Error as e:
+            check("coil_cpu_gemm_f32_0, k1_relu, coil_cpu_gemm_f32_1" in str(e) and
+                  "extern function for all its launches: coil_cpu_gemm_f32" in str(e), str(e))
+        os.environ["COIL_DEBUG_PRINTER"] = "0"
+        check(pw.load(mlp_pkg).debug is None, "COIL_DEBUG_PRINTER=0: no hook")
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def main():

@@ -31,6 +31,14 @@ template <typename T> COIL_FN T coil_select(bool c, T a, T b) {
 // f16 / bf16 <-> float, rounding to nearest even (as coil's DType.cpp). Branch-free.
 COIL_FN uint32_t coil_fbits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
 COIL_FN float coil_bitsf(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+#ifdef __CUDACC__
+// On the GPU (sm_80 and later) one conversion instruction each, rounding to nearest even; a NaN
+// becomes the canonical quiet NaN.
+COIL_FN float coil_h2f(uint16_t h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
+COIL_FN uint16_t coil_f2h(float f) { uint16_t h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+COIL_FN float coil_bf2f(uint16_t h) { return coil_bitsf(uint32_t(h) << 16); }
+COIL_FN uint16_t coil_f2bf(float f) { uint16_t h; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+#else
 COIL_FN float coil_h2f(uint16_t h) {
   uint32_t em = uint32_t(h & 0x7fffu);
   uint32_t r = coil_fbits(coil_bitsf(em << 13) * 0x1p112f); // rebias; exact for subnormals
@@ -54,6 +62,7 @@ COIL_FN uint16_t coil_f2bf(float f) {
   uint32_t r = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
   return uint16_t(coil_select<uint32_t>((x & 0x7fffffffu) > 0x7f800000u, (x >> 16) | 0x40u, r));
 }
+#endif
 // double -> float, rounding to nearest even; past FLT_MAX + ulp/2 gives infinity (a float has
 // infinities, so the conversion of any double is defined).
 COIL_FN float coil_d2f(double v) { return float(v); }
@@ -143,6 +152,14 @@ template <typename T> COIL_FN T coil_min(T a, T b) { return coil_select<T>((a < 
 template <typename T> COIL_FN T coil_sign(T a) {
   return coil_select<T>(a > T(0), T(1), coil_select<T>(a < T(0), T(-1), a));
 }
+#ifdef __CUDACC__
+// On the GPU, CUDA's own exp, tanh and erf (within 2 ulp): a few hardware instructions (MUFU
+// ex2 plus range reduction) where the portable polynomials below cost three to five times as
+// much, which makes bandwidth-bound kernels with transcendentals compute-bound.
+COIL_FN float coil_expf(float x) { return expf(x); }
+COIL_FN float coil_tanhf(float x) { return tanhf(x); }
+COIL_FN float coil_erff(float x) { return erff(x); }
+#else
 // exp and tanh of float, branch-free so that simd loops vectorize (libm's calls do not):
 // exp within 1.3 ulp (2^n * e^r, r in [-ln2/2, ln2/2], degree-7 Taylor), tanh within 1.6 ulp.
 COIL_FN float coil_expf(float x) {
@@ -217,6 +234,7 @@ COIL_FN float coil_erff(float x) {
   float e = coil_select<float>(a > 1.0f, big, small);
   return coil_select<float>(x != x, x, coil_bitsf(coil_fbits(e) | (coil_fbits(x) & 0x80000000u)));
 }
+#endif
 COIL_FN float coil_sigmoid(float a) { return 1.0f / (1.0f + coil_expf(-a)); }
 COIL_FN double coil_sigmoid(double a) { return 1.0 / (1.0 + std::exp(-a)); }
 // An indirect index: negative values wrapped by `n` (when asked), then clamped into [0, n - 1].

@@ -175,6 +175,7 @@ public:
   }
 
   std::vector<std::string> inputNames() const { return names(true); }
+  coil_device device() const { return coil_model_device(m_); }
   std::vector<std::string> outputNames() const { return names(false); }
 
   /// Orders `arrays` by the package's inputs (each exactly once).
@@ -686,13 +687,19 @@ Status cmdBench(const Args &a) {
   std::sort(sorted.begin(), sorted.end());
   double median = iters % 2 ? sorted[size_t(iters / 2)]
                             : 0.5 * (sorted[size_t(iters / 2 - 1)] + sorted[size_t(iters / 2)]);
+  // A device package runs from host memory here: every run includes its copies in and out.
+  const char *device = pkg->device() == COIL_DEVICE_CUDA ? "cuda" : "cpu";
   if (a.flags.count("--json")) {
     std::printf("{\"median_ms\": %.6f, \"min_ms\": %.6f, \"max_ms\": %.6f, \"iters\": %d, "
-                "\"warmup\": %d}\n",
-                median, sorted.front(), sorted.back(), iters, warmup);
+                "\"warmup\": %d, \"device\": \"%s\", \"host_copies\": %s}\n",
+                median, sorted.front(), sorted.back(), iters, warmup, device,
+                pkg->device() == COIL_DEVICE_CUDA ? "true" : "false");
   } else {
     std::printf("bench: %d runs after %d warm-up: median %.3f ms, min %.3f ms, max %.3f ms\n",
                 iters, warmup, median, sorted.front(), sorted.back());
+    if (pkg->device() == COIL_DEVICE_CUDA)
+      std::printf("bench: a cuda package timed from host memory (copies in and out included); "
+                  "bench/gpu_bench.py times device memory on a stream with CUDA events\n");
   }
   return okStatus();
 }
