@@ -210,7 +210,8 @@ Expected<PackageResult> writePackage(const Compilation &c, const std::string &di
         char buf[64];
         std::snprintf(buf, sizeof buf, "%.2f", s);
         r.tuning = "tuned " + std::to_string(tasks.size()) + " kernel call(s) on " +
-                   (m->device.empty() ? "the GPU" : m->device) + " in " + buf + " s";
+                   (m->device.empty() ? "the GPU" : m->device) + " in " + buf + " s" +
+                   (m->cached ? " (timings from the compile cache)" : "");
       } else {
         r.tuning =
             "warning: tuning failed, the configs are the cost model's: " + m.error().message();

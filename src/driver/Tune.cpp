@@ -398,6 +398,52 @@ std::string tuneRequestText(const WrapperProgram &p, const std::vector<TuneTask>
 
 namespace {
 
+/// The worker's output as timings; its "E" line as the error.
+Expected<MeasureResult> parseWorkerOutput(const WrapperProgram &p,
+                                          const std::vector<TuneTask> &tasks,
+                                          const std::string &text) {
+  MeasureResult res;
+  res.timings.resize(tasks.size());
+  for (size_t t = 0; t < tasks.size(); ++t) res.timings[t].resize(tasks[t].buckets.size());
+  std::string error;
+  std::istringstream is(text);
+  std::string line;
+  while (std::getline(is, line)) {
+    if (line.rfind("D ", 0) == 0) res.device = line.substr(2);
+    if (line.rfind("E ", 0) == 0) error = line.substr(2);
+    size_t t, b, c;
+    double us;
+    if (std::sscanf(line.c_str(), "T %zu %zu %zu %lf", &t, &b, &c, &us) == 4 && t < tasks.size() &&
+        b < tasks[t].buckets.size()) {
+      const auto &call = std::get<KernelCall>(p.lines[tasks[t].line]);
+      std::vector<double> &v = res.timings[t][b];
+      v.resize(p.kernels[size_t(call.kernel)].configs.size(), -1);
+      if (c < v.size()) v[c] = us;
+    }
+  }
+  if (!error.empty()) return Error::runtime("tuning: " + error);
+  // A bucket with a config left unmeasured (not run) is left to the heuristic.
+  for (auto &task : res.timings)
+    for (auto &v : task)
+      if (std::find(v.begin(), v.end(), -1.0) != v.end()) v.clear();
+  return res;
+}
+
+/// The GPUs of this machine as `nvidia-smi -L` lists them (names, without UUIDs).
+std::string gpuList() {
+  FILE *f = popen("nvidia-smi -L 2>/dev/null", "r");
+  if (!f) return "";
+  std::string out;
+  char buf[512];
+  while (fgets(buf, sizeof buf, f)) {
+    std::string line = buf;
+    if (size_t u = line.find(" (UUID:"); u != std::string::npos) line = line.substr(0, u) + "\n";
+    out += line;
+  }
+  pclose(f);
+  return out;
+}
+
 /// The coil executable that runs the worker: $COIL_EXECUTABLE, else this process when it is
 /// `coil`, else `coil` beside this process's executable (the tests, in build/bin).
 std::string coilExecutable() {
@@ -565,10 +611,33 @@ Expected<MeasureResult> measureConfigs(const WrapperProgram &p, const std::vecto
                         "tune.so", in.toolchain);
   if (!built) return built.error();
   std::string request = (fs::path(dir) / "request.txt").string();
+  std::string body =
+      tuneRequestText(p, tasks, in, fs::absolute(fs::path(dir) / "tune.so").string());
   {
     std::ofstream f(request);
-    f << tuneRequestText(p, tasks, in, fs::absolute(fs::path(dir) / "tune.so").string());
+    f << body;
     if (!f) return Error::runtime("cannot write '" + request + "'");
+  }
+  // The cache key: what runs (the launchers, the fatbin, the jobs; not their paths) and where.
+  std::string cacheFile;
+  if (std::string cache = cacheDirectory(); !cache.empty()) {
+    std::ifstream fb(fs::path(in.packageDir) / in.fatbin, std::ios::binary);
+    std::string fatbin((std::istreambuf_iterator<char>(fb)), std::istreambuf_iterator<char>());
+    std::string jobs = body.substr(std::min(body.find("\nworkspace "), body.size()));
+    std::string key = contentHash("coil-tune-1\n" + built->key + "\n" + contentHash(fatbin) + "\n" +
+                                  gpuList() + jobs);
+    cacheFile = (fs::path(cache) / ("tune-" + key + ".txt")).string();
+    std::ifstream cached(cacheFile);
+    std::string text((std::istreambuf_iterator<char>(cached)), std::istreambuf_iterator<char>());
+    if (!text.empty()) {
+      Expected<MeasureResult> r = parseWorkerOutput(p, tasks, text);
+      if (r) {
+        std::error_code ec;
+        if (!std::getenv("COIL_KEEP_TUNE_DIR")) fs::remove_all(dir, ec);
+        r->cached = true;
+        return r;
+      }
+    }
   }
 
   int fds[2];
@@ -616,38 +685,26 @@ Expected<MeasureResult> measureConfigs(const WrapperProgram &p, const std::vecto
   std::error_code ec;
   if (!std::getenv("COIL_KEEP_TUNE_DIR")) fs::remove_all(dir, ec);
 
-  MeasureResult res;
-  res.timings.resize(tasks.size());
-  for (size_t t = 0; t < tasks.size(); ++t) res.timings[t].resize(tasks[t].buckets.size());
-  std::string error;
-  std::istringstream is(text);
-  std::string line;
-  while (std::getline(is, line)) {
-    if (line.rfind("D ", 0) == 0) res.device = line.substr(2);
-    if (line.rfind("E ", 0) == 0) error = line.substr(2);
-    size_t t, b, c;
-    double us;
-    if (std::sscanf(line.c_str(), "T %zu %zu %zu %lf", &t, &b, &c, &us) == 4 && t < tasks.size() &&
-        b < tasks[t].buckets.size()) {
-      const auto &call = std::get<KernelCall>(p.lines[tasks[t].line]);
-      std::vector<double> &v = res.timings[t][b];
-      v.resize(p.kernels[size_t(call.kernel)].configs.size(), -1);
-      if (c < v.size()) v[c] = us;
-    }
-  }
   if (timedOut)
     return Error::runtime("tuning did not finish within " + std::to_string(int(in.timeoutSeconds)) +
                           " s");
-  if (!error.empty()) return Error::runtime("tuning: " + error);
+  Expected<MeasureResult> res = parseWorkerOutput(p, tasks, text);
+  if (!res) return res.error();
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     return Error::runtime("tuning: the measuring process (" + exe + " tune-worker) " +
                           (WIFSIGNALED(status)
                                ? "died of signal " + std::to_string(WTERMSIG(status))
                                : "exited with status " + std::to_string(WEXITSTATUS(status))));
-  // A bucket with a config left unmeasured (not run) is left to the heuristic.
-  for (auto &task : res.timings)
-    for (auto &v : task)
-      if (std::find(v.begin(), v.end(), -1.0) != v.end()) v.clear();
+  if (!cacheFile.empty()) {
+    // Atomically, so that concurrent compiles never read a partial entry.
+    std::string part = cacheFile + ".part" + std::to_string(getpid());
+    {
+      std::ofstream f(part);
+      f << text;
+    }
+    fs::rename(part, cacheFile, ec);
+    if (ec) fs::remove(part, ec);
+  }
   return res;
 }
 

@@ -87,14 +87,17 @@ struct MeasureInput {
 };
 struct MeasureResult {
   Timings timings;
-  std::string device; ///< the GPU's name
+  std::string device;  ///< the GPU's name
+  bool cached = false; ///< the timings came from the compile cache
 };
 
 /// Times every config of every task at each bucket's representative sizes on the GPU (random
 /// inputs: floats in [-1, 1), integers 0; 3 warm-up runs, the median of 15, CUDA events; L2 not
 /// flushed), in a separate process (`coil tune-worker`, found as $COIL_EXECUTABLE, this process,
 /// or `coil` beside it) so that a fault cannot take the compiler down and the compiler's
-/// process never initializes CUDA. An error (no GPU, no libcoil_cuda, a failed launch) means the
+/// process never initializes CUDA. A successful measurement is kept in the compile cache
+/// (Toolchain.h), keyed by the launchers, the fatbin, the jobs and the GPUs `nvidia-smi -L`
+/// lists, so that compiling the same model again on the same machine chooses the same configs. An error (no GPU, no libcoil_cuda, a failed launch) means the
 /// caller falls back to the heuristic.
 Expected<MeasureResult> measureConfigs(const wrapper::WrapperProgram &p,
                                        const std::vector<TuneTask> &tasks, const MeasureInput &in);
