@@ -97,8 +97,8 @@ struct MeasureResult {
 /// or `coil` beside it) so that a fault cannot take the compiler down and the compiler's
 /// process never initializes CUDA. A successful measurement is kept in the compile cache
 /// (Toolchain.h), keyed by the launchers, the fatbin, the jobs and the GPUs `nvidia-smi -L`
-/// lists, so that compiling the same model again on the same machine chooses the same configs. An error (no GPU, no libcoil_cuda, a failed launch) means the
-/// caller falls back to the heuristic.
+/// lists, so that compiling the same model again on the same machine chooses the same configs. An
+/// error (no GPU, no libcoil_cuda, a failed launch) means the caller falls back to the heuristic.
 Expected<MeasureResult> measureConfigs(const wrapper::WrapperProgram &p,
                                        const std::vector<TuneTask> &tasks, const MeasureInput &in);
 
