@@ -470,6 +470,52 @@ void *coil_host_tracked_alloc(void *ctx, size_t bytes) {
     os_ << "  return 1;\n}\n";
   }
 
+  /// `<kernel>_c<config>(ctx, args)`: the launcher of one config, without a statement end.
+  std::string launcherCall(const KernelCall &l, int32_t config) {
+    const KernelInfo &k = p_.kernels[l.kernel];
+    std::string out = k.name + "_c" + std::to_string(config) + "(" + (cuda_ ? "coil_cu" : "");
+    for (size_t i = 0; i < l.args.size(); ++i) {
+      const CallArg &a = l.args[i];
+      if (i || cuda_) out += ", ";
+      switch (a.kind) {
+      case CallArg::Kind::Buffer:
+        out += var(a.buffer);
+        break;
+      case CallArg::Kind::Size:
+        out += expr(a.size);
+        break;
+      case CallArg::Kind::Float:
+        out += doubleLiteral(a.number);
+        break;
+      }
+    }
+    return out + ")";
+  }
+
+  /// A kernel call; with size buckets, an if/else chain over the bucket size picks the config.
+  void kernelCall(const KernelCall &l) {
+    if (l.choices.empty()) {
+      if (cuda_)
+        os_ << "  if (" << launcherCall(l, l.config)
+            << ") {\n    coil_cuda_failed(args, coil_cu);\n    goto coil_fail;\n  }\n";
+      else
+        os_ << "  " << launcherCall(l, l.config) << ";\n";
+      return;
+    }
+    os_ << "  { // config by size bucket\n"
+        << "    const int64_t coil_bucket = " << expr(l.bucketSize) << ";\n";
+    if (cuda_) os_ << "    int32_t coil_rc;\n";
+    std::string assign = cuda_ ? "coil_rc = " : "";
+    for (size_t i = 0; i < l.choices.size(); ++i)
+      os_ << "    " << (i ? "else if" : "if") << " (coil_bucket <= " << l.choices[i].upTo << ") "
+          << assign << launcherCall(l, l.choices[i].config) << ";\n";
+    os_ << "    else " << assign << launcherCall(l, l.config) << ";\n";
+    if (cuda_)
+      os_ << "    if (coil_rc) {\n      coil_cuda_failed(args, coil_cu);\n"
+          << "      goto coil_fail;\n    }\n";
+    os_ << "  }\n";
+  }
+
   void printLine(const Line &line) {
     std::visit(
         Overloaded{
@@ -506,33 +552,7 @@ void *coil_host_tracked_alloc(void *ctx, size_t bytes) {
               const KernelInfo &k = p_.kernels[l.kernel];
               os_ << "  // kernel " << k.name << " is defined in " << oneLine(k.sourceFile) << "\n";
             },
-            [&](const KernelCall &l) {
-              const KernelInfo &k = p_.kernels[l.kernel];
-              if (cuda_)
-                os_ << "  if (" << k.name << "_c" << l.config << "(coil_cu"
-                    << (l.args.empty() ? "" : ", ");
-              else
-                os_ << "  " << k.name << "_c" << l.config << "(";
-              for (size_t i = 0; i < l.args.size(); ++i) {
-                const CallArg &a = l.args[i];
-                if (i) os_ << ", ";
-                switch (a.kind) {
-                case CallArg::Kind::Buffer:
-                  os_ << var(a.buffer);
-                  break;
-                case CallArg::Kind::Size:
-                  os_ << expr(a.size);
-                  break;
-                case CallArg::Kind::Float:
-                  os_ << doubleLiteral(a.number);
-                  break;
-                }
-              }
-              if (cuda_)
-                os_ << ")) {\n    coil_cuda_failed(args, coil_cu);\n    goto coil_fail;\n  }\n";
-              else
-                os_ << ");\n";
-            },
+            [&](const KernelCall &l) { kernelCall(l); },
             [&](const ExternKernelOut &l) {
               if (cuda_) return cudaExternOut(l);
               os_ << "  if (" << l.function << "(";
