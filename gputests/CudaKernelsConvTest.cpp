@@ -1,8 +1,14 @@
 // GPU tests of coil_cuda_conv_* / coil_cuda_conv_transpose_*: random inputs, every dtype, 1 to 3
 // spatial dims, padding (including negative), stride, dilation, groups, depthwise, pointwise,
 // and workspaces that force batch chunking or the direct kernels, each compared with the
-// coil_cpu_* function on the host.
+// coil_cpu_* function on the host. Every test runs twice: with cuDNN allowed (COIL_CUDNN=1 when
+// the GEMM state is made; it is used where it can be loaded) and disabled (COIL_CUDNN=0); the
+// path each call took (coil_cuda_conv_last_path) is checked where it is determined.
 #include "CudaKernelsTestUtil.h"
+
+#include <cstdlib>
+#include <iostream>
+#include <optional>
 
 namespace coil::gputest {
 namespace {
@@ -69,11 +75,47 @@ const std::vector<ConvCase> &cases() {
   return c;
 }
 
-class CudaKernelsConv : public CudaKernelsTest {
+const char *pathName(int32_t p) {
+  switch (p) {
+  case COIL_CUDA_CONV_PATH_NONE:
+    return "none";
+  case COIL_CUDA_CONV_PATH_ZEROS:
+    return "zeros";
+  case COIL_CUDA_CONV_PATH_DIRECT:
+    return "direct";
+  case COIL_CUDA_CONV_PATH_GEMM:
+    return "gemm";
+  case COIL_CUDA_CONV_PATH_CUDNN:
+    return "cudnn";
+  }
+  return "?";
+}
+
+/// The fixture, with the parameter "cuDNN allowed": COIL_CUDNN is set for the GEMM state that
+/// SetUp makes (coil_cuda_blas_create reads it) and restored afterwards.
+class CudaKernelsConv : public CudaKernelsTest, public testing::WithParamInterface<bool> {
 protected:
-  void run(Dt t, const ConvCase &cc, bool transpose) {
+  void SetUp() override {
+    if (const char *v = std::getenv("COIL_CUDNN")) saved_ = std::string(v);
+    setenv("COIL_CUDNN", GetParam() ? "1" : "0", 1);
+    CudaKernelsTest::SetUp();
+  }
+  void TearDown() override {
+    CudaKernelsTest::TearDown();
+    if (saved_)
+      setenv("COIL_CUDNN", saved_->c_str(), 1);
+    else
+      unsetenv("COIL_CUDNN");
+  }
+  /// Whether convolutions may run through cuDNN in this test (allowed and loadable).
+  bool cudnn() const { return GetParam() && coil_cuda_cudnn_version() > 0; }
+
+  /// Runs one case on the GPU and the CPU and compares; returns the path the GPU call took
+  /// (-1 when it failed).
+  int32_t run(Dt t, const ConvCase &cc, bool transpose) {
     SCOPED_TRACE(std::string(transpose ? "conv_transpose " : "conv ") + dtName(t) + " " + cc.name +
-                 " workspace " + std::to_string(workspaceBytes_));
+                 " workspace " + std::to_string(workspaceBytes_) +
+                 (GetParam() ? " cudnn allowed" : " cudnn disabled"));
     ConvFns f = convFns(t);
     std::vector<int64_t> out = convOut(cc, transpose);
     size_t nd = cc.in.size();
@@ -101,12 +143,41 @@ protected:
     call(transpose ? coil_cpu_conv_transpose_f32 : coil_cpu_conv_f32, ax.data(), aw.data(),
          mag.data());
     DevBuf dx(x), dw(w), dy(y0);
-    int32_t rc = call(transpose ? f.cudaT : f.cuda, &ctx_, dx.ptr(), dw.ptr(), dy.ptr());
-    ASSERT_EQ(rc, 0) << error_;
+    int32_t rc = -1;
+    auto launch = [&]() {
+      rc = call(transpose ? f.cudaT : f.cuda, &ctx_, dx.ptr(), dw.ptr(), dy.ptr());
+    };
+    std::optional<CUgraphExec> exec;
+    if (capture_) { // the call captured into a CUDA graph, which then runs
+      EXPECT_EQ(cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+      launch();
+      CUgraph graph = nullptr;
+      EXPECT_EQ(cuStreamEndCapture(stream_, &graph), CUDA_SUCCESS);
+      EXPECT_NE(graph, nullptr);
+      if (!graph) return -1;
+      CUgraphExec e = nullptr;
+      EXPECT_EQ(cuGraphInstantiate(&e, graph, 0), CUDA_SUCCESS);
+      cuGraphDestroy(graph);
+      if (!e) return -1;
+      EXPECT_EQ(cuGraphLaunch(e, stream_), CUDA_SUCCESS);
+      exec = e;
+    } else {
+      launch();
+    }
+    int32_t path = coil_cuda_conv_last_path();
+    EXPECT_EQ(rc, 0) << error_;
     sync();
+    if (exec) cuGraphExecDestroy(*exec);
+    if (rc != 0) return -1;
     HostData got(t, ref.size());
     dy.download(got);
-    EXPECT_TRUE(closeTo(got, ref, mag, dtTol(t)));
+    EXPECT_TRUE(closeTo(got, ref, mag, dtTol(t))) << "path " << pathName(path);
+    // cuDNN never runs where it is disabled or for f64; where it may, the cases below say when.
+    if (!cudnn() || t == Dt::F64) {
+      EXPECT_NE(path, COIL_CUDA_CONV_PATH_CUDNN);
+    }
+    ++paths_[path < 0 || path > 4 ? 0 : path];
+    return path;
   }
   void runAll(bool transpose) {
     for (Dt t : {Dt::F32, Dt::F16, Dt::BF16, Dt::F64})
@@ -116,30 +187,127 @@ protected:
         if (HasFatalFailure()) return;
       }
   }
+  /// Prints how many calls took each path.
+  void reportPaths() {
+    std::cout << "[ paths    ] cudnn " << (GetParam() ? "allowed" : "disabled") << " ("
+              << coil_cuda_cudnn_library() << "):";
+    for (int p = 0; p <= 4; ++p) std::cout << " " << pathName(p) << " " << paths_[p];
+    std::cout << "\n";
+  }
+
+  std::optional<std::string> saved_;
+  bool capture_ = false;
+  int64_t paths_[5] = {};
 };
 
-TEST_F(CudaKernelsConv, EveryDtypeAndGeometry) {
+/// Convolutions with symmetric padding that cuDNN takes (when it may run), with the dtypes where
+/// the test requires it to (others only report their path).
+struct DnnCase {
+  ConvCase cc;
+  bool transpose;
+  std::vector<Dt> required;
+};
+
+const std::vector<DnnCase> &dnnCases() {
+  static const std::vector<DnnCase> c = {
+      {{"3x3 pad 1", 4, 16, 32, 1, {14, 14}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}},
+       false,
+       {Dt::F32, Dt::F16, Dt::BF16}},
+      {{"7x7 stride 2 pad 3", 2, 3, 16, 1, {32, 30}, {7, 7}, {2, 2}, {1, 1}, {3, 3}, {3, 3}},
+       false,
+       {Dt::F32, Dt::F16}},
+      {{"1x1 stride 2", 2, 16, 32, 1, {14, 14}, {1, 1}, {2, 2}, {1, 1}, {0, 0}, {0, 0}},
+       false,
+       {Dt::F32, Dt::F16}},
+      {{"grouped 3x3 dilated", 2, 16, 16, 4, {13, 11}, {3, 3}, {1, 1}, {2, 2}, {2, 2}, {2, 2}},
+       false,
+       {Dt::F32, Dt::F16}},
+      {{"end pad lost to the stride", 2, 8, 8, 1, {11, 8}, {3, 2}, {2, 1}, {2, 1}, {1, 0}, {2, 0}},
+       false,
+       {Dt::F16}},
+      {{"1d", 3, 8, 16, 1, {100}, {5}, {2}, {1}, {2}, {2}}, false, {Dt::F16}},
+      {{"3d", 2, 4, 8, 1, {6, 7, 5}, {3, 3, 3}, {1, 2, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}},
+       false,
+       {}},
+      {{"t 4x4 s2 p1", 2, 16, 8, 1, {7, 9}, {4, 4}, {2, 2}, {1, 1}, {1, 1}, {1, 1}},
+       true,
+       {Dt::F32, Dt::F16}},
+      {{"t 3x3 s2 outpad 1", 2, 8, 12, 2, {5, 6}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 1},
+       true,
+       {}},
+  };
+  return c;
+}
+
+TEST_P(CudaKernelsConv, EveryDtypeAndGeometry) {
   runAll(false);
+  reportPaths();
 }
 
-TEST_F(CudaKernelsConv, TransposedEveryDtypeAndGeometry) {
+TEST_P(CudaKernelsConv, TransposedEveryDtypeAndGeometry) {
   runAll(true);
+  reportPaths();
 }
 
-TEST_F(CudaKernelsConv, SmallWorkspaceChunksTheBatch) {
+/// The symmetric cases: cuDNN where required (when it may run), never otherwise; a case with
+/// asymmetric padding that changes the output size never takes it.
+TEST_P(CudaKernelsConv, SymmetricPaddingRunsThroughCudnn) {
+  if (GetParam() && !cudnn())
+    std::cout << "[ cudnn    ] not loadable, every convolution runs coil's own kernels: "
+              << coil_cuda_cudnn_library() << "\n";
+  for (const DnnCase &dc : dnnCases())
+    for (Dt t : {Dt::F32, Dt::F16, Dt::BF16, Dt::F64}) {
+      int32_t path = run(t, dc.cc, dc.transpose);
+      if (HasFatalFailure()) return;
+      bool required = false;
+      for (Dt r : dc.required) required = required || r == t;
+      if (cudnn() && required) {
+        EXPECT_EQ(path, COIL_CUDA_CONV_PATH_CUDNN)
+            << dc.cc.name << " " << dtName(t) << " took " << pathName(path);
+      }
+      if (!cudnn() || t == Dt::F64) {
+        EXPECT_EQ(path, COIL_CUDA_CONV_PATH_GEMM)
+            << dc.cc.name << " " << dtName(t) << " took " << pathName(path);
+      }
+      std::cout << "[ path     ] " << (dc.transpose ? "conv_transpose " : "conv ") << dtName(t)
+                << " " << dc.cc.name << ": " << pathName(path) << "\n";
+    }
+  ConvCase asym{"asymmetric", 2, 8, 8, 1, {10, 10}, {3, 3}, {1, 1}, {1, 1}, {0, 0}, {2, 2}};
+  EXPECT_EQ(run(Dt::F16, asym, false), COIL_CUDA_CONV_PATH_GEMM);
+  ConvCase pointwise{"pointwise", 2, 8, 8, 1, {10, 10}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}};
+  EXPECT_EQ(run(Dt::F16, pointwise, false), COIL_CUDA_CONV_PATH_GEMM); // COIL_CUDNN_POINTWISE unset
+  ConvCase depthwise{"depthwise", 2, 8, 8, 8, {10, 10}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}};
+  EXPECT_EQ(run(Dt::F16, depthwise, false), COIL_CUDA_CONV_PATH_DIRECT);
+}
+
+/// The first convolution of a fresh GEMM state inside a CUDA-graph capture: cuDNN's handle and
+/// algorithm are set up during the capture, and the graph computes the right result.
+TEST_P(CudaKernelsConv, FirstCallInsideGraphCapture) {
+  capture_ = true;
+  for (const DnnCase &dc : dnnCases()) {
+    if (dc.required.empty()) continue;
+    int32_t path = run(dc.required.front(), dc.cc, dc.transpose);
+    if (HasFatalFailure()) return;
+    if (cudnn()) {
+      EXPECT_EQ(path, COIL_CUDA_CONV_PATH_CUDNN) << dc.cc.name << " took " << pathName(path);
+    }
+  }
+}
+
+TEST_P(CudaKernelsConv, SmallWorkspaceChunksTheBatch) {
   // Room for the columns of one or two images only: the batch runs in chunks.
   setWorkspace(size_t(16) << 10);
   runAll(false);
   runAll(true);
 }
 
-TEST_F(CudaKernelsConv, NoWorkspaceRunsTheDirectKernels) {
+TEST_P(CudaKernelsConv, NoWorkspaceRunsTheDirectKernels) {
   setWorkspace(0);
   runAll(false);
   runAll(true);
 }
 
-TEST_F(CudaKernelsConv, InvalidGeometryIsANoOp) {
+TEST_P(CudaKernelsConv, InvalidGeometryIsANoOp) {
   HostData y = randomData(Dt::F32, 16, 3), got(Dt::F32, 16);
   DevBuf dy(y);
   // group 3 does not divide 4 channels; nd 4; stride 0.
@@ -152,10 +320,17 @@ TEST_F(CudaKernelsConv, InvalidGeometryIsANoOp) {
   EXPECT_EQ(coil_cuda_conv_transpose_f32(&ctx_, dy.ptr(), dy.ptr(), dy.ptr(), 1, 4, 4, 1, 1, 4, 1,
                                          1, 1, 1, 1, 4, 1, 1, 0, 1, 1, 1, 1, 1, 0, 0, 0),
             0);
+  EXPECT_EQ(coil_cuda_conv_last_path(), COIL_CUDA_CONV_PATH_NONE);
   sync();
   dy.download(got);
   EXPECT_EQ(got.bytes, y.bytes);
 }
+
+INSTANTIATE_TEST_SUITE_P(Cudnn, CudaKernelsConv, testing::Values(true, false),
+                         [](const testing::TestParamInfo<bool> &i) {
+                           return i.param ? std::string("CudnnAllowed")
+                                          : std::string("CudnnDisabled");
+                         });
 
 } // namespace
 } // namespace coil::gputest

@@ -70,10 +70,13 @@ def _nbytes(dtype, shape):
 class _Function:
     """A ctypes function taking numpy arrays (their data pointers), ints and floats."""
 
-    def __init__(self, cfn, sig, name):
+    def __init__(self, cfn, sig, name, last_error=None):
         self.name = name
         self._fn = cfn
-        cfn.restype = None
+        # Extern kernels return an int32 status (0: success) and leave a message for
+        # coil_cpu_last_error(); launchers return nothing.
+        self._last_error = last_error
+        cfn.restype = ctypes.c_int32 if last_error is not None else None
         cfn.argtypes = [t for c in sig for t in _ARGTYPES[c]]
         self._kinds = [k for c in sig for k in (("A", "P") if c == "A" else (c,))]
 
@@ -90,19 +93,25 @@ class _Function:
                 conv.append(float(a))
             else:
                 conv.append(a)
-        self._fn(*conv)
+        status = self._fn(*conv)
+        if self._last_error is not None and status != 0:
+            msg = self._last_error()
+            raise Error(f"extern {self.name}: " + (msg.decode() if msg else f"failed with status {status}"))
 
 
 class _Functions:
     def __init__(self, model_lib, runtime_lib, launchers, externs):
-        for table, lib, where in ((launchers, model_lib, "model.so"),
-                                  (externs, runtime_lib, "libcoil_runtime")):
+        last_error = runtime_lib.coil_cpu_last_error
+        last_error.restype = ctypes.c_char_p
+        last_error.argtypes = []
+        for table, lib, where, check in ((launchers, model_lib, "model.so", None),
+                                         (externs, runtime_lib, "libcoil_runtime", last_error)):
             for name, sig in table.items():
                 try:
                     fn = getattr(lib, name)
                 except AttributeError:
                     raise Error(f"{where} has no function '{name}' (wrapper.py calls it)") from None
-                setattr(self, name, _Function(fn, sig, name))
+                setattr(self, name, _Function(fn, sig, name, check))
 
 
 class Cells:

@@ -455,6 +455,28 @@ def expect_error(fn, pattern):
     raise AssertionError(f"no coil.Error matching {pattern!r}")
 
 
+def test_extern_failure(coil_bin, work):
+    """A run-time value an extern rejects fails wrapper.py's run with the extern's message (the
+    same rule model.so reports), never a silent empty output."""
+    import onnx
+    from onnx import TensorProto, helper
+    g = helper.make_graph([helper.make_node("Reshape", ["x", "s"], ["y"], name="rs")], "rs",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6]),
+                           helper.make_tensor_value_info("s", TensorProto.INT64, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    path = os.path.join(work, "reshape_values.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), path)
+    pkg = compile_model(coil_bin, work, "reshape_values", path)
+    w = pw.load(pkg)
+    x = RNG.standard_normal((2, 6)).astype(np.float32)
+    (y,) = w.run(x, np.array([3, 4], np.int64))
+    check(same(y, x.reshape(3, 4)), "a valid run-time shape")
+    expect_error(lambda: w.run(x, np.array([4, -3], np.int64)),
+                 r"reshape: shape value -3 at index 1 is invalid")
+    (y,) = w.run(x, np.array([6, 2], np.int64))
+    check(same(y, x.reshape(6, 2)), "a valid run after a failed one")
+
+
 def test_api(mlp_pkg, nz_pkg):
     m = coil.load(mlp_pkg)
     check(m.device == "cpu", "device")
@@ -578,6 +600,7 @@ def main():
         ("unique (MultiOutput lines)",
          lambda: test_package(uq, [{"N": 1}, {"N": 20}, {"N": 64}], repeated_values)),
         ("module API", lambda: test_api(mlp, nz)),
+        ("extern failure in wrapper.py", lambda: test_extern_failure(a.coil, a.work)),
     ]
     failed = 0
     for name, fn in tests:

@@ -251,15 +251,23 @@ private:
       }
       args.push_back(std::move(w));
     }
+    ExternNodeInfo node;
+    if (p_.graph && !n.origins.empty() && n.origins[0] >= 0 &&
+        size_t(n.origins[0]) < p_.graph->nodes().size()) {
+      const Node &gn = p_.graph->nodes()[size_t(n.origins[0])];
+      node.name = gn.name;
+      if (node.name.empty() && !gn.outputs.empty()) node.name = p_.graph->value(gn.outputs[0]).name;
+      node.op = std::string(opName(gn.op));
+    }
     if (ex.allocates) {
-      ExternKernelAlloc line{ex.function, std::move(args), outSymbols, n.origins};
+      ExternKernelAlloc line{ex.function, std::move(args), outSymbols, n.origins, std::move(node)};
       w_.lines.push_back(std::move(line));
       for (size_t i = 1; i < outs.size(); ++i)
         w_.lines.push_back(MultiOutput{outs[i], outs[0], int32_t(i)});
       for (BufferId b : outs) allocated_.insert(b);
     } else {
       for (BufferId b : outs) allocateIfNeeded(b);
-      w_.lines.push_back(ExternKernelOut{ex.function, std::move(args), n.origins});
+      w_.lines.push_back(ExternKernelOut{ex.function, std::move(args), n.origins, std::move(node)});
     }
     return okStatus();
   }

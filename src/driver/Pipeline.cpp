@@ -1,6 +1,7 @@
 #include "driver/Pipeline.h"
 
 #include "driver/BuildWrapper.h"
+#include "driver/Tune.h"
 #include "kernels/cuda/CudaExterns.h"
 #include "lower/Lower.h"
 #include "passes/FoldConstants.h"
@@ -123,6 +124,8 @@ Expected<std::unique_ptr<Compilation>> compileGraph(Graph g, const CompileOption
   COIL_TRY_STATUS(wrapper::planMemory(c->wrapper, wrapper::MemoryPlanOptions{}));
   // The debug printer's lines, always: the runtime enables them without recompiling.
   wrapper::insertDebugPrints(c->wrapper);
+  // Each call's config per size bucket, by the cost model (writePackage may measure instead).
+  c->tuning = tune::chooseConfigsHeuristic(c->wrapper);
   if (o.verifyEach) COIL_TRY_STATUS(wrapper::verifyWrapper(c->wrapper));
   timer.done("wrapper");
   if (o.printAfter == "wrapper") std::cerr << wrapper::emitCppWrapper(c->wrapper);
@@ -161,8 +164,11 @@ Expected<PackageResult> writePackage(const Compilation &c, const std::string &di
     info.hostFallback = hasHostFallback(c.wrapper);
     info.workspaceBytes = o.cudaWorkspaceBytes;
     po.cuda = info;
+    po.tuning = c.tuning;
   }
   COIL_TRY_STATUS(wrapper::writePackage(dir, c.wrapper, blobs, po));
+  const wrapper::WrapperProgram *program = &c.wrapper;
+  wrapper::WrapperProgram tuned; // the program with measured choices, when tuning succeeds
 
   ToolchainOptions to = o.toolchain;
   to.includes.push_back(coilIncludeDir());
@@ -178,11 +184,42 @@ Expected<PackageResult> writePackage(const Compilation &c, const std::string &di
     }
     COIL_TRY(r.fatbin,
              buildFatbin(dir, {"src/kernels.cu", device}, "src/kernels.fatbin", o.cudaArchs, to));
-    sources = {{"src/launchers.cpp", host},
-               {"src/wrapper.cpp", wrapper::emitCppWrapper(c.wrapper)}};
     to.systemIncludes.push_back(tk.includeDir);
     to.linkFlags.push_back("-L" + tk.stubLibDir);
     to.linkFlags.push_back("-lcuda");
+    if (o.tune) {
+      auto start = std::chrono::steady_clock::now();
+      std::vector<tune::TuneTask> tasks = tune::tuneTasks(c.wrapper);
+      tune::MeasureInput mi;
+      mi.packageDir = dir;
+      mi.functions = po.cuda->functions;
+      mi.launcherSource = host;
+      mi.toolchain = to;
+      mi.workspaceBytes = o.cudaWorkspaceBytes;
+      mi.timeoutSeconds = o.tuneTimeoutSeconds;
+      Expected<tune::MeasureResult> m = tune::measureConfigs(c.wrapper, tasks, mi);
+      if (m) {
+        tuned = c.wrapper;
+        wrapper::TuningRecord rec = tune::applyChoices(tuned, tasks, &m->timings);
+        rec.device = m->device;
+        if (o.verifyEach) COIL_TRY_STATUS(wrapper::verifyWrapper(tuned));
+        program = &tuned;
+        po.tuning = rec;
+        COIL_TRY_STATUS(wrapper::writePackage(dir, tuned, blobs, po));
+        double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%.2f", s);
+        r.tuning = "tuned " + std::to_string(tasks.size()) + " kernel call(s) on " +
+                   (m->device.empty() ? "the GPU" : m->device) + " in " + buf + " s" +
+                   (m->cached ? " (timings from the compile cache)" : "");
+      } else {
+        r.tuning =
+            "warning: tuning failed, the configs are the cost model's: " + m.error().message();
+        po.tuning->note = m.error().message();
+        COIL_TRY_STATUS(wrapper::writePackage(dir, c.wrapper, blobs, po));
+      }
+    }
+    sources = {{"src/launchers.cpp", host}, {"src/wrapper.cpp", wrapper::emitCppWrapper(*program)}};
   } else {
     std::string kernels = codegen::cpuKernelPrelude();
     for (const codegen::CpuKernelSource &k : c.kernels) kernels += "\n" + k.code;

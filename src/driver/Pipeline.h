@@ -13,6 +13,7 @@
 #include "ir/Graph.h"
 #include "lower/LoopIR.h"
 #include "sched/Kernel.h"
+#include "wrapper/Package.h"
 #include "wrapper/WrapperIR.h"
 
 #include <memory>
@@ -32,6 +33,11 @@ struct CompileOptions {
   /// Run the verifiers after every stage (always on in tests).
   bool verifyEach = true;
   ToolchainOptions toolchain;
+  /// cuda: choose each call's config per size bucket by timing every config on the GPU
+  /// (src/driver/Tune.h) instead of by the cost model; where no GPU or no libcoil_cuda is
+  /// usable, the cost model's choice stands and PackageResult::tuning says why.
+  bool tune = false;
+  double tuneTimeoutSeconds = 300;
   /// Recorded in metadata.json (e.g. {"dynamic", "N=1:64"}).
   std::vector<std::pair<std::string, std::string>> recordedOptions;
 };
@@ -44,6 +50,8 @@ struct Compilation {
   std::vector<codegen::CpuKernelSource> kernels;      ///< device "cpu"
   std::vector<codegen::CudaKernelSource> cudaKernels; ///< device "cuda"
   wrapper::WrapperProgram wrapper;
+  /// How the wrapper's calls got their configs (the cost model; tuning revises it).
+  wrapper::TuningRecord tuning;
   /// Per wrapper buffer: the Loop IR node whose value it holds (-1: an extern's scratch output).
   std::vector<loop::NodeId> bufferNodes;
   /// Seconds spent in each stage, in order.
@@ -56,6 +64,9 @@ struct PackageResult {
   std::string dir;
   BuildResult build;
   BuildResult fatbin; ///< cuda: the device code's build
+  /// cuda: a line on the config choice ("tuned N calls on GPU in S s", or why tuning fell
+  /// back to the cost model, starting "warning: ").
+  std::string tuning;
 };
 
 /// Writes the package (metadata.json, weights.bin, src/) into `dir` and builds model.so.

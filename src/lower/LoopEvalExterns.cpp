@@ -42,6 +42,13 @@ Status checkNumel(const ExternNode &en, const Tensor &t, int64_t want, const cha
   return okStatus();
 }
 
+/// The status of a kernel call: on failure, the kernel's message (the run-time values broke the
+/// op's rule, as in the compiled program, where the wrapper reports the same message).
+Status kernelStatus(int32_t rc) {
+  if (rc == 0) return okStatus();
+  return Error::user(coil_cpu_last_error());
+}
+
 /// Product of sizes, or -1 when negative or overflowing (never matches a tensor's numel).
 int64_t prod(std::initializer_list<int64_t> v) {
   int64_t p = 1;
@@ -59,8 +66,8 @@ void *out(const Args &a, size_t i) {
 
 // --- GEMM: a, b, y, batch, m, n, k, transA, transB, strideA, strideB, alpha
 
-using GemmFn = void (*)(const void *, const void *, void *, int64_t, int64_t, int64_t, int64_t,
-                        int64_t, int64_t, int64_t, int64_t, double);
+using GemmFn = int32_t (*)(const void *, const void *, void *, int64_t, int64_t, int64_t, int64_t,
+                           int64_t, int64_t, int64_t, int64_t, double);
 
 EvalExternFn gemmAdapter(GemmFn fn) {
   return [fn](const ExternNode &en, Args &a) -> Status {
@@ -75,17 +82,17 @@ EvalExternFn gemmAdapter(GemmFn fn) {
     if (batch < 0 || !fits(*a[0].tensor, sa, prod({m, k})) || !fits(*a[1].tensor, sb, prod({k, n})))
       return Error::internal("extern '" + en.function + "': operands smaller than their sizes");
     COIL_TRY_STATUS(checkNumel(en, *a[2].output, prod({batch, m, n}), "the output"));
-    fn(in(a, 0), in(a, 1), out(a, 2), batch, m, n, k, a[7].i, a[8].i, sa, sb, a[11].number);
-    return okStatus();
+    return kernelStatus(
+        fn(in(a, 0), in(a, 1), out(a, 2), batch, m, n, k, a[7].i, a[8].i, sa, sb, a[11].number));
   };
 }
 
 // --- convolutions: x, w, y, n, c, m, group, nd, in[3], k[3], out[3], s[3], d[3], p[3]
 
-using ConvFn = void (*)(const void *, const void *, void *, int64_t, int64_t, int64_t, int64_t,
-                        int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                        int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                        int64_t, int64_t, int64_t);
+using ConvFn = int32_t (*)(const void *, const void *, void *, int64_t, int64_t, int64_t, int64_t,
+                           int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                           int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                           int64_t, int64_t, int64_t);
 
 EvalExternFn convAdapter(ConvFn fn, bool transpose) {
   return [fn, transpose](const ExternNode &en, Args &a) -> Status {
@@ -100,61 +107,59 @@ EvalExternFn convAdapter(ConvFn fn, bool transpose) {
     int64_t wSize = transpose ? prod({c, m / group, kS}) : prod({m, c / group, kS});
     COIL_TRY_STATUS(checkNumel(en, *a[1].tensor, wSize, "the weights"));
     COIL_TRY_STATUS(checkNumel(en, *a[2].output, prod({n, m, outS}), "the output"));
-    fn(in(a, 0), in(a, 1), out(a, 2), n, c, m, group, v(7), v(8), v(9), v(10), v(11), v(12), v(13),
-       v(14), v(15), v(16), v(17), v(18), v(19), v(20), v(21), v(22), v(23), v(24), v(25));
-    return okStatus();
+    return kernelStatus(fn(in(a, 0), in(a, 1), out(a, 2), n, c, m, group, v(7), v(8), v(9), v(10),
+                           v(11), v(12), v(13), v(14), v(15), v(16), v(17), v(18), v(19), v(20),
+                           v(21), v(22), v(23), v(24), v(25)));
   };
 }
 
 // --- Det: x, y, batch, n
 
-using DetFn = void (*)(const void *, void *, int64_t, int64_t);
+using DetFn = int32_t (*)(const void *, void *, int64_t, int64_t);
 EvalExternFn detAdapter(DetFn fn) {
   return [fn](const ExternNode &en, Args &a) -> Status {
     COIL_TRY_STATUS(checkSignature(en, a, "NOII"));
     COIL_TRY_STATUS(checkNumel(en, *a[0].tensor, prod({a[2].i, a[3].i, a[3].i}), "the input"));
     COIL_TRY_STATUS(checkNumel(en, *a[1].output, a[2].i, "the output"));
-    fn(in(a, 0), out(a, 1), a[2].i, a[3].i);
-    return okStatus();
+    return kernelStatus(fn(in(a, 0), out(a, 1), a[2].i, a[3].i));
   };
 }
 
 // --- scans: x, y, outer, len, inner, exclusive, reverse
 
-using ScanFn = void (*)(const void *, void *, int64_t, int64_t, int64_t, int64_t, int64_t);
+using ScanFn = int32_t (*)(const void *, void *, int64_t, int64_t, int64_t, int64_t, int64_t);
 EvalExternFn scanAdapter(ScanFn fn) {
   return [fn](const ExternNode &en, Args &a) -> Status {
     COIL_TRY_STATUS(checkSignature(en, a, "NOIIIII"));
     int64_t all = prod({a[2].i, a[3].i, a[4].i});
     COIL_TRY_STATUS(checkNumel(en, *a[0].tensor, all, "the input"));
     COIL_TRY_STATUS(checkNumel(en, *a[1].output, all, "the output"));
-    fn(in(a, 0), out(a, 1), a[2].i, a[3].i, a[4].i, a[5].i, a[6].i);
-    return okStatus();
+    return kernelStatus(fn(in(a, 0), out(a, 1), a[2].i, a[3].i, a[4].i, a[5].i, a[6].i));
   };
 }
 
 // --- TopK: x, values, indices, outer, len, inner, k, largest
 
-using TopKFn = void (*)(const void *, void *, void *, int64_t, int64_t, int64_t, int64_t, int64_t);
+using TopKFn = int32_t (*)(const void *, void *, void *, int64_t, int64_t, int64_t, int64_t,
+                           int64_t);
 EvalExternFn topkAdapter(TopKFn fn) {
   return [fn](const ExternNode &en, Args &a) -> Status {
     COIL_TRY_STATUS(checkSignature(en, a, "NOOIIIII"));
     int64_t outer = a[3].i, len = a[4].i, inner = a[5].i, k = a[6].i;
+    // A K out of range fails in the kernel before it touches a buffer: its message.
     if (k < 0 || k > len)
-      return Error::user("K of TopK must be in [0, " + std::to_string(len) + "], got " +
-                         std::to_string(k));
+      return kernelStatus(fn(nullptr, nullptr, nullptr, outer, len, inner, k, a[7].i));
     COIL_TRY_STATUS(checkNumel(en, *a[0].tensor, prod({outer, len, inner}), "the input"));
     COIL_TRY_STATUS(checkNumel(en, *a[1].output, prod({outer, k, inner}), "the values"));
     COIL_TRY_STATUS(checkNumel(en, *a[2].output, prod({outer, k, inner}), "the indices"));
-    fn(in(a, 0), out(a, 1), out(a, 2), outer, len, inner, k, a[7].i);
-    return okStatus();
+    return kernelStatus(fn(in(a, 0), out(a, 1), out(a, 2), outer, len, inner, k, a[7].i));
   };
 }
 
 // --- scans with a run-time axis: x, axis, shape, y, rank, axisIsI32, exclusive, reverse
 
-using ScanDynFn = void (*)(const void *, const void *, const void *, void *, int64_t, int64_t,
-                           int64_t, int64_t);
+using ScanDynFn = int32_t (*)(const void *, const void *, const void *, void *, int64_t, int64_t,
+                              int64_t, int64_t);
 EvalExternFn scanDynAdapter(ScanDynFn fn) {
   return [fn](const ExternNode &en, Args &a) -> Status {
     COIL_TRY_STATUS(checkSignature(en, a, "NNNOIIII"));
@@ -166,13 +171,10 @@ EvalExternFn scanDynAdapter(ScanDynFn fn) {
     for (int64_t d = 0; d < rank; ++d)
       if (shape.getInt(d) != x.dim(d))
         return Error::internal("extern '" + en.function + "': the shape buffer is not x's");
-    int64_t ax = axis.getInt(0);
-    if (ax < -rank || ax >= rank)
-      return Error::user("axis " + std::to_string(ax) + " is out of range for rank " +
-                         std::to_string(rank));
     COIL_TRY_STATUS(checkNumel(en, *a[3].output, x.numel(), "the output"));
-    fn(x.data(), axis.data(), shape.data(), out(a, 3), rank, a[5].i, a[6].i, a[7].i);
-    return okStatus();
+    // The kernel checks the axis.
+    return kernelStatus(
+        fn(x.data(), axis.data(), shape.data(), out(a, 3), rank, a[5].i, a[6].i, a[7].i));
   };
 }
 
@@ -199,7 +201,7 @@ Status adopt(const ExternNode &en, Tensor *dst, DType dtype, Shape shape, const 
 }
 
 // NonZero: x, indices, count, numel
-using NonZeroFn = void (*)(coil_alloc_fn, void *, const void *, void **, int64_t *, int64_t);
+using NonZeroFn = int32_t (*)(coil_alloc_fn, void *, const void *, void **, int64_t *, int64_t);
 EvalExternFn nonzeroAdapter(NonZeroFn fn) {
   return [fn](const ExternNode &en, Args &a) -> Status {
     COIL_TRY_STATUS(checkSignature(en, a, "NOSI"));
@@ -207,14 +209,15 @@ EvalExternFn nonzeroAdapter(NonZeroFn fn) {
       return Error::internal("extern '" + en.function + "': numel beyond the input");
     Blocks blocks;
     void *p = nullptr;
-    fn(&Blocks::alloc, &blocks, in(a, 0), &p, a[2].outSymbol, a[3].i);
+    COIL_TRY_STATUS(
+        kernelStatus(fn(&Blocks::alloc, &blocks, in(a, 0), &p, a[2].outSymbol, a[3].i)));
     return adopt(en, a[1].output, DType::I64, {*a[2].outSymbol}, p);
   };
 }
 
 // Unique: x, y, indices, inverse, counts, count, outer, len, inner, sorted
-using UniqueFn = void (*)(coil_alloc_fn, void *, const void *, void **, void **, void **, void **,
-                          int64_t *, int64_t, int64_t, int64_t, int64_t);
+using UniqueFn = int32_t (*)(coil_alloc_fn, void *, const void *, void **, void **, void **,
+                             void **, int64_t *, int64_t, int64_t, int64_t, int64_t);
 EvalExternFn uniqueAdapter(UniqueFn fn) {
   return [fn](const ExternNode &en, Args &a) -> Status {
     COIL_TRY_STATUS(checkSignature(en, a, "NOOOOSIIII"));
@@ -230,8 +233,8 @@ EvalExternFn uniqueAdapter(UniqueFn fn) {
       return Error::internal("extern '" + en.function + "': no dim of y is the unique count");
     Blocks blocks;
     void *p[4] = {nullptr, nullptr, nullptr, nullptr};
-    fn(&Blocks::alloc, &blocks, x.data(), &p[0], &p[1], &p[2], &p[3], a[5].outSymbol, outer, len,
-       inner, a[9].i);
+    COIL_TRY_STATUS(kernelStatus(fn(&Blocks::alloc, &blocks, x.data(), &p[0], &p[1], &p[2], &p[3],
+                                    a[5].outSymbol, outer, len, inner, a[9].i)));
     int64_t u = *a[5].outSymbol;
     Shape ys = x.shape();
     ys[axis] = u;
@@ -260,15 +263,16 @@ EvalExternFn nmsAdapter() {
     }
     Blocks blocks;
     void *p = nullptr;
-    coil_cpu_nms_dyn_f32(&Blocks::alloc, &blocks, in(a, 0), in(a, 1), in(a, 2), in(a, 3), in(a, 4),
-                         &p, a[6].outSymbol, nb, nc, n, a[10].i, a[11].i, a[12].i, a[13].i);
+    COIL_TRY_STATUS(kernelStatus(coil_cpu_nms_dyn_f32(
+        &Blocks::alloc, &blocks, in(a, 0), in(a, 1), in(a, 2), in(a, 3), in(a, 4), &p,
+        a[6].outSymbol, nb, nc, n, a[10].i, a[11].i, a[12].i, a[13].i)));
     return adopt(en, a[5].output, DType::I64, {*a[6].outSymbol, 3}, p);
   };
 }
 
 // TopK with a run-time K: x, k, values, indices, count, outer, len, inner, largest
-using TopKDynFn = void (*)(coil_alloc_fn, void *, const void *, const void *, void **, void **,
-                           int64_t *, int64_t, int64_t, int64_t, int64_t);
+using TopKDynFn = int32_t (*)(coil_alloc_fn, void *, const void *, const void *, void **, void **,
+                              int64_t *, int64_t, int64_t, int64_t, int64_t);
 EvalExternFn topkDynAdapter(TopKDynFn fn) {
   return [fn](const ExternNode &en, Args &a) -> Status {
     COIL_TRY_STATUS(checkSignature(en, a, "NNOOSIIII"));
@@ -277,10 +281,7 @@ EvalExternFn topkDynAdapter(TopKDynFn fn) {
     COIL_TRY_STATUS(checkNumel(en, x, prod({outer, len, inner}), "the input"));
     if (kt.numel() != 1 || kt.dtype() != DType::I64)
       return Error::internal("extern '" + en.function + "': K must be one i64");
-    int64_t k = kt.getInt(0);
-    if (k < 0 || k > len)
-      return Error::user("K of TopK must be in [0, " + std::to_string(len) + "], got " +
-                         std::to_string(k));
+    // The kernel checks K.
     const auto &vShape = en.outputs.at(0).shape;
     size_t axis = vShape.size();
     for (size_t d = 0; d < vShape.size(); ++d)
@@ -289,8 +290,8 @@ EvalExternFn topkDynAdapter(TopKDynFn fn) {
       return Error::internal("extern '" + en.function + "': no dim of the values is K");
     Blocks blocks;
     void *pv = nullptr, *pi = nullptr;
-    fn(&Blocks::alloc, &blocks, x.data(), kt.data(), &pv, &pi, a[4].outSymbol, outer, len, inner,
-       a[8].i);
+    COIL_TRY_STATUS(kernelStatus(fn(&Blocks::alloc, &blocks, x.data(), kt.data(), &pv, &pi,
+                                    a[4].outSymbol, outer, len, inner, a[8].i)));
     Shape s = x.shape();
     s[axis] = *a[4].outSymbol;
     COIL_TRY_STATUS(adopt(en, a[2].output, x.dtype(), s, pv));
@@ -301,11 +302,11 @@ EvalExternFn topkDynAdapter(TopKDynFn fn) {
 // --- Reduce* with run-time axes: x, axes, y, y0..y7 (out-symbols), rank, d0..d7, naxes, kind,
 //     keepdims, noopWithEmptyAxes
 
-using ReduceDynFn = void (*)(coil_alloc_fn, void *, const void *, const void *, void **,
-                             int64_t *, int64_t *, int64_t *, int64_t *, int64_t *, int64_t *,
-                             int64_t *, int64_t *, int64_t, int64_t, int64_t, int64_t, int64_t,
-                             int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                             int64_t);
+using ReduceDynFn = int32_t (*)(coil_alloc_fn, void *, const void *, const void *, void **,
+                                int64_t *, int64_t *, int64_t *, int64_t *, int64_t *, int64_t *,
+                                int64_t *, int64_t *, int64_t, int64_t, int64_t, int64_t, int64_t,
+                                int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                                int64_t);
 EvalExternFn reduceDynAdapter(ReduceDynFn fn) {
   return [fn](const ExternNode &en, Args &a) -> Status {
     COIL_TRY_STATUS(checkSignature(en, a, "NNOSSSSSSSSIIIIIIIIIIIII"));
@@ -319,30 +320,20 @@ EvalExternFn reduceDynAdapter(ReduceDynFn fn) {
         return Error::internal("extern '" + en.function + "': the dims are not x's");
     if (axes.dtype() != DType::I64 || axes.numel() != naxes)
       return Error::internal("extern '" + en.function + "': axes do not fit their count");
-    // The checks of the interpreter (planReduce), as user errors.
-    std::vector<bool> red(size_t(rank), false);
-    for (int64_t i = 0; i < naxes; ++i) {
-      int64_t ax = axes.getInt(i);
-      if (ax < -rank || ax >= rank)
-        return Error::user("axis " + std::to_string(ax) + " is out of range for rank " +
-                           std::to_string(rank));
-      int64_t d = ax < 0 ? ax + rank : ax;
-      if (red[size_t(d)])
-        return Error::user("axis " + std::to_string(ax) + " appears more than once in axes");
-      red[size_t(d)] = true;
-    }
+    // The kernel checks the axes (the rules of the interpreter's planReduce).
+    Blocks blocks;
+    void *p = nullptr;
+    COIL_TRY_STATUS(kernelStatus(fn(&Blocks::alloc, &blocks, x.data(), axes.data(), &p,
+                                    a[3].outSymbol, a[4].outSymbol, a[5].outSymbol, a[6].outSymbol,
+                                    a[7].outSymbol, a[8].outSymbol, a[9].outSymbol, a[10].outSymbol,
+                                    rank, a[12].i, a[13].i, a[14].i, a[15].i, a[16].i, a[17].i,
+                                    a[18].i, a[19].i, naxes, kind, a[22].i, a[23].i)));
     int64_t outRank = rank;
     if (!keepdims && !(naxes == 0 && noop)) outRank = naxes == 0 ? 0 : rank - naxes;
     const auto &yShape = en.outputs.at(0).shape;
     if (int64_t(yShape.size()) != outRank)
       return Error::user("the result has rank " + std::to_string(outRank) +
                          ", the compiled program expects rank " + std::to_string(yShape.size()));
-    Blocks blocks;
-    void *p = nullptr;
-    fn(&Blocks::alloc, &blocks, x.data(), axes.data(), &p, a[3].outSymbol, a[4].outSymbol,
-       a[5].outSymbol, a[6].outSymbol, a[7].outSymbol, a[8].outSymbol, a[9].outSymbol,
-       a[10].outSymbol, rank, a[12].i, a[13].i, a[14].i, a[15].i, a[16].i, a[17].i, a[18].i,
-       a[19].i, naxes, kind, a[22].i, a[23].i);
     Shape s;
     for (int64_t d = 0; d < outRank; ++d) s.push_back(*a[3 + size_t(d)].outSymbol);
     return adopt(en, a[2].output, x.dtype(), s, p);
@@ -433,9 +424,10 @@ EvalExternFn shapeDimsAdapter() {
     for (size_t i = 0; i < 16; ++i) s[i] = a[3 + i].outSymbol;
     Blocks blocks;
     void *p = nullptr;
-    coil_cpu_shape_dims(&Blocks::alloc, &blocks, v.data(), dims.data(), &p, s[0], s[1], s[2], s[3],
-                        s[4], s[5], s[6], s[7], s[8], s[9], s[10], s[11], s[12], s[13], s[14],
-                        s[15], a[19].i, nValues, inRank, a[22].i, a[23].i);
+    COIL_TRY_STATUS(kernelStatus(
+        coil_cpu_shape_dims(&Blocks::alloc, &blocks, v.data(), dims.data(), &p, s[0], s[1], s[2],
+                            s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10], s[11], s[12], s[13],
+                            s[14], s[15], a[19].i, nValues, inRank, a[22].i, a[23].i)));
     return adopt(en, a[2].output, DType::I64, {1}, p);
   };
 }

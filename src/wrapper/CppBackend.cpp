@@ -267,18 +267,18 @@ void *coil_host_tracked_alloc(void *ctx, size_t bytes) {
       if (const auto *e = std::get_if<ExternKernelAlloc>(&l))
         args = &e->args, fn = e->function, allocating = true;
       if (!args || !declared.insert(fn).second) continue;
-      if (declared.size() == 1) os_ << "// extern functions\n";
+      if (declared.size() == 1)
+        os_ << "// extern functions: 0 on success, else a failure with a message\n"
+            << "const char *coil_cpu_last_error(void);\n";
       bool first = true;
       auto sep = [&] {
         if (!first) os_ << ", ";
         first = false;
       };
+      os_ << "int32_t " << fn << "(";
       if (deviceExtern(fn)) {
-        os_ << "int32_t " << fn << "(";
         sep();
         os_ << "const coil_cuda_ctx *";
-      } else {
-        os_ << "void " << fn << "(";
       }
       if (allocating) {
         sep();
@@ -470,6 +470,52 @@ void *coil_host_tracked_alloc(void *ctx, size_t bytes) {
     os_ << "  return 1;\n}\n";
   }
 
+  /// `<kernel>_c<config>(ctx, args)`: the launcher of one config, without a statement end.
+  std::string launcherCall(const KernelCall &l, int32_t config) {
+    const KernelInfo &k = p_.kernels[l.kernel];
+    std::string out = k.name + "_c" + std::to_string(config) + "(" + (cuda_ ? "coil_cu" : "");
+    for (size_t i = 0; i < l.args.size(); ++i) {
+      const CallArg &a = l.args[i];
+      if (i || cuda_) out += ", ";
+      switch (a.kind) {
+      case CallArg::Kind::Buffer:
+        out += var(a.buffer);
+        break;
+      case CallArg::Kind::Size:
+        out += expr(a.size);
+        break;
+      case CallArg::Kind::Float:
+        out += doubleLiteral(a.number);
+        break;
+      }
+    }
+    return out + ")";
+  }
+
+  /// A kernel call; with size buckets, an if/else chain over the bucket size picks the config.
+  void kernelCall(const KernelCall &l) {
+    if (l.choices.empty()) {
+      if (cuda_)
+        os_ << "  if (" << launcherCall(l, l.config)
+            << ") {\n    coil_cuda_failed(args, coil_cu);\n    goto coil_fail;\n  }\n";
+      else
+        os_ << "  " << launcherCall(l, l.config) << ";\n";
+      return;
+    }
+    os_ << "  { // config by size bucket\n"
+        << "    const int64_t coil_bucket = " << expr(l.bucketSize) << ";\n";
+    if (cuda_) os_ << "    int32_t coil_rc;\n";
+    std::string assign = cuda_ ? "coil_rc = " : "";
+    for (size_t i = 0; i < l.choices.size(); ++i)
+      os_ << "    " << (i ? "else if" : "if") << " (coil_bucket <= " << l.choices[i].upTo << ") "
+          << assign << launcherCall(l, l.choices[i].config) << ";\n";
+    os_ << "    else " << assign << launcherCall(l, l.config) << ";\n";
+    if (cuda_)
+      os_ << "    if (coil_rc) {\n      coil_cuda_failed(args, coil_cu);\n"
+          << "      goto coil_fail;\n    }\n";
+    os_ << "  }\n";
+  }
+
   void printLine(const Line &line) {
     std::visit(
         Overloaded{
@@ -506,41 +552,17 @@ void *coil_host_tracked_alloc(void *ctx, size_t bytes) {
               const KernelInfo &k = p_.kernels[l.kernel];
               os_ << "  // kernel " << k.name << " is defined in " << oneLine(k.sourceFile) << "\n";
             },
-            [&](const KernelCall &l) {
-              const KernelInfo &k = p_.kernels[l.kernel];
-              if (cuda_)
-                os_ << "  if (" << k.name << "_c" << l.config << "(coil_cu"
-                    << (l.args.empty() ? "" : ", ");
-              else
-                os_ << "  " << k.name << "_c" << l.config << "(";
-              for (size_t i = 0; i < l.args.size(); ++i) {
-                const CallArg &a = l.args[i];
-                if (i) os_ << ", ";
-                switch (a.kind) {
-                case CallArg::Kind::Buffer:
-                  os_ << var(a.buffer);
-                  break;
-                case CallArg::Kind::Size:
-                  os_ << expr(a.size);
-                  break;
-                case CallArg::Kind::Float:
-                  os_ << doubleLiteral(a.number);
-                  break;
-                }
-              }
-              if (cuda_)
-                os_ << ")) {\n    coil_cuda_failed(args, coil_cu);\n    goto coil_fail;\n  }\n";
-              else
-                os_ << ");\n";
-            },
+            [&](const KernelCall &l) { kernelCall(l); },
             [&](const ExternKernelOut &l) {
               if (cuda_) return cudaExternOut(l);
-              os_ << "  " << l.function << "(";
+              os_ << "  if (" << l.function << "(";
               for (size_t i = 0; i < l.args.size(); ++i) {
                 if (i) os_ << ", ";
                 externArg(l.args[i], -1);
               }
-              os_ << ");\n";
+              os_ << ") != 0) {\n";
+              externFailure("    ", l.function, l.node);
+              os_ << "  }\n";
             },
             [&](const ExternKernelAlloc &l) {
               if (cuda_) return hostFallbackAlloc(l);
@@ -548,7 +570,8 @@ void *coil_host_tracked_alloc(void *ctx, size_t bytes) {
               for (const ExternArg &a : l.args) nOut += a.kind == ExternArg::Kind::Output;
               os_ << "  {\n"
                   << "    void *coil_o[" << std::max(nOut, 1) << "] = {};\n"
-                  << "    " << l.function << "(coil_tracked_alloc, &coil_tracker";
+                  << "    const int32_t coil_rc = " << l.function
+                  << "(coil_tracked_alloc, &coil_tracker";
               int32_t k = 0;
               for (const ExternArg &a : l.args) {
                 os_ << ", ";
@@ -560,7 +583,11 @@ void *coil_host_tracked_alloc(void *ctx, size_t bytes) {
                 if (a.kind == ExternArg::Kind::Output)
                   os_ << "    " << var(a.buffer) << " = (" << ctype(a.buffer) << " *)coil_o[" << k++
                       << "];\n";
-              os_ << "    if (coil_tracker.failed) {\n";
+              // The outputs it allocated are set above, so that the failure path frees them.
+              os_ << "    if (coil_rc != 0) {\n";
+              externFailure("      ", l.function, l.node);
+              os_ << "    }\n"
+                  << "    if (coil_tracker.failed) {\n";
               fail("      ", "out of memory in extern call '" + cString(l.function) + "'");
               os_ << "    }\n  }\n";
             },
@@ -584,6 +611,23 @@ void *coil_host_tracked_alloc(void *ctx, size_t bytes) {
             },
             [&](const DebugPrint &l) { debugPrint(l); }},
         line);
+  }
+
+  /// Reports a failed extern call (nonzero status) as "node 'NAME' (OP): MESSAGE" and fails the
+  /// run.
+  void externFailure(const std::string &indent, const std::string &function,
+                     const ExternNodeInfo &node) {
+    auto [fmt, fmtArgs] = externError(function, node);
+    fail(indent, fmt, fmtArgs);
+  }
+  /// The coil_set_error format and arguments of a failed extern call.
+  std::pair<std::string, std::string> externError(const std::string &function,
+                                                  const ExternNodeInfo &node) {
+    std::string who = node.name.empty() ? "extern call '" + cString(function) + "'"
+                                        : "node '" + cString(node.name) + "'";
+    if (!node.op.empty()) who += " (" + cString(node.op) + ")";
+    if (function.rfind("coil_cpu_", 0) == 0) return {who + ": %s", ", coil_cpu_last_error()"};
+    return {who + ": '" + cString(function) + "' failed", ""};
   }
 
   /// Copies allocating-extern output `b` into the caller's output buffer i.
@@ -610,12 +654,15 @@ void *coil_host_tracked_alloc(void *ctx, size_t bytes) {
       os_ << ")) {\n    coil_cuda_failed(args, coil_cu);\n    goto coil_fail;\n  }\n";
       return;
     }
-    hostFallback(l.function, l.args, false);
+    hostFallback(l.function, l.args, false, l.node);
   }
 
-  void hostFallbackAlloc(const ExternKernelAlloc &l) { hostFallback(l.function, l.args, true); }
+  void hostFallbackAlloc(const ExternKernelAlloc &l) {
+    hostFallback(l.function, l.args, true, l.node);
+  }
 
-  void hostFallback(const std::string &fn, const std::vector<ExternArg> &args, bool allocating) {
+  void hostFallback(const std::string &fn, const std::vector<ExternArg> &args, bool allocating,
+                    const ExternNodeInfo &node) {
     std::string what = "host extern '" + cString(fn) + "'";
     int32_t nHost = 0, nOut = 0;
     for (const ExternArg &a : args) {
@@ -637,7 +684,7 @@ void *coil_host_tracked_alloc(void *ctx, size_t bytes) {
       h += a.kind == ExternArg::Kind::Buffer || a.kind == ExternArg::Kind::Output;
     }
     if (allocating) os_ << "    coil_host_tracker coil_ht = {coil_cu, 0};\n";
-    os_ << "    if (!coil_bad) {\n      " << fn << "(";
+    os_ << "    if (!coil_bad && " << fn << "(";
     if (allocating) os_ << "coil_host_tracked_alloc, &coil_ht";
     h = 0;
     bool first = !allocating;
@@ -652,12 +699,15 @@ void *coil_host_tracked_alloc(void *ctx, size_t bytes) {
         externArg(a, -1);
       }
     }
-    os_ << ");\n";
+    // A failed call (nonzero status) fails the run with its message.
+    auto [fmt, fmtArgs] = externError(fn, node);
+    os_ << ") != 0) {\n"
+        << "      coil_set_error(args, \"" << fmt << "\"" << fmtArgs << ");\n"
+        << "      coil_bad = 1;\n    }\n";
     if (allocating)
-      os_ << "      if (coil_ht.failed) {\n"
-          << "        coil_set_error(args, \"%s: out of host memory\", \"" << what << "\");\n"
-          << "        coil_bad = 1;\n      }\n";
-    os_ << "    }\n";
+      os_ << "    if (!coil_bad && coil_ht.failed) {\n"
+          << "      coil_set_error(args, \"%s: out of host memory\", \"" << what << "\");\n"
+          << "      coil_bad = 1;\n    }\n";
     // Outputs back to the device (allocating calls: into blocks of the run's allocator, sized
     // by the symbols the call just defined).
     h = 0;

@@ -143,6 +143,21 @@ std::string lineFields(const Line &line) {
                      }
                    }
                    os << "]";
+                   if (l.choices.empty()) return;
+                   os << ", \"bucket_size\": " << q(l.bucketSize.str()) << ", \"choices\": [";
+                   for (size_t i = 0; i < l.choices.size(); ++i) {
+                     const ConfigChoice &c = l.choices[i];
+                     os << (i ? ", " : "") << "{\"up_to\": " << c.upTo
+                        << ", \"config\": " << c.config << ", \"at\": " << c.at;
+                     if (!c.timesUs.empty()) {
+                       os << ", \"times_us\": [";
+                       for (size_t t = 0; t < c.timesUs.size(); ++t)
+                         os << (t ? ", " : "") << jsonDouble(c.timesUs[t]);
+                       os << "]";
+                     }
+                     os << "}";
+                   }
+                   os << "]";
                  },
                  [&](const ExternKernelOut &l) {
                    os << ", \"function\": " << q(l.function) << ", \"args\": " << externArgs(l.args)
@@ -327,6 +342,9 @@ std::string emitWrapperDot(const WrapperProgram &p) {
               std::vector<std::string> label = {k.name + "_c" + std::to_string(l.config)};
               if (size_t(l.config) < k.configs.size())
                 label.push_back("config " + k.configs[size_t(l.config)].name);
+              for (const ConfigChoice &c : l.choices)
+                label.push_back(l.bucketSize.str() + " <= " + std::to_string(c.upTo) + ": c" +
+                                std::to_string(c.config));
               if (!k.iterationSpace.empty())
                 label.push_back("iterations " + plainList(k.iterationSpace));
               os << "  " << node << " [shape=box, style=\"rounded,filled\", fillcolor=lightblue, "

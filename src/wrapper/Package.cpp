@@ -194,6 +194,29 @@ std::string metadataJson(const WrapperProgram &p, const std::vector<ConstantEntr
        << ", \"function\": " << q(it == table.end() ? launches[i] : it->base) << "}";
   }
   os << (launches.empty() ? "]" : "\n  ]");
+  if (options.tuning) {
+    const TuningRecord &t = *options.tuning;
+    os << ",\n  \"tuning\": {\"method\": " << q(t.method) << ", \"device\": " << q(t.device)
+       << ", \"note\": " << q(t.note) << ", \"calls\": [";
+    for (size_t i = 0; i < t.calls.size(); ++i) {
+      const TuningRecord::Call &c = t.calls[i];
+      os << (i ? ",\n    " : "\n    ") << "{\"kernel\": " << q(c.kernel)
+         << ", \"bucket_size\": " << q(c.bucketSize) << ", \"buckets\": [";
+      for (size_t b = 0; b < c.buckets.size(); ++b) {
+        const TuningRecord::Bucket &bk = c.buckets[b];
+        os << (b ? ",\n      " : "\n      ") << "{\"up_to\": " << bk.upTo << ", \"at\": " << bk.at
+           << ", \"config\": " << bk.config << ", \"times_us\": [";
+        for (size_t k = 0; k < bk.timesUs.size(); ++k) {
+          char buf[32];
+          std::snprintf(buf, sizeof buf, "%.3f", bk.timesUs[k]);
+          os << (k ? ", " : "") << buf;
+        }
+        os << "]}";
+      }
+      os << (c.buckets.empty() ? "]}" : "\n    ]}");
+    }
+    os << (t.calls.empty() ? "]}" : "\n  ]}");
+  }
   if (options.cuda) {
     const CudaPackageInfo &cu = *options.cuda;
     os << ",\n  \"cuda\": {\"fatbin\": " << q(cu.fatbin) << ", \"archs\": [";

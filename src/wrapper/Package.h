@@ -56,12 +56,33 @@ struct CudaPackageInfo {
   int64_t workspaceBytes = 0; ///< device scratch the CUDA externs may use
 };
 
+/// How the configs of the kernel calls were chosen (metadata.json "tuning"): per call with a
+/// kernel of several configs, per size bucket, the config chosen and the measured times.
+struct TuningRecord {
+  struct Bucket {
+    int64_t upTo = 0; ///< the bucket holds bucket sizes up to this (the last: the size's maximum)
+    int64_t at = 0;   ///< the bucket size measured or estimated
+    int32_t config = 0;
+    std::vector<double> timesUs; ///< per config (negative: failed); empty: not measured
+  };
+  struct Call {
+    std::string kernel;
+    std::string bucketSize;
+    std::vector<Bucket> buckets;
+  };
+  std::string method = "heuristic"; ///< "measured" or "heuristic"
+  std::string device;               ///< the GPU measured on
+  std::string note;                 ///< why tuning did not measure, if it did not
+  std::vector<Call> calls;
+};
+
 struct PackageOptions {
   std::string coilVersion = "0.1.0";
   std::string device = "cpu";
   std::optional<CudaPackageInfo> cuda; ///< set for device "cuda"
   /// Compile options as given (e.g. {"dynamic", "N=1:64"}), recorded in order.
   std::vector<std::pair<std::string, std::string>> compileOptions;
+  std::optional<TuningRecord> tuning;
 };
 
 /// Offsets of the constants in weights.bin (64-byte aligned, in order) and its total size.

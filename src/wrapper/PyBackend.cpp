@@ -275,6 +275,40 @@ private:
            "zip(OUTPUTS, results)})\n";
   }
 
+  std::string launcherCall(const KernelCall &l, int32_t config) {
+    const KernelInfo &k = p_.kernels[l.kernel];
+    std::string out = "lib." + k.name + "_c" + std::to_string(config) + "(";
+    for (size_t i = 0; i < l.args.size(); ++i) {
+      const CallArg &a = l.args[i];
+      if (i) out += ", ";
+      switch (a.kind) {
+      case CallArg::Kind::Buffer:
+        out += var(a.buffer);
+        break;
+      case CallArg::Kind::Size:
+        out += expr(a.size);
+        break;
+      case CallArg::Kind::Float:
+        out += pyFloat(a.number);
+        break;
+      }
+    }
+    return out + ")";
+  }
+
+  /// A kernel call; with size buckets, an if/elif chain over the bucket size picks the config.
+  void kernelCall(const KernelCall &l) {
+    if (l.choices.empty()) {
+      os_ << "    " << launcherCall(l, l.config) << "\n";
+      return;
+    }
+    os_ << "    coil_bucket = " << expr(l.bucketSize) << "  # config by size bucket\n";
+    for (size_t i = 0; i < l.choices.size(); ++i)
+      os_ << "    " << (i ? "elif" : "if") << " coil_bucket <= " << l.choices[i].upTo << ":\n"
+          << "        " << launcherCall(l, l.choices[i].config) << "\n";
+    os_ << "    else:\n        " << launcherCall(l, l.config) << "\n";
+  }
+
   void printLine(const Line &line) {
     std::visit(
         Overloaded{[&](const Comment &l) { os_ << "    # " << oneLine(l.text) << "\n"; },
@@ -307,26 +341,7 @@ private:
                      os_ << "    # kernel " << oneLine(k.name) << " is defined in "
                          << oneLine(k.sourceFile) << "\n";
                    },
-                   [&](const KernelCall &l) {
-                     const KernelInfo &k = p_.kernels[l.kernel];
-                     os_ << "    lib." << k.name << "_c" << l.config << "(";
-                     for (size_t i = 0; i < l.args.size(); ++i) {
-                       const CallArg &a = l.args[i];
-                       if (i) os_ << ", ";
-                       switch (a.kind) {
-                       case CallArg::Kind::Buffer:
-                         os_ << var(a.buffer);
-                         break;
-                       case CallArg::Kind::Size:
-                         os_ << expr(a.size);
-                         break;
-                       case CallArg::Kind::Float:
-                         os_ << pyFloat(a.number);
-                         break;
-                       }
-                     }
-                     os_ << ")\n";
-                   },
+                   [&](const KernelCall &l) { kernelCall(l); },
                    [&](const ExternKernelOut &l) {
                      os_ << "    lib." << l.function << "(";
                      for (size_t i = 0; i < l.args.size(); ++i) {

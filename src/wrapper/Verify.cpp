@@ -278,6 +278,22 @@ private:
                 COIL_TRY_STATUS(symbolsBound(a.size, an));
               }
             }
+            if (l.choices.empty()) return okStatus();
+            COIL_TRY_STATUS(symbolsBound(l.bucketSize, kn + " bucket size"));
+            for (size_t i = 0; i < l.choices.size(); ++i) {
+              const ConfigChoice &c = l.choices[i];
+              std::string cn = kn + " size bucket " + std::to_string(i);
+              if (c.config < 0 || size_t(c.config) >= k.configs.size())
+                return err(cn + " chooses config " + std::to_string(c.config) + " (it has " +
+                           std::to_string(k.configs.size()) + ")");
+              if (i && c.upTo <= l.choices[i - 1].upTo)
+                return err(cn + " ends at " + std::to_string(c.upTo) +
+                           ", not above the previous bucket's end " +
+                           std::to_string(l.choices[i - 1].upTo) + " (buckets must be sorted)");
+              if (!c.timesUs.empty() && c.timesUs.size() != k.configs.size())
+                return err(cn + " has " + std::to_string(c.timesUs.size()) +
+                           " measured times for " + std::to_string(k.configs.size()) + " configs");
+            }
             return okStatus();
           } else if constexpr (std::is_same_v<T, ExternKernelOut>) {
             COIL_TRY_STATUS(externSignature(l.function, l.args, false));

@@ -16,8 +16,9 @@
 ///    (memory planning turns these into Free or removes them).
 ///  - KernelDefinition: kernel `kernel` is defined (its source belongs to the package).
 ///  - KernelCall: runs kernel `kernel` with `args` (buffers and SymInt sizes, in the order of the
-///    kernel's params); the kernel's launcher computes its own grid from the sizes. `config`
-///    is the index of the config chosen at compile time.
+///    kernel's params); the kernel's launcher computes its own grid from the sizes. The config
+///    that runs is chosen at compile time per size bucket: the first of `choices` whose `upTo`
+///    is >= the value of `bucketSize` (evaluated at run time), else `config`.
 ///  - ExternKernelOut: library call `function` writing into pre-allocated output buffers.
 ///  - ExternKernelAlloc: library call that allocates its outputs (data-dependent shapes) and
 ///    defines the size symbols `outSymbols`.
@@ -123,10 +124,27 @@ struct FreeIfNotReused {
 struct KernelDefinition {
   KernelId kernel = -1;
 };
+/// One size bucket of a KernelCall: config `config` runs while the call's bucket size is at most
+/// `upTo` (and above the previous choice's `upTo`).
+struct ConfigChoice {
+  int64_t upTo = 0;
+  int32_t config = 0;
+  /// The bucket size the choice was made for (its representative value; reports only).
+  int64_t at = 0;
+  /// Per config of the kernel, its measured time in microseconds at `at` (negative: that config
+  /// failed to run), or empty when the choice was made without measuring (the heuristic).
+  std::vector<double> timesUs;
+};
 struct KernelCall {
   KernelId kernel = -1;
   std::vector<CallArg> args;
+  /// The config that runs when no choice applies (sizes above every bucket, or no buckets).
   int32_t config = 0;
+  /// A SymInt over the program's size symbols (usually the kernel's flattened iteration space)
+  /// that `choices` compare against; unused while `choices` is empty.
+  SymInt bucketSize;
+  /// Sorted by strictly increasing `upTo`.
+  std::vector<ConfigChoice> choices;
 };
 /// Arguments of extern calls: buffers read, buffers written, sizes, float attributes.
 /// Their C signature follows the kinds: Buffer -> `const void *`, Output -> `void *` (or
@@ -140,16 +158,24 @@ struct ExternArg {
   double number = 0;
   std::string symbol;
 };
+/// The graph node an extern call computes, for the errors it reports at run time: its name (the
+/// name of its first output where the node has none) and its op, e.g. "Reshape".
+struct ExternNodeInfo {
+  std::string name;
+  std::string op;
+};
 struct ExternKernelOut {
   std::string function;
   std::vector<ExternArg> args;
   std::vector<int32_t> origins;
+  ExternNodeInfo node;
 };
 struct ExternKernelAlloc {
   std::string function;
   std::vector<ExternArg> args;
   std::vector<std::string> outSymbols;
   std::vector<int32_t> origins;
+  ExternNodeInfo node;
 };
 struct MultiOutput {
   BufferId buffer = -1;

@@ -237,8 +237,67 @@ def cases():
     add("package-truncated-model-so", r"error: .*p\.pkg.*cannot load model\.so",
         damaged(lambda p: open(os.path.join(p, "model.so"), "r+b").truncate(100)), ["run", "p.pkg", "--inputs", "in.npz"])
     add("package-not-a-package", r"error: .*nopkg: not a coil package", lambda d: os.makedirs(os.path.join(d, "nopkg"), exist_ok=True), ["run", "nopkg", "--inputs", "in.npz"])
+    # --- run-time values that break an op's rule inside an extern kernel (shape tensors, K,
+    #     axes read from inputs): `coil run` on the compiled package fails naming the node, and
+    #     `coil interpret` on the same inputs fails too (the two agree)
+    I64 = TensorProto.INT64
+
+    def bad_values(op, nodes, ins, outs, arrays):
+        def setup(d):
+            save(model(nodes, ins, outs, opset=18), os.path.join(d, "m.onnx"))
+            np.savez(os.path.join(d, "in.npz"), **arrays)
+            if op:
+                subprocess.run([COIL, "compile", "m.onnx", "-o", "p.pkg"], cwd=d, check=True, capture_output=True)
+        return setup
+
+    def run_and_interpret(name, node, op, message, nodes, ins, outs, arrays):
+        where = r"node '%s' \(%s\)" % (node, op)
+        add("run-bad-value-" + name, r"error: .*p\.pkg: .*" + where + ": " + message, bad_values(op, nodes, ins, outs, arrays),
+            ["run", "p.pkg", "--inputs", "in.npz"], code=3)
+        add("interpret-bad-value-" + name, r"error: .*m\.onnx: " + where, bad_values(None, nodes, ins, outs, arrays),
+            ["interpret", "m.onnx", "--inputs", "in.npz"])
+
+    i64 = lambda *v: np.array(v, dtype=np.int64)
+    run_and_interpret("reshape-negative", "rs", "Reshape", r"reshape: shape value -3 at index 1 is invalid",
+                      [helper.make_node("Reshape", ["x", "s"], ["y"], name="rs")], [vi("x", [2, 6]), vi("s", [2], I64)], [vi("y", None)],
+                      dict(x=rnd(2, 6), s=i64(4, -3)))
+    run_and_interpret("reshape-count", "rs", "Reshape", r"reshape: the shape has 15 elements, the input 12",
+                      [helper.make_node("Reshape", ["x", "s"], ["y"], name="rs")], [vi("x", [2, 6]), vi("s", [2], I64)], [vi("y", None)],
+                      dict(x=rnd(2, 6), s=i64(5, 3)))
+    run_and_interpret("expand", "ex", "Expand", r"expand: shape value 5 at index 0 does not broadcast with input dim 0 of size 2",
+                      [helper.make_node("Expand", ["x", "s"], ["y"], name="ex")], [vi("x", [2, 3]), vi("s", [2], I64)], [vi("y", None)],
+                      dict(x=rnd(2, 3), s=i64(5, 3)))
+    run_and_interpret("slice-step-zero", "sl", "Slice", r"slice: step of axis 1 is 0",
+                      [helper.make_node("Slice", ["x", "b", "e", "a", "st"], ["y"], name="sl")],
+                      [vi("x", [4, 5]), vi("b", [1], I64), vi("e", [1], I64), vi("a", [1], I64), vi("st", [1], I64)], [vi("y", None)],
+                      dict(x=rnd(4, 5), b=i64(0), e=i64(3), a=i64(1), st=i64(0)))
+    run_and_interpret("tile-negative", "ti", "Tile", r"tile: repeats value -2 at index 1 is negative",
+                      [helper.make_node("Tile", ["x", "r"], ["y"], name="ti")], [vi("x", [2, 3]), vi("r", [2], I64)], [vi("y", None)],
+                      dict(x=rnd(2, 3), r=i64(1, -2)))
+    run_and_interpret("pad-crop", "pd", "Pad", r"pad: pads -2 and -2 crop more than dim 1's size 3",
+                      [helper.make_node("Pad", ["x", "p"], ["y"], name="pd")], [vi("x", [2, 3]), vi("p", [4], I64)], [vi("y", None)],
+                      dict(x=rnd(2, 3), p=i64(0, -2, 0, -2)))
+    run_and_interpret("topk-k-too-large", "tk", "TopK", r"topk: k 9 is out of range \[0, 6\]",
+                      [helper.make_node("TopK", ["x", "k"], ["v", "i"], name="tk", axis=1)], [vi("x", [2, 6]), vi("k", [1], I64)],
+                      [vi("v", None), vi("i", None, I64)], dict(x=rnd(2, 6), k=i64(9)))
+    run_and_interpret("range-huge", "rg", "Range", r"range: start 0, limit 1125899906842624, delta 1 give more than 2\^40 elements",
+                      [helper.make_node("Range", ["a", "b", "c"], ["y"], name="rg")], [vi("a", [], I64), vi("b", [], I64), vi("c", [], I64)],
+                      [vi("y", None, I64)], dict(a=np.array(0, np.int64), b=np.array(1 << 50, np.int64), c=np.array(1, np.int64)))
+    run_and_interpret("constant-of-shape-negative", "cs", "ConstantOfShape", r"constant of shape: shape value -1 at index 0 is negative",
+                      [helper.make_node("ConstantOfShape", ["s"], ["y"], name="cs")], [vi("s", [2], I64)], [vi("y", None)],
+                      dict(s=i64(-1, 2)))
+    run_and_interpret("squeeze-not-one", "sq", "Squeeze", r"squeeze: axis 1 has size 3, only dims of size 1 can be squeezed",
+                      [helper.make_node("Squeeze", ["x", "a"], ["y"], name="sq")], [vi("x", [1, 3]), vi("a", [1], I64)], [vi("y", None)],
+                      dict(x=rnd(1, 3), a=i64(1)))
+    run_and_interpret("cumsum-axis", "cu", "CumSum", r"cumsum: axis 2 is out of range for rank 2",
+                      [helper.make_node("CumSum", ["x", "a"], ["y"], name="cu")], [vi("x", [2, 3]), vi("a", [], I64)], [vi("y", [2, 3])],
+                      dict(x=rnd(2, 3), a=np.array(2, np.int64)))
+    run_and_interpret("reduce-axis-repeated", "rd", "ReduceSum", r"reduce: axis -1 appears more than once in axes",
+                      [helper.make_node("ReduceSum", ["x", "a"], ["y"], name="rd", keepdims=1)], [vi("x", [2, 3]), vi("a", [2], I64)], [vi("y", None)],
+                      dict(x=rnd(2, 3), a=i64(1, -1)))
+
     add("compile-needs-output", r"error: 'coil compile' needs -o PKG", lambda d: None, ["compile", "x.onnx"])
-    add("compile-unknown-device", r"error: .*--device tpu is not supported", lambda d: save(relu_model(), os.path.join(d, "m.onnx")), ["compile", "m.onnx", "-o", "p.pkg", "--device", "tpu"])
+    add("compile-unknown-device", r"error: .*(--device tpu is not supported|unknown device 'tpu' \(supported: cpu, cuda\))", lambda d: save(relu_model(), os.path.join(d, "m.onnx")), ["compile", "m.onnx", "-o", "p.pkg", "--device", "tpu"])
 
     # --- command line
     add("unknown-command", r"error: unknown command 'frobnicate'", lambda d: None, ["frobnicate"])
@@ -270,7 +329,9 @@ def main():
             problems.append("exit code %d, want %d" % (r.returncode, c.code))
         if not re.search(c.regex, r.stderr, re.IGNORECASE):
             problems.append("stderr does not match /%s/" % c.regex)
-        if re.search(r"AddressSanitizer|runtime error:|LeakSanitizer|UndefinedBehaviorSanitizer", r.stderr) and "runtime error: out of memory" not in r.stderr:
+        # UBSan reports "FILE:LINE:COL: runtime error: ..."; coil's own run failures print
+        # "runtime error: PKG: ..." at the start of a line.
+        if re.search(r"AddressSanitizer|:\d+:\d+: runtime error:|LeakSanitizer|UndefinedBehaviorSanitizer", r.stderr):
             problems.append("sanitizer report")
         if problems:
             failed += 1

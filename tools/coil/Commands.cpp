@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -98,6 +99,11 @@ CompileOptions compileOptions(const Args &a) {
     o.recordedOptions.emplace_back("arch", a.values.at("--arch"));
   }
   if (a.values.count("--print-after")) o.printAfter = a.values.at("--print-after");
+  // Tuning: --tune, or COIL_TUNE=1 in the environment; --no-tune wins over both.
+  const char *tuneEnv = std::getenv("COIL_TUNE");
+  o.tune = o.device == "cuda" && !a.flags.count("--no-tune") &&
+           (a.flags.count("--tune") || (tuneEnv && std::string(tuneEnv) == "1"));
+  if (o.tune) o.recordedOptions.emplace_back("tune", "on");
   o.toolchain.verbose = a.flags.count("--verbose") != 0;
   for (const std::string &d : a.dynamic) o.recordedOptions.emplace_back("dynamic", d);
   if (a.values.count("--device")) o.recordedOptions.emplace_back("device", o.device);
@@ -332,7 +338,12 @@ Status cmdCompile(const Args &a) {
   auto t0 = std::chrono::steady_clock::now();
   COIL_TRY(std::unique_ptr<Compilation> c, compileModel(a, a.positional[0]));
   CompileOptions o = compileOptions(a);
+  if (a.flags.count("--tune") && a.flags.count("--no-tune"))
+    return Error::user("'coil compile' takes --tune or --no-tune, not both");
+  if (a.flags.count("--tune") && o.device != "cuda")
+    return Error::user("--tune measures CUDA kernel configs: use it with --device cuda");
   COIL_TRY(PackageResult r, writePackage(*c, a.values.at("--output"), o));
+  if (!r.tuning.empty()) std::cerr << r.tuning << "\n";
   size_t nKernels = c->wrapper.kernels.size();
   size_t externs = c->schedule.steps.size() - nKernels;
   std::cout << "kernels:";

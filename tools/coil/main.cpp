@@ -2,6 +2,7 @@
 // Exit codes: 0 ok, 1 user error, 2 internal error, 3 runtime error.
 #include "Commands.h"
 #include "driver/LoadModel.h"
+#include "driver/Tune.h"
 #include "evt/EvtCommand.h"
 #include "interp/Interpreter.h"
 #include "io/Npz.h"
@@ -29,10 +30,12 @@ commands:
       run MODEL (.onnx or .coil) with the reference interpreter; prints each output's
       dtype, shape and statistics, and the time taken
   compile MODEL -o PKG [--device cpu|cuda] [--arch sm_80,sm_90a] [--dynamic NAME=MIN:MAX]...
-          [--print-after STAGE] [-v]
+          [--print-after STAGE] [--tune | --no-tune] [-v]
       compile MODEL into the package directory PKG (model.so, metadata.json, weights.bin,
       src/); prints the kernel names; STAGE is lower, schedule or wrapper; cuda packages hold
-      device code for each --arch (default sm_80,sm_90a) in src/kernels.fatbin
+      device code for each --arch (default sm_80,sm_90a) in src/kernels.fatbin; each kernel
+      call's config is chosen per size bucket by a cost model, or with --tune (or COIL_TUNE=1)
+      by timing every config on this machine's GPU (metadata.json "tuning")
   run PKG|MODEL --inputs IN.npz [--outputs OUT.npz] [--device cpu|cuda]
       run a package (a MODEL is compiled first, through the compile cache)
   verify MODEL [--inputs IN.npz] [--dynamic NAME=MIN:MAX]... [--kernels] [--package PKG]
@@ -190,7 +193,7 @@ Status run(int argc, char **argv) {
   }
   if (cmd == "compile") {
     COIL_TRY(Args a, parseArgs(argc, argv, {"--output", "--device", "--arch", "--print-after"},
-                               {"--verbose"}));
+                               {"--verbose", "--tune", "--no-tune"}));
     return cmdCompile(a);
   }
   if (cmd == "run") {
@@ -218,6 +221,9 @@ int main(int argc, char **argv) {
     std::cerr << kUsage;
     return 1;
   }
+  // Internal: the measuring process of `compile --tune` (src/driver/Tune.h).
+  if (std::string(argv[1]) == "tune-worker")
+    return argc == 3 ? coil::tune::runTuneWorker(argv[2], stdout) : 2;
   try {
     Status s = run(argc, argv);
     if (!s.ok()) {

@@ -941,6 +941,12 @@ TEST_F(CpuCodegenTest, KernelInfoAndText) {
   EXPECT_NE(t.find("#pragma omp parallel for"), std::string::npos);
   EXPECT_NE(t.find("#pragma omp simd"), std::string::npos);
   EXPECT_EQ(t.find("3.0f"), std::string::npos) << "dead constant printed";
+  // Threads only for enough work: points times statements (a pointwise kernel's inner phase
+  // has one point), and the reductions' inner points for softmax.
+  EXPECT_NE(t.find("#pragma omp parallel for schedule(static) if (grid > 1 && work >= 32768)"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find("const int64_t work = total * ("), std::string::npos) << t;
   // Affine indexing in the simd loop: hoisted bases, no division in the loop.
   EXPECT_NE(t.find("[o0 + x1]"), std::string::npos) << t;
   const std::string &sm = source("k_softmax").code;
@@ -948,6 +954,10 @@ TEST_F(CpuCodegenTest, KernelInfoAndText) {
             std::string::npos)
       << sm;
   EXPECT_NE(sm.find("#pragma omp simd reduction(+:red1_0)"), std::string::npos) << sm;
+  // Softmax: kSmD points of 1, 4 and 6 statements per row.
+  EXPECT_NE(sm.find("const int64_t work = total * (" + std::to_string(kSmD * 11) + ");"),
+            std::string::npos)
+      << sm;
   // ArgMax stays a scalar loop.
   const std::string &arg = source("k_arg").code;
   EXPECT_EQ(arg.find("#pragma omp simd"), std::string::npos) << arg;

@@ -8,7 +8,9 @@
 #include <gtest/gtest.h>
 #include <numeric>
 #include <random>
+#include <string>
 #include <sys/resource.h>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -98,12 +100,22 @@ TEST(CpuKernelsGemm, EmptyInnerDimensionWritesZerosOrC) {
   coil_cpu_gemm_c_f32(nullptr, nullptr, c.data(), y.data(), 1, 2, 3, 0, 0, 0, 0, 0, 0, 1.0, 2.0);
   for (size_t i = 0; i < 6; ++i) EXPECT_EQ(y[i], 2 * c[i]);
 }
-TEST(CpuKernelsGemm, InvalidSizesAreNoOps) {
+TEST(CpuKernelsGemm, InvalidSizesFailWithAMessage) {
   std::vector<float> a(4, 1), b(4, 1), y(4, 9);
-  coil_cpu_gemm_f32(a.data(), b.data(), y.data(), 1, -2, 2, 2, 0, 0, 0, 0, 1.0);
-  coil_cpu_gemm_f32(a.data(), b.data(), y.data(), -1, 2, 2, 2, 0, 0, 0, 0, 1.0);
-  coil_cpu_gemm_f32(a.data(), b.data(), y.data(), 2, 2, 2, 2, 0, 0, -4, 0, 1.0);
-  coil_cpu_gemm_f32(a.data(), b.data(), y.data(), 1, INT64_MAX, INT64_MAX, 2, 0, 0, 0, 0, 1.0);
+  EXPECT_EQ(coil_cpu_gemm_f32(a.data(), b.data(), y.data(), 1, 2, 2, 2, 0, 0, 0, 0, 1.0), 0);
+  std::fill(y.begin(), y.end(), 9.0f);
+  EXPECT_NE(coil_cpu_gemm_f32(a.data(), b.data(), y.data(), 1, -2, 2, 2, 0, 0, 0, 0, 1.0), 0);
+  EXPECT_STREQ(coil_cpu_last_error(), "gemm: sizes must be >= 0, got batch 1, m -2, n 2, k 2");
+  EXPECT_NE(coil_cpu_gemm_f32(a.data(), b.data(), y.data(), -1, 2, 2, 2, 0, 0, 0, 0, 1.0), 0);
+  EXPECT_NE(coil_cpu_gemm_f32(a.data(), b.data(), y.data(), 2, 2, 2, 2, 0, 0, -4, 0, 1.0), 0);
+  EXPECT_STREQ(coil_cpu_last_error(), "gemm: batch strides must be >= 0, got -4, 0, 0");
+  EXPECT_NE(
+      coil_cpu_gemm_f32(a.data(), b.data(), y.data(), 1, INT64_MAX, INT64_MAX, 2, 0, 0, 0, 0, 1.0),
+      0);
+  EXPECT_NE(std::string(coil_cpu_last_error()).find("overflow"), std::string::npos);
+  EXPECT_NE(
+      coil_cpu_gemm_c_f64(nullptr, nullptr, nullptr, nullptr, 1, 2, 2, 2, 0, 0, 0, 0, -1, 1.0, 1.0),
+      0);
   for (float v : y) EXPECT_EQ(v, 9.0f);
 }
 
@@ -191,19 +203,55 @@ TEST(CpuKernelsConv, TwoDimensional) {
   checkConv<float>({2, 5, 3, 1, {4, 3}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}}, 1e-5);
   checkConv<float>({1, 2, 2, 1, {2, 2}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, 1e-5);
 }
+TEST(CpuKernelsConv, DepthwiseDirectLoops) {
+  // One input channel per group (two output channels each): strides, dilations, uneven pads;
+  // enough channels for the parallel loop.
+  checkConv<float>({3, 8, 16, 8, {20, 18}, {3, 3}, {2, 1}, {1, 2}, {1, 2}, {1, 0}}, 1e-5);
+  checkConv<double>({2, 5, 5, 5, {13}, {5}, {1}, {1}, {2}, {2}}, 1e-12);
+  checkConv<float>({1, 4, 4, 4, {3, 4, 5}, {2, 2, 3}, {1, 2, 1}, {2, 1, 1}, {1, 0, 1}, {0, 1, 1}},
+                   1e-5);
+  // 3x3 windows (registers, from a padded channel): strides 1 and 2, uneven and no pads, rows
+  // of several lengths, and a 3-D 1x3x3 window (the general loops).
+  checkConv<float>({2, 6, 6, 6, {16, 16}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, 1e-5);
+  checkConv<float>({2, 4, 8, 4, {9, 12}, {3, 3}, {2, 2}, {1, 1}, {1, 0}, {1, 2}}, 1e-5);
+  checkConv<double>({1, 3, 3, 3, {7, 5}, {3, 3}, {3, 1}, {1, 1}, {0, 0}, {0, 0}}, 1e-12);
+  checkConv<float>({1, 3, 3, 3, {2, 6, 6}, {1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}},
+                   1e-5);
+  // A single input channel (group 1) takes the same path.
+  checkConv<float>({2, 1, 3, 1, {9, 9}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, 1e-5);
+}
+TEST(CpuKernelsConv, ImagesInParallel) {
+  // Small images (one GEMM per image, images over threads) and larger ones.
+  checkConv<float>({4, 5, 7, 1, {12, 12}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, 1e-4);
+  checkConv<float>({3, 16, 32, 1, {20, 20}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, 1e-4);
+  checkConv<double>({5, 6, 4, 2, {9, 7}, {1, 1}, {2, 2}, {1, 1}, {0, 0}, {0, 0}}, 1e-12);
+  // Output rows of 4, 8, 16 and 32 elements (the unrolled copies of the padded im2col), a
+  // strided last dim, and a negative pad (plain im2col).
+  for (int64_t side : {4, 8, 16, 32})
+    checkConv<float>({2, 3, 4, 1, {side, side}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, 1e-4);
+  checkConv<float>({2, 3, 4, 1, {9, 9}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}}, 1e-4);
+  checkConv<double>({2, 2, 3, 1, {5, 10}, {2, 3}, {1, 1}, {2, 1}, {2, -1}, {1, 2}}, 1e-12);
+  // One large image: im2col's rows over threads, then BLAS's threads (a negative pad keeps the
+  // plain im2col; the second is padded).
+  checkConv<float>({1, 8, 8, 1, {40, 40}, {3, 3}, {1, 1}, {1, 1}, {-1, 1}, {1, -1}}, 1e-4);
+  checkConv<float>({1, 8, 8, 1, {40, 40}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, 1e-4);
+}
 TEST(CpuKernelsConv, ThreeDimensional) {
   checkConv<float>({2, 4, 4, 2, {5, 4, 6}, {2, 3, 2}, {1, 2, 2}, {2, 1, 1}, {1, 1, 0}, {0, 1, 1}},
                    1e-5);
 }
-TEST(CpuKernelsConv, InvalidGeometryIsNoOp) {
+TEST(CpuKernelsConv, InvalidGeometryFailsUntouched) {
   std::vector<float> x(16, 1), w(16, 1), y(16, 3);
   // group does not divide the channels; stride 0; nd 4.
-  coil_cpu_conv_f32(x.data(), w.data(), y.data(), 1, 3, 2, 2, 1, 4, 1, 1, 1, 1, 1, 4, 1, 1, 1, 1, 1,
-                    1, 1, 1, 0, 0, 0);
-  coil_cpu_conv_f32(x.data(), w.data(), y.data(), 1, 1, 1, 1, 1, 4, 1, 1, 1, 1, 1, 4, 1, 1, 0, 1, 1,
-                    1, 1, 1, 0, 0, 0);
-  coil_cpu_conv_f32(x.data(), w.data(), y.data(), 1, 1, 1, 1, 4, 4, 1, 1, 1, 1, 1, 4, 1, 1, 1, 1, 1,
-                    1, 1, 1, 0, 0, 0);
+  EXPECT_NE(coil_cpu_conv_f32(x.data(), w.data(), y.data(), 1, 3, 2, 2, 1, 4, 1, 1, 1, 1, 1, 4, 1,
+                              1, 1, 1, 1, 1, 1, 1, 0, 0, 0),
+            0);
+  EXPECT_NE(coil_cpu_conv_f32(x.data(), w.data(), y.data(), 1, 1, 1, 1, 1, 4, 1, 1, 1, 1, 1, 4, 1,
+                              1, 0, 1, 1, 1, 1, 1, 0, 0, 0),
+            0);
+  EXPECT_NE(coil_cpu_conv_f32(x.data(), w.data(), y.data(), 1, 1, 1, 1, 4, 4, 1, 1, 1, 1, 1, 4, 1,
+                              1, 1, 1, 1, 1, 1, 1, 0, 0, 0),
+            0);
   for (float v : y) EXPECT_EQ(v, 3.0f);
 }
 
@@ -434,13 +482,90 @@ TEST(CpuKernelsDynamic, NonMaxSuppression) {
   EXPECT_EQ(count, 0);
 }
 
-TEST(CpuKernelsDynamic, FailedAllocationReportsZero) {
+TEST(CpuKernelsDynamic, FailedAllocationFails) {
+  coil_alloc_fn none = [](void *, size_t) -> void * { return nullptr; };
   std::vector<int64_t> x{1, 2, 3};
   void *out = reinterpret_cast<void *>(1);
   int64_t count = -1;
-  coil_cpu_nonzero_i64([](void *, size_t) -> void * { return nullptr; }, nullptr, x.data(), &out,
-                       &count, 3);
+  EXPECT_NE(coil_cpu_nonzero_i64(none, nullptr, x.data(), &out, &count, 3), 0);
   EXPECT_EQ(count, 0);
+  EXPECT_STREQ(coil_cpu_last_error(), "nonzero: out of memory allocating 3 indices (24 bytes)");
+  void *p[4];
+  count = -1;
+  EXPECT_NE(
+      coil_cpu_unique_i64(none, nullptr, x.data(), &p[0], &p[1], &p[2], &p[3], &count, 1, 3, 1, 1),
+      0);
+  EXPECT_EQ(count, 0);
+  EXPECT_STREQ(coil_cpu_last_error(),
+               "unique: out of memory allocating the outputs of 3 distinct values");
+  std::vector<float> xf{3, 1, 2};
+  int64_t k = 2;
+  EXPECT_NE(coil_cpu_topk_dyn_f32(none, nullptr, xf.data(), &k, &p[0], &p[1], &count, 1, 3, 1, 1),
+            0);
+  EXPECT_STREQ(coil_cpu_last_error(),
+               "topk: out of memory allocating the outputs (8 and 16 bytes)");
+  std::vector<float> boxes{0, 0, 1, 1}, scores{0.5f};
+  EXPECT_NE(coil_cpu_nms_f32(none, nullptr, boxes.data(), scores.data(), &p[0], &count, 1, 1, 1, 5,
+                             0.5, 0, 0, 0),
+            0);
+  EXPECT_STREQ(coil_cpu_last_error(),
+               "non max suppression: out of memory allocating 1 selected boxes");
+  // An empty result needs no memory: a NULL block is fine.
+  std::vector<int64_t> zeros{0, 0};
+  EXPECT_EQ(coil_cpu_nonzero_i64(none, nullptr, zeros.data(), &out, &count, 2), 0);
+  EXPECT_EQ(count, 0);
+}
+
+TEST(CpuKernelsValidation, RuleBreakingValuesFailWithTheirMessage) {
+  std::vector<float> x(16, 1), w(16, 1), y(16, 3);
+  EXPECT_NE(coil_cpu_conv_f32(x.data(), w.data(), y.data(), 1, 3, 2, 2, 1, 4, 1, 1, 1, 1, 1, 4, 1,
+                              1, 1, 1, 1, 1, 1, 1, 0, 0, 0),
+            0);
+  EXPECT_STREQ(coil_cpu_last_error(), "conv: group 2 must be >= 1 and divide the channels 3 and 2");
+  EXPECT_NE(coil_cpu_conv_transpose_f64(nullptr, nullptr, nullptr, 1, 1, 1, 1, 4, 4, 1, 1, 1, 1, 1,
+                                        4, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0),
+            0);
+  EXPECT_STREQ(coil_cpu_last_error(), "conv transpose: 4 spatial dims, 1 to 3 are supported");
+  EXPECT_NE(coil_cpu_conv_f32(x.data(), w.data(), y.data(), 1, 1, 1, 1, 1, 4, 1, 1, 1, 1, 1, 4, 1,
+                              1, 0, 1, 1, 1, 1, 1, 0, 0, 0),
+            0);
+  EXPECT_NE(std::string(coil_cpu_last_error())
+                .find("conv: spatial dim 0 has input 4, kernel 1, "
+                      "output 4, stride 0"),
+            std::string::npos)
+      << coil_cpu_last_error();
+  EXPECT_EQ(y, std::vector<float>(16, 3));
+  EXPECT_NE(coil_cpu_det_f32(nullptr, nullptr, -1, 2), 0);
+  EXPECT_STREQ(coil_cpu_last_error(), "det: sizes batch -1, n 2 are negative or overflow");
+  EXPECT_NE(coil_cpu_cumprod_u8(nullptr, nullptr, 1, -4, 1, 0, 0), 0);
+  EXPECT_STREQ(coil_cpu_last_error(),
+               "cumprod: sizes outer 1, len -4, inner 1 are negative or overflow");
+  EXPECT_NE(coil_cpu_topk_f32(x.data(), y.data(), y.data(), 2, 4, 2, 5, 1), 0);
+  EXPECT_STREQ(coil_cpu_last_error(), "topk: k 5 is out of range [0, 4] (the size of the axis)");
+  EXPECT_EQ(y, std::vector<float>(16, 3));
+  int64_t shape[2] = {2, 3}, axis = -3;
+  EXPECT_NE(coil_cpu_cumsum_dyn_f32(x.data(), &axis, shape, y.data(), 2, 0, 0, 0), 0);
+  EXPECT_STREQ(coil_cpu_last_error(), "cumsum: axis -3 is out of range for rank 2");
+  int64_t count = -1;
+  void *p;
+  EXPECT_NE(coil_cpu_nonzero_f32(testAlloc, nullptr, x.data(), &p, &count, -1), 0);
+  EXPECT_STREQ(coil_cpu_last_error(), "nonzero: element count -1 is negative");
+  EXPECT_EQ(count, 0);
+  // A success leaves status 0 (and the message of an earlier failure is not cleared).
+  std::vector<int64_t> idx(16);
+  EXPECT_EQ(coil_cpu_topk_f32(x.data(), y.data(), idx.data(), 2, 4, 2, 4, 1), 0);
+}
+
+TEST(CpuKernelsValidation, MessagesArePerThread) {
+  EXPECT_NE(coil_cpu_det_f64(nullptr, nullptr, -5, 1), 0);
+  std::string other;
+  std::thread t([&] {
+    EXPECT_NE(coil_cpu_det_f64(nullptr, nullptr, -6, 1), 0);
+    other = coil_cpu_last_error();
+  });
+  t.join();
+  EXPECT_STREQ(coil_cpu_last_error(), "det: sizes batch -5, n 1 are negative or overflow");
+  EXPECT_EQ(other, "det: sizes batch -6, n 1 are negative or overflow");
 }
 
 TEST(CpuKernelsDynamic, RunTimeAxisAndK) {
@@ -456,8 +581,8 @@ TEST(CpuKernelsDynamic, RunTimeAxisAndK) {
   EXPECT_EQ(y, (std::vector<float>{1, 1, 1, 1, 2, 3}));
   std::vector<float> keep(6, 7);
   int64_t bad = 2;
-  coil_cpu_cumsum_dyn_f32(x.data(), &bad, shape.data(), keep.data(), 2, 0, 0, 0);
-  EXPECT_EQ(keep, std::vector<float>(6, 7)); // axis out of range: no-op
+  EXPECT_NE(coil_cpu_cumsum_dyn_f32(x.data(), &bad, shape.data(), keep.data(), 2, 0, 0, 0), 0);
+  EXPECT_EQ(keep, std::vector<float>(6, 7)); // axis out of range: a failure, nothing written
   // TopK with K read from a buffer.
   void *vals, *idx;
   int64_t count = -1, k = 2;
@@ -467,8 +592,10 @@ TEST(CpuKernelsDynamic, RunTimeAxisAndK) {
   EXPECT_EQ(std::vector<float>(v, v + 4), (std::vector<float>{3, 2, 6, 5}));
   EXPECT_EQ(ints(idx, 4), (std::vector<int64_t>{2, 1, 2, 1}));
   k = 4;
-  coil_cpu_topk_dyn_f32(testAlloc, &a.ptrs, x.data(), &k, &vals, &idx, &count, 2, 3, 1, 1);
+  EXPECT_NE(
+      coil_cpu_topk_dyn_f32(testAlloc, &a.ptrs, x.data(), &k, &vals, &idx, &count, 2, 3, 1, 1), 0);
   EXPECT_EQ(count, 0);
+  EXPECT_STREQ(coil_cpu_last_error(), "topk: k 4 is out of range [0, 3] (the size of the axis)");
 }
 
 TEST(CpuKernelsDynamic, NonMaxSuppressionScalarsFromBuffers) {
@@ -494,28 +621,43 @@ TEST(CpuKernelsDynamic, NonMaxSuppressionScalarsFromBuffers) {
 }
 
 TEST(CpuKernelsValidation, HostileSizesNeverTouchMemory) {
-  // Null buffers with sizes that are negative or overflow: every call must return untouched.
+  // Null buffers with sizes that are negative or overflow: every call must fail untouched.
   const int64_t big = INT64_MAX / 2, sizes[] = {-1, -INT64_MAX, big, INT64_MAX};
   Allocs a;
   for (int64_t s : sizes) {
-    coil_cpu_gemm_f64(nullptr, nullptr, nullptr, s, 3, 3, 3, 0, 0, 9, 9, 1.0);
-    coil_cpu_gemm_f32(nullptr, nullptr, nullptr, 2, s, s, 3, 0, 0, 9, 9, 1.0);
-    coil_cpu_conv_f32(nullptr, nullptr, nullptr, 1, 1, 1, 1, 2, s, s, 1, 2, 2, 1, s, s, 1, 1, 1, 1,
-                      1, 1, 1, 0, 0, 0);
-    coil_cpu_conv_transpose_f64(nullptr, nullptr, nullptr, s, 2, 2, 1, 1, 3, 1, 1, 2, 1, 1, 4, 1, 1,
-                                1, 1, 1, 1, 1, 1, 0, 0, 0);
-    coil_cpu_det_f32(nullptr, nullptr, s, s);
-    coil_cpu_cumsum_i16(nullptr, nullptr, s, s, 2, 0, 0);
-    coil_cpu_topk_u8(nullptr, nullptr, nullptr, 2, s, s, 1, 1);
+    EXPECT_NE(coil_cpu_gemm_f64(nullptr, nullptr, nullptr, s, 3, 3, 3, 0, 0, 9, 9, 1.0), 0)
+        << "coil_cpu_gemm_f64" << s;
+    EXPECT_NE(coil_cpu_gemm_f32(nullptr, nullptr, nullptr, 2, s, s, 3, 0, 0, 9, 9, 1.0), 0)
+        << "coil_cpu_gemm_f32" << s;
+    EXPECT_NE(coil_cpu_conv_f32(nullptr, nullptr, nullptr, 1, 1, 1, 1, 2, s, s, 1, 2, 2, 1, s, s, 1,
+                                1, 1, 1, 1, 1, 1, 0, 0, 0),
+              0)
+        << "coil_cpu_conv_f32" << s;
+    EXPECT_NE(coil_cpu_conv_transpose_f64(nullptr, nullptr, nullptr, s, 2, 2, 1, 1, 3, 1, 1, 2, 1,
+                                          1, 4, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0),
+              0)
+        << "coil_cpu_conv_transpose_f64" << s;
+    EXPECT_NE(coil_cpu_det_f32(nullptr, nullptr, s, s), 0) << "coil_cpu_det_f32" << s;
+    EXPECT_NE(coil_cpu_cumsum_i16(nullptr, nullptr, s, s, 2, 0, 0), 0)
+        << "coil_cpu_cumsum_i16" << s;
+    EXPECT_NE(coil_cpu_topk_u8(nullptr, nullptr, nullptr, 2, s, s, 1, 1), 0)
+        << "coil_cpu_topk_u8" << s;
     void *p1 = nullptr, *p2 = nullptr, *p3 = nullptr, *p4 = nullptr;
     int64_t count = -1;
-    coil_cpu_unique_bf16(testAlloc, &a.ptrs, nullptr, &p1, &p2, &p3, &p4, &count, s, s, s, 1);
+    EXPECT_NE(
+        coil_cpu_unique_bf16(testAlloc, &a.ptrs, nullptr, &p1, &p2, &p3, &p4, &count, s, s, s, 1),
+        0)
+        << "coil_cpu_unique_bf16" << s;
     EXPECT_EQ(count, 0);
     count = -1;
-    coil_cpu_nonzero_i8(testAlloc, &a.ptrs, nullptr, &p1, &count, s < 0 ? s : -s);
+    EXPECT_NE(coil_cpu_nonzero_i8(testAlloc, &a.ptrs, nullptr, &p1, &count, s < 0 ? s : -s), 0)
+        << "coil_cpu_nonzero_i8" << s;
     EXPECT_EQ(count, 0);
     count = -1;
-    coil_cpu_nms_f32(testAlloc, &a.ptrs, nullptr, nullptr, &p1, &count, s, s, s, 3, 0.5, 0, 0, 0);
+    EXPECT_NE(coil_cpu_nms_f32(testAlloc, &a.ptrs, nullptr, nullptr, &p1, &count, s, s, s, 3, 0.5,
+                               0, 0, 0),
+              0)
+        << "coil_cpu_nms_f32" << s;
     EXPECT_EQ(count, 0);
   }
 }

@@ -15,10 +15,11 @@ using namespace coil::rdtest;
 
 namespace {
 
-using ReduceDynFn = void (*)(coil_alloc_fn, void *, const void *, const void *, void **, int64_t *,
-                             int64_t *, int64_t *, int64_t *, int64_t *, int64_t *, int64_t *,
-                             int64_t *, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                             int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
+using ReduceDynFn = int32_t (*)(coil_alloc_fn, void *, const void *, const void *, void **,
+                                int64_t *, int64_t *, int64_t *, int64_t *, int64_t *, int64_t *,
+                                int64_t *, int64_t *, int64_t, int64_t, int64_t, int64_t, int64_t,
+                                int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                                int64_t);
 
 ReduceDynFn fnFor(DType t) {
   switch (t) {
@@ -66,6 +67,8 @@ struct Result {
   void *data = nullptr;
   Shape shape;
   int64_t dims[8];
+  int32_t rc = 0;
+  std::string message; ///< coil_cpu_last_error() after a failed call
 };
 
 Result callKernel(Blocks &blocks, DType t, int64_t kind, const Tensor &x,
@@ -75,9 +78,10 @@ Result callKernel(Blocks &blocks, DType t, int64_t kind, const Tensor &x,
   for (int64_t i = 0; i < x.rank(); ++i) d[i] = x.dim(i);
   int64_t *o = r.dims;
   for (int i = 0; i < 8; ++i) o[i] = -7;
-  fnFor(t)(&Blocks::alloc, &blocks, x.data(), axes.data(), &r.data, o, o + 1, o + 2, o + 3, o + 4,
-           o + 5, o + 6, o + 7, x.rank(), d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7],
-           int64_t(axes.size()), kind, keepdims ? 1 : 0, noop ? 1 : 0);
+  r.rc = fnFor(t)(&Blocks::alloc, &blocks, x.data(), axes.data(), &r.data, o, o + 1, o + 2, o + 3,
+                  o + 4, o + 5, o + 6, o + 7, x.rank(), d[0], d[1], d[2], d[3], d[4], d[5], d[6],
+                  d[7], int64_t(axes.size()), kind, keepdims ? 1 : 0, noop ? 1 : 0);
+  if (r.rc != 0) r.message = coil_cpu_last_error();
   return r;
 }
 
@@ -162,22 +166,42 @@ TEST(CpuReduceDyn, MatchesInterpreterOnRandomData) {
   EXPECT_GT(checked, 500);
 }
 
-TEST(CpuReduceDyn, BadAxesWriteNothing) {
+TEST(CpuReduceDyn, BadAxesFailAndWriteNothing) {
   Tensor x = random(DType::F32, {2, 3}, -1, 1, 3);
-  for (const std::vector<int64_t> &axes :
-       {std::vector<int64_t>{2}, std::vector<int64_t>{-3}, std::vector<int64_t>{1, -1},
-        std::vector<int64_t>{0, 0}}) {
+  const std::pair<std::vector<int64_t>, const char *> cases[] = {
+      {{2}, "reduce: axis 2 is out of range for rank 2"},
+      {{-3}, "reduce: axis -3 is out of range for rank 2"},
+      {{1, -1}, "reduce: axis -1 appears more than once in axes"},
+      {{0, 0}, "reduce: axis 0 appears more than once in axes"}};
+  for (const auto &[axes, message] : cases) {
     Blocks blocks;
     Result got = callKernel(blocks, DType::F32, 0, x, axes, true, false);
+    EXPECT_NE(got.rc, 0);
+    EXPECT_EQ(got.message, message);
     EXPECT_EQ(got.data, nullptr);
     for (int64_t d : got.dims) EXPECT_EQ(d, 0);
     EXPECT_TRUE(blocks.list.empty());
   }
-  // LogSum of integers and an unknown kind are no-ops too.
+  EXPECT_EQ(callKernel(*std::make_unique<Blocks>(), DType::F32, 0, x, {1}, true, false).rc, 0);
+  // LogSum of integers and an unknown kind fail too.
   Tensor xi = random(DType::I32, {2, 3}, -5, 5, 4);
   Blocks blocks;
-  EXPECT_EQ(callKernel(blocks, DType::I32, 4, xi, {0}, true, false).data, nullptr);
-  EXPECT_EQ(callKernel(blocks, DType::I32, 10, xi, {0}, true, false).data, nullptr);
+  Result r = callKernel(blocks, DType::I32, 4, xi, {0}, true, false);
+  EXPECT_EQ(r.data, nullptr);
+  EXPECT_EQ(r.message, "reduce: reduction kind 4 is not valid for this dtype");
+  EXPECT_NE(callKernel(blocks, DType::I32, 10, xi, {0}, true, false).rc, 0);
+}
+
+TEST(CpuReduceDyn, FailedAllocationFails) {
+  Tensor x = random(DType::F32, {2, 3}, -1, 1, 5);
+  int64_t axes[1] = {0}, o[8];
+  void *y = reinterpret_cast<void *>(1);
+  int32_t rc = coil_cpu_reduce_dyn_f32([](void *, size_t) -> void * { return nullptr; }, nullptr,
+                                       x.data(), axes, &y, o, o + 1, o + 2, o + 3, o + 4, o + 5,
+                                       o + 6, o + 7, 2, 2, 3, 1, 1, 1, 1, 1, 1, 1, 0, 1, 0);
+  EXPECT_NE(rc, 0);
+  EXPECT_EQ(y, nullptr);
+  EXPECT_STREQ(coil_cpu_last_error(), "reduce: out of memory allocating the output (12 bytes)");
 }
 
 } // namespace

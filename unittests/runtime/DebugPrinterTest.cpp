@@ -303,21 +303,23 @@ extern "C" {
 void k_scale_c0(const float *x, float *y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = 2 * x[i];
 }
-void t_add(const void *x, void *y, int64_t n, double c) {
+int32_t t_add(const void *x, void *y, int64_t n, double c) {
   for (int64_t i = 0; i < n; ++i) ((float *)y)[i] = ((const float *)x)[i] + float(c);
+  return 0;
 }
-void t_positive(coil_alloc_fn alloc, void *ctx, const void *xv, int64_t n, void **vals,
-                int64_t *count) {
+int32_t t_positive(coil_alloc_fn alloc, void *ctx, const void *xv, int64_t n, void **vals,
+                   int64_t *count) {
   const float *x = (const float *)xv;
   int64_t k = 0;
   for (int64_t i = 0; i < n; ++i) k += x[i] > 0;
   float *v = (float *)alloc(ctx, size_t(k) * 4);
   *vals = v;
-  if (!v && k) { *count = 0; return; }
+  if (!v && k) { *count = 0; return 1; }
   k = 0;
   for (int64_t i = 0; i < n; ++i)
     if (x[i] > 0) v[k++] = x[i];
   *count = k;
+  return 0;
 }
 }
 )";

@@ -33,23 +33,25 @@ void k_scale_c0(const float *x, float *y, int64_t n) {
 void k_copy_i64_c0(const int64_t *x, int64_t *y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = x[i];
 }
-void test_add_scalar(const void *x, void *y, int64_t n, double c) {
+int32_t test_add_scalar(const void *x, void *y, int64_t n, double c) {
   for (int64_t i = 0; i < n; ++i) ((float *)y)[i] = ((const float *)x)[i] + float(c);
+  return 0;
 }
 // The positive entries of x and their positions.
-void test_positive(coil_alloc_fn alloc, void *ctx, const void *xv, int64_t n, void **vals,
-                   void **idx, int64_t *count) {
+int32_t test_positive(coil_alloc_fn alloc, void *ctx, const void *xv, int64_t n, void **vals,
+                      void **idx, int64_t *count) {
   const float *x = (const float *)xv;
   int64_t k = 0;
   for (int64_t i = 0; i < n; ++i) k += x[i] > 0;
   float *v = (float *)alloc(ctx, size_t(k) * 4);
   int64_t *p = (int64_t *)alloc(ctx, size_t(k) * 8);
   *vals = v, *idx = p;
-  if ((!v || !p) && k) { *count = 0; return; }
+  if ((!v || !p) && k) { *count = 0; return 1; }
   k = 0;
   for (int64_t i = 0; i < n; ++i)
     if (x[i] > 0) v[k] = x[i], p[k] = i, ++k;
   *count = k;
+  return 0;
 }
 }
 )";
@@ -450,6 +452,63 @@ TEST(Runtime, ModelCallsExternKernelsOfTheRuntime) {
   }
   ASSERT_EQ(outs[1].shape(), std::vector<int64_t>{int64_t(wantIdx.size())});
   for (size_t i = 0; i < wantIdx.size(); ++i) EXPECT_EQ(outs[1].data<int64_t>()[i], wantIdx[i]);
+}
+
+/// TopK with K read from an input (coil_cpu_topk_dyn_f32, allocating) and a CumSum whose axis is
+/// an input (coil_cpu_cumsum_dyn_f32): values that break the ops' rules fail the run with the
+/// kernel's message and the graph node; valid ones still run, so nothing is left behind.
+TEST(Runtime, FailingExternKernelFailsTheRunNamingTheNode) {
+  ProgramBuilder b("bad_values");
+  BufferId x = b.input("x", DType::F32, {2, 3});
+  BufferId k = b.input("k", DType::I64, {1});
+  BufferId axis = b.input("axis", DType::I64, {1});
+  BufferId shape = b.constant("shape", DType::I64, {2});
+  BufferId vals = b.output("vals", DType::F32, {2, sym("K")});
+  BufferId idx = b.output("idx", DType::I64, {2, sym("K")});
+  BufferId sums = b.output("sums", DType::F32, {2, 3});
+  b.line(ExternKernelAlloc{"coil_cpu_topk_dyn_f32",
+                           {exIn(x), exIn(k), exOut(vals), exOut(idx), exSym("K"), exSize(2),
+                            exSize(3), exSize(1), exSize(1)},
+                           {"K"},
+                           {},
+                           {"top", "TopK"}});
+  b.line(MultiOutput{idx, vals, 1});
+  b.line(ExternKernelOut{
+      "coil_cpu_cumsum_dyn_f32",
+      {exIn(x), exIn(axis), exIn(shape), exOut(sums), exSize(2), exSize(0), exSize(0), exSize(0)},
+      {},
+      {"sum", "CumSum"}});
+  ASSERT_TRUE(planMemory(b.p, {}).ok());
+  ASSERT_TRUE(verifyWrapper(b.p).ok()) << verifyWrapper(b.p).error().render();
+  TempDir dir;
+  int64_t shapeData[2] = {2, 3};
+  ASSERT_EQ(writePackage(dir.path, b.p, {{"shape", DType::I64, {2}, shapeData, 16}}, {}).ok(),
+            true);
+  ASSERT_EQ(compileModel(dir.path, {"src/wrapper.cpp"}), "");
+  coil::Model m(dir.path);
+  std::vector<float> xs = randomVec(6, 7);
+  auto run = [&](int64_t kv, int64_t av) {
+    return m.run({coil::Input(xs.data(), COIL_DTYPE_F32, {2, 3}),
+                  coil::Input(&kv, COIL_DTYPE_I64, {1}), coil::Input(&av, COIL_DTYPE_I64, {1})});
+  };
+  auto outs = run(2, -1);
+  ASSERT_EQ(outs[0].shape(), (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(outs[0].data<float>()[0], std::max({xs[0], xs[1], xs[2]}));
+  EXPECT_FLOAT_EQ(outs[2].data<float>()[2], xs[0] + xs[1] + xs[2]);
+  auto expectFailure = [&](int64_t kv, int64_t av, const std::string &msg) {
+    try {
+      run(kv, av);
+      ADD_FAILURE() << "the run did not fail: " << msg;
+    } catch (const coil::RuntimeError &e) {
+      EXPECT_NE(std::string(e.what()).find(msg), std::string::npos) << e.what();
+    }
+  };
+  expectFailure(4, 1, "node 'top' (TopK): topk: k 4 is out of range [0, 3] (the size of the axis)");
+  expectFailure(-1, 1, "node 'top' (TopK): topk: k -1 is out of range [0, 3]");
+  expectFailure(3, 2, "node 'sum' (CumSum): cumsum: axis 2 is out of range for rank 2");
+  outs = run(3, 0);
+  ASSERT_EQ(outs[1].shape(), (std::vector<int64_t>{2, 3}));
+  EXPECT_FLOAT_EQ(outs[2].data<float>()[3], xs[0] + xs[3]);
 }
 
 /// A host that loads libcoil_runtime.so with RTLD_LOCAL (as Python's ctypes does) still runs a

@@ -78,14 +78,18 @@ TEST(CppBackendCuda, CudaExternsAreCalledOnTheDevice) {
 TEST(CppBackendCuda, OtherExternsRunOnTheHostWithCopies) {
   if (!haveCudaHeaders()) GTEST_SKIP() << "no CUDA toolkit headers at " << kCudaInclude;
   Simple s;
-  s.b.line(ExternKernelOut{"coil_cpu_det_f32", {exIn(s.x), exOut(s.y), exSize(sym("N"))}, {}});
+  s.b.line(ExternKernelOut{
+      "coil_cpu_det_f32", {exIn(s.x), exOut(s.y), exSize(sym("N"))}, {}, {"det", "Det"}});
   std::string code = emitChecked(s.b.p);
-  expectHas(code, "void coil_cpu_det_f32(const void *, void *, int64_t);");
+  expectHas(code, "int32_t coil_cpu_det_f32(const void *, void *, int64_t);");
   expectHas(code, "int coil_bad = coil_cuda_check(args, cuStreamSynchronize(coil_stream), \"host "
                   "extern 'coil_cpu_det_f32'\");");
   expectHas(code, "coil_bad = coil_to_host(args, coil_cu, &coil_h[0], b_x, 16*s_N, ");
   expectHas(code, "coil_bad = coil_host_buffer(args, coil_cu, &coil_h[1], 16*s_N, ");
-  expectHas(code, "      coil_cpu_det_f32(coil_h[0], coil_h[1], s_N);\n");
+  // A failed call (nonzero status) fails the run with its message, naming the node.
+  expectHas(code, "    if (!coil_bad && coil_cpu_det_f32(coil_h[0], coil_h[1], s_N) != 0) {\n"
+                  "      coil_set_error(args, \"node 'det' (Det): %s\", coil_cpu_last_error());\n"
+                  "      coil_bad = 1;\n    }\n");
   expectHas(code, "coil_bad = coil_to_device(args, b_y, coil_h[1], 16*s_N, ");
   expectHas(code, "if (coil_p) coil_cu->host_free(coil_cu->host_ctx, coil_p);");
 }
@@ -104,7 +108,7 @@ TEST(CppBackendCuda, AllocatingExternsRunOnTheHostAndMoveTheirOutputsToTheDevice
   b.free(idx);
   std::string code = emitChecked(b.p);
   expectHas(code, "coil_cpu_unique_f32(coil_host_tracked_alloc, &coil_ht, coil_h[0], s_N, "
-                  "&coil_h[1], &coil_h[2], &s_u);");
+                  "&coil_h[1], &coil_h[2], &s_u) != 0) {");
   expectHas(code, "b_vals = (float *)coil_tracked_alloc(&coil_tracker, (size_t)(4*s_u));");
   expectHas(code, "coil_bad = coil_to_device(args, b_idx, coil_h[2], 8*s_u, ");
   // The allocated output reaches the caller's buffer with a device copy.

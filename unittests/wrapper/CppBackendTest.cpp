@@ -167,11 +167,33 @@ TEST(CppBackend, ExternKernelOutDeclarationAndCall) {
   s.b.line(ExternKernelOut{"ext_fn",
                            {exIn(s.x), exOut(s.y), exSize(sym("N") * 4), exFloat(0.1), exFloat(-2),
                             exFloat(INFINITY), exFloat(1e-300)},
-                           {}});
+                           {},
+                           {"scale_it", "Mul"}});
   std::string code = emitChecked(s.b.p);
-  expectHas(code, "void ext_fn(const void *, void *, int64_t, double, double, double, double);");
-  expectHas(code, "  ext_fn(b_x, b_y, 4*s_N, 0.1, (-2.0), __builtin_inf(), "
-                  "1e-300);\n");
+  expectHas(code, "int32_t ext_fn(const void *, void *, int64_t, double, double, double, double);");
+  // A nonzero status fails the run, naming the graph node.
+  expectHas(code, "  if (ext_fn(b_x, b_y, 4*s_N, 0.1, (-2.0), __builtin_inf(), "
+                  "1e-300) != 0) {\n    coil_set_error(args, \"node 'scale_it' (Mul): 'ext_fn' "
+                  "failed\");\n    goto coil_fail;\n  }\n");
+}
+
+TEST(CppBackend, FailedCpuExternReportsTheKernelMessageAndTheNode) {
+  Simple s;
+  s.b.line(ExternKernelOut{
+      "coil_cpu_cumsum_f32",
+      {exIn(s.x), exOut(s.y), exSize(1), exSize(sym("N") * 4), exSize(1), exSize(0), exSize(0)},
+      {},
+      {"cs%1", "CumSum"}});
+  // An unnamed node: the function.
+  s.b.line(ExternKernelOut{
+      "coil_cpu_cumsum_f32",
+      {exIn(s.x), exOut(s.y), exSize(1), exSize(sym("N") * 4), exSize(1), exSize(0), exSize(0)},
+      {}});
+  std::string code = emitChecked(s.b.p);
+  expectHas(code, "const char *coil_cpu_last_error(void);\n");
+  expectHas(code, "coil_set_error(args, \"node 'cs%%1' (CumSum): %s\", coil_cpu_last_error());");
+  expectHas(code, "coil_set_error(args, \"extern call 'coil_cpu_cumsum_f32': %s\", "
+                  "coil_cpu_last_error());");
 }
 
 TEST(CppBackend, ExternKernelAllocDeclarationAndCall) {
@@ -180,15 +202,22 @@ TEST(CppBackend, ExternKernelAllocDeclarationAndCall) {
   BufferId vals = b.output("vals", DType::F32, {sym("u")});
   BufferId idx = b.temp("idx", DType::I64, {sym("u")});
   b.bind("N", x, 0);
-  b.line(ExternKernelAlloc{
-      "ext_alloc", {exIn(x), exSize(sym("N")), exOut(vals), exOut(idx), exSym("u")}, {"u"}, {}});
+  b.line(ExternKernelAlloc{"ext_alloc",
+                           {exIn(x), exSize(sym("N")), exOut(vals), exOut(idx), exSym("u")},
+                           {"u"},
+                           {},
+                           {"nz", "NonZero"}});
   b.free(idx);
   std::string code = emitChecked(b.p);
-  expectHas(code, "void ext_alloc(coil_alloc_fn, void *, const void *, int64_t, void **, void **, "
-                  "int64_t *);");
-  expectHas(code, "    ext_alloc(coil_tracked_alloc, &coil_tracker, b_x, s_N, &coil_o[0], "
-                  "&coil_o[1], &s_u);\n    b_vals = (float *)coil_o[0];\n    b_idx = (int64_t "
-                  "*)coil_o[1];\n");
+  expectHas(code, "int32_t ext_alloc(coil_alloc_fn, void *, const void *, int64_t, void **, "
+                  "void **, int64_t *);");
+  // The outputs are set before the status is checked, so that the failure path frees them.
+  expectHas(code, "    const int32_t coil_rc = ext_alloc(coil_tracked_alloc, &coil_tracker, b_x, "
+                  "s_N, &coil_o[0], &coil_o[1], &s_u);\n    b_vals = (float *)coil_o[0];\n    "
+                  "b_idx = (int64_t *)coil_o[1];\n    if (coil_rc != 0) {\n      "
+                  "coil_set_error(args, \"node 'nz' (NonZero): 'ext_alloc' failed\");\n");
+  expectHas(code, "coil_fail:\n  if (b_vals) args->free(args->alloc_ctx, b_vals);\n  if (b_idx) "
+                  "args->free(args->alloc_ctx, b_idx);\n");
   expectHas(code, "      coil_set_error(args, \"out of memory in extern call 'ext_alloc'\");");
   // The allocated output goes to the caller's buffer (copied) or to the caller.
   expectHas(code, "std::memcpy(args->outputs[0], b_vals, (size_t)(4*s_u));");

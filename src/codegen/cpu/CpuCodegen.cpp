@@ -36,6 +36,9 @@ public:
   Expected<CpuKernelSource> run();
 
 private:
+  // --- launcher
+  SymInt perPointWork() const;
+
   // --- body
   struct LoopCtx {
     std::string var; ///< C name of the innermost loop variable ("" when no loop)
@@ -565,6 +568,21 @@ Status Emitter::emitPhase(CodeWriter &w, size_t pi) {
   return okStatus();
 }
 
+/// Below this much work (statements evaluated), a launcher runs its kernel on one thread: a
+/// parallel region's fork and join costs microseconds, which tiny kernels cannot win back.
+constexpr int64_t kParallelWork = int64_t(1) << 15;
+
+/// The work per outer point of a kernel: each phase's inner points times its statements.
+SymInt Emitter::perPointWork() const {
+  SymInt per(0);
+  for (const sched::Phase &ph : k_.phases) {
+    SymInt points(1);
+    for (const SymInt &r : ph.ranges) points = points * r;
+    per = per + points * SymInt(std::max<int64_t>(1, int64_t(ph.body.stmts.size())));
+  }
+  return per;
+}
+
 Expected<CpuKernelSource> Emitter::run() {
   COIL_TRY_STATUS(validate());
   assignNames();
@@ -643,7 +661,11 @@ Expected<CpuKernelSource> Emitter::run() {
     w.line("const int64_t total = " + (total.empty() ? std::string("1") : total) + ";");
     w.line("const int64_t block = " + std::to_string(blocks[c]) + ";");
     w.line("const int64_t grid = (total + block - 1) / block;");
-    w.line("#pragma omp parallel for schedule(static) if (grid > 1)");
+    // Threads only when the work (points times the phases' inner points times their
+    // statements) pays for the fork and join of a parallel region.
+    w.line("const int64_t work = total * (" + cpp(perPointWork()) + ");");
+    w.line("#pragma omp parallel for schedule(static) if (grid > 1 && work >= " +
+           std::to_string(kParallelWork) + ")");
     w.open("for (int64_t task = 0; task < grid; ++task)");
     w.line(k_.name + "_body(task * block, std::min<int64_t>(total, (task + 1) * block)" +
            argList() + ");");

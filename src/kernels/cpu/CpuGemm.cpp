@@ -8,7 +8,9 @@
 #include <cblas.h>
 #include <climits>
 #include <cstdlib>
+#include <memory>
 #include <new>
+#include <omp.h>
 #include <vector>
 
 namespace coil::cpu {
@@ -119,16 +121,22 @@ void gemmOne(const T *a, const T *b, T *y, int64_t m, int64_t n, int64_t k, bool
 constexpr int64_t kSmallGemm = int64_t(1) << 18;
 
 template <typename T>
-void gemmBatched(const T *a, const T *b, const T *c, T *y, int64_t batch, int64_t m, int64_t n,
-                 int64_t k, int64_t ta, int64_t tb, int64_t sa, int64_t sb, int64_t sc,
-                 double alpha, double beta) {
+int32_t gemmBatched(const T *a, const T *b, const T *c, T *y, int64_t batch, int64_t m, int64_t n,
+                    int64_t k, int64_t ta, int64_t tb, int64_t sa, int64_t sb, int64_t sc,
+                    double alpha, double beta) {
   int64_t mn, mk, kn, all, work;
-  if (batch < 0 || sa < 0 || sb < 0 || sc < 0 || !mulSize(m, n, &mn) || !mulSize(m, k, &mk) ||
-      !mulSize(k, n, &kn) || !mulSize(batch, mn, &all) || !mulSizes({mn, k}, &work))
-    return;
+  if (batch < 0 || m < 0 || n < 0 || k < 0)
+    return fail("gemm: sizes must be >= 0, got batch %lld, m %lld, n %lld, k %lld", ll(batch),
+                ll(m), ll(n), ll(k));
+  if (sa < 0 || sb < 0 || sc < 0)
+    return fail("gemm: batch strides must be >= 0, got %lld, %lld, %lld", ll(sa), ll(sb), ll(sc));
   // The batch offsets must not overflow either.
   int64_t last = batch > 0 ? batch - 1 : 0, tmp;
-  if (!mulSize(last, sa, &tmp) || !mulSize(last, sb, &tmp) || !mulSize(last, sc, &tmp)) return;
+  if (!mulSize(m, n, &mn) || !mulSize(m, k, &mk) || !mulSize(k, n, &kn) ||
+      !mulSize(batch, mn, &all) || !mulSizes({mn, k}, &work) || !mulSize(last, sa, &tmp) ||
+      !mulSize(last, sb, &tmp) || !mulSize(last, sc, &tmp))
+    return fail("gemm: sizes batch %lld, m %lld, n %lld, k %lld overflow int64", ll(batch), ll(m),
+                ll(n), ll(k));
   auto one = [&](int64_t i) {
     T *yb = y + i * mn;
     if (c) std::memmove(yb, c + i * sc, size_t(mn) * sizeof(T));
@@ -140,6 +148,7 @@ void gemmBatched(const T *a, const T *b, const T *c, T *y, int64_t batch, int64_
   } else {
     for (int64_t i = 0; i < batch; ++i) one(i);
   }
+  return 0;
 }
 
 // --- Convolution
@@ -151,11 +160,16 @@ struct ConvGeom {
   int64_t inSize = 0, kSize = 0, outSize = 0, colRows = 0;
 };
 
-bool makeGeom(ConvGeom &g, int64_t n, int64_t c, int64_t m, int64_t group, int64_t nd,
-              const int64_t in[3], const int64_t k[3], const int64_t out[3], const int64_t s[3],
-              const int64_t d[3], const int64_t p[3]) {
-  if (nd < 1 || nd > 3 || n < 0 || c < 0 || m < 0 || group < 1 || c % group || m % group)
-    return false;
+/// 0, or the status of fail naming `op` and the broken rule.
+int32_t makeGeom(const char *op, ConvGeom &g, int64_t n, int64_t c, int64_t m, int64_t group,
+                 int64_t nd, const int64_t in[3], const int64_t k[3], const int64_t out[3],
+                 const int64_t s[3], const int64_t d[3], const int64_t p[3]) {
+  if (nd < 1 || nd > 3) return fail("%s: %lld spatial dims, 1 to 3 are supported", op, ll(nd));
+  if (n < 0 || c < 0 || m < 0)
+    return fail("%s: sizes n %lld, c %lld, m %lld must be >= 0", op, ll(n), ll(c), ll(m));
+  if (group < 1 || c % group || m % group)
+    return fail("%s: group %lld must be >= 1 and divide the channels %lld and %lld", op, ll(group),
+                ll(c), ll(m));
   g.n = n, g.c = c, g.m = m, g.group = group, g.cg = c / group, g.mg = m / group;
   // The spatial dims are right-aligned (unused leading dims of size 1), so that the innermost
   // loops of im2col/col2im run along the last, contiguous dim of a 1-D or 2-D convolution.
@@ -166,13 +180,16 @@ bool makeGeom(ConvGeom &g, int64_t n, int64_t c, int64_t m, int64_t group, int64
     g.s[i] = used ? s[j] : 1, g.d[i] = used ? d[j] : 1, g.p[i] = used ? p[j] : 0;
     if (g.in[i] < 0 || g.k[i] < 0 || g.out[i] < 0 || g.s[i] < 1 || g.d[i] < 1 ||
         g.p[i] < -(INT64_MAX >> 2))
-      return false;
+      return fail("%s: spatial dim %lld has input %lld, kernel %lld, output %lld, stride %lld, "
+                  "dilation %lld, pad %lld (sizes >= 0, strides and dilations >= 1)",
+                  op, ll(j), ll(g.in[i]), ll(g.k[i]), ll(g.out[i]), ll(g.s[i]), ll(g.d[i]),
+                  ll(g.p[i]));
     // Coordinates o*s - p + kk*d (and i*s - p + kk*d) must stay far from overflow.
     int64_t a, b, e;
     if (!mulSize(g.out[i], g.s[i], &a) || !mulSize(g.k[i], g.d[i], &b) ||
         !mulSize(g.in[i], g.s[i], &e) || a > (INT64_MAX >> 2) || b > (INT64_MAX >> 2) ||
         e > (INT64_MAX >> 2) || g.p[i] > (INT64_MAX >> 2) || g.out[i] > (INT64_MAX >> 2))
-      return false;
+      return fail("%s: the coordinates of spatial dim %lld overflow", op, ll(j));
   }
   int64_t all;
   if (!mulSizes({g.in[0], g.in[1], g.in[2]}, &g.inSize) ||
@@ -182,45 +199,53 @@ bool makeGeom(ConvGeom &g, int64_t n, int64_t c, int64_t m, int64_t group, int64
       !mulSizes({n, m, g.outSize}, &all) || !mulSizes({g.colRows, g.outSize}, &all) ||
       !mulSizes({m, g.colRows}, &all) || !mulSizes({c, g.mg, g.kSize}, &all) ||
       !mulSizes({g.colRows, g.inSize}, &all) || !mulSizes({g.mg, g.kSize, g.inSize}, &all))
-    return false;
-  return true;
+    return fail("%s: the tensor sizes overflow int64", op);
+  return 0;
+}
+
+/// The output positions o2 of the last dim whose input position o2 * s2 + off lies in
+/// [0, in2): [lo, hi).
+inline void validRange(int64_t off, int64_t s2, int64_t in2, int64_t out2, int64_t *lo,
+                       int64_t *hi) {
+  int64_t l = off >= 0 ? 0 : (-off + s2 - 1) / s2;
+  int64_t last = in2 - 1 - off; // o2 * s2 <= last
+  int64_t h = last < 0 ? 0 : std::min(out2, last / s2 + 1);
+  l = std::min(l, out2);
+  *lo = l, *hi = std::max(h, l);
 }
 
 /// col[(ic*K + kk), o] = x[ic, position(o, kk)] (0 in the padding), for one image and group.
-template <typename T> void im2col(const ConvGeom &g, const T *x, T *col) {
+/// Rows are short for small images, so the copies are plain loops (no library call per row).
+template <typename T> void im2col(const ConvGeom &g, const T *x, T *col, bool parallel) {
   int64_t K = g.kSize, O = g.outSize;
-#pragma omp parallel for schedule(static) if (g.colRows * O > 32768)
+#pragma omp parallel for schedule(static) if (parallel && g.colRows * O > 65536)
   for (int64_t row = 0; row < g.colRows; ++row) {
     int64_t ic = row / K, kk = row % K;
     int64_t k0 = kk / (g.k[1] * g.k[2]), k1 = (kk / g.k[2]) % g.k[1], k2 = kk % g.k[2];
     const T *xc = x + ic * g.inSize;
     T *dst = col + row * O;
+    const int64_t s2 = g.s[2], off = k2 * g.d[2] - g.p[2], out2 = g.out[2];
+    int64_t lo, hi;
+    validRange(off, s2, g.in[2], out2, &lo, &hi);
     for (int64_t o0 = 0; o0 < g.out[0]; ++o0) {
       int64_t i0 = o0 * g.s[0] - g.p[0] + k0 * g.d[0];
       bool in0 = i0 >= 0 && i0 < g.in[0];
       for (int64_t o1 = 0; o1 < g.out[1]; ++o1) {
         int64_t i1 = o1 * g.s[1] - g.p[1] + k1 * g.d[1];
-        bool in1 = in0 && i1 >= 0 && i1 < g.in[1];
-        T *d = dst + (o0 * g.out[1] + o1) * g.out[2];
-        if (!in1) {
-          std::fill(d, d + g.out[2], T(0));
+        T *d = dst + (o0 * g.out[1] + o1) * out2;
+        if (!in0 || i1 < 0 || i1 >= g.in[1]) {
+          for (int64_t o2 = 0; o2 < out2; ++o2) d[o2] = T(0);
           continue;
         }
-        const T *src = xc + (i0 * g.in[1] + i1) * g.in[2];
-        // i2 = o2 * s2 + off lies in [0, in2) exactly for o2 in [lo, hi): zeros around a copy.
-        int64_t s2 = g.s[2], off = k2 * g.d[2] - g.p[2], out2 = g.out[2];
-        int64_t lo = off >= 0 ? 0 : (-off + s2 - 1) / s2;
-        int64_t last = g.in[2] - 1 - off; // o2 * s2 <= last
-        int64_t hi = last < 0 ? 0 : std::min(out2, last / s2 + 1);
-        lo = std::min(lo, out2);
-        hi = std::max(hi, lo);
-        std::fill(d, d + lo, T(0));
+        const T *src = xc + (i0 * g.in[1] + i1) * g.in[2] + off;
+        for (int64_t o2 = 0; o2 < lo; ++o2) d[o2] = T(0);
         if (s2 == 1) {
-          std::copy(src + lo + off, src + hi + off, d + lo);
+#pragma omp simd
+          for (int64_t o2 = lo; o2 < hi; ++o2) d[o2] = src[o2];
         } else {
-          for (int64_t o2 = lo; o2 < hi; ++o2) d[o2] = src[o2 * s2 + off];
+          for (int64_t o2 = lo; o2 < hi; ++o2) d[o2] = src[o2 * s2];
         }
-        std::fill(d + hi, d + out2, T(0));
+        for (int64_t o2 = hi; o2 < out2; ++o2) d[o2] = T(0);
       }
     }
   }
@@ -281,22 +306,234 @@ void forEachTap(const ConvGeom &g, const int64_t from[3], const int64_t to[3], F
             }
 }
 
+/// A per-thread workspace of at least `n` elements, kept between calls up to kKeptScratch bytes
+/// (no allocation or zeroing per call); nullptr when memory runs out. `local` holds a larger
+/// one for the duration of the caller.
+constexpr size_t kKeptScratch = size_t(16) << 20;
+template <typename T, int Slot> T *scratch(size_t n, std::unique_ptr<T[]> &local) {
+  thread_local std::unique_ptr<T[]> kept;
+  thread_local size_t keptSize = 0;
+  if (n <= keptSize) return kept.get();
+  if (n * sizeof(T) > kKeptScratch) {
+    local.reset(new (std::nothrow) T[n]);
+    return local.get();
+  }
+  kept.reset(new (std::nothrow) T[n]);
+  keptSize = kept ? n : 0;
+  return kept.get();
+}
+
+/// Output channel oc of image b of a convolution with one input channel per group (depthwise):
+/// the taps of the window in order, each a multiply-add over output rows.
+template <typename T>
+void depthwiseChannel(const ConvGeom &g, const T *x, const T *w, T *y, int64_t b, int64_t oc) {
+  const T *xc = x + (b * g.c + oc / g.mg) * g.inSize;
+  const T *wc = w + oc * g.kSize;
+  T *yc = y + (b * g.m + oc) * g.outSize;
+  for (int64_t o = 0; o < g.outSize; ++o) yc[o] = T(0);
+  const int64_t s2 = g.s[2], out2 = g.out[2];
+  for (int64_t k0 = 0; k0 < g.k[0]; ++k0)
+    for (int64_t k1 = 0; k1 < g.k[1]; ++k1)
+      for (int64_t k2 = 0; k2 < g.k[2]; ++k2) {
+        const T wv = wc[(k0 * g.k[1] + k1) * g.k[2] + k2];
+        const int64_t off = k2 * g.d[2] - g.p[2];
+        int64_t lo, hi;
+        validRange(off, s2, g.in[2], out2, &lo, &hi);
+        for (int64_t o0 = 0; o0 < g.out[0]; ++o0) {
+          int64_t i0 = o0 * g.s[0] - g.p[0] + k0 * g.d[0];
+          if (i0 < 0 || i0 >= g.in[0]) continue;
+          for (int64_t o1 = 0; o1 < g.out[1]; ++o1) {
+            int64_t i1 = o1 * g.s[1] - g.p[1] + k1 * g.d[1];
+            if (i1 < 0 || i1 >= g.in[1]) continue;
+            const T *src = xc + (i0 * g.in[1] + i1) * g.in[2] + off;
+            T *d = yc + (o0 * g.out[1] + o1) * out2;
+            if (s2 == 1) {
+#pragma omp simd
+              for (int64_t o2 = lo; o2 < hi; ++o2) d[o2] += wv * src[o2];
+            } else {
+              for (int64_t o2 = lo; o2 < hi; ++o2) d[o2] += wv * src[o2 * s2];
+            }
+          }
+        }
+      }
+}
+
+/// The zero-padded copy of one image and group for im2col: xp [cg, P0, P1, P2] holds x at
+/// offset p (begin pads) in every dim, so that position o*s + kk*d needs no bounds check.
+struct PaddedGeom {
+  int64_t P[3] = {1, 1, 1};
+  int64_t size = 0;
+};
+
+/// The padded geometry, when it applies (no negative pads) and its copy is smaller than the
+/// columns it saves checks for.
+bool makePadded(const ConvGeom &g, PaddedGeom &pd) {
+  for (int i = 0; i < 3; ++i) {
+    if (g.p[i] < 0) return false;
+    // The last position read is (out-1)*s + (k-1)*d (all far below overflow, see makeGeom).
+    int64_t need =
+        g.out[i] == 0 || g.k[i] == 0 ? 0 : (g.out[i] - 1) * g.s[i] + (g.k[i] - 1) * g.d[i] + 1;
+    pd.P[i] = std::max(g.in[i] + g.p[i], need);
+  }
+  return mulSizes({g.cg, pd.P[0], pd.P[1], pd.P[2]}, &pd.size) && pd.size <= g.colRows * g.outSize;
+}
+
+template <typename T> void padImage(const ConvGeom &g, const PaddedGeom &pd, const T *x, T *xp) {
+  const int64_t P0 = pd.P[0], P1 = pd.P[1], P2 = pd.P[2];
+  for (int64_t ic = 0; ic < g.cg; ++ic)
+    for (int64_t r0 = 0; r0 < P0; ++r0)
+      for (int64_t r1 = 0; r1 < P1; ++r1) {
+        T *d = xp + ((ic * P0 + r0) * P1 + r1) * P2;
+        int64_t i0 = r0 - g.p[0], i1 = r1 - g.p[1];
+        if (i0 < 0 || i0 >= g.in[0] || i1 < 0 || i1 >= g.in[1]) {
+          for (int64_t r2 = 0; r2 < P2; ++r2) d[r2] = T(0);
+          continue;
+        }
+        const T *src = x + ((ic * g.in[0] + i0) * g.in[1] + i1) * g.in[2];
+        int64_t p2 = g.p[2], in2 = g.in[2];
+        for (int64_t r2 = 0; r2 < p2; ++r2) d[r2] = T(0);
+        std::memcpy(d + p2, src, size_t(in2) * sizeof(T));
+        for (int64_t r2 = p2 + in2; r2 < P2; ++r2) d[r2] = T(0);
+      }
+}
+
+/// im2col from the padded copy: every output row is a plain copy (of W elements when W > 0,
+/// a length the compiler unrolls; out2 otherwise).
+template <typename T, int W>
+void im2colPaddedRows(const ConvGeom &g, const PaddedGeom &pd, const T *xp, T *col) {
+  const int64_t K = g.kSize, O = g.outSize, P0 = pd.P[0], P1 = pd.P[1], P2 = pd.P[2];
+  const int64_t out2 = W > 0 ? W : g.out[2], s2 = g.s[2];
+  const int64_t step0 = g.s[0] * P1 * P2, step1 = g.s[1] * P2;
+  for (int64_t row = 0; row < g.colRows; ++row) {
+    int64_t ic = row / K, kk = row % K;
+    int64_t k0 = kk / (g.k[1] * g.k[2]), k1 = (kk / g.k[2]) % g.k[1], k2 = kk % g.k[2];
+    const T *base = xp + ((ic * P0 + k0 * g.d[0]) * P1 + k1 * g.d[1]) * P2 + k2 * g.d[2];
+    T *d = col + row * O;
+    for (int64_t o0 = 0; o0 < g.out[0]; ++o0) {
+      const T *src = base + o0 * step0;
+      for (int64_t o1 = 0; o1 < g.out[1]; ++o1, src += step1, d += out2) {
+        if (W > 0) {
+          std::memcpy(d, src, size_t(W) * sizeof(T));
+        } else if (s2 == 1) {
+          std::memcpy(d, src, size_t(out2) * sizeof(T));
+        } else {
+          for (int64_t o2 = 0; o2 < out2; ++o2) d[o2] = src[o2 * s2];
+        }
+      }
+    }
+  }
+}
+
+template <typename T>
+void im2colPadded(const ConvGeom &g, const PaddedGeom &pd, const T *xp, T *col) {
+  if (g.s[2] == 1) switch (g.out[2]) {
+    case 4:
+      return im2colPaddedRows<T, 4>(g, pd, xp, col);
+    case 8:
+      return im2colPaddedRows<T, 8>(g, pd, xp, col);
+    case 16:
+      return im2colPaddedRows<T, 16>(g, pd, xp, col);
+    case 32:
+      return im2colPaddedRows<T, 32>(g, pd, xp, col);
+    default:
+      break;
+    }
+  im2colPaddedRows<T, 0>(g, pd, xp, col);
+}
+
+/// A 2-D depthwise 3x3 window (dilation 1, pads >= 0, stride S along rows, any stride between
+/// rows) from the zero-padded channel xp [.., P2]: the nine taps of each output in registers.
+template <typename T, int S>
+void depthwise3x3Rows(const T *xp, int64_t P2, int64_t s1, const T *wc, T *yc, int64_t out1,
+                      int64_t out2) {
+  const T w0 = wc[0], w1 = wc[1], w2 = wc[2], w3 = wc[3], w4 = wc[4], w5 = wc[5], w6 = wc[6],
+          w7 = wc[7], w8 = wc[8];
+  for (int64_t o1 = 0; o1 < out1; ++o1) {
+    const T *r0 = xp + o1 * s1 * P2, *r1 = r0 + P2, *r2 = r1 + P2;
+    T *d = yc + o1 * out2;
+#pragma omp simd
+    for (int64_t o2 = 0; o2 < out2; ++o2) {
+      const int64_t i = o2 * S;
+      d[o2] = w0 * r0[i] + w1 * r0[i + 1] + w2 * r0[i + 2] + w3 * r1[i] + w4 * r1[i + 1] +
+              w5 * r1[i + 2] + w6 * r2[i] + w7 * r2[i + 1] + w8 * r2[i + 2];
+    }
+  }
+}
+
+/// Whether depthwise3x3Rows applies: one plane (2-D), 3x3, dilation 1, pads >= 0, strides 1 or
+/// 2 along the row.
+bool isDepthwise3x3(const ConvGeom &g) {
+  return g.in[0] == 1 && g.k[0] == 1 && g.out[0] == 1 && g.p[0] == 0 && g.k[1] == 3 &&
+         g.k[2] == 3 && g.d[1] == 1 && g.d[2] == 1 && g.p[1] >= 0 && g.p[2] >= 0 &&
+         (g.s[2] == 1 || g.s[2] == 2);
+}
+
+/// Depthwise convolution (one input channel per group): im2col + GEMM would be a GEMM of one
+/// row per group, so direct loops, per (image, group) in parallel.
+template <typename T> void depthwise(const T *x, T *y, const T *w, const ConvGeom &g) {
+  int64_t items = g.n * g.group, all;
+  if (!mulSizes({g.n, g.m, g.outSize, g.kSize}, &all)) all = INT64_MAX;
+  // The 3x3 fast path pads one channel: rows of P2, enough of them for the last output row.
+  bool fast = isDepthwise3x3(g);
+  int64_t P1 = 0, P2 = 0, padSize = 0;
+  if (fast) {
+    P1 = std::max(g.in[1] + g.p[1], (g.out[1] - 1) * g.s[1] + 3);
+    P2 = std::max(g.in[2] + g.p[2], (g.out[2] - 1) * g.s[2] + 3);
+    fast = mulSize(P1, P2, &padSize);
+  }
+#pragma omp parallel for schedule(static) if (items > 1 && all > 32768)
+  for (int64_t item = 0; item < items; ++item) {
+    int64_t b = item / g.group, gr = item % g.group;
+    std::unique_ptr<T[]> local;
+    T *xp = fast ? scratch<T, 1>(size_t(padSize), local) : nullptr;
+    if (!xp) {
+      for (int64_t oc = gr * g.mg; oc < (gr + 1) * g.mg; ++oc) depthwiseChannel(g, x, w, y, b, oc);
+      continue;
+    }
+    const T *xc = x + (b * g.c + gr) * g.inSize;
+    for (int64_t r1 = 0; r1 < P1; ++r1) {
+      T *d = xp + r1 * P2;
+      int64_t i1 = r1 - g.p[1];
+      if (i1 < 0 || i1 >= g.in[1]) {
+        for (int64_t r2 = 0; r2 < P2; ++r2) d[r2] = T(0);
+        continue;
+      }
+      for (int64_t r2 = 0; r2 < g.p[2]; ++r2) d[r2] = T(0);
+      std::memcpy(d + g.p[2], xc + i1 * g.in[2], size_t(g.in[2]) * sizeof(T));
+      for (int64_t r2 = g.p[2] + g.in[2]; r2 < P2; ++r2) d[r2] = T(0);
+    }
+    for (int64_t oc = gr * g.mg; oc < (gr + 1) * g.mg; ++oc) {
+      T *yc = y + (b * g.m + oc) * g.outSize;
+      if (g.s[2] == 1)
+        depthwise3x3Rows<T, 1>(xp, P2, g.s[1], w + oc * 9, yc, g.out[1], g.out[2]);
+      else
+        depthwise3x3Rows<T, 2>(xp, P2, g.s[1], w + oc * 9, yc, g.out[1], g.out[2]);
+    }
+  }
+}
+
 template <typename T> void conv(const T *x, T *y, const T *w, const ConvGeom &g) {
   if (g.n == 0 || g.m == 0 || g.outSize == 0) return;
+  int64_t work; // multiply-adds per (image, group)
+  if (!mulSizes({g.mg, g.outSize, g.colRows}, &work)) work = INT64_MAX;
+  if (g.cg == 1) return depthwise(x, y, w, g);
   bool direct = isPointwiseConv(g);
   int64_t items = g.n * g.group; // (image, group) pairs, each one GEMM
+  size_t colSize = direct ? 0 : size_t(g.colRows * g.outSize);
+  PaddedGeom pd;
+  bool padded = !direct && makePadded(g, pd);
   // One (image, group): im2col into `col` (unless 1x1), then y_g [mg, O] = w_g [mg, cg*K] *
   // col [cg*K, O].
-  auto one = [&](int64_t item, std::vector<T> &col) {
+  auto one = [&](int64_t item, bool parallel) {
     int64_t b = item / g.group, gr = item % g.group;
     const T *xg = x + (b * g.c + gr * g.cg) * g.inSize;
     T *yg = y + (b * g.m + gr * g.mg) * g.outSize;
     const T *wg = w + gr * g.mg * g.colRows;
     const T *cols = xg;
+    std::unique_ptr<T[]> local;
     if (!direct) {
-      try {
-        col.resize(size_t(g.colRows * g.outSize));
-      } catch (const std::bad_alloc &) { // no memory for the columns: direct loops
+      T *col = scratch<T, 0>(colSize, local);
+      if (!col) { // no memory for the columns: direct loops
         std::fill(yg, yg + g.mg * g.outSize, T(0));
         for (int64_t oc = 0; oc < g.mg; ++oc)
           for (int64_t ic = 0; ic < g.cg; ++ic)
@@ -305,24 +542,26 @@ template <typename T> void conv(const T *x, T *y, const T *w, const ConvGeom &g)
             });
         return;
       }
-      im2col(g, xg, col.data());
-      cols = col.data();
+      std::unique_ptr<T[]> localPad;
+      T *xp = padded ? scratch<T, 1>(size_t(pd.size), localPad) : nullptr;
+      if (xp) {
+        padImage(g, pd, xg, xp);
+        im2colPadded(g, pd, xp, col);
+      } else {
+        im2col(g, xg, col, parallel);
+      }
+      cols = col;
     }
     gemmOne<T>(wg, cols, yg, g.mg, g.outSize, g.colRows, false, false, T(1), T(0));
   };
-  int64_t work; // multiply-adds per item
-  if (!mulSizes({g.mg, g.outSize, g.colRows}, &work)) work = INT64_MAX;
-  if (items > 1 && work <= kSmallGemm) {
-    // Small images: one item per thread (BLAS would run each on one thread anyway).
-#pragma omp parallel
-    {
-      std::vector<T> col;
-#pragma omp for schedule(dynamic)
-      for (int64_t i = 0; i < items; ++i) one(i, col);
-    }
+  // Images (and groups) in parallel, each one GEMM on its thread, when there are enough of
+  // them for the threads or they are small; else one at a time with BLAS's own threads.
+  int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  if (items > 1 && threads > 1 && (items >= threads || work <= kSmallGemm)) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < items; ++i) one(i, false);
   } else {
-    std::vector<T> col;
-    for (int64_t i = 0; i < items; ++i) one(i, col);
+    for (int64_t i = 0; i < items; ++i) one(i, true);
   }
 }
 
@@ -357,16 +596,19 @@ template <typename T> void convTranspose(const T *x, T *y, const T *w, const Con
     }
 }
 
-template <typename T> void det(const T *x, T *y, int64_t batch, int64_t n) {
+template <typename T> int32_t det(const T *x, T *y, int64_t batch, int64_t n) {
   int64_t nn, all;
-  if (batch < 0 || !mulSize(n, n, &nn) || !mulSize(batch, nn, &all)) return;
+  if (batch < 0 || !mulSize(n, n, &nn) || !mulSize(batch, nn, &all))
+    return fail("det: sizes batch %lld, n %lld are negative or overflow", ll(batch), ll(n));
+  bool outOfMemory = false;
 #pragma omp parallel for schedule(static) if (batch > 16)
   for (int64_t b = 0; b < batch; ++b) {
     std::vector<double> m;
     try {
       m.assign(x + b * nn, x + (b + 1) * nn);
     } catch (const std::bad_alloc &) {
-      y[b] = T(NAN); // out of memory: no determinant (never an exception out of here)
+#pragma omp atomic write
+      outOfMemory = true; // reported below (never an exception out of here)
       continue;
     }
     double r = 1;
@@ -394,6 +636,8 @@ template <typename T> void det(const T *x, T *y, int64_t batch, int64_t n) {
     else
       y[b] = r;
   }
+  if (outOfMemory) return fail("det: out of memory for a %lld x %lld matrix", ll(n), ll(n));
+  return 0;
 }
 
 // --- f16 / bf16: converted to f32, computed by the f32 kernels, rounded once
@@ -426,25 +670,33 @@ int64_t span(int64_t batch, int64_t stride, int64_t size) {
 }
 
 template <typename H>
-void gemmHalf(const void *a, const void *b, const void *c, void *y, int64_t batch, int64_t m,
-              int64_t n, int64_t k, int64_t ta, int64_t tb, int64_t sa, int64_t sb, int64_t sc,
-              double alpha, double beta) {
+int32_t gemmHalf(const void *a, const void *b, const void *c, void *y, int64_t batch, int64_t m,
+                 int64_t n, int64_t k, int64_t ta, int64_t tb, int64_t sa, int64_t sb, int64_t sc,
+                 double alpha, double beta) {
   int64_t mn, mk, kn, all, work;
-  if (batch < 0 || sa < 0 || sb < 0 || sc < 0 || !mulSize(m, n, &mn) || !mulSize(m, k, &mk) ||
-      !mulSize(k, n, &kn) || !mulSize(batch, mn, &all) || !mulSizes({mn, k}, &work))
-    return;
+  if (batch < 0 || m < 0 || n < 0 || k < 0)
+    return fail("gemm: sizes must be >= 0, got batch %lld, m %lld, n %lld, k %lld", ll(batch),
+                ll(m), ll(n), ll(k));
+  if (sa < 0 || sb < 0 || sc < 0)
+    return fail("gemm: batch strides must be >= 0, got %lld, %lld, %lld", ll(sa), ll(sb), ll(sc));
   int64_t last = batch > 0 ? batch - 1 : 0, tmp;
-  if (!mulSize(last, sa, &tmp) || !mulSize(last, sb, &tmp) || !mulSize(last, sc, &tmp)) return;
-  if (all == 0) return;
+  if (!mulSize(m, n, &mn) || !mulSize(m, k, &mk) || !mulSize(k, n, &kn) ||
+      !mulSize(batch, mn, &all) || !mulSizes({mn, k}, &work) || !mulSize(last, sa, &tmp) ||
+      !mulSize(last, sb, &tmp) || !mulSize(last, sc, &tmp))
+    return fail("gemm: sizes batch %lld, m %lld, n %lld, k %lld overflow int64", ll(batch), ll(m),
+                ll(n), ll(k));
+  if (all == 0) return 0;
   try {
     std::vector<float> a32 = widen<H>(a, span(batch, sa, mk)),
                        b32 = widen<H>(b, span(batch, sb, kn));
     std::vector<float> c32, y32(static_cast<size_t>(all));
     if (c) c32 = widen<H>(c, span(batch, sc, mn));
-    gemmBatched<float>(a32.data(), b32.data(), c ? c32.data() : nullptr, y32.data(), batch, m, n, k,
-                       ta, tb, sa, sb, sc, alpha, beta);
+    if (int32_t rc =
+            gemmBatched<float>(a32.data(), b32.data(), c ? c32.data() : nullptr, y32.data(), batch,
+                               m, n, k, ta, tb, sa, sb, sc, alpha, beta))
+      return rc;
     narrow<H>(y32, y);
-    return;
+    return 0;
   } catch (const std::bad_alloc &) { // no memory for the f32 copies: direct loops
   }
   const auto *ah = static_cast<const uint16_t *>(a), *bh = static_cast<const uint16_t *>(b);
@@ -461,6 +713,7 @@ void gemmHalf(const void *a, const void *b, const void *c, void *y, int64_t batc
         if (c && beta != 0) v += float(beta) * H::load(ch[bi * sc + i * n + j]);
         yh[(bi * m + i) * n + j] = H::store(v);
       }
+  return 0;
 }
 
 /// The flat input position that conv output `o` reads through kernel tap `kk`, or -1 (padding).
@@ -551,33 +804,22 @@ using namespace coil::cpu;
 extern "C" {
 
 #define COIL_CPU_DEFINE_GEMM(S, T)                                                                 \
-  void coil_cpu_gemm_##S(const void *a, const void *b, void *y, int64_t batch, int64_t m,          \
-                         int64_t n, int64_t k, int64_t transA, int64_t transB, int64_t strideA,    \
-                         int64_t strideB, double alpha) {                                          \
-    gemmBatched<T>(static_cast<const T *>(a), static_cast<const T *>(b), nullptr,                  \
-                   static_cast<T *>(y), batch, m, n, k, transA, transB, strideA, strideB, 0,       \
-                   alpha, 0.0);                                                                    \
+  int32_t coil_cpu_gemm_##S(const void *a, const void *b, void *y, int64_t batch, int64_t m,       \
+                            int64_t n, int64_t k, int64_t transA, int64_t transB, int64_t strideA, \
+                            int64_t strideB, double alpha) {                                       \
+    return gemmBatched<T>(static_cast<const T *>(a), static_cast<const T *>(b), nullptr,           \
+                          static_cast<T *>(y), batch, m, n, k, transA, transB, strideA, strideB,   \
+                          0, alpha, 0.0);                                                          \
   }                                                                                                \
-  void coil_cpu_gemm_c_##S(const void *a, const void *b, const void *c, void *y, int64_t batch,    \
-                           int64_t m, int64_t n, int64_t k, int64_t transA, int64_t transB,        \
-                           int64_t strideA, int64_t strideB, int64_t strideC, double alpha,        \
-                           double beta) {                                                          \
-    gemmBatched<T>(static_cast<const T *>(a), static_cast<const T *>(b),                           \
-                   static_cast<const T *>(c), static_cast<T *>(y), batch, m, n, k, transA, transB, \
-                   strideA, strideB, strideC, alpha, beta);                                        \
+  int32_t coil_cpu_gemm_c_##S(const void *a, const void *b, const void *c, void *y, int64_t batch, \
+                              int64_t m, int64_t n, int64_t k, int64_t transA, int64_t transB,     \
+                              int64_t strideA, int64_t strideB, int64_t strideC, double alpha,     \
+                              double beta) {                                                       \
+    return gemmBatched<T>(static_cast<const T *>(a), static_cast<const T *>(b),                    \
+                          static_cast<const T *>(c), static_cast<T *>(y), batch, m, n, k, transA,  \
+                          transB, strideA, strideB, strideC, alpha, beta);                         \
   }                                                                                                \
-  void coil_cpu_conv_##S(const void *x, const void *w, void *y, int64_t n, int64_t c, int64_t m,   \
-                         int64_t group, int64_t nd, int64_t in0, int64_t in1, int64_t in2,         \
-                         int64_t k0, int64_t k1, int64_t k2, int64_t out0, int64_t out1,           \
-                         int64_t out2, int64_t s0, int64_t s1, int64_t s2, int64_t d0, int64_t d1, \
-                         int64_t d2, int64_t p0, int64_t p1, int64_t p2) {                         \
-    const int64_t in[3] = {in0, in1, in2}, k[3] = {k0, k1, k2}, out[3] = {out0, out1, out2};       \
-    const int64_t s[3] = {s0, s1, s2}, d[3] = {d0, d1, d2}, p[3] = {p0, p1, p2};                   \
-    ConvGeom g;                                                                                    \
-    if (!makeGeom(g, n, c, m, group, nd, in, k, out, s, d, p)) return;                             \
-    conv<T>(static_cast<const T *>(x), static_cast<T *>(y), static_cast<const T *>(w), g);         \
-  }                                                                                                \
-  void coil_cpu_conv_transpose_##S(                                                                \
+  int32_t coil_cpu_conv_##S(                                                                       \
       const void *x, const void *w, void *y, int64_t n, int64_t c, int64_t m, int64_t group,       \
       int64_t nd, int64_t in0, int64_t in1, int64_t in2, int64_t k0, int64_t k1, int64_t k2,       \
       int64_t out0, int64_t out1, int64_t out2, int64_t s0, int64_t s1, int64_t s2, int64_t d0,    \
@@ -585,12 +827,26 @@ extern "C" {
     const int64_t in[3] = {in0, in1, in2}, k[3] = {k0, k1, k2}, out[3] = {out0, out1, out2};       \
     const int64_t s[3] = {s0, s1, s2}, d[3] = {d0, d1, d2}, p[3] = {p0, p1, p2};                   \
     ConvGeom g;                                                                                    \
-    if (!makeGeom(g, n, c, m, group, nd, in, k, out, s, d, p)) return;                             \
+    if (int32_t rc = makeGeom("conv", g, n, c, m, group, nd, in, k, out, s, d, p)) return rc;      \
+    conv<T>(static_cast<const T *>(x), static_cast<T *>(y), static_cast<const T *>(w), g);         \
+    return 0;                                                                                      \
+  }                                                                                                \
+  int32_t coil_cpu_conv_transpose_##S(                                                             \
+      const void *x, const void *w, void *y, int64_t n, int64_t c, int64_t m, int64_t group,       \
+      int64_t nd, int64_t in0, int64_t in1, int64_t in2, int64_t k0, int64_t k1, int64_t k2,       \
+      int64_t out0, int64_t out1, int64_t out2, int64_t s0, int64_t s1, int64_t s2, int64_t d0,    \
+      int64_t d1, int64_t d2, int64_t p0, int64_t p1, int64_t p2) {                                \
+    const int64_t in[3] = {in0, in1, in2}, k[3] = {k0, k1, k2}, out[3] = {out0, out1, out2};       \
+    const int64_t s[3] = {s0, s1, s2}, d[3] = {d0, d1, d2}, p[3] = {p0, p1, p2};                   \
+    ConvGeom g;                                                                                    \
+    if (int32_t rc = makeGeom("conv transpose", g, n, c, m, group, nd, in, k, out, s, d, p))       \
+      return rc;                                                                                   \
     convTranspose<T>(static_cast<const T *>(x), static_cast<T *>(y), static_cast<const T *>(w),    \
                      g);                                                                           \
+    return 0;                                                                                      \
   }                                                                                                \
-  void coil_cpu_det_##S(const void *x, void *y, int64_t batch, int64_t n) {                        \
-    det<T>(static_cast<const T *>(x), static_cast<T *>(y), batch, n);                              \
+  int32_t coil_cpu_det_##S(const void *x, void *y, int64_t batch, int64_t n) {                     \
+    return det<T>(static_cast<const T *>(x), static_cast<T *>(y), batch, n);                       \
   }
 
 COIL_CPU_DEFINE_GEMM(f32, float)
@@ -598,31 +854,20 @@ COIL_CPU_DEFINE_GEMM(f64, double)
 #undef COIL_CPU_DEFINE_GEMM
 
 #define COIL_CPU_DEFINE_GEMM_HALF(S, H)                                                            \
-  void coil_cpu_gemm_##S(const void *a, const void *b, void *y, int64_t batch, int64_t m,          \
-                         int64_t n, int64_t k, int64_t transA, int64_t transB, int64_t strideA,    \
-                         int64_t strideB, double alpha) {                                          \
-    gemmHalf<H>(a, b, nullptr, y, batch, m, n, k, transA, transB, strideA, strideB, 0, alpha,      \
-                0.0);                                                                              \
+  int32_t coil_cpu_gemm_##S(const void *a, const void *b, void *y, int64_t batch, int64_t m,       \
+                            int64_t n, int64_t k, int64_t transA, int64_t transB, int64_t strideA, \
+                            int64_t strideB, double alpha) {                                       \
+    return gemmHalf<H>(a, b, nullptr, y, batch, m, n, k, transA, transB, strideA, strideB, 0,      \
+                       alpha, 0.0);                                                                \
   }                                                                                                \
-  void coil_cpu_gemm_c_##S(const void *a, const void *b, const void *c, void *y, int64_t batch,    \
-                           int64_t m, int64_t n, int64_t k, int64_t transA, int64_t transB,        \
-                           int64_t strideA, int64_t strideB, int64_t strideC, double alpha,        \
-                           double beta) {                                                          \
-    gemmHalf<H>(a, b, c, y, batch, m, n, k, transA, transB, strideA, strideB, strideC, alpha,      \
-                beta);                                                                             \
+  int32_t coil_cpu_gemm_c_##S(const void *a, const void *b, const void *c, void *y, int64_t batch, \
+                              int64_t m, int64_t n, int64_t k, int64_t transA, int64_t transB,     \
+                              int64_t strideA, int64_t strideB, int64_t strideC, double alpha,     \
+                              double beta) {                                                       \
+    return gemmHalf<H>(a, b, c, y, batch, m, n, k, transA, transB, strideA, strideB, strideC,      \
+                       alpha, beta);                                                               \
   }                                                                                                \
-  void coil_cpu_conv_##S(const void *x, const void *w, void *y, int64_t n, int64_t c, int64_t m,   \
-                         int64_t group, int64_t nd, int64_t in0, int64_t in1, int64_t in2,         \
-                         int64_t k0, int64_t k1, int64_t k2, int64_t out0, int64_t out1,           \
-                         int64_t out2, int64_t s0, int64_t s1, int64_t s2, int64_t d0, int64_t d1, \
-                         int64_t d2, int64_t p0, int64_t p1, int64_t p2) {                         \
-    const int64_t in[3] = {in0, in1, in2}, k[3] = {k0, k1, k2}, out[3] = {out0, out1, out2};       \
-    const int64_t s[3] = {s0, s1, s2}, d[3] = {d0, d1, d2}, p[3] = {p0, p1, p2};                   \
-    ConvGeom g;                                                                                    \
-    if (!makeGeom(g, n, c, m, group, nd, in, k, out, s, d, p)) return;                             \
-    convHalf<H>(x, w, y, g);                                                                       \
-  }                                                                                                \
-  void coil_cpu_conv_transpose_##S(                                                                \
+  int32_t coil_cpu_conv_##S(                                                                       \
       const void *x, const void *w, void *y, int64_t n, int64_t c, int64_t m, int64_t group,       \
       int64_t nd, int64_t in0, int64_t in1, int64_t in2, int64_t k0, int64_t k1, int64_t k2,       \
       int64_t out0, int64_t out1, int64_t out2, int64_t s0, int64_t s1, int64_t s2, int64_t d0,    \
@@ -630,8 +875,22 @@ COIL_CPU_DEFINE_GEMM(f64, double)
     const int64_t in[3] = {in0, in1, in2}, k[3] = {k0, k1, k2}, out[3] = {out0, out1, out2};       \
     const int64_t s[3] = {s0, s1, s2}, d[3] = {d0, d1, d2}, p[3] = {p0, p1, p2};                   \
     ConvGeom g;                                                                                    \
-    if (!makeGeom(g, n, c, m, group, nd, in, k, out, s, d, p)) return;                             \
+    if (int32_t rc = makeGeom("conv", g, n, c, m, group, nd, in, k, out, s, d, p)) return rc;      \
+    convHalf<H>(x, w, y, g);                                                                       \
+    return 0;                                                                                      \
+  }                                                                                                \
+  int32_t coil_cpu_conv_transpose_##S(                                                             \
+      const void *x, const void *w, void *y, int64_t n, int64_t c, int64_t m, int64_t group,       \
+      int64_t nd, int64_t in0, int64_t in1, int64_t in2, int64_t k0, int64_t k1, int64_t k2,       \
+      int64_t out0, int64_t out1, int64_t out2, int64_t s0, int64_t s1, int64_t s2, int64_t d0,    \
+      int64_t d1, int64_t d2, int64_t p0, int64_t p1, int64_t p2) {                                \
+    const int64_t in[3] = {in0, in1, in2}, k[3] = {k0, k1, k2}, out[3] = {out0, out1, out2};       \
+    const int64_t s[3] = {s0, s1, s2}, d[3] = {d0, d1, d2}, p[3] = {p0, p1, p2};                   \
+    ConvGeom g;                                                                                    \
+    if (int32_t rc = makeGeom("conv transpose", g, n, c, m, group, nd, in, k, out, s, d, p))       \
+      return rc;                                                                                   \
     convTransposeHalf<H>(x, w, y, g);                                                              \
+    return 0;                                                                                      \
   }
 
 COIL_CPU_DEFINE_GEMM_HALF(f16, HalfBits)

@@ -10,18 +10,22 @@
 ///   a data-dependent size      `int64_t *` (written by the call)
 /// Allocating calls (data-dependent output shapes) take `coil_alloc_fn alloc, void *alloc_ctx`
 /// first and their outputs as `void **`: they allocate each output through `alloc` (which may be
-/// asked for 0 bytes) and store the pointer. If `alloc` returns NULL for a non-empty output, the
-/// call reports 0 for every size it writes.
+/// asked for 0 bytes) and store the pointer, also when the call then fails (the caller frees
+/// every non-NULL output). If `alloc` returns NULL for a non-empty output, the call fails.
+///
+/// Every function returns an `int32_t` status: 0 on success; nonzero when the argument values
+/// break the op's rules (e.g. a Reshape target read from a tensor at run time that does not fit,
+/// K of TopK above the axis size) or memory runs out. Then coil_cpu_last_error() states the
+/// rule and the values ("<op>: ..."), every size it writes is 0 and its outputs hold no result.
 ///
 /// Names are `coil_cpu_<op>_<dtype>` with dtype one of f64 f32 f16 bf16 i64 i32 i16 i8 u64 u32
 /// u16 u8 bool. Buffers are contiguous and row-major. The functions are thread-safe (no global
-/// mutable state) and never invoke undefined behaviour on any argument values: a negative size,
-/// a size product that overflows, a stride below 1 or an out-of-range attribute makes the call a
-/// no-op (documented per function) instead of reading or writing out of bounds. The caller is
-/// responsible only for passing buffers that hold the number of elements the sizes describe.
-/// No C++ exception leaves a function: when memory for a workspace runs out, convolutions fall
-/// back to direct loops, allocating calls report empty results, Det writes NaN and TopK leaves
-/// the affected lines unwritten.
+/// mutable state but the per-thread message) and never invoke undefined behaviour on any argument
+/// values: a negative size, a size product that overflows, a stride below 1 or an out-of-range
+/// attribute makes the call fail (documented per function) instead of reading or writing out of
+/// bounds. The caller is responsible only for passing buffers that hold the number of elements
+/// the sizes describe. No C++ exception leaves a function: when memory for a workspace runs out,
+/// convolutions fall back to direct loops and the other calls fail.
 /// Floating results are computed as the reference interpreter defines them where that is cheap
 /// (double accumulation for scans and Det); GEMM and convolution accumulate in their own type
 /// through BLAS.
@@ -38,45 +42,49 @@ extern "C" {
 /// the caller's runtime, or NULL.
 typedef void *(*coil_alloc_fn)(void *ctx, size_t bytes);
 
+/// The message of this thread's last failed call (nonzero status): "<op>: <the rule broken,
+/// with the values>". Valid until the thread's next call of a coil_cpu_* function.
+const char *coil_cpu_last_error(void);
+
 // --- GEMM ------------------------------------------------------------------------------------
 
 /// Batched GEMM: for b in [0, batch): Y_b = alpha * op(A_b) * op(B_b), where
 /// A_b = a + b * strideA (elements), op(A_b) is m x k (stored k x m, row-major, when transA),
 /// B_b = b + b * strideB, op(B_b) is k x n (stored n x k when transB), and Y_b = y + b*m*n is
-/// m x n. A batch stride of 0 broadcasts one matrix over the batch. No-op when a size or stride
+/// m x n. A batch stride of 0 broadcasts one matrix over the batch. Fails when a size or stride
 /// is negative or a size product overflows. k == 0 writes zeros.
-void coil_cpu_gemm_f32(const void *a, const void *b, void *y, int64_t batch, int64_t m, int64_t n,
-                       int64_t k, int64_t transA, int64_t transB, int64_t strideA, int64_t strideB,
-                       double alpha);
-void coil_cpu_gemm_f64(const void *a, const void *b, void *y, int64_t batch, int64_t m, int64_t n,
-                       int64_t k, int64_t transA, int64_t transB, int64_t strideA, int64_t strideB,
-                       double alpha);
+int32_t coil_cpu_gemm_f32(const void *a, const void *b, void *y, int64_t batch, int64_t m,
+                          int64_t n, int64_t k, int64_t transA, int64_t transB, int64_t strideA,
+                          int64_t strideB, double alpha);
+int32_t coil_cpu_gemm_f64(const void *a, const void *b, void *y, int64_t batch, int64_t m,
+                          int64_t n, int64_t k, int64_t transA, int64_t transB, int64_t strideA,
+                          int64_t strideB, double alpha);
 /// As coil_cpu_gemm_*, plus beta * C_b where C_b = c + b * strideC is a contiguous m x n matrix
 /// (the lowering realizes C broadcast to m x n; strideC 0 shares it over the batch).
-void coil_cpu_gemm_c_f32(const void *a, const void *b, const void *c, void *y, int64_t batch,
-                         int64_t m, int64_t n, int64_t k, int64_t transA, int64_t transB,
-                         int64_t strideA, int64_t strideB, int64_t strideC, double alpha,
-                         double beta);
-void coil_cpu_gemm_c_f64(const void *a, const void *b, const void *c, void *y, int64_t batch,
-                         int64_t m, int64_t n, int64_t k, int64_t transA, int64_t transB,
-                         int64_t strideA, int64_t strideB, int64_t strideC, double alpha,
-                         double beta);
+int32_t coil_cpu_gemm_c_f32(const void *a, const void *b, const void *c, void *y, int64_t batch,
+                            int64_t m, int64_t n, int64_t k, int64_t transA, int64_t transB,
+                            int64_t strideA, int64_t strideB, int64_t strideC, double alpha,
+                            double beta);
+int32_t coil_cpu_gemm_c_f64(const void *a, const void *b, const void *c, void *y, int64_t batch,
+                            int64_t m, int64_t n, int64_t k, int64_t transA, int64_t transB,
+                            int64_t strideA, int64_t strideB, int64_t strideC, double alpha,
+                            double beta);
 /// f16 / bf16 GEMMs: the operands are widened to f32, multiplied as coil_cpu_gemm_f32 (f32
 /// accumulation) and each result rounded once. Same argument rules.
-void coil_cpu_gemm_f16(const void *a, const void *b, void *y, int64_t batch, int64_t m, int64_t n,
-                       int64_t k, int64_t transA, int64_t transB, int64_t strideA, int64_t strideB,
-                       double alpha);
-void coil_cpu_gemm_bf16(const void *a, const void *b, void *y, int64_t batch, int64_t m, int64_t n,
-                        int64_t k, int64_t transA, int64_t transB, int64_t strideA, int64_t strideB,
-                        double alpha);
-void coil_cpu_gemm_c_f16(const void *a, const void *b, const void *c, void *y, int64_t batch,
-                         int64_t m, int64_t n, int64_t k, int64_t transA, int64_t transB,
-                         int64_t strideA, int64_t strideB, int64_t strideC, double alpha,
-                         double beta);
-void coil_cpu_gemm_c_bf16(const void *a, const void *b, const void *c, void *y, int64_t batch,
-                          int64_t m, int64_t n, int64_t k, int64_t transA, int64_t transB,
-                          int64_t strideA, int64_t strideB, int64_t strideC, double alpha,
-                          double beta);
+int32_t coil_cpu_gemm_f16(const void *a, const void *b, void *y, int64_t batch, int64_t m,
+                          int64_t n, int64_t k, int64_t transA, int64_t transB, int64_t strideA,
+                          int64_t strideB, double alpha);
+int32_t coil_cpu_gemm_bf16(const void *a, const void *b, void *y, int64_t batch, int64_t m,
+                           int64_t n, int64_t k, int64_t transA, int64_t transB, int64_t strideA,
+                           int64_t strideB, double alpha);
+int32_t coil_cpu_gemm_c_f16(const void *a, const void *b, const void *c, void *y, int64_t batch,
+                            int64_t m, int64_t n, int64_t k, int64_t transA, int64_t transB,
+                            int64_t strideA, int64_t strideB, int64_t strideC, double alpha,
+                            double beta);
+int32_t coil_cpu_gemm_c_bf16(const void *a, const void *b, const void *c, void *y, int64_t batch,
+                             int64_t m, int64_t n, int64_t k, int64_t transA, int64_t transB,
+                             int64_t strideA, int64_t strideB, int64_t strideC, double alpha,
+                             double beta);
 
 // --- Convolution -----------------------------------------------------------------------------
 
@@ -85,45 +93,45 @@ void coil_cpu_gemm_c_bf16(const void *a, const void *b, const void *c, void *y, 
 /// the sizes of unused trailing dims must be 1, their strides and dilations 1, pads 0).
 /// Output position o of dim d reads input o*s_d - p_d + kk*d_d (zero outside [0, in_d)); p_d is
 /// the begin padding (the end padding is implied by out_d). Computed per (image, group) as
-/// im2col + GEMM. No-op when group < 1 does not divide c and m, when nd is not 1..3, or a size,
+/// im2col + GEMM. Fails when group < 1 does not divide c and m, when nd is not 1..3, or a size,
 /// stride or dilation is out of range (sizes >= 0, strides and dilations >= 1, |pads| < 2^61; a
 /// negative pad crops).
-void coil_cpu_conv_f32(const void *x, const void *w, void *y, int64_t n, int64_t c, int64_t m,
-                       int64_t group, int64_t nd, int64_t in0, int64_t in1, int64_t in2, int64_t k0,
-                       int64_t k1, int64_t k2, int64_t out0, int64_t out1, int64_t out2, int64_t s0,
-                       int64_t s1, int64_t s2, int64_t d0, int64_t d1, int64_t d2, int64_t p0,
-                       int64_t p1, int64_t p2);
-void coil_cpu_conv_f64(const void *x, const void *w, void *y, int64_t n, int64_t c, int64_t m,
-                       int64_t group, int64_t nd, int64_t in0, int64_t in1, int64_t in2, int64_t k0,
-                       int64_t k1, int64_t k2, int64_t out0, int64_t out1, int64_t out2, int64_t s0,
-                       int64_t s1, int64_t s2, int64_t d0, int64_t d1, int64_t d2, int64_t p0,
-                       int64_t p1, int64_t p2);
+int32_t coil_cpu_conv_f32(const void *x, const void *w, void *y, int64_t n, int64_t c, int64_t m,
+                          int64_t group, int64_t nd, int64_t in0, int64_t in1, int64_t in2,
+                          int64_t k0, int64_t k1, int64_t k2, int64_t out0, int64_t out1,
+                          int64_t out2, int64_t s0, int64_t s1, int64_t s2, int64_t d0, int64_t d1,
+                          int64_t d2, int64_t p0, int64_t p1, int64_t p2);
+int32_t coil_cpu_conv_f64(const void *x, const void *w, void *y, int64_t n, int64_t c, int64_t m,
+                          int64_t group, int64_t nd, int64_t in0, int64_t in1, int64_t in2,
+                          int64_t k0, int64_t k1, int64_t k2, int64_t out0, int64_t out1,
+                          int64_t out2, int64_t s0, int64_t s1, int64_t s2, int64_t d0, int64_t d1,
+                          int64_t d2, int64_t p0, int64_t p1, int64_t p2);
 /// Transposed convolution (ONNX ConvTranspose without bias) of x [n, c, in0, in1, in2] with
 /// weights w [c, m/group, k0, k1, k2] into y [n, m, out0, out1, out2]: input position i of dim
 /// d adds to output i*s_d - p_d + kk*d_d (dropped outside [0, out_d)). Computed per (image,
 /// group) as GEMM + col2im. Same argument rules as coil_cpu_conv_*.
-void coil_cpu_conv_transpose_f32(const void *x, const void *w, void *y, int64_t n, int64_t c,
-                                 int64_t m, int64_t group, int64_t nd, int64_t in0, int64_t in1,
-                                 int64_t in2, int64_t k0, int64_t k1, int64_t k2, int64_t out0,
-                                 int64_t out1, int64_t out2, int64_t s0, int64_t s1, int64_t s2,
-                                 int64_t d0, int64_t d1, int64_t d2, int64_t p0, int64_t p1,
-                                 int64_t p2);
-void coil_cpu_conv_transpose_f64(const void *x, const void *w, void *y, int64_t n, int64_t c,
-                                 int64_t m, int64_t group, int64_t nd, int64_t in0, int64_t in1,
-                                 int64_t in2, int64_t k0, int64_t k1, int64_t k2, int64_t out0,
-                                 int64_t out1, int64_t out2, int64_t s0, int64_t s1, int64_t s2,
-                                 int64_t d0, int64_t d1, int64_t d2, int64_t p0, int64_t p1,
-                                 int64_t p2);
+int32_t coil_cpu_conv_transpose_f32(const void *x, const void *w, void *y, int64_t n, int64_t c,
+                                    int64_t m, int64_t group, int64_t nd, int64_t in0, int64_t in1,
+                                    int64_t in2, int64_t k0, int64_t k1, int64_t k2, int64_t out0,
+                                    int64_t out1, int64_t out2, int64_t s0, int64_t s1, int64_t s2,
+                                    int64_t d0, int64_t d1, int64_t d2, int64_t p0, int64_t p1,
+                                    int64_t p2);
+int32_t coil_cpu_conv_transpose_f64(const void *x, const void *w, void *y, int64_t n, int64_t c,
+                                    int64_t m, int64_t group, int64_t nd, int64_t in0, int64_t in1,
+                                    int64_t in2, int64_t k0, int64_t k1, int64_t k2, int64_t out0,
+                                    int64_t out1, int64_t out2, int64_t s0, int64_t s1, int64_t s2,
+                                    int64_t d0, int64_t d1, int64_t d2, int64_t p0, int64_t p1,
+                                    int64_t p2);
 
 /// f16 / bf16 convolutions and transposed convolutions: widened to f32, computed as the f32
 /// functions, each result rounded once. Same argument rules.
 #define COIL_CPU_DECLARE_CONV_HALF(S)                                                              \
-  void coil_cpu_conv_##S(const void *x, const void *w, void *y, int64_t n, int64_t c, int64_t m,   \
-                         int64_t group, int64_t nd, int64_t in0, int64_t in1, int64_t in2,         \
-                         int64_t k0, int64_t k1, int64_t k2, int64_t out0, int64_t out1,           \
-                         int64_t out2, int64_t s0, int64_t s1, int64_t s2, int64_t d0, int64_t d1, \
-                         int64_t d2, int64_t p0, int64_t p1, int64_t p2);                          \
-  void coil_cpu_conv_transpose_##S(                                                                \
+  int32_t coil_cpu_conv_##S(                                                                       \
+      const void *x, const void *w, void *y, int64_t n, int64_t c, int64_t m, int64_t group,       \
+      int64_t nd, int64_t in0, int64_t in1, int64_t in2, int64_t k0, int64_t k1, int64_t k2,       \
+      int64_t out0, int64_t out1, int64_t out2, int64_t s0, int64_t s1, int64_t s2, int64_t d0,    \
+      int64_t d1, int64_t d2, int64_t p0, int64_t p1, int64_t p2);                                 \
+  int32_t coil_cpu_conv_transpose_##S(                                                             \
       const void *x, const void *w, void *y, int64_t n, int64_t c, int64_t m, int64_t group,       \
       int64_t nd, int64_t in0, int64_t in1, int64_t in2, int64_t k0, int64_t k1, int64_t k2,       \
       int64_t out0, int64_t out1, int64_t out2, int64_t s0, int64_t s1, int64_t s2, int64_t d0,    \
@@ -135,9 +143,9 @@ COIL_CPU_DECLARE_CONV_HALF(bf16)
 // --- Det -------------------------------------------------------------------------------------
 
 /// Determinants of `batch` n x n matrices x [batch, n, n] into y [batch], by Gaussian
-/// elimination with partial pivoting in double (as the interpreter). No-op on negative sizes.
-void coil_cpu_det_f32(const void *x, void *y, int64_t batch, int64_t n);
-void coil_cpu_det_f64(const void *x, void *y, int64_t batch, int64_t n);
+/// elimination with partial pivoting in double (as the interpreter). Fails on negative sizes.
+int32_t coil_cpu_det_f32(const void *x, void *y, int64_t batch, int64_t n);
+int32_t coil_cpu_det_f64(const void *x, void *y, int64_t batch, int64_t n);
 
 // --- Scans and sorting (one function per dtype: f64 f32 f16 bf16 i64 i32 i16 i8 u64 u32 u16
 //     u8; TopK, CumSum and CumProd are not defined for bool) --------------------------------
@@ -145,38 +153,38 @@ void coil_cpu_det_f64(const void *x, void *y, int64_t batch, int64_t n);
 /// CumSum / CumProd of x viewed as [outer, len, inner] along the middle axis into y (same
 /// shape). `exclusive` != 0: element j gets the fold of the elements before it (0 or 1 for the
 /// first); `reverse` != 0: folds from the end. Floats accumulate in double and round each
-/// stored value once; integers accumulate modulo 2^64 and wrap to the type. No-op on negative
+/// stored value once; integers accumulate modulo 2^64 and wrap to the type. Fails on negative
 /// sizes.
 #define COIL_CPU_DECLARE_SCAN(S)                                                                   \
-  void coil_cpu_cumsum_##S(const void *x, void *y, int64_t outer, int64_t len, int64_t inner,      \
-                           int64_t exclusive, int64_t reverse);                                    \
-  void coil_cpu_cumprod_##S(const void *x, void *y, int64_t outer, int64_t len, int64_t inner,     \
-                            int64_t exclusive, int64_t reverse);
+  int32_t coil_cpu_cumsum_##S(const void *x, void *y, int64_t outer, int64_t len, int64_t inner,   \
+                              int64_t exclusive, int64_t reverse);                                 \
+  int32_t coil_cpu_cumprod_##S(const void *x, void *y, int64_t outer, int64_t len, int64_t inner,  \
+                               int64_t exclusive, int64_t reverse);
 /// TopK of x viewed as [outer, len, inner] along the middle axis: values [outer, k, inner] (same
 /// dtype) and indices [outer, k, inner] (int64), sorted (largest first when `largest` != 0,
 /// else smallest first; NaN orders above every number; equal values keep the lower index
-/// first). No-op unless 0 <= k <= len.
+/// first). Fails unless 0 <= k <= len.
 #define COIL_CPU_DECLARE_TOPK(S)                                                                   \
-  void coil_cpu_topk_##S(const void *x, void *values, void *indices, int64_t outer, int64_t len,   \
-                         int64_t inner, int64_t k, int64_t largest);
+  int32_t coil_cpu_topk_##S(const void *x, void *values, void *indices, int64_t outer,             \
+                            int64_t len, int64_t inner, int64_t k, int64_t largest);
 /// The same scans with the axis known only at run time: x has shape `shape` (an int64 buffer of
 /// `rank` dims) and the axis is the one element of `axis` (int32 when axisIsI32 != 0, else
-/// int64), negative values counting from the end. No-op when the axis is out of range or a
+/// int64), negative values counting from the end. Fails when the axis is out of range or a
 /// dim is negative.
 #define COIL_CPU_DECLARE_SCAN_DYN(S)                                                               \
-  void coil_cpu_cumsum_dyn_##S(const void *x, const void *axis, const void *shape, void *y,        \
-                               int64_t rank, int64_t axisIsI32, int64_t exclusive,                 \
-                               int64_t reverse);                                                   \
-  void coil_cpu_cumprod_dyn_##S(const void *x, const void *axis, const void *shape, void *y,       \
-                                int64_t rank, int64_t axisIsI32, int64_t exclusive,                \
-                                int64_t reverse);
+  int32_t coil_cpu_cumsum_dyn_##S(const void *x, const void *axis, const void *shape, void *y,     \
+                                  int64_t rank, int64_t axisIsI32, int64_t exclusive,              \
+                                  int64_t reverse);                                                \
+  int32_t coil_cpu_cumprod_dyn_##S(const void *x, const void *axis, const void *shape, void *y,    \
+                                   int64_t rank, int64_t axisIsI32, int64_t exclusive,             \
+                                   int64_t reverse);
 /// TopK with K known only at run time (the one int64 element of `k`), allocating: values and
-/// indices [outer, *count, inner] as coil_cpu_topk_*; *count is K, or 0 when K is not in
-/// [0, len].
+/// indices [outer, *count, inner] as coil_cpu_topk_*; *count is K; fails when K is not
+/// in [0, len].
 #define COIL_CPU_DECLARE_TOPK_DYN(S)                                                               \
-  void coil_cpu_topk_dyn_##S(coil_alloc_fn alloc, void *alloc_ctx, const void *x, const void *k,   \
-                             void **values, void **indices, int64_t *count, int64_t outer,         \
-                             int64_t len, int64_t inner, int64_t largest);
+  int32_t coil_cpu_topk_dyn_##S(coil_alloc_fn alloc, void *alloc_ctx, const void *x,               \
+                                const void *k, void **values, void **indices, int64_t *count,      \
+                                int64_t outer, int64_t len, int64_t inner, int64_t largest);
 #define COIL_CPU_DECLARE_NUMERIC(S)                                                                \
   COIL_CPU_DECLARE_SCAN(S)                                                                         \
   COIL_CPU_DECLARE_TOPK(S) COIL_CPU_DECLARE_SCAN_DYN(S) COIL_CPU_DECLARE_TOPK_DYN(S)
@@ -202,7 +210,7 @@ COIL_CPU_DECLARE_NUMERIC(u8)
 
 /// NonZero: the flat (row-major) indices of the non-zero elements of x [numel], in increasing
 /// order, as int64 into *indices [*count] (the lowering unravels them into ONNX's [rank, count]).
-/// Floats: -0.0 is zero, NaN is not. No-op (count 0) on a negative numel.
+/// Floats: -0.0 is zero, NaN is not. Fails on a negative numel.
 /// Compress's selection uses the bool version on the condition: coil_cpu_nonzero_bool with
 /// numel = min(len(condition), size of the axis).
 /// Unique of x viewed as [outer, len, inner], comparing the `len` slices x[:, i, :]
@@ -210,13 +218,13 @@ COIL_CPU_DECLARE_NUMERIC(u8)
 /// outer = inner = 1): y [outer, *count, inner] holds the distinct slices (in sorted order when
 /// `sorted` != 0, else in order of first occurrence), indices [*count] the first occurrence of
 /// each, inverse [len] the position in y of every slice, counts [*count] how often each occurs
-/// (all int64). No-op (count 0) on negative sizes.
+/// (all int64). Fails on negative sizes.
 #define COIL_CPU_DECLARE_DYNAMIC(S)                                                                \
-  void coil_cpu_nonzero_##S(coil_alloc_fn alloc, void *alloc_ctx, const void *x, void **indices,   \
-                            int64_t *count, int64_t numel);                                        \
-  void coil_cpu_unique_##S(coil_alloc_fn alloc, void *alloc_ctx, const void *x, void **y,          \
-                           void **indices, void **inverse, void **counts, int64_t *count,          \
-                           int64_t outer, int64_t len, int64_t inner, int64_t sorted);
+  int32_t coil_cpu_nonzero_##S(coil_alloc_fn alloc, void *alloc_ctx, const void *x,                \
+                               void **indices, int64_t *count, int64_t numel);                     \
+  int32_t coil_cpu_unique_##S(coil_alloc_fn alloc, void *alloc_ctx, const void *x, void **y,       \
+                              void **indices, void **inverse, void **counts, int64_t *count,       \
+                              int64_t outer, int64_t len, int64_t inner, int64_t sorted);
 COIL_CPU_DECLARE_DYNAMIC(f64)
 COIL_CPU_DECLARE_DYNAMIC(f32)
 COIL_CPU_DECLARE_DYNAMIC(f16)
@@ -237,21 +245,21 @@ COIL_CPU_DECLARE_DYNAMIC(bool)
 /// score > scoreThreshold (every box when `hasScoreThreshold` is 0), highest score first (ties:
 /// lower box index first), kept unless their IoU with a kept box exceeds iouThreshold, at most
 /// maxPerClass (clamped to >= 0) per class. Boxes are [y1, x1, y2, x2] (corners in any order),
-/// or [x_center, y_center, width, height] when centerPointBox != 0. No-op (count 0) on
+/// or [x_center, y_center, width, height] when centerPointBox != 0. Fails on
 /// negative sizes.
-void coil_cpu_nms_f32(coil_alloc_fn alloc, void *alloc_ctx, const void *boxes, const void *scores,
-                      void **selected, int64_t *count, int64_t batches, int64_t classes,
-                      int64_t nboxes, int64_t maxPerClass, double iouThreshold,
-                      double scoreThreshold, int64_t hasScoreThreshold, int64_t centerPointBox);
+int32_t coil_cpu_nms_f32(coil_alloc_fn alloc, void *alloc_ctx, const void *boxes,
+                         const void *scores, void **selected, int64_t *count, int64_t batches,
+                         int64_t classes, int64_t nboxes, int64_t maxPerClass, double iouThreshold,
+                         double scoreThreshold, int64_t hasScoreThreshold, int64_t centerPointBox);
 /// NonMaxSuppression with its scalar inputs read at run time: maxOut (int64), iou and
 /// scoreThreshold (float) hold `maxCount`, `iouCount`, `scoreCount` elements; a count of 0
 /// stands for an absent input (max 0, IoU threshold 0, no score filter), otherwise element 0 is
 /// read. Callers pass any buffer (e.g. boxes) for an absent input.
-void coil_cpu_nms_dyn_f32(coil_alloc_fn alloc, void *alloc_ctx, const void *boxes,
-                          const void *scores, const void *maxOut, const void *iou,
-                          const void *scoreThreshold, void **selected, int64_t *count,
-                          int64_t batches, int64_t classes, int64_t nboxes, int64_t maxCount,
-                          int64_t iouCount, int64_t scoreCount, int64_t centerPointBox);
+int32_t coil_cpu_nms_dyn_f32(coil_alloc_fn alloc, void *alloc_ctx, const void *boxes,
+                             const void *scores, const void *maxOut, const void *iou,
+                             const void *scoreThreshold, void **selected, int64_t *count,
+                             int64_t batches, int64_t classes, int64_t nboxes, int64_t maxCount,
+                             int64_t iouCount, int64_t scoreCount, int64_t centerPointBox);
 
 // --- Output shapes from run-time tensors (CpuShape.cpp) ---------------------------------------
 
@@ -272,7 +280,7 @@ void coil_cpu_nms_dyn_f32(coil_alloc_fn alloc, void *alloc_ctx, const void *boxe
 /// The sizes of op `op` whose output shape comes from the run-time int64 vector `values`
 /// (`nValues` <= 64 elements) and the input dims `inDims` (`inRank` <= 16 int64), written to
 /// s0..s15 (unused ones 0), allocating: `status` gets one int64, 1 when the values follow the
-/// op's rules, else 0 with every size 0 (an empty result). Per op (`outRank`: the output rank):
+/// op's rules, else 0 with every size 0, and the call fails. Per op (`outRank`: the output rank):
 ///   RESHAPE: values = target shape (0 copies the input dim unless `attr` (allowzero) is set,
 ///     one -1 inferred); s = output dims; the element count must match.
 ///   UNSQUEEZE / SQUEEZE: values = axes; s = output dims (squeezed dims must be 1).
@@ -293,12 +301,12 @@ void coil_cpu_nms_dyn_f32(coil_alloc_fn alloc, void *alloc_ctx, const void *boxe
 ///     3 not_smaller: s = the dims times the min / max of sizes / dims, rounded), then s[r..2r)
 ///     = the sizes (0 for scales); an empty axis cannot grow. `attr` + 4 * support (1 linear,
 ///     2 cubic) with antialias: s[2r..3r) = the filter's taps per axis (3r <= 16).
-void coil_cpu_shape_dims(coil_alloc_fn alloc, void *alloc_ctx, const void *values,
-                         const void *inDims, void **status, int64_t *s0, int64_t *s1, int64_t *s2,
-                         int64_t *s3, int64_t *s4, int64_t *s5, int64_t *s6, int64_t *s7,
-                         int64_t *s8, int64_t *s9, int64_t *s10, int64_t *s11, int64_t *s12,
-                         int64_t *s13, int64_t *s14, int64_t *s15, int64_t op, int64_t nValues,
-                         int64_t inRank, int64_t outRank, int64_t attr);
+int32_t coil_cpu_shape_dims(coil_alloc_fn alloc, void *alloc_ctx, const void *values,
+                            const void *inDims, void **status, int64_t *s0, int64_t *s1,
+                            int64_t *s2, int64_t *s3, int64_t *s4, int64_t *s5, int64_t *s6,
+                            int64_t *s7, int64_t *s8, int64_t *s9, int64_t *s10, int64_t *s11,
+                            int64_t *s12, int64_t *s13, int64_t *s14, int64_t *s15, int64_t op,
+                            int64_t nValues, int64_t inRank, int64_t outRank, int64_t attr);
 
 // --- Reduce* with run-time axes (allocating; every dtype including bool) ----------------------
 
@@ -310,16 +318,16 @@ void coil_cpu_shape_dims(coil_alloc_fn alloc, void *alloc_ctx, const void *value
 /// *y0.. in order (x's dims with the reduced ones 1 when keepdims != 0, else without them) and
 /// the unused ones of the 8 are 1. Arithmetic as the interpreter: floats in double, rounded once;
 /// integers exact modulo 2^64, wrapped to the type; empty reductions give the identity (the
-/// lowest / highest value for Max / Min; Mean of nothing is NaN, 0 for integers). No-op (y
-/// NULL, every dim 0) when an axis is out of range or repeated, rank is not in [0, 8], a dim is
+/// lowest / highest value for Max / Min; Mean of nothing is NaN, 0 for integers). Fails (every
+/// dim 0) when an axis is out of range or repeated, rank is not in [0, 8], a dim is
 /// negative or the sizes overflow, or `kind` is not valid for the dtype.
 #define COIL_CPU_DECLARE_REDUCE_DYN(S)                                                             \
-  void coil_cpu_reduce_dyn_##S(coil_alloc_fn alloc, void *alloc_ctx, const void *x,                \
-                               const void *axes, void **y, int64_t *y0, int64_t *y1, int64_t *y2,  \
-                               int64_t *y3, int64_t *y4, int64_t *y5, int64_t *y6, int64_t *y7,    \
-                               int64_t rank, int64_t d0, int64_t d1, int64_t d2, int64_t d3,       \
-                               int64_t d4, int64_t d5, int64_t d6, int64_t d7, int64_t naxes,      \
-                               int64_t kind, int64_t keepdims, int64_t noopWithEmptyAxes);
+  int32_t coil_cpu_reduce_dyn_##S(                                                                 \
+      coil_alloc_fn alloc, void *alloc_ctx, const void *x, const void *axes, void **y,             \
+      int64_t *y0, int64_t *y1, int64_t *y2, int64_t *y3, int64_t *y4, int64_t *y5, int64_t *y6,   \
+      int64_t *y7, int64_t rank, int64_t d0, int64_t d1, int64_t d2, int64_t d3, int64_t d4,       \
+      int64_t d5, int64_t d6, int64_t d7, int64_t naxes, int64_t kind, int64_t keepdims,           \
+      int64_t noopWithEmptyAxes);
 COIL_CPU_DECLARE_REDUCE_DYN(f64)
 COIL_CPU_DECLARE_REDUCE_DYN(f32)
 COIL_CPU_DECLARE_REDUCE_DYN(f16)

@@ -12,6 +12,14 @@
 
 namespace coil::cpu {
 
+/// Records the message of a failed call (printf-style, lowercase, "<op>: <rule and values>") for
+/// coil_cpu_last_error on this thread and returns 1, the failure status of every kernel.
+int32_t fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/// Short for the long long casts of printf arguments.
+inline long long ll(int64_t v) {
+  return static_cast<long long>(v);
+}
+
 /// a * b into *out; false when a or b is negative or the product overflows.
 inline bool mulSize(int64_t a, int64_t b, int64_t *out) {
   if (a < 0 || b < 0) return false;
@@ -114,6 +122,6 @@ template <typename E> bool isNonZero(typename E::S v) {
   X(f32, F32T)                                                                                     \
   X(f16, F16T)                                                                                     \
   X(bf16, BF16T)                                                                                   \
-  X(i64, I64T) X(i32, I32T) X(i16, I16T) X(i8, I8T) X(u64, U64T) X(u32, U32T) X(u16, U16T)         \
-      X(u8, U8T)
+  X(i64, I64T)                                                                                     \
+  X(i32, I32T) X(i16, I16T) X(i8, I8T) X(u64, U64T) X(u32, U32T) X(u16, U16T) X(u8, U8T)
 #define COIL_CPU_FOR_EACH_DTYPE(X) COIL_CPU_FOR_EACH_NUMERIC(X) X(bool, BoolT)

@@ -186,25 +186,30 @@ void reduceInto(const void *x, void *y, const int64_t *dims, const bool *red, in
 }
 
 template <typename E>
-void reduceDyn(coil_alloc_fn alloc, void *actx, const void *x, const void *axesBuf, void **y,
-               int64_t *const outDims[kMaxRank], int64_t rank, const int64_t inDims[kMaxRank],
-               int64_t naxes, int64_t kind, bool keepdims, bool noop, bool isBool) {
+int32_t reduceDyn(coil_alloc_fn alloc, void *actx, const void *x, const void *axesBuf, void **y,
+                  int64_t *const outDims[kMaxRank], int64_t rank, const int64_t inDims[kMaxRank],
+                  int64_t naxes, int64_t kind, bool keepdims, bool noop, bool isBool) {
   *y = nullptr;
   for (int64_t d = 0; d < kMaxRank; ++d) *outDims[d] = 0;
-  if (rank < 0 || rank > kMaxRank || naxes < 0 || kind < kSum || kind > kProd) return;
-  if (E::kFloat == false && (kind == kLogSum || kind == kLogSumExp)) return;
+  if (rank < 0 || rank > kMaxRank)
+    return fail("reduce: rank %lld is out of range [0, %lld]", ll(rank), ll(kMaxRank));
+  if (naxes < 0) return fail("reduce: axis count %lld is negative", ll(naxes));
+  if (kind < kSum || kind > kProd || (!E::kFloat && (kind == kLogSum || kind == kLogSumExp)))
+    return fail("reduce: reduction kind %lld is not valid for this dtype", ll(kind));
   int64_t numel = 1;
   for (int64_t d = 0; d < rank; ++d)
-    if (!mulSize(numel, inDims[d], &numel)) return;
+    if (!mulSize(numel, inDims[d], &numel))
+      return fail("reduce: dim %lld of size %lld is negative or overflows", ll(d), ll(inDims[d]));
   bool red[kMaxRank] = {false};
   bool copy = naxes == 0 && noop;
   if (naxes == 0)
     for (int64_t d = 0; d < rank; ++d) red[d] = !noop;
   for (int64_t i = 0; i < naxes; ++i) {
     int64_t a = load<I64T>(axesBuf, i);
-    if (a < -rank || a >= rank) return; // out of range
+    if (a < -rank || a >= rank)
+      return fail("reduce: axis %lld is out of range for rank %lld", ll(a), ll(rank));
     int64_t n = a < 0 ? a + rank : a;
-    if (red[n]) return; // duplicate
+    if (red[n]) return fail("reduce: axis %lld appears more than once in axes", ll(a));
     red[n] = true;
   }
   int64_t nOut = 1, count = 1, orank = 0;
@@ -220,9 +225,12 @@ void reduceDyn(coil_alloc_fn alloc, void *actx, const void *x, const void *axesB
   }
   if (copy) nOut = numel;
   int64_t bytes;
-  if (!mulSize(nOut, int64_t(sizeof(typename E::S)), &bytes)) return;
+  if (!mulSize(nOut, int64_t(sizeof(typename E::S)), &bytes))
+    return fail("reduce: %lld output elements overflow the byte count", ll(nOut));
   void *p = alloc ? alloc(actx, size_t(bytes)) : nullptr;
-  if (!p && bytes > 0) return;
+  *y = p; // the caller frees it, also when the call fails
+  if (!p && bytes > 0)
+    return fail("reduce: out of memory allocating the output (%lld bytes)", ll(bytes));
   try {
     if (copy) {
       for (int64_t i = 0; i < numel; ++i) store<E>(p, i, load<E>(x, i));
@@ -231,10 +239,10 @@ void reduceDyn(coil_alloc_fn alloc, void *actx, const void *x, const void *axesB
       reduceInto<E>(x, p, inDims, red, rank, numel, nOut, count, kind, isBool);
     }
   } catch (const std::bad_alloc &) {
-    return; // out of memory: an empty result (the block stays with the runtime)
+    return fail("reduce: out of memory for the workspace of %lld elements", ll(numel));
   }
-  *y = p;
   for (int64_t d = 0; d < kMaxRank; ++d) *outDims[d] = d < orank ? shape[d] : 1;
+  return 0;
 }
 
 } // namespace
@@ -245,16 +253,16 @@ using namespace coil::cpu;
 extern "C" {
 
 #define COIL_CPU_DEFINE_REDUCE_DYN(S, E)                                                           \
-  void coil_cpu_reduce_dyn_##S(coil_alloc_fn alloc, void *alloc_ctx, const void *x,                \
-                               const void *axes, void **y, int64_t *y0, int64_t *y1, int64_t *y2,  \
-                               int64_t *y3, int64_t *y4, int64_t *y5, int64_t *y6, int64_t *y7,    \
-                               int64_t rank, int64_t d0, int64_t d1, int64_t d2, int64_t d3,       \
-                               int64_t d4, int64_t d5, int64_t d6, int64_t d7, int64_t naxes,      \
-                               int64_t kind, int64_t keepdims, int64_t noopWithEmptyAxes) {        \
+  int32_t coil_cpu_reduce_dyn_##S(                                                                 \
+      coil_alloc_fn alloc, void *alloc_ctx, const void *x, const void *axes, void **y,             \
+      int64_t *y0, int64_t *y1, int64_t *y2, int64_t *y3, int64_t *y4, int64_t *y5, int64_t *y6,   \
+      int64_t *y7, int64_t rank, int64_t d0, int64_t d1, int64_t d2, int64_t d3, int64_t d4,       \
+      int64_t d5, int64_t d6, int64_t d7, int64_t naxes, int64_t kind, int64_t keepdims,           \
+      int64_t noopWithEmptyAxes) {                                                                 \
     int64_t *const outs[8] = {y0, y1, y2, y3, y4, y5, y6, y7};                                     \
     const int64_t dims[8] = {d0, d1, d2, d3, d4, d5, d6, d7};                                      \
-    reduceDyn<E>(alloc, alloc_ctx, x, axes, y, outs, rank, dims, naxes, kind, keepdims != 0,       \
-                 noopWithEmptyAxes != 0, std::string_view(#S) == "bool");                          \
+    return reduceDyn<E>(alloc, alloc_ctx, x, axes, y, outs, rank, dims, naxes, kind,               \
+                        keepdims != 0, noopWithEmptyAxes != 0, std::string_view(#S) == "bool");    \
   }
 COIL_CPU_FOR_EACH_DTYPE(COIL_CPU_DEFINE_REDUCE_DYN)
 #undef COIL_CPU_DEFINE_REDUCE_DYN

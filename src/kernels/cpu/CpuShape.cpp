@@ -3,11 +3,15 @@
 // shape-defining vector and the input's dims and writes the size symbols; the data movement
 // itself stays generated Loop IR. Semantics follow interp/kernels (ShapeOps, DataMovement).
 #include "kernels/cpu/CpuKernels.h"
+#include "kernels/cpu/CpuKernelsImpl.h"
 
 #include <cmath>
 #include <cstring>
 
 namespace {
+
+using coil::cpu::fail;
+using coil::cpu::ll;
 
 constexpr int kMaxSyms = 16;
 
@@ -19,117 +23,172 @@ int64_t clampI(int64_t v, int64_t lo, int64_t hi) {
   return v < lo ? lo : v > hi ? hi : v;
 }
 
-/// Computes the symbols into s; false on a run-time value that breaks the op's rules.
-bool computeDims(int64_t op, const int64_t *v, int64_t n, const int64_t *in, int64_t r,
-                 int64_t outRank, int64_t attr, int64_t *s) {
-  if (r < 0 || outRank < 0 || n < 0) return false;
+const char *opName(int64_t op) {
+  static const char *const names[] = {"reshape", "unsqueeze", "squeeze",           "pad",
+                                      "expand",  "tile",      "constant of shape", "slice",
+                                      "split",   "one hot",   "center crop pad",   "range",
+                                      "resize"};
+  return op >= 0 && op <= COIL_SHAPE_RESIZE ? names[op] : "shape";
+}
+
+/// Computes the symbols into s; 0, or the status of coil::cpu::fail on a run-time value that
+/// breaks the op's rules (the message names the op, the rule and the values).
+int32_t computeDims(int64_t op, const int64_t *v, int64_t n, const int64_t *in, int64_t r,
+                    int64_t outRank, int64_t attr, int64_t *s) {
+  const char *name = opName(op);
+  if (r < 0 || outRank < 0 || n < 0)
+    return fail("%s: input rank %lld, output rank %lld and %lld values are not valid", name, ll(r),
+                ll(outRank), ll(n));
   int64_t numel = 1;
   for (int64_t d = 0; d < r; ++d)
-    if (in[d] < 0 || !mulOk(numel, in[d], &numel)) return false;
+    if (in[d] < 0 || !mulOk(numel, in[d], &numel))
+      return fail("%s: input dim %lld is %lld, negative or overflowing", name, ll(d), ll(in[d]));
+  // The number of values the compiled program expects does not match: a lowering bug.
+  auto count = [&](const char *what) {
+    return fail("%s: %lld values do not fit output rank %lld and input rank %lld (%s)", name, ll(n),
+                ll(outRank), ll(r), what);
+  };
   switch (op) {
   case COIL_SHAPE_RESHAPE: { // v: target shape; 0 copies the input dim unless allowzero; one -1
-    if (n != outRank || n > kMaxSyms) return false;
+    if (n != outRank || n > kMaxSyms) return count("shape");
     int64_t known = 1, infer = -1;
     for (int64_t i = 0; i < n; ++i) {
       int64_t x = v[i];
       if (x == 0 && attr == 0) {
-        if (i >= r) return false;
+        if (i >= r)
+          return fail("reshape: shape value 0 at index %lld copies an input dim, but the input "
+                      "has rank %lld",
+                      ll(i), ll(r));
         x = in[i];
       }
       if (x == -1) {
-        if (infer >= 0) return false;
+        if (infer >= 0)
+          return fail("reshape: shape has more than one -1 (at index %lld and %lld)", ll(infer),
+                      ll(i));
         infer = i;
         continue;
       }
-      if (x < 0 || !mulOk(known, x, &known)) return false;
+      if (x < 0) return fail("reshape: shape value %lld at index %lld is invalid", ll(x), ll(i));
+      if (!mulOk(known, x, &known))
+        return fail("reshape: the product of the shape overflows at index %lld", ll(i));
       s[i] = x;
     }
     if (infer >= 0) {
-      if (known == 0 || numel % known != 0) return false;
+      if (known == 0 || numel % known != 0)
+        return fail("reshape: cannot infer the -1 at index %lld: %lld elements are not a multiple "
+                    "of %lld",
+                    ll(infer), ll(numel), ll(known));
       s[infer] = numel / known;
     } else if (known != numel) {
-      return false;
+      return fail("reshape: the shape has %lld elements, the input %lld", ll(known), ll(numel));
     }
-    return true;
+    return 0;
   }
   case COIL_SHAPE_UNSQUEEZE: { // v: axes in [-outRank, outRank), distinct
-    if (outRank != r + n || outRank > kMaxSyms) return false;
+    if (outRank != r + n || outRank > kMaxSyms) return count("axes");
     bool axis[kMaxSyms] = {};
     for (int64_t i = 0; i < n; ++i) {
       int64_t a = v[i] < 0 ? v[i] + outRank : v[i];
-      if (a < 0 || a >= outRank || axis[a]) return false;
+      if (a < 0 || a >= outRank)
+        return fail("unsqueeze: axis %lld is out of range for output rank %lld", ll(v[i]),
+                    ll(outRank));
+      if (axis[a]) return fail("unsqueeze: axis %lld appears more than once", ll(v[i]));
       axis[a] = true;
     }
     for (int64_t d = 0, j = 0; d < outRank; ++d) s[d] = axis[d] ? 1 : in[j++];
-    return true;
+    return 0;
   }
   case COIL_SHAPE_SQUEEZE: { // v: axes in [-r, r), distinct, each of size 1
-    if (r > kMaxSyms || outRank != r - n) return false;
+    if (r > kMaxSyms || outRank != r - n) return count("axes");
     bool axis[kMaxSyms] = {};
     for (int64_t i = 0; i < n; ++i) {
       int64_t a = v[i] < 0 ? v[i] + r : v[i];
-      if (a < 0 || a >= r || axis[a] || in[a] != 1) return false;
+      if (a < 0 || a >= r)
+        return fail("squeeze: axis %lld is out of range for rank %lld", ll(v[i]), ll(r));
+      if (axis[a]) return fail("squeeze: axis %lld appears more than once", ll(v[i]));
+      if (in[a] != 1)
+        return fail("squeeze: axis %lld has size %lld, only dims of size 1 can be squeezed",
+                    ll(v[i]), ll(in[a]));
       axis[a] = true;
     }
     for (int64_t d = 0, j = 0; d < r; ++d)
       if (!axis[d]) s[j++] = in[d];
-    return true;
+    return 0;
   }
   case COIL_SHAPE_PAD: { // v: pads [2k], axes [k]; s: out dims, begin pads, end pads
-    if (n % 3 != 0 || 3 * r > kMaxSyms || outRank != r) return false;
+    if (n % 3 != 0 || 3 * r > kMaxSyms || outRank != r) return count("pads and axes");
     int64_t k = n / 3;
     int64_t b[kMaxSyms] = {}, e[kMaxSyms] = {};
     bool seen[kMaxSyms] = {};
     const int64_t lim = int64_t(1) << 61;
     for (int64_t i = 0; i < k; ++i) {
-      int64_t a = v[2 * k + i] < 0 ? v[2 * k + i] + r : v[2 * k + i];
-      if (a < 0 || a >= r || seen[a]) return false;
+      int64_t ax = v[2 * k + i], a = ax < 0 ? ax + r : ax;
+      if (a < 0 || a >= r)
+        return fail("pad: axis %lld is out of range for rank %lld", ll(ax), ll(r));
+      if (seen[a]) return fail("pad: axis %lld appears more than once", ll(ax));
       seen[a] = true;
       b[a] = v[i];
       e[a] = v[k + i];
-      if (b[a] < -lim || b[a] > lim || e[a] < -lim || e[a] > lim) return false;
+      if (b[a] < -lim || b[a] > lim || e[a] < -lim || e[a] > lim)
+        return fail("pad: pads %lld and %lld of axis %lld are out of range (|pad| <= 2^61)",
+                    ll(b[a]), ll(e[a]), ll(ax));
     }
     for (int64_t d = 0; d < r; ++d) {
       int64_t o = in[d] + b[d] + e[d];
-      if (o < 0) return false;
       // The kept region after negative pads crop; edge, reflect and wrap need a non-empty one.
       int64_t len = in[d] - (b[d] < 0 ? -b[d] : 0) - (e[d] < 0 ? -e[d] : 0);
-      if (len < 0) return false;
-      if (attr != 0 && (b[d] != 0 || e[d] != 0) && len == 0 && o > 0) return false;
+      if (o < 0 || len < 0)
+        return fail("pad: pads %lld and %lld crop more than dim %lld's size %lld", ll(b[d]),
+                    ll(e[d]), ll(d), ll(in[d]));
+      if (attr != 0 && (b[d] != 0 || e[d] != 0) && len == 0 && o > 0)
+        return fail("pad: edge, reflect and wrap modes cannot pad dim %lld, which is empty after "
+                    "cropping",
+                    ll(d));
       s[d] = o;
       s[r + d] = b[d];
       s[2 * r + d] = e[d];
     }
-    return true;
+    return 0;
   }
   case COIL_SHAPE_EXPAND: { // v: shape, broadcast with the input (numpy rules)
-    if (outRank != (n > r ? n : r) || outRank > kMaxSyms) return false;
+    if (outRank != (n > r ? n : r) || outRank > kMaxSyms) return count("shape");
     for (int64_t d = 0; d < outRank; ++d) {
       int64_t a = d - (outRank - r), b = d - (outRank - n);
       int64_t x = a >= 0 ? in[a] : 1, y = b >= 0 ? v[b] : 1;
-      if (y < 0) return false;
-      if (x != y && x != 1 && y != 1) return false;
+      if (y < 0) return fail("expand: shape value %lld at index %lld is invalid", ll(y), ll(b));
+      if (x != y && x != 1 && y != 1)
+        return fail("expand: shape value %lld at index %lld does not broadcast with input dim "
+                    "%lld of size %lld",
+                    ll(y), ll(b), ll(a), ll(x));
       s[d] = x == 1 ? y : x;
     }
-    return true;
+    return 0;
   }
   case COIL_SHAPE_TILE: { // v: repeats [r], each >= 0
-    if (n != r || outRank != r || r > kMaxSyms) return false;
-    for (int64_t d = 0; d < r; ++d)
-      if (v[d] < 0 || !mulOk(in[d], v[d], &s[d])) return false;
-    return true;
+    if (n != r || outRank != r || r > kMaxSyms) return count("repeats");
+    for (int64_t d = 0; d < r; ++d) {
+      if (v[d] < 0)
+        return fail("tile: repeats value %lld at index %lld is negative", ll(v[d]), ll(d));
+      if (!mulOk(in[d], v[d], &s[d]))
+        return fail("tile: dim %lld of size %lld repeated %lld times overflows", ll(d), ll(in[d]),
+                    ll(v[d]));
+    }
+    return 0;
   }
   case COIL_SHAPE_CONSTANT_OF_SHAPE: { // v: the shape, each >= 0
-    if (n != outRank || n > kMaxSyms) return false;
+    if (n != outRank || n > kMaxSyms) return count("shape");
     int64_t total = 1;
     for (int64_t d = 0; d < n; ++d) {
-      if (v[d] < 0 || !mulOk(total, v[d], &total)) return false;
+      if (v[d] < 0)
+        return fail("%s: shape value %lld at index %lld is negative", name, ll(v[d]), ll(d));
+      if (!mulOk(total, v[d], &total))
+        return fail("%s: the product of the shape overflows at index %lld", name, ll(d));
       s[d] = v[d];
     }
-    return true;
+    return 0;
   }
   case COIL_SHAPE_SLICE: { // v: starts, ends, axes, steps [k each]; s: out dims, starts, steps
-    if (n % 4 != 0 || outRank != r || 3 * r > kMaxSyms) return false;
+    if (n % 4 != 0 || outRank != r || 3 * r > kMaxSyms) return count("starts, ends, axes, steps");
     int64_t k = n / 4;
     const int64_t *st = v, *en = v + k, *ax = v + 2 * k, *sp = v + 3 * k;
     bool seen[kMaxSyms] = {};
@@ -141,7 +200,13 @@ bool computeDims(int64_t op, const int64_t *v, int64_t n, const int64_t *in, int
     const int64_t big = int64_t(1) << 62;
     for (int64_t i = 0; i < k; ++i) {
       int64_t a = ax[i] < 0 ? ax[i] + r : ax[i];
-      if (a < 0 || a >= r || seen[a] || sp[i] == 0 || sp[i] < -big || sp[i] > big) return false;
+      if (a < 0 || a >= r)
+        return fail("slice: axis %lld is out of range for rank %lld", ll(ax[i]), ll(r));
+      if (seen[a]) return fail("slice: axis %lld appears more than once", ll(ax[i]));
+      if (sp[i] == 0) return fail("slice: step of axis %lld is 0", ll(ax[i]));
+      if (sp[i] < -big || sp[i] > big)
+        return fail("slice: step %lld of axis %lld is out of range (|step| <= 2^62)", ll(sp[i]),
+                    ll(ax[i]));
       seen[a] = true;
       int64_t dim = in[a], step = sp[i];
       int64_t b = clampI(st[i], -big, big), e = clampI(en[i], -big, big);
@@ -162,62 +227,78 @@ bool computeDims(int64_t op, const int64_t *v, int64_t n, const int64_t *in, int
       s[r + a] = b;
       s[2 * r + a] = step;
     }
-    return true;
+    return 0;
   }
   case COIL_SHAPE_SPLIT: { // v: split [m]; attr: the axis; s: the m sizes along it
-    if (n != outRank || n > kMaxSyms || attr < 0 || attr >= r) return false;
+    if (n != outRank || n > kMaxSyms || attr < 0 || attr >= r) return count("split");
     int64_t sum = 0;
     for (int64_t i = 0; i < n; ++i) {
-      if (v[i] < 0 || __builtin_add_overflow(sum, v[i], &sum)) return false;
+      if (v[i] < 0)
+        return fail("split: split value %lld at index %lld is negative", ll(v[i]), ll(i));
+      if (__builtin_add_overflow(sum, v[i], &sum))
+        return fail("split: the sum of the split values overflows at index %lld", ll(i));
       s[i] = v[i];
     }
-    return sum == in[attr];
+    if (sum != in[attr])
+      return fail("split: the split values sum to %lld, axis %lld has size %lld", ll(sum), ll(attr),
+                  ll(in[attr]));
+    return 0;
   }
   case COIL_SHAPE_ONE_HOT: { // v: depth [1]; attr: the axis of the output; s: out dims
-    if (n != 1 || outRank != r + 1 || outRank > kMaxSyms || attr < 0 || attr > r) return false;
-    if (v[0] < 1 || v[0] > (int64_t(1) << 62)) return false;
+    if (n != 1 || outRank != r + 1 || outRank > kMaxSyms || attr < 0 || attr > r)
+      return count("depth");
+    if (v[0] < 1 || v[0] > (int64_t(1) << 62))
+      return fail("one hot: depth %lld is out of range [1, 2^62]", ll(v[0]));
     for (int64_t d = 0, j = 0; d < outRank; ++d) s[d] = d == attr ? v[0] : in[j++];
-    return true;
+    return 0;
   }
   case COIL_SHAPE_CENTER_CROP_PAD: { // v: sizes [k], axes [k]; s: out dims
-    if (n % 2 != 0 || outRank != r || r > kMaxSyms) return false;
+    if (n % 2 != 0 || outRank != r || r > kMaxSyms) return count("shape and axes");
     int64_t k = n / 2;
     bool seen[kMaxSyms] = {};
     for (int64_t d = 0; d < r; ++d) s[d] = in[d];
     for (int64_t i = 0; i < k; ++i) {
-      int64_t a = v[k + i] < 0 ? v[k + i] + r : v[k + i];
-      if (a < 0 || a >= r || seen[a] || v[i] < 0) return false;
+      int64_t ax = v[k + i], a = ax < 0 ? ax + r : ax;
+      if (a < 0 || a >= r)
+        return fail("center crop pad: axis %lld is out of range for rank %lld", ll(ax), ll(r));
+      if (seen[a]) return fail("center crop pad: axis %lld appears more than once", ll(ax));
+      if (v[i] < 0)
+        return fail("center crop pad: shape value %lld at index %lld is negative", ll(v[i]), ll(i));
       seen[a] = true;
       s[a] = v[i];
     }
-    return true;
+    return 0;
   }
   case COIL_SHAPE_RANGE: { // v: start, limit, delta (attr 1: the bits of f64 values)
-    if (n != 3 || outRank != 1) return false;
+    if (n != 3 || outRank != 1) return count("start, limit, delta");
     const double maxLen = double(int64_t(1) << 40);
     int64_t len;
     if (attr != 0) {
       double f[3];
       std::memcpy(f, v, sizeof f);
-      if (f[2] == 0) return false;
+      if (f[2] == 0) return fail("range: delta is 0");
       double l = std::ceil((f[1] - f[0]) / f[2]);
-      if (!(l < maxLen)) return false;
+      if (!(l < maxLen))
+        return fail("range: start %g, limit %g, delta %g give %g elements, more than 2^40", f[0],
+                    f[1], f[2], l);
       len = l > 0 ? int64_t(l) : 0;
     } else {
-      if (v[2] == 0) return false;
+      if (v[2] == 0) return fail("range: delta is 0");
       __int128 span = __int128(v[1]) - v[0], step = v[2];
       __int128 l = span / step + (span % step != 0 && ((span < 0) == (step < 0)) ? 1 : 0);
-      if (l >= __int128(int64_t(1) << 40)) return false;
+      if (l >= __int128(int64_t(1) << 40))
+        return fail("range: start %lld, limit %lld, delta %lld give more than 2^40 elements",
+                    ll(v[0]), ll(v[1]), ll(v[2]));
       len = l > 0 ? int64_t(l) : 0;
     }
     s[0] = len;
-    return true;
+    return 0;
   }
   case COIL_SHAPE_RESIZE: {     // v: scales (f64 bits, attr 0) or sizes (attr 1..3), per axis
     int64_t support = attr / 4; // antialias filter support (0: no antialias)
     attr %= 4;
     if (n != r || outRank != r || 3 * r > kMaxSyms || attr < 0 || support < 0 || support > 2)
-      return false;
+      return count("scales or sizes");
     double scales[kMaxSyms] = {};
     const double maxLen = double(int64_t(1) << 40);
     double ratio = attr == 2 ? 1e300 : -1e300;
@@ -225,11 +306,16 @@ bool computeDims(int64_t op, const int64_t *v, int64_t n, const int64_t *in, int
       if (attr == 0) {
         double sc;
         std::memcpy(&sc, &v[i], sizeof sc);
-        if (!(sc > 0) || !(sc * double(in[i]) < maxLen)) return false;
+        if (!(sc > 0)) return fail("resize: scale %g at index %lld is not positive", sc, ll(i));
+        if (!(sc * double(in[i]) < maxLen))
+          return fail("resize: scale %g at index %lld makes dim %lld of size %lld larger than "
+                      "2^40",
+                      sc, ll(i), ll(i), ll(in[i]));
         s[i] = int64_t(std::floor(sc * double(in[i])));
         scales[i] = sc;
       } else {
-        if (v[i] < 0) return false;
+        if (v[i] < 0)
+          return fail("resize: sizes value %lld at index %lld is negative", ll(v[i]), ll(i));
         s[i] = s[r + i] = v[i];
         double q = double(v[i]) / double(in[i]);
         scales[i] = q;
@@ -242,52 +328,62 @@ bool computeDims(int64_t op, const int64_t *v, int64_t n, const int64_t *in, int
       double t = 2; // NaN (0 / 0): no output along the empty axis
       if (sc > 0) {
         t = -2 * std::floor(-double(support) / sc);
-        if (!(t >= 2 && t <= double(1 << 20))) return false; // too many taps
+        if (!(t >= 2 && t <= double(1 << 20)))
+          return fail("resize: the antialias filter of axis %lld needs %g taps, more than 2^20",
+                      ll(i), t);
       }
       s[2 * r + i] = int64_t(t);
     }
     if (attr >= 2)
       for (int64_t i = 0; i < n; ++i) {
         double o = ratio * double(in[i]) + 0.5;
-        if (!(o >= 0 && o < maxLen)) return false;
+        if (!(o >= 0 && o < maxLen))
+          return fail("resize: axis %lld of size %lld would get %g elements, more than 2^40", ll(i),
+                      ll(in[i]), o);
         s[i] = int64_t(o);
       }
     for (int64_t i = 0; i < n; ++i)
-      if (in[i] == 0 && s[i] > 0) return false; // an empty axis cannot be resized
-    return true;
+      if (in[i] == 0 && s[i] > 0)
+        return fail("resize: axis %lld is empty and cannot be resized to %lld", ll(i), ll(s[i]));
+    return 0;
   }
   default:
-    return false;
+    return fail("shape: unknown op code %lld", ll(op));
   }
 }
 
 } // namespace
 
-extern "C" void coil_cpu_shape_dims(coil_alloc_fn alloc, void *alloc_ctx, const void *values,
-                                    const void *inDims, void **status, int64_t *s0, int64_t *s1,
-                                    int64_t *s2, int64_t *s3, int64_t *s4, int64_t *s5, int64_t *s6,
-                                    int64_t *s7, int64_t *s8, int64_t *s9, int64_t *s10,
-                                    int64_t *s11, int64_t *s12, int64_t *s13, int64_t *s14,
-                                    int64_t *s15, int64_t op, int64_t nValues, int64_t inRank,
-                                    int64_t outRank, int64_t attr) {
+extern "C" int32_t coil_cpu_shape_dims(coil_alloc_fn alloc, void *alloc_ctx, const void *values,
+                                       const void *inDims, void **status, int64_t *s0, int64_t *s1,
+                                       int64_t *s2, int64_t *s3, int64_t *s4, int64_t *s5,
+                                       int64_t *s6, int64_t *s7, int64_t *s8, int64_t *s9,
+                                       int64_t *s10, int64_t *s11, int64_t *s12, int64_t *s13,
+                                       int64_t *s14, int64_t *s15, int64_t op, int64_t nValues,
+                                       int64_t inRank, int64_t outRank, int64_t attr) {
   int64_t *out[kMaxSyms] = {s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14, s15};
   int64_t s[kMaxSyms] = {};
   int64_t v[64] = {}, in[kMaxSyms] = {};
-  bool ok = nValues >= 0 && nValues <= 64 && inRank >= 0 && inRank <= kMaxSyms;
-  if (ok) {
+  int32_t rc;
+  if (nValues < 0 || nValues > 64 || inRank < 0 || inRank > kMaxSyms) {
+    rc = fail("%s: %lld values and input rank %lld are out of range (at most 64 and %d)",
+              opName(op), ll(nValues), ll(inRank), kMaxSyms);
+  } else {
     if (nValues > 0) std::memcpy(v, values, size_t(nValues) * sizeof(int64_t));
     if (inRank > 0) std::memcpy(in, inDims, size_t(inRank) * sizeof(int64_t));
-    ok = computeDims(op, v, nValues, in, inRank, outRank, attr, s);
+    rc = computeDims(op, v, nValues, in, inRank, outRank, attr, s);
   }
-  if (!ok)
+  if (rc != 0)
     for (int64_t &x : s) x = 0; // a rule broken: every size 0 (an empty result)
   void *p = alloc(alloc_ctx, sizeof(int64_t));
   if (p) {
-    int64_t flag = ok ? 1 : 0;
+    int64_t flag = rc == 0 ? 1 : 0;
     std::memcpy(p, &flag, sizeof flag);
   } else {
     for (int64_t &x : s) x = 0;
+    if (rc == 0) rc = fail("%s: out of memory allocating the status (8 bytes)", opName(op));
   }
   *status = p;
   for (int i = 0; i < kMaxSyms; ++i) *out[i] = s[i];
+  return rc;
 }

@@ -1,10 +1,13 @@
-// CUDA convolution externs: im2col into the workspace + cuBLASLt GEMM (chunked over the batch),
-// a GEMM directly for pointwise convolutions, GEMM + col2im (a gather, no atomics) for
-// transposed convolutions, and direct kernels for depthwise convolutions and for problems whose
-// column buffer does not fit the workspace. Transposed convolutions keep their columns in the
-// accumulator type (f32 for f16/bf16), so each output is rounded once, after all its taps.
+// CUDA convolution externs: cuDNN where it is loadable and suits the problem (CudnnConv.h);
+// otherwise im2col into the workspace + cuBLASLt GEMM (chunked over the batch), a GEMM directly
+// for pointwise convolutions, GEMM + col2im (a gather, no atomics) for transposed convolutions,
+// and direct kernels for depthwise convolutions and for problems whose column buffer does not
+// fit the workspace. Transposed convolutions keep their columns in the accumulator type (f32
+// for f16/bf16), so each output is rounded once, after all its taps.
 #include "kernels/cuda/CudaKernels.h"
 #include "kernels/cuda/CudaKernelsImpl.h"
+#include "kernels/cuda/CudnnConv.h"
+#include "kernels/cuda/CudnnLoader.h"
 
 #include <climits>
 #include <type_traits>
@@ -60,6 +63,31 @@ bool makeGeom(Geom &g, int64_t n, int64_t c, int64_t m, int64_t group, int64_t n
          mulSizes({n, m, g.outSize}, &all) && mulSizes({c, g.kSize, g.outSize}, &all) &&
          mulSizes({m, g.colRows}, &all) && mulSizes({c, g.mg, g.kSize}, &all) &&
          mulSizes({m, g.kSize, g.inSize}, &all);
+}
+
+/// The path of the calling thread's last convolution extern (COIL_CUDA_CONV_PATH_*).
+thread_local int32_t lastPath = COIL_CUDA_CONV_PATH_NONE;
+
+/// Runs the convolution through cuDNN when it suits (see dnnConv: -1 means not run).
+template <typename T>
+int32_t tryDnn(const coil_cuda_ctx *ctx, const char *fn, bool transpose, const T *x, const T *w,
+               T *y, const Geom &g) {
+  if constexpr (std::is_same_v<T, double>) {
+    return -1;
+  } else {
+    DnnConv c;
+    c.transpose = transpose;
+    c.t = ElemOf<T>::kElem;
+    c.n = g.n, c.c = g.c, c.m = g.m, c.group = g.group;
+    for (int i = 0; i < 3; ++i) {
+      c.in[i] = g.in[i], c.k[i] = g.k[i], c.out[i] = g.out[i];
+      c.s[i] = g.s[i], c.d[i] = g.d[i], c.p[i] = g.p[i];
+    }
+    c.x = x, c.w = w, c.y = y;
+    int32_t r = dnnConv(ctx, fn, c);
+    if (r == 0) lastPath = COIL_CUDA_CONV_PATH_CUDNN;
+    return r;
+  }
 }
 
 bool isPointwise(const Geom &g) {
@@ -270,14 +298,18 @@ void splitWorkspace(const coil_cuda_ctx *ctx, Scratch &cols, Scratch &gemm) {
 template <typename T>
 int32_t conv(const coil_cuda_ctx *ctx, const char *fn, const T *x, const T *w, T *y,
              const Geom &g) {
+  lastPath = COIL_CUDA_CONV_PATH_NONE;
   if (g.n == 0 || g.m == 0 || g.outSize == 0) return 0;
   if (!ctx->blas) return fail(ctx, fn, "no cuBLASLt state (coil_cuda_blas_create failed)");
   cudaStream_t stream = static_cast<cudaStream_t>(ctx->stream);
   int64_t total = g.n * g.m * g.outSize;
-  if (g.colRows == 0) // no input channels or an empty kernel: zeros
+  if (g.colRows == 0) { // no input channels or an empty kernel: zeros
+    lastPath = COIL_CUDA_CONV_PATH_ZEROS;
     return check(ctx, fn, "cudaMemsetAsync",
                  cudaMemsetAsync(y, 0, size_t(total) * sizeof(T), stream));
+  }
   auto direct = [&]() {
+    lastPath = COIL_CUDA_CONV_PATH_DIRECT;
     unsigned grid = gridFor(total, 256);
     if (fits32(g, total))
       directConvKernel<T, int32_t><<<grid, 256, 0, stream>>>(x, w, y, kgeom<int32_t>(g), total);
@@ -286,11 +318,16 @@ int32_t conv(const coil_cuda_ctx *ctx, const char *fn, const T *x, const T *w, T
     return checkLaunch(ctx, fn, "directConvKernel");
   };
   if (g.group > 1 && g.cg == 1) return direct(); // depthwise: a GEMM would have one row
+  // Pointwise convolutions are one batched GEMM without im2col: cuDNN only when asked to.
+  bool pointwise = isPointwise(g);
+  if (!pointwise || dnnPointwise(ctx))
+    if (int32_t r = tryDnn(ctx, fn, false, x, w, y, g); r >= 0) return r;
+  lastPath = COIL_CUDA_CONV_PATH_GEMM;
   GemmCall call;
   call.t = ElemOf<T>::kElem;
   call.m = g.mg, call.n = g.outSize, call.k = g.colRows;
   call.sa = 0, call.sy = g.m * g.outSize;
-  if (isPointwise(g)) {
+  if (pointwise) {
     call.ws = workspaceOf(ctx);
     call.batch = g.n;
     call.sb = g.c * g.inSize;
@@ -332,14 +369,18 @@ int32_t conv(const coil_cuda_ctx *ctx, const char *fn, const T *x, const T *w, T
 template <typename T>
 int32_t convTranspose(const coil_cuda_ctx *ctx, const char *fn, const T *x, const T *w, T *y,
                       const Geom &g) {
+  lastPath = COIL_CUDA_CONV_PATH_NONE;
   int64_t total = g.n * g.m * g.outSize;
   if (total == 0) return 0;
   cudaStream_t stream = static_cast<cudaStream_t>(ctx->stream);
-  if (g.c == 0 || g.inSize == 0 || g.kSize == 0)
+  if (g.c == 0 || g.inSize == 0 || g.kSize == 0) {
+    lastPath = COIL_CUDA_CONV_PATH_ZEROS;
     return check(ctx, fn, "cudaMemsetAsync",
                  cudaMemsetAsync(y, 0, size_t(total) * sizeof(T), stream));
+  }
   if (!ctx->blas) return fail(ctx, fn, "no cuBLASLt state (coil_cuda_blas_create failed)");
   auto direct = [&]() {
+    lastPath = COIL_CUDA_CONV_PATH_DIRECT;
     unsigned grid = gridFor(total, 256);
     if (fits32(g, total))
       directConvTransposeKernel<T, int32_t>
@@ -350,6 +391,8 @@ int32_t convTranspose(const coil_cuda_ctx *ctx, const char *fn, const T *x, cons
     return checkLaunch(ctx, fn, "directConvTransposeKernel");
   };
   if (g.cg == 1) return direct(); // a GEMM with k = 1 is only overhead
+  if (int32_t r = tryDnn(ctx, fn, true, x, w, y, g); r >= 0) return r;
+  lastPath = COIL_CUDA_CONV_PATH_GEMM;
   // The GEMM runs in the accumulator type A and writes unrounded columns: for f16/bf16 the
   // weights (once) and each chunk's images are first widened to f32 in the workspace, since the
   // GEMM takes one element type. Workspace (256-aligned pieces): [w in A][columns of `fit`
@@ -429,6 +472,7 @@ extern "C" {
       int64_t k1, int64_t k2, int64_t out0, int64_t out1, int64_t out2, int64_t s0, int64_t s1,    \
       int64_t s2, int64_t d0, int64_t d1, int64_t d2, int64_t p0, int64_t p1, int64_t p2) {        \
     if (!ctx) return 1;                                                                            \
+    lastPath = COIL_CUDA_CONV_PATH_NONE;                                                           \
     const int64_t in[3] = {in0, in1, in2}, k[3] = {k0, k1, k2}, out[3] = {out0, out1, out2};       \
     const int64_t s[3] = {s0, s1, s2}, d[3] = {d0, d1, d2}, p[3] = {p0, p1, p2};                   \
     Geom g;                                                                                        \
@@ -442,6 +486,7 @@ extern "C" {
       int64_t k1, int64_t k2, int64_t out0, int64_t out1, int64_t out2, int64_t s0, int64_t s1,    \
       int64_t s2, int64_t d0, int64_t d1, int64_t d2, int64_t p0, int64_t p1, int64_t p2) {        \
     if (!ctx) return 1;                                                                            \
+    lastPath = COIL_CUDA_CONV_PATH_NONE;                                                           \
     const int64_t in[3] = {in0, in1, in2}, k[3] = {k0, k1, k2}, out[3] = {out0, out1, out2};       \
     const int64_t s[3] = {s0, s1, s2}, d[3] = {d0, d1, d2}, p[3] = {p0, p1, p2};                   \
     Geom g;                                                                                        \
@@ -455,5 +500,19 @@ COIL_CUDA_DEFINE_CONV(f32, float)
 COIL_CUDA_DEFINE_CONV(f16, __half)
 COIL_CUDA_DEFINE_CONV(bf16, __nv_bfloat16)
 #undef COIL_CUDA_DEFINE_CONV
+
+int32_t coil_cuda_conv_last_path(void) {
+  return lastPath;
+}
+
+int64_t coil_cuda_cudnn_version(void) {
+  const coil::cuda::dnn::Api *a = coil::cuda::dnn::api();
+  return a ? int64_t(a->version) : 0;
+}
+
+const char *coil_cuda_cudnn_library(void) {
+  (void)coil::cuda::dnn::api();
+  return coil::cuda::dnn::loadMessage();
+}
 
 } // extern "C"

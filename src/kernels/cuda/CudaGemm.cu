@@ -2,6 +2,7 @@
 // the internal gemmLt entry point that the convolutions share, and coil_cuda_gemm_*.
 #include "kernels/cuda/CudaKernels.h"
 #include "kernels/cuda/CudaKernelsImpl.h"
+#include "kernels/cuda/CudnnConv.h"
 
 #include <array>
 #include <cstdarg>
@@ -72,6 +73,7 @@ constexpr size_t kMaxPlans = 4096;
 struct BlasState {
   cublasLtHandle_t handle = nullptr;
   bool tf32 = false;
+  DnnState *dnn = nullptr; ///< the convolutions' cuDNN state; nullptr when COIL_CUDNN=0
   std::mutex mu;
   std::map<PlanKey, std::shared_ptr<Plan>> plans;
 };
@@ -224,6 +226,11 @@ int32_t plainGemm(const coil_cuda_ctx *ctx, const char *fn, const GemmCall &g) {
 constexpr int64_t kMaxBatch = 65535;
 
 } // namespace
+
+DnnState *dnnStateOf(const coil_cuda_ctx *ctx) {
+  auto *st = ctx ? static_cast<BlasState *>(ctx->blas) : nullptr;
+  return st ? st->dnn : nullptr;
+}
 
 int32_t gemmLt(const coil_cuda_ctx *ctx, const char *fn, const GemmCall &call) {
   auto *st = static_cast<BlasState *>(ctx->blas);
@@ -381,6 +388,8 @@ void *coil_cuda_blas_create(void) {
   }
   const char *tf32 = std::getenv("COIL_CUDA_TF32");
   st->tf32 = tf32 && std::strcmp(tf32, "1") == 0;
+  const char *dnn = std::getenv("COIL_CUDNN");
+  if (!(dnn && std::strcmp(dnn, "0") == 0)) st->dnn = dnnStateCreate(st->tf32);
   return st;
 }
 
@@ -388,6 +397,7 @@ void coil_cuda_blas_destroy(void *blas) {
   auto *st = static_cast<BlasState *>(blas);
   if (!st) return;
   st->plans.clear();
+  dnnStateDestroy(st->dnn);
   cublasLtDestroy(st->handle);
   delete st;
 }

@@ -9,12 +9,17 @@
 /// CUDA or cuBLAS status) in ctx->error.
 ///
 /// GEMMs run through cuBLASLt with f32 accumulation (f64 for f64); f32 GEMMs compute in true fp32
-/// unless the environment variable COIL_CUDA_TF32=1 allows TF32 tensor cores. Convolutions are
-/// im2col (into ctx->workspace, chunked over the batch) + cuBLASLt GEMM; a 1x1, stride-1,
-/// unpadded convolution is a GEMM directly; depthwise convolutions (and any convolution whose
-/// column buffer does not fit the workspace) run a direct kernel. Transposed convolutions are
-/// GEMM + col2im. Every function uses ctx->workspace (ctx->workspace_bytes long) as its only
-/// scratch memory and ctx->blas, which must come from coil_cuda_blas_create.
+/// unless the environment variable COIL_CUDA_TF32=1 allows TF32 tensor cores. Convolutions and
+/// transposed convolutions of f32, f16 and bf16 with symmetric padding run through cuDNN 9 when
+/// it can be loaded at run time (kernels/cuda/CudnnLoader.h: COIL_CUDNN_LIBRARY, the loader
+/// path, or pip's nvidia-cudnn wheel; COIL_CUDNN=0 at coil_cuda_blas_create disables it; see
+/// kernels/cuda/CudnnConv.h). Otherwise, and when cuDNN fails, convolutions are im2col (into
+/// ctx->workspace, chunked over the batch) + cuBLASLt GEMM; a 1x1, stride-1, unpadded
+/// convolution is a GEMM directly (cuDNN only with COIL_CUDNN_POINTWISE=1); depthwise
+/// convolutions (and any convolution whose column buffer does not fit the workspace) run a
+/// direct kernel. Transposed convolutions are GEMM + col2im. Every function uses ctx->workspace
+/// (ctx->workspace_bytes long) as its only scratch memory and ctx->blas, which must come from
+/// coil_cuda_blas_create.
 #pragma once
 
 #include "coil/cuda_abi.h"
@@ -66,6 +71,21 @@ COIL_CUDA_DECLARE_CONV(f64)
 COIL_CUDA_DECLARE_CONV(f32)
 COIL_CUDA_DECLARE_CONV(f16)
 COIL_CUDA_DECLARE_CONV(bf16)
+
+/// What the calling thread's last coil_cuda_conv_* / coil_cuda_conv_transpose_* call ran (for
+/// tests and diagnostics): nothing (an empty problem or invalid arguments), a fill with zeros,
+/// the direct kernel, im2col / col2im + cuBLASLt GEMM, or cuDNN.
+#define COIL_CUDA_CONV_PATH_NONE 0
+#define COIL_CUDA_CONV_PATH_ZEROS 1
+#define COIL_CUDA_CONV_PATH_DIRECT 2
+#define COIL_CUDA_CONV_PATH_GEMM 3
+#define COIL_CUDA_CONV_PATH_CUDNN 4
+int32_t coil_cuda_conv_last_path(void);
+/// The version of the cuDNN the convolutions load (e.g. 91900 for 9.19.0), loading it if not
+/// yet done; 0 when none was found.
+int64_t coil_cuda_cudnn_version(void);
+/// The path cuDNN was loaded from, or why none was (NUL-terminated, valid for the process).
+const char *coil_cuda_cudnn_library(void);
 
 #undef COIL_CUDA_DECLARE_CONV
 #undef COIL_CUDA_DECLARE_GEMM

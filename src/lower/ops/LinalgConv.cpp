@@ -233,7 +233,9 @@ Status lowerConv(LowerContext &ctx) {
   TensorRef y;
   bool depthwise = p.group > 1 && p.cg == SymInt(1);
   DType ct = computeTypeOf(dt);
-  if (isExternType(dt) && depthwise) {
+  // Up to 3 spatial dims, depthwise convolutions go to the extern too (its direct loops read a
+  // realized input once per tap, where a generated kernel would recompute the fused producer).
+  if (isExternType(dt) && depthwise && p.nd > 3) {
     // One input channel per group: im2col + GEMM would make a GEMM of one row per group. A
     // direct reduction over the kernel window, accumulated in the compute type (the element
     // type, f32 for f16/bf16), is much faster. The bias is added before rounding to dt.
