@@ -15,7 +15,15 @@
 ///    the iteration space is empty, and launches ctx->functions[functionBase + i] through
 ///    cuLaunchKernel on ctx->stream. A failing launch returns nonzero with a message naming the
 ///    kernel and the CUDA error in ctx->error.
-///  - `functions`: the __global__ names, config order (metadata.json "cuda_functions").
+///  - `functions`: the __global__ names, config order (metadata.json cuda.functions), then the
+///    combining kernel of a split config (`<k>_c<i>_combine_kernel`), which that config's
+///    launcher runs after its own function (at functionBase + number of configs).
+/// Two launchers may launch functions other than their own: config 0 of a row kernel whose
+/// sizes are not known at compile time ("adaptive_" configs) picks the row mapping from the
+/// actual sizes and launches that config's function (or calls the split config's launcher);
+/// a split config whose reduction is too short to split, or whose partials do not fit in
+/// ctx->workspace, launches the block-per-row config's function. A split config keeps phase 0's
+/// partial states in ctx->workspace between its two kernels (same stream).
 /// The scalar semantics are the Loop IR's (lower/LoopIR.h), exactly as codegen/cpu reproduces
 /// them; f16/bf16 compute in f32.
 #pragma once
