@@ -7,6 +7,7 @@
 #include "sched/Kernel.h"
 #include "support/Expected.h"
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -65,6 +66,15 @@ protected:
   Expected<std::string> opExpr(const loop::Stmt &s, const std::vector<std::string> &valName,
                                const loop::Body &b);
   std::string castExpr(const std::string &v, DType from, DType to) const;
+  /// Prints the live statements of `b` in order as `const T v<i> = ...;` lines (constants,
+  /// accumulators and casts that keep the C value become names without a line) and fills
+  /// `valName`. The target supplies a Load's element expression (`load`: its addressing) and
+  /// the printing of integer expressions of sizes and loop variables (`index`).
+  using LoadFn = std::function<std::string(const loop::Stmt &)>;
+  using IndexFn = std::function<std::string(const SymInt &)>;
+  Status emitStatements(CodeWriter &w, const loop::Body &b, const std::vector<bool> &live,
+                        std::vector<std::string> &valName, const LoadFn &load,
+                        const IndexFn &index);
   /// The stored representation of value `v` (dtype `from`) in a buffer of dtype `node`.
   std::string storeConv(const std::string &v, DType from, DType node) const;
 

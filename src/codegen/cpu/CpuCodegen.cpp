@@ -148,76 +148,10 @@ Status Emitter::planOffsets(LoopCtx &ctx, const Body &b, const std::vector<bool>
 
 Status Emitter::emitBody(CodeWriter &w, LoopCtx &ctx, const Body &b, const std::vector<bool> &live,
                          std::vector<std::string> &valName) {
-  valName.assign(b.stmts.size(), "");
-  for (size_t i = 0; i < b.stmts.size(); ++i) {
-    if (!live[i]) continue;
-    const Stmt &s = b.stmts[i];
-    std::string v = "v" + std::to_string(i);
-    std::string T = computeType(s.dtype);
-    std::string rhs;
-    switch (s.kind) {
-    case Stmt::Kind::Load: {
-      std::string e = bufName_[s.node] + "[" + ctx.offsets[&s] + "]";
-      rhs = s.dtype == DType::F16    ? "coil_h2f(" + e + ")"
-            : s.dtype == DType::BF16 ? "coil_bf2f(" + e + ")"
-            : s.dtype == DType::Bool ? "(" + e + " != 0)"
-                                     : e;
-      break;
-    }
-    case Stmt::Kind::Constant:
-      valName[i] = constantLiteral(s);
-      continue;
-    case Stmt::Kind::Index:
-      if (auto c = simplify(renamed(s.expr), ranges_).maybeConstant()) { // a literal
-        Stmt lit;
-        lit.dtype = s.dtype;
-        lit.isInt = true;
-        lit.intNumber = *c;
-        valName[i] = constantLiteral(lit);
-        continue;
-      }
-      rhs = cpp(s.expr);
-      if (s.dtype != DType::I64) rhs = castExpr("int64_t(" + rhs + ")", DType::I64, s.dtype);
-      break;
-    case Stmt::Kind::Op: {
-      COIL_TRY(std::string e, opExpr(s, valName, b));
-      rhs = e;
-      break;
-    }
-    case Stmt::Kind::Cast:
-      rhs = castExpr(valName[size_t(s.args[0])], b.stmts[size_t(s.args[0])].dtype, s.dtype);
-      if (rhs == valName[size_t(s.args[0])]) { // same C value (f16 -> f32)
-        valName[i] = rhs;
-        continue;
-      }
-      break;
-    case Stmt::Kind::BitCast: {
-      DType from = b.stmts[size_t(s.args[0])].dtype;
-      std::string bits = storeConv(valName[size_t(s.args[0])], from, from);
-      std::string e = "coil_bitcast<" + std::string(cpuStorageType(s.dtype)) + ", " +
-                      cpuStorageType(from) + ">(" + bits + ")";
-      rhs = s.dtype == DType::F16    ? "coil_h2f(" + e + ")"
-            : s.dtype == DType::BF16 ? "coil_bf2f(" + e + ")"
-            : s.dtype == DType::Bool ? "(" + e + " != 0)"
-                                     : e;
-      break;
-    }
-    case Stmt::Kind::IndirectIndex: {
-      std::string arg = valName[size_t(s.args[0])];
-      DType from = b.stmts[size_t(s.args[0])].dtype;
-      if (from != DType::I64) arg = castExpr(arg, from, DType::I64);
-      w.line("const int64_t " + cname_[s.symbol] + " = coil_index(" + arg + ", " + cpp(s.extent) +
-             ", " + (s.wrapNegative ? "true" : "false") + ");");
-      continue;
-    }
-    case Stmt::Kind::Accumulator:
-      valName[i] = "acc" + std::to_string(s.phase) + "_" + std::to_string(s.slot);
-      continue;
-    }
-    valName[i] = v;
-    w.line("const " + T + " " + v + " = " + rhs + ";");
-  }
-  return okStatus();
+  return emitStatements(
+      w, b, live, valName,
+      [&](const Stmt &s) { return bufName_[s.node] + "[" + ctx.offsets[&s] + "]"; },
+      [&](const SymInt &e) { return cpp(e); });
 }
 
 Status Emitter::emitStores(CodeWriter &w, LoopCtx &ctx, const std::vector<sched::Store> &stores,
