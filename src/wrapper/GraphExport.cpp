@@ -1,6 +1,7 @@
 #include "wrapper/GraphExport.h"
 
 #include "support/JsonQuote.h"
+#include "support/Overloaded.h"
 #include "wrapper/Lines.h"
 
 #include <cmath>
@@ -11,8 +12,6 @@
 namespace coil::wrapper {
 
 namespace {
-template <class... Fs> struct Overloaded : Fs... { using Fs::operator()...; };
-template <class... Fs> Overloaded(Fs...) -> Overloaded<Fs...>;
 
 std::string q(std::string_view s) {
   return jsonQuote(s);

@@ -1,11 +1,8 @@
 #include "wrapper/Lines.h"
 
-namespace coil::wrapper {
+#include "support/Overloaded.h"
 
-namespace {
-template <class... Fs> struct Overloaded : Fs... { using Fs::operator()...; };
-template <class... Fs> Overloaded(Fs...) -> Overloaded<Fs...>;
-} // namespace
+namespace coil::wrapper {
 
 LineEffects lineEffects(const Line &line) {
   LineEffects e;

@@ -1,5 +1,6 @@
 #include "wrapper/PyBackend.h"
 
+#include "support/Overloaded.h"
 #include "wrapper/CppBackend.h"
 #include "wrapper/Lines.h"
 
@@ -12,8 +13,6 @@
 namespace coil::wrapper {
 
 namespace {
-template <class... Fs> struct Overloaded : Fs... { using Fs::operator()...; };
-template <class... Fs> Overloaded(Fs...) -> Overloaded<Fs...>;
 
 std::string pyIdent(const std::string &s) {
   std::string r;

@@ -1,5 +1,7 @@
 #include "wrapper/WrapperIR.h"
 
+#include "support/Overloaded.h"
+
 namespace coil::wrapper {
 
 SymInt Buffer::numel() const {
@@ -11,11 +13,6 @@ SymInt Buffer::numel() const {
 SymInt Buffer::bytes() const {
   return numel() * SymInt(int64_t(dtypeSize(dtype)));
 }
-
-namespace {
-template <class... Fs> struct Overloaded : Fs... { using Fs::operator()...; };
-template <class... Fs> Overloaded(Fs...) -> Overloaded<Fs...>;
-} // namespace
 
 const char *lineKindName(const Line &l) {
   return std::visit(Overloaded{[](const Comment &) { return "Comment"; },
