@@ -6,6 +6,7 @@
 #include "codegen/CSource.h"
 #include "sched/Kernel.h"
 #include "support/Expected.h"
+#include "wrapper/WrapperIR.h"
 
 #include <functional>
 #include <map>
@@ -66,6 +67,9 @@ protected:
   Expected<std::string> opExpr(const loop::Stmt &s, const std::vector<std::string> &valName,
                                const loop::Body &b);
   std::string castExpr(const std::string &v, DType from, DType to) const;
+  /// The kernel's KernelInfo without configs: name, its buffers then its sizes as params (in
+  /// the order both emitters' functions take them), iteration space, source file, origins.
+  wrapper::KernelInfo kernelInfo(const std::string &sourceFile) const;
   /// Prints the live statements of `b` in order as `const T v<i> = ...;` lines (constants,
   /// accumulators and casts that keep the C value become names without a line) and fills
   /// `valName`. The target supplies a Load's element expression (`load`: its addressing) and

@@ -1036,30 +1036,8 @@ Expected<CudaKernelSource> CudaEmitter::run() {
   COIL_TRY_STATUS(validate());
   assignNames();
   CudaKernelSource out;
+  out.info = kernelInfo(o_.deviceFile);
   wrapper::KernelInfo &info = out.info;
-  info.name = k_.name;
-  info.sourceFile = o_.deviceFile;
-  info.iterationSpace = k_.ranges;
-  for (NodeId n : buffers_) {
-    wrapper::KernelParam prm;
-    prm.kind = wrapper::KernelParam::Kind::Buffer;
-    prm.name = p_.nodes[size_t(n)].name;
-    prm.dtype = p_.nodes[size_t(n)].dtype;
-    prm.written = writeSet_.count(n) != 0;
-    info.params.push_back(prm);
-  }
-  for (const std::string &s : sizeSyms_) {
-    wrapper::KernelParam prm;
-    prm.kind = wrapper::KernelParam::Kind::Size;
-    prm.name = s;
-    prm.dtype = DType::I64;
-    info.params.push_back(prm);
-  }
-  std::set<int32_t> origins;
-  for (NodeId n : k_.fused)
-    if (n >= 0 && size_t(n) < p_.nodes.size())
-      origins.insert(p_.nodes[size_t(n)].origins.begin(), p_.nodes[size_t(n)].origins.end());
-  info.origins.assign(origins.begin(), origins.end());
 
   pointwise_ = k_.phases.size() == 1 && k_.phases[0].vars.empty() &&
                k_.phases[0].reductions.empty() && !k_.vars.empty();
