@@ -120,11 +120,16 @@ void gemmOne(const T *a, const T *b, T *y, int64_t m, int64_t n, int64_t k, bool
 /// 4 * 65536), so threads never nest.
 constexpr int64_t kSmallGemm = int64_t(1) << 18;
 
-template <typename T>
-int32_t gemmBatched(const T *a, const T *b, const T *c, T *y, int64_t batch, int64_t m, int64_t n,
-                    int64_t k, int64_t ta, int64_t tb, int64_t sa, int64_t sb, int64_t sc,
-                    double alpha, double beta) {
+/// Element counts of a batched GEMM: m*n, m*k, k*n, batch*m*n and m*n*k (the work).
+struct GemmSizes {
   int64_t mn, mk, kn, all, work;
+};
+
+/// Checks a batched GEMM's sizes and batch strides (non-negative; no count or batch offset
+/// overflows int64) and computes its element counts; nonzero with coil_cpu_last_error set
+/// otherwise.
+int32_t checkGemmSizes(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t sa, int64_t sb,
+                       int64_t sc, GemmSizes *z) {
   if (batch < 0 || m < 0 || n < 0 || k < 0)
     return fail("gemm: sizes must be >= 0, got batch %lld, m %lld, n %lld, k %lld", ll(batch),
                 ll(m), ll(n), ll(k));
@@ -132,11 +137,21 @@ int32_t gemmBatched(const T *a, const T *b, const T *c, T *y, int64_t batch, int
     return fail("gemm: batch strides must be >= 0, got %lld, %lld, %lld", ll(sa), ll(sb), ll(sc));
   // The batch offsets must not overflow either.
   int64_t last = batch > 0 ? batch - 1 : 0, tmp;
-  if (!mulSize(m, n, &mn) || !mulSize(m, k, &mk) || !mulSize(k, n, &kn) ||
-      !mulSize(batch, mn, &all) || !mulSizes({mn, k}, &work) || !mulSize(last, sa, &tmp) ||
-      !mulSize(last, sb, &tmp) || !mulSize(last, sc, &tmp))
+  if (!mulSize(m, n, &z->mn) || !mulSize(m, k, &z->mk) || !mulSize(k, n, &z->kn) ||
+      !mulSize(batch, z->mn, &z->all) || !mulSizes({z->mn, k}, &z->work) ||
+      !mulSize(last, sa, &tmp) || !mulSize(last, sb, &tmp) || !mulSize(last, sc, &tmp))
     return fail("gemm: sizes batch %lld, m %lld, n %lld, k %lld overflow int64", ll(batch), ll(m),
                 ll(n), ll(k));
+  return 0;
+}
+
+template <typename T>
+int32_t gemmBatched(const T *a, const T *b, const T *c, T *y, int64_t batch, int64_t m, int64_t n,
+                    int64_t k, int64_t ta, int64_t tb, int64_t sa, int64_t sb, int64_t sc,
+                    double alpha, double beta) {
+  GemmSizes z;
+  if (int32_t st = checkGemmSizes(batch, m, n, k, sa, sb, sc, &z)) return st;
+  const int64_t mn = z.mn, work = z.work;
   auto one = [&](int64_t i) {
     T *yb = y + i * mn;
     if (c) std::memmove(yb, c + i * sc, size_t(mn) * sizeof(T));
@@ -673,18 +688,9 @@ template <typename H>
 int32_t gemmHalf(const void *a, const void *b, const void *c, void *y, int64_t batch, int64_t m,
                  int64_t n, int64_t k, int64_t ta, int64_t tb, int64_t sa, int64_t sb, int64_t sc,
                  double alpha, double beta) {
-  int64_t mn, mk, kn, all, work;
-  if (batch < 0 || m < 0 || n < 0 || k < 0)
-    return fail("gemm: sizes must be >= 0, got batch %lld, m %lld, n %lld, k %lld", ll(batch),
-                ll(m), ll(n), ll(k));
-  if (sa < 0 || sb < 0 || sc < 0)
-    return fail("gemm: batch strides must be >= 0, got %lld, %lld, %lld", ll(sa), ll(sb), ll(sc));
-  int64_t last = batch > 0 ? batch - 1 : 0, tmp;
-  if (!mulSize(m, n, &mn) || !mulSize(m, k, &mk) || !mulSize(k, n, &kn) ||
-      !mulSize(batch, mn, &all) || !mulSizes({mn, k}, &work) || !mulSize(last, sa, &tmp) ||
-      !mulSize(last, sb, &tmp) || !mulSize(last, sc, &tmp))
-    return fail("gemm: sizes batch %lld, m %lld, n %lld, k %lld overflow int64", ll(batch), ll(m),
-                ll(n), ll(k));
+  GemmSizes z;
+  if (int32_t st = checkGemmSizes(batch, m, n, k, sa, sb, sc, &z)) return st;
+  const int64_t mn = z.mn, mk = z.mk, kn = z.kn, all = z.all;
   if (all == 0) return 0;
   try {
     std::vector<float> a32 = widen<H>(a, span(batch, sa, mk)),
