@@ -9,6 +9,7 @@
 #include <initializer_list>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 namespace coil::cpu {
 
@@ -47,6 +48,39 @@ uint16_t floatToBf16Bits(float f);
 float doubleToFloat(double v);
 /// double -> float rounded to odd, so that a second rounding to f16/bf16 is correct.
 float doubleToFloatOdd(double v);
+
+// f16 / bf16 kernels convert to f32, run the f32 kernels and round each result once.
+struct HalfBits {
+  static float load(uint16_t v) { return halfBitsToFloat(v); }
+  static uint16_t store(float v) { return floatToHalfBits(v); }
+};
+struct Bf16Bits {
+  static float load(uint16_t v) { return bf16BitsToFloat(v); }
+  static uint16_t store(float v) { return floatToBf16Bits(v); }
+};
+
+/// The f32 values of `count` 16-bit elements at `p` (throws std::bad_alloc).
+template <typename H> std::vector<float> widen(const void *p, int64_t count) {
+  const auto *s = static_cast<const uint16_t *>(p);
+  std::vector<float> v(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) v[size_t(i)] = H::load(s[i]);
+  return v;
+}
+
+template <typename H> void narrow(const std::vector<float> &v, void *p) {
+  auto *d = static_cast<uint16_t *>(p);
+  for (size_t i = 0; i < v.size(); ++i) d[i] = H::store(v[i]);
+}
+
+/// y (m x n, ldy n) = alpha * op(a) op(b) + beta * y, one matrix, through BLAS when the sizes
+/// fit BLAS's int, else by a plain loop (float and double; CpuGemm.cpp).
+template <typename T>
+void gemmOne(const T *a, const T *b, T *y, int64_t m, int64_t n, int64_t k, bool ta, bool tb,
+             T alpha, T beta);
+/// Up to this many multiply-adds per matrix, batches run in parallel, one matrix per thread:
+/// OpenBLAS runs such sizes on a single thread anyway (its multithreading threshold is
+/// 4 * 65536), so threads never nest.
+constexpr int64_t kSmallGemm = int64_t(1) << 18;
 
 struct F64T {
   using S = double;

@@ -1,0 +1,615 @@
+// CPU convolutions: im2col + GEMM (1x1 convolutions straight to GEMM), direct loops for
+// depthwise convolutions, and transposed convolutions as GEMM + col2im. f16/bf16 widen their
+// operands to f32, run the f32 kernels and round each result once.
+#include "kernels/cpu/CpuKernels.h"
+#include "kernels/cpu/CpuKernelsImpl.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <memory>
+#include <new>
+#include <omp.h>
+#include <vector>
+
+namespace coil::cpu {
+namespace {
+
+// --- Convolution
+
+/// Geometry of a conv or transposed conv with up to 3 spatial dims, validated.
+struct ConvGeom {
+  int64_t n = 0, c = 0, m = 0, group = 1, cg = 0, mg = 0;
+  int64_t in[3], k[3], out[3], s[3], d[3], p[3];
+  int64_t inSize = 0, kSize = 0, outSize = 0, colRows = 0;
+};
+
+/// 0, or the status of fail naming `op` and the broken rule.
+int32_t makeGeom(const char *op, ConvGeom &g, int64_t n, int64_t c, int64_t m, int64_t group,
+                 int64_t nd, const int64_t in[3], const int64_t k[3], const int64_t out[3],
+                 const int64_t s[3], const int64_t d[3], const int64_t p[3]) {
+  if (nd < 1 || nd > 3) return fail("%s: %lld spatial dims, 1 to 3 are supported", op, ll(nd));
+  if (n < 0 || c < 0 || m < 0)
+    return fail("%s: sizes n %lld, c %lld, m %lld must be >= 0", op, ll(n), ll(c), ll(m));
+  if (group < 1 || c % group || m % group)
+    return fail("%s: group %lld must be >= 1 and divide the channels %lld and %lld", op, ll(group),
+                ll(c), ll(m));
+  g.n = n, g.c = c, g.m = m, g.group = group, g.cg = c / group, g.mg = m / group;
+  // The spatial dims are right-aligned (unused leading dims of size 1), so that the innermost
+  // loops of im2col/col2im run along the last, contiguous dim of a 1-D or 2-D convolution.
+  for (int i = 0; i < 3; ++i) {
+    int64_t j = i - (3 - nd);
+    bool used = j >= 0;
+    g.in[i] = used ? in[j] : 1, g.k[i] = used ? k[j] : 1, g.out[i] = used ? out[j] : 1;
+    g.s[i] = used ? s[j] : 1, g.d[i] = used ? d[j] : 1, g.p[i] = used ? p[j] : 0;
+    if (g.in[i] < 0 || g.k[i] < 0 || g.out[i] < 0 || g.s[i] < 1 || g.d[i] < 1 ||
+        g.p[i] < -(INT64_MAX >> 2))
+      return fail("%s: spatial dim %lld has input %lld, kernel %lld, output %lld, stride %lld, "
+                  "dilation %lld, pad %lld (sizes >= 0, strides and dilations >= 1)",
+                  op, ll(j), ll(g.in[i]), ll(g.k[i]), ll(g.out[i]), ll(g.s[i]), ll(g.d[i]),
+                  ll(g.p[i]));
+    // Coordinates o*s - p + kk*d (and i*s - p + kk*d) must stay far from overflow.
+    int64_t a, b, e;
+    if (!mulSize(g.out[i], g.s[i], &a) || !mulSize(g.k[i], g.d[i], &b) ||
+        !mulSize(g.in[i], g.s[i], &e) || a > (INT64_MAX >> 2) || b > (INT64_MAX >> 2) ||
+        e > (INT64_MAX >> 2) || g.p[i] > (INT64_MAX >> 2) || g.out[i] > (INT64_MAX >> 2))
+      return fail("%s: the coordinates of spatial dim %lld overflow", op, ll(j));
+  }
+  int64_t all;
+  if (!mulSizes({g.in[0], g.in[1], g.in[2]}, &g.inSize) ||
+      !mulSizes({g.k[0], g.k[1], g.k[2]}, &g.kSize) ||
+      !mulSizes({g.out[0], g.out[1], g.out[2]}, &g.outSize) ||
+      !mulSize(g.cg, g.kSize, &g.colRows) || !mulSizes({n, c, g.inSize}, &all) ||
+      !mulSizes({n, m, g.outSize}, &all) || !mulSizes({g.colRows, g.outSize}, &all) ||
+      !mulSizes({m, g.colRows}, &all) || !mulSizes({c, g.mg, g.kSize}, &all) ||
+      !mulSizes({g.colRows, g.inSize}, &all) || !mulSizes({g.mg, g.kSize, g.inSize}, &all))
+    return fail("%s: the tensor sizes overflow int64", op);
+  return 0;
+}
+
+/// The output positions o2 of the last dim whose input position o2 * s2 + off lies in
+/// [0, in2): [lo, hi).
+inline void validRange(int64_t off, int64_t s2, int64_t in2, int64_t out2, int64_t *lo,
+                       int64_t *hi) {
+  int64_t l = off >= 0 ? 0 : (-off + s2 - 1) / s2;
+  int64_t last = in2 - 1 - off; // o2 * s2 <= last
+  int64_t h = last < 0 ? 0 : std::min(out2, last / s2 + 1);
+  l = std::min(l, out2);
+  *lo = l, *hi = std::max(h, l);
+}
+
+/// col[(ic*K + kk), o] = x[ic, position(o, kk)] (0 in the padding), for one image and group.
+/// Rows are short for small images, so the copies are plain loops (no library call per row).
+template <typename T> void im2col(const ConvGeom &g, const T *x, T *col, bool parallel) {
+  int64_t K = g.kSize, O = g.outSize;
+#pragma omp parallel for schedule(static) if (parallel && g.colRows * O > 65536)
+  for (int64_t row = 0; row < g.colRows; ++row) {
+    int64_t ic = row / K, kk = row % K;
+    int64_t k0 = kk / (g.k[1] * g.k[2]), k1 = (kk / g.k[2]) % g.k[1], k2 = kk % g.k[2];
+    const T *xc = x + ic * g.inSize;
+    T *dst = col + row * O;
+    const int64_t s2 = g.s[2], off = k2 * g.d[2] - g.p[2], out2 = g.out[2];
+    int64_t lo, hi;
+    validRange(off, s2, g.in[2], out2, &lo, &hi);
+    for (int64_t o0 = 0; o0 < g.out[0]; ++o0) {
+      int64_t i0 = o0 * g.s[0] - g.p[0] + k0 * g.d[0];
+      bool in0 = i0 >= 0 && i0 < g.in[0];
+      for (int64_t o1 = 0; o1 < g.out[1]; ++o1) {
+        int64_t i1 = o1 * g.s[1] - g.p[1] + k1 * g.d[1];
+        T *d = dst + (o0 * g.out[1] + o1) * out2;
+        if (!in0 || i1 < 0 || i1 >= g.in[1]) {
+          for (int64_t o2 = 0; o2 < out2; ++o2) d[o2] = T(0);
+          continue;
+        }
+        const T *src = xc + (i0 * g.in[1] + i1) * g.in[2] + off;
+        for (int64_t o2 = 0; o2 < lo; ++o2) d[o2] = T(0);
+        if (s2 == 1) {
+#pragma omp simd
+          for (int64_t o2 = lo; o2 < hi; ++o2) d[o2] = src[o2];
+        } else {
+          for (int64_t o2 = lo; o2 < hi; ++o2) d[o2] = src[o2 * s2];
+        }
+        for (int64_t o2 = hi; o2 < out2; ++o2) d[o2] = T(0);
+      }
+    }
+  }
+}
+
+/// y[mc, position(i, kk)] += col[(mc*K + kk), i] for one image and group (the adjoint of
+/// im2col with in/out swapped: here `in` is the transposed conv's input, `out` its output).
+template <typename T> void col2im(const ConvGeom &g, const T *col, T *y, int64_t channels) {
+  int64_t K = g.kSize;
+#pragma omp parallel for schedule(static) if (channels * g.outSize > 32768)
+  for (int64_t mc = 0; mc < channels; ++mc) {
+    T *yc = y + mc * g.outSize;
+    for (int64_t kk = 0; kk < K; ++kk) {
+      int64_t k0 = kk / (g.k[1] * g.k[2]), k1 = (kk / g.k[2]) % g.k[1], k2 = kk % g.k[2];
+      const T *src = col + (mc * K + kk) * g.inSize;
+      for (int64_t i0 = 0; i0 < g.in[0]; ++i0) {
+        int64_t o0 = i0 * g.s[0] - g.p[0] + k0 * g.d[0];
+        if (o0 < 0 || o0 >= g.out[0]) continue;
+        for (int64_t i1 = 0; i1 < g.in[1]; ++i1) {
+          int64_t o1 = i1 * g.s[1] - g.p[1] + k1 * g.d[1];
+          if (o1 < 0 || o1 >= g.out[1]) continue;
+          const T *s = src + (i0 * g.in[1] + i1) * g.in[2];
+          T *d = yc + (o0 * g.out[1] + o1) * g.out[2];
+          for (int64_t i2 = 0; i2 < g.in[2]; ++i2) {
+            int64_t o2 = i2 * g.s[2] - g.p[2] + k2 * g.d[2];
+            if (o2 >= 0 && o2 < g.out[2]) d[o2] += s[i2];
+          }
+        }
+      }
+    }
+  }
+}
+
+bool isPointwiseConv(const ConvGeom &g) {
+  for (int i = 0; i < 3; ++i)
+    if (g.k[i] != 1 || g.s[i] != 1 || g.p[i] != 0 || g.out[i] != g.in[i]) return false;
+  return true;
+}
+
+/// Calls fn(fromFlat, kk, toFlat) for every position `f` of the `from` grid and kernel position
+/// kk whose target t = f*s - p + kk*d lies inside the `to` grid (conv: from = output, to =
+/// input; transposed conv: from = input, to = output). The workspace-free fallback of the
+/// GEMM formulations when their column buffer cannot be allocated.
+template <typename F>
+void forEachTap(const ConvGeom &g, const int64_t from[3], const int64_t to[3], F fn) {
+  for (int64_t f0 = 0; f0 < from[0]; ++f0)
+    for (int64_t f1 = 0; f1 < from[1]; ++f1)
+      for (int64_t f2 = 0; f2 < from[2]; ++f2)
+        for (int64_t k0 = 0; k0 < g.k[0]; ++k0)
+          for (int64_t k1 = 0; k1 < g.k[1]; ++k1)
+            for (int64_t k2 = 0; k2 < g.k[2]; ++k2) {
+              int64_t t0 = f0 * g.s[0] - g.p[0] + k0 * g.d[0];
+              int64_t t1 = f1 * g.s[1] - g.p[1] + k1 * g.d[1];
+              int64_t t2 = f2 * g.s[2] - g.p[2] + k2 * g.d[2];
+              if (t0 < 0 || t0 >= to[0] || t1 < 0 || t1 >= to[1] || t2 < 0 || t2 >= to[2]) continue;
+              fn((f0 * from[1] + f1) * from[2] + f2, (k0 * g.k[1] + k1) * g.k[2] + k2,
+                 (t0 * to[1] + t1) * to[2] + t2);
+            }
+}
+
+/// A per-thread workspace of at least `n` elements, kept between calls up to kKeptScratch bytes
+/// (no allocation or zeroing per call); nullptr when memory runs out. `local` holds a larger
+/// one for the duration of the caller.
+constexpr size_t kKeptScratch = size_t(16) << 20;
+template <typename T, int Slot> T *scratch(size_t n, std::unique_ptr<T[]> &local) {
+  thread_local std::unique_ptr<T[]> kept;
+  thread_local size_t keptSize = 0;
+  if (n <= keptSize) return kept.get();
+  if (n * sizeof(T) > kKeptScratch) {
+    local.reset(new (std::nothrow) T[n]);
+    return local.get();
+  }
+  kept.reset(new (std::nothrow) T[n]);
+  keptSize = kept ? n : 0;
+  return kept.get();
+}
+
+/// Output channel oc of image b of a convolution with one input channel per group (depthwise):
+/// the taps of the window in order, each a multiply-add over output rows.
+template <typename T>
+void depthwiseChannel(const ConvGeom &g, const T *x, const T *w, T *y, int64_t b, int64_t oc) {
+  const T *xc = x + (b * g.c + oc / g.mg) * g.inSize;
+  const T *wc = w + oc * g.kSize;
+  T *yc = y + (b * g.m + oc) * g.outSize;
+  for (int64_t o = 0; o < g.outSize; ++o) yc[o] = T(0);
+  const int64_t s2 = g.s[2], out2 = g.out[2];
+  for (int64_t k0 = 0; k0 < g.k[0]; ++k0)
+    for (int64_t k1 = 0; k1 < g.k[1]; ++k1)
+      for (int64_t k2 = 0; k2 < g.k[2]; ++k2) {
+        const T wv = wc[(k0 * g.k[1] + k1) * g.k[2] + k2];
+        const int64_t off = k2 * g.d[2] - g.p[2];
+        int64_t lo, hi;
+        validRange(off, s2, g.in[2], out2, &lo, &hi);
+        for (int64_t o0 = 0; o0 < g.out[0]; ++o0) {
+          int64_t i0 = o0 * g.s[0] - g.p[0] + k0 * g.d[0];
+          if (i0 < 0 || i0 >= g.in[0]) continue;
+          for (int64_t o1 = 0; o1 < g.out[1]; ++o1) {
+            int64_t i1 = o1 * g.s[1] - g.p[1] + k1 * g.d[1];
+            if (i1 < 0 || i1 >= g.in[1]) continue;
+            const T *src = xc + (i0 * g.in[1] + i1) * g.in[2] + off;
+            T *d = yc + (o0 * g.out[1] + o1) * out2;
+            if (s2 == 1) {
+#pragma omp simd
+              for (int64_t o2 = lo; o2 < hi; ++o2) d[o2] += wv * src[o2];
+            } else {
+              for (int64_t o2 = lo; o2 < hi; ++o2) d[o2] += wv * src[o2 * s2];
+            }
+          }
+        }
+      }
+}
+
+/// The zero-padded copy of one image and group for im2col: xp [cg, P0, P1, P2] holds x at
+/// offset p (begin pads) in every dim, so that position o*s + kk*d needs no bounds check.
+struct PaddedGeom {
+  int64_t P[3] = {1, 1, 1};
+  int64_t size = 0;
+};
+
+/// The padded geometry, when it applies (no negative pads) and its copy is smaller than the
+/// columns it saves checks for.
+bool makePadded(const ConvGeom &g, PaddedGeom &pd) {
+  for (int i = 0; i < 3; ++i) {
+    if (g.p[i] < 0) return false;
+    // The last position read is (out-1)*s + (k-1)*d (all far below overflow, see makeGeom).
+    int64_t need =
+        g.out[i] == 0 || g.k[i] == 0 ? 0 : (g.out[i] - 1) * g.s[i] + (g.k[i] - 1) * g.d[i] + 1;
+    pd.P[i] = std::max(g.in[i] + g.p[i], need);
+  }
+  return mulSizes({g.cg, pd.P[0], pd.P[1], pd.P[2]}, &pd.size) && pd.size <= g.colRows * g.outSize;
+}
+
+template <typename T> void padImage(const ConvGeom &g, const PaddedGeom &pd, const T *x, T *xp) {
+  const int64_t P0 = pd.P[0], P1 = pd.P[1], P2 = pd.P[2];
+  for (int64_t ic = 0; ic < g.cg; ++ic)
+    for (int64_t r0 = 0; r0 < P0; ++r0)
+      for (int64_t r1 = 0; r1 < P1; ++r1) {
+        T *d = xp + ((ic * P0 + r0) * P1 + r1) * P2;
+        int64_t i0 = r0 - g.p[0], i1 = r1 - g.p[1];
+        if (i0 < 0 || i0 >= g.in[0] || i1 < 0 || i1 >= g.in[1]) {
+          for (int64_t r2 = 0; r2 < P2; ++r2) d[r2] = T(0);
+          continue;
+        }
+        const T *src = x + ((ic * g.in[0] + i0) * g.in[1] + i1) * g.in[2];
+        int64_t p2 = g.p[2], in2 = g.in[2];
+        for (int64_t r2 = 0; r2 < p2; ++r2) d[r2] = T(0);
+        std::memcpy(d + p2, src, size_t(in2) * sizeof(T));
+        for (int64_t r2 = p2 + in2; r2 < P2; ++r2) d[r2] = T(0);
+      }
+}
+
+/// im2col from the padded copy: every output row is a plain copy (of W elements when W > 0,
+/// a length the compiler unrolls; out2 otherwise).
+template <typename T, int W>
+void im2colPaddedRows(const ConvGeom &g, const PaddedGeom &pd, const T *xp, T *col) {
+  const int64_t K = g.kSize, O = g.outSize, P0 = pd.P[0], P1 = pd.P[1], P2 = pd.P[2];
+  const int64_t out2 = W > 0 ? W : g.out[2], s2 = g.s[2];
+  const int64_t step0 = g.s[0] * P1 * P2, step1 = g.s[1] * P2;
+  for (int64_t row = 0; row < g.colRows; ++row) {
+    int64_t ic = row / K, kk = row % K;
+    int64_t k0 = kk / (g.k[1] * g.k[2]), k1 = (kk / g.k[2]) % g.k[1], k2 = kk % g.k[2];
+    const T *base = xp + ((ic * P0 + k0 * g.d[0]) * P1 + k1 * g.d[1]) * P2 + k2 * g.d[2];
+    T *d = col + row * O;
+    for (int64_t o0 = 0; o0 < g.out[0]; ++o0) {
+      const T *src = base + o0 * step0;
+      for (int64_t o1 = 0; o1 < g.out[1]; ++o1, src += step1, d += out2) {
+        if (W > 0) {
+          std::memcpy(d, src, size_t(W) * sizeof(T));
+        } else if (s2 == 1) {
+          std::memcpy(d, src, size_t(out2) * sizeof(T));
+        } else {
+          for (int64_t o2 = 0; o2 < out2; ++o2) d[o2] = src[o2 * s2];
+        }
+      }
+    }
+  }
+}
+
+template <typename T>
+void im2colPadded(const ConvGeom &g, const PaddedGeom &pd, const T *xp, T *col) {
+  if (g.s[2] == 1) switch (g.out[2]) {
+    case 4:
+      return im2colPaddedRows<T, 4>(g, pd, xp, col);
+    case 8:
+      return im2colPaddedRows<T, 8>(g, pd, xp, col);
+    case 16:
+      return im2colPaddedRows<T, 16>(g, pd, xp, col);
+    case 32:
+      return im2colPaddedRows<T, 32>(g, pd, xp, col);
+    default:
+      break;
+    }
+  im2colPaddedRows<T, 0>(g, pd, xp, col);
+}
+
+/// A 2-D depthwise 3x3 window (dilation 1, pads >= 0, stride S along rows, any stride between
+/// rows) from the zero-padded channel xp [.., P2]: the nine taps of each output in registers.
+template <typename T, int S>
+void depthwise3x3Rows(const T *xp, int64_t P2, int64_t s1, const T *wc, T *yc, int64_t out1,
+                      int64_t out2) {
+  const T w0 = wc[0], w1 = wc[1], w2 = wc[2], w3 = wc[3], w4 = wc[4], w5 = wc[5], w6 = wc[6],
+          w7 = wc[7], w8 = wc[8];
+  for (int64_t o1 = 0; o1 < out1; ++o1) {
+    const T *r0 = xp + o1 * s1 * P2, *r1 = r0 + P2, *r2 = r1 + P2;
+    T *d = yc + o1 * out2;
+#pragma omp simd
+    for (int64_t o2 = 0; o2 < out2; ++o2) {
+      const int64_t i = o2 * S;
+      d[o2] = w0 * r0[i] + w1 * r0[i + 1] + w2 * r0[i + 2] + w3 * r1[i] + w4 * r1[i + 1] +
+              w5 * r1[i + 2] + w6 * r2[i] + w7 * r2[i + 1] + w8 * r2[i + 2];
+    }
+  }
+}
+
+/// Whether depthwise3x3Rows applies: one plane (2-D), 3x3, dilation 1, pads >= 0, strides 1 or
+/// 2 along the row.
+bool isDepthwise3x3(const ConvGeom &g) {
+  return g.in[0] == 1 && g.k[0] == 1 && g.out[0] == 1 && g.p[0] == 0 && g.k[1] == 3 &&
+         g.k[2] == 3 && g.d[1] == 1 && g.d[2] == 1 && g.p[1] >= 0 && g.p[2] >= 0 &&
+         (g.s[2] == 1 || g.s[2] == 2);
+}
+
+/// Depthwise convolution (one input channel per group): im2col + GEMM would be a GEMM of one
+/// row per group, so direct loops, per (image, group) in parallel.
+template <typename T> void depthwise(const T *x, T *y, const T *w, const ConvGeom &g) {
+  int64_t items = g.n * g.group, all;
+  if (!mulSizes({g.n, g.m, g.outSize, g.kSize}, &all)) all = INT64_MAX;
+  // The 3x3 fast path pads one channel: rows of P2, enough of them for the last output row.
+  bool fast = isDepthwise3x3(g);
+  int64_t P1 = 0, P2 = 0, padSize = 0;
+  if (fast) {
+    P1 = std::max(g.in[1] + g.p[1], (g.out[1] - 1) * g.s[1] + 3);
+    P2 = std::max(g.in[2] + g.p[2], (g.out[2] - 1) * g.s[2] + 3);
+    fast = mulSize(P1, P2, &padSize);
+  }
+#pragma omp parallel for schedule(static) if (items > 1 && all > 32768)
+  for (int64_t item = 0; item < items; ++item) {
+    int64_t b = item / g.group, gr = item % g.group;
+    std::unique_ptr<T[]> local;
+    T *xp = fast ? scratch<T, 1>(size_t(padSize), local) : nullptr;
+    if (!xp) {
+      for (int64_t oc = gr * g.mg; oc < (gr + 1) * g.mg; ++oc) depthwiseChannel(g, x, w, y, b, oc);
+      continue;
+    }
+    const T *xc = x + (b * g.c + gr) * g.inSize;
+    for (int64_t r1 = 0; r1 < P1; ++r1) {
+      T *d = xp + r1 * P2;
+      int64_t i1 = r1 - g.p[1];
+      if (i1 < 0 || i1 >= g.in[1]) {
+        for (int64_t r2 = 0; r2 < P2; ++r2) d[r2] = T(0);
+        continue;
+      }
+      for (int64_t r2 = 0; r2 < g.p[2]; ++r2) d[r2] = T(0);
+      std::memcpy(d + g.p[2], xc + i1 * g.in[2], size_t(g.in[2]) * sizeof(T));
+      for (int64_t r2 = g.p[2] + g.in[2]; r2 < P2; ++r2) d[r2] = T(0);
+    }
+    for (int64_t oc = gr * g.mg; oc < (gr + 1) * g.mg; ++oc) {
+      T *yc = y + (b * g.m + oc) * g.outSize;
+      if (g.s[2] == 1)
+        depthwise3x3Rows<T, 1>(xp, P2, g.s[1], w + oc * 9, yc, g.out[1], g.out[2]);
+      else
+        depthwise3x3Rows<T, 2>(xp, P2, g.s[1], w + oc * 9, yc, g.out[1], g.out[2]);
+    }
+  }
+}
+
+template <typename T> void conv(const T *x, T *y, const T *w, const ConvGeom &g) {
+  if (g.n == 0 || g.m == 0 || g.outSize == 0) return;
+  int64_t work; // multiply-adds per (image, group)
+  if (!mulSizes({g.mg, g.outSize, g.colRows}, &work)) work = INT64_MAX;
+  if (g.cg == 1) return depthwise(x, y, w, g);
+  bool direct = isPointwiseConv(g);
+  int64_t items = g.n * g.group; // (image, group) pairs, each one GEMM
+  size_t colSize = direct ? 0 : size_t(g.colRows * g.outSize);
+  PaddedGeom pd;
+  bool padded = !direct && makePadded(g, pd);
+  // One (image, group): im2col into `col` (unless 1x1), then y_g [mg, O] = w_g [mg, cg*K] *
+  // col [cg*K, O].
+  auto one = [&](int64_t item, bool parallel) {
+    int64_t b = item / g.group, gr = item % g.group;
+    const T *xg = x + (b * g.c + gr * g.cg) * g.inSize;
+    T *yg = y + (b * g.m + gr * g.mg) * g.outSize;
+    const T *wg = w + gr * g.mg * g.colRows;
+    const T *cols = xg;
+    std::unique_ptr<T[]> local;
+    if (!direct) {
+      T *col = scratch<T, 0>(colSize, local);
+      if (!col) { // no memory for the columns: direct loops
+        std::fill(yg, yg + g.mg * g.outSize, T(0));
+        for (int64_t oc = 0; oc < g.mg; ++oc)
+          for (int64_t ic = 0; ic < g.cg; ++ic)
+            forEachTap(g, g.out, g.in, [&](int64_t o, int64_t kk, int64_t i) {
+              yg[oc * g.outSize + o] += xg[ic * g.inSize + i] * wg[(oc * g.cg + ic) * g.kSize + kk];
+            });
+        return;
+      }
+      std::unique_ptr<T[]> localPad;
+      T *xp = padded ? scratch<T, 1>(size_t(pd.size), localPad) : nullptr;
+      if (xp) {
+        padImage(g, pd, xg, xp);
+        im2colPadded(g, pd, xp, col);
+      } else {
+        im2col(g, xg, col, parallel);
+      }
+      cols = col;
+    }
+    gemmOne<T>(wg, cols, yg, g.mg, g.outSize, g.colRows, false, false, T(1), T(0));
+  };
+  // Images (and groups) in parallel, each one GEMM on its thread, when there are enough of
+  // them for the threads or they are small; else one at a time with BLAS's own threads.
+  int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  if (items > 1 && threads > 1 && (items >= threads || work <= kSmallGemm)) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < items; ++i) one(i, false);
+  } else {
+    for (int64_t i = 0; i < items; ++i) one(i, true);
+  }
+}
+
+template <typename T> void convTranspose(const T *x, T *y, const T *w, const ConvGeom &g) {
+  int64_t total = g.n * g.m * g.outSize;
+  std::fill(y, y + total, T(0));
+  if (g.n == 0 || g.c == 0 || g.inSize == 0) return;
+  int64_t rows = g.mg * g.kSize; // col [mg*K, inSize]
+  std::vector<T> col;
+  try {
+    col.resize(size_t(rows * g.inSize));
+  } catch (const std::bad_alloc &) { // no memory for the columns: direct loops
+    for (int64_t b = 0; b < g.n; ++b)
+      for (int64_t gr = 0; gr < g.group; ++gr)
+        for (int64_t ic = 0; ic < g.cg; ++ic)
+          for (int64_t oc = 0; oc < g.mg; ++oc) {
+            const T *xc = x + (b * g.c + gr * g.cg + ic) * g.inSize;
+            const T *wc = w + ((gr * g.cg + ic) * g.mg + oc) * g.kSize;
+            T *yc = y + (b * g.m + gr * g.mg + oc) * g.outSize;
+            forEachTap(g, g.in, g.out,
+                       [&](int64_t i, int64_t kk, int64_t o) { yc[o] += xc[i] * wc[kk]; });
+          }
+    return;
+  }
+  for (int64_t b = 0; b < g.n; ++b)
+    for (int64_t gr = 0; gr < g.group; ++gr) {
+      const T *xg = x + (b * g.c + gr * g.cg) * g.inSize; // [cg, inSize]
+      const T *wg = w + gr * g.cg * rows;                 // [cg, mg*K]
+      T *yg = y + (b * g.m + gr * g.mg) * g.outSize;
+      gemmOne<T>(wg, xg, col.data(), rows, g.inSize, g.cg, true, false, T(1), T(0));
+      col2im(g, col.data(), yg, g.mg);
+    }
+}
+
+// --- f16 / bf16
+
+/// The flat input position that conv output `o` reads through kernel tap `kk`, or -1 (padding).
+int64_t convSource(const ConvGeom &g, int64_t o, int64_t kk) {
+  int64_t oi[3] = {o / (g.out[1] * g.out[2]), (o / g.out[2]) % g.out[1], o % g.out[2]};
+  int64_t ki[3] = {kk / (g.k[1] * g.k[2]), (kk / g.k[2]) % g.k[1], kk % g.k[2]}, pos = 0;
+  for (int d = 0; d < 3; ++d) {
+    int64_t i = oi[d] * g.s[d] - g.p[d] + ki[d] * g.d[d];
+    if (i < 0 || i >= g.in[d]) return -1;
+    pos = pos * g.in[d] + i;
+  }
+  return pos;
+}
+
+/// The flat input position whose transposed-conv contribution through tap `kk` lands on
+/// output `o`, or -1.
+int64_t transposedSource(const ConvGeom &g, int64_t o, int64_t kk) {
+  int64_t oi[3] = {o / (g.out[1] * g.out[2]), (o / g.out[2]) % g.out[1], o % g.out[2]};
+  int64_t ki[3] = {kk / (g.k[1] * g.k[2]), (kk / g.k[2]) % g.k[1], kk % g.k[2]}, pos = 0;
+  for (int d = 0; d < 3; ++d) {
+    int64_t t = oi[d] + g.p[d] - ki[d] * g.d[d];
+    if (t < 0 || t % g.s[d] != 0 || t / g.s[d] >= g.in[d]) return -1;
+    pos = pos * g.in[d] + t / g.s[d];
+  }
+  return pos;
+}
+
+template <typename H> void convHalf(const void *x, const void *w, void *y, const ConvGeom &g) {
+  int64_t xs = g.n * g.c * g.inSize, ws = g.m * g.colRows, ys = g.n * g.m * g.outSize;
+  try {
+    std::vector<float> x32 = widen<H>(x, xs), w32 = widen<H>(w, ws), y32(static_cast<size_t>(ys));
+    conv<float>(x32.data(), y32.data(), w32.data(), g);
+    narrow<H>(y32, y);
+    return;
+  } catch (const std::bad_alloc &) { // no memory for the f32 copies: direct loops
+  }
+  const auto *xh = static_cast<const uint16_t *>(x), *wh = static_cast<const uint16_t *>(w);
+  auto *yh = static_cast<uint16_t *>(y);
+  for (int64_t b = 0; b < g.n; ++b)
+    for (int64_t oc = 0; oc < g.m; ++oc)
+      for (int64_t o = 0; o < g.outSize; ++o) {
+        int64_t gr = oc / g.mg;
+        float acc = 0;
+        for (int64_t ic = 0; ic < g.cg; ++ic)
+          for (int64_t kk = 0; kk < g.kSize; ++kk) {
+            int64_t i = convSource(g, o, kk);
+            if (i >= 0)
+              acc += H::load(xh[(b * g.c + gr * g.cg + ic) * g.inSize + i]) *
+                     H::load(wh[(oc * g.cg + ic) * g.kSize + kk]);
+          }
+        yh[(b * g.m + oc) * g.outSize + o] = H::store(acc);
+      }
+}
+
+template <typename H>
+void convTransposeHalf(const void *x, const void *w, void *y, const ConvGeom &g) {
+  int64_t xs = g.n * g.c * g.inSize, ws = g.c * g.mg * g.kSize, ys = g.n * g.m * g.outSize;
+  try {
+    std::vector<float> x32 = widen<H>(x, xs), w32 = widen<H>(w, ws), y32(static_cast<size_t>(ys));
+    convTranspose<float>(x32.data(), y32.data(), w32.data(), g);
+    narrow<H>(y32, y);
+    return;
+  } catch (const std::bad_alloc &) { // no memory for the f32 copies: direct loops
+  }
+  const auto *xh = static_cast<const uint16_t *>(x), *wh = static_cast<const uint16_t *>(w);
+  auto *yh = static_cast<uint16_t *>(y);
+  for (int64_t b = 0; b < g.n; ++b)
+    for (int64_t oc = 0; oc < g.m; ++oc)
+      for (int64_t o = 0; o < g.outSize; ++o) {
+        int64_t gr = oc / g.mg, mc = oc % g.mg;
+        float acc = 0;
+        for (int64_t kk = 0; kk < g.kSize; ++kk) {
+          int64_t i = transposedSource(g, o, kk);
+          if (i < 0) continue;
+          for (int64_t ic = gr * g.cg; ic < (gr + 1) * g.cg; ++ic)
+            acc += H::load(xh[(b * g.c + ic) * g.inSize + i]) *
+                   H::load(wh[(ic * g.mg + mc) * g.kSize + kk]);
+        }
+        yh[(b * g.m + oc) * g.outSize + o] = H::store(acc);
+      }
+}
+
+} // namespace
+} // namespace coil::cpu
+
+using namespace coil::cpu;
+
+extern "C" {
+
+#define COIL_CPU_DEFINE_CONV(S, T)                                                                 \
+  int32_t coil_cpu_conv_##S(                                                                       \
+      const void *x, const void *w, void *y, int64_t n, int64_t c, int64_t m, int64_t group,       \
+      int64_t nd, int64_t in0, int64_t in1, int64_t in2, int64_t k0, int64_t k1, int64_t k2,       \
+      int64_t out0, int64_t out1, int64_t out2, int64_t s0, int64_t s1, int64_t s2, int64_t d0,    \
+      int64_t d1, int64_t d2, int64_t p0, int64_t p1, int64_t p2) {                                \
+    const int64_t in[3] = {in0, in1, in2}, k[3] = {k0, k1, k2}, out[3] = {out0, out1, out2};       \
+    const int64_t s[3] = {s0, s1, s2}, d[3] = {d0, d1, d2}, p[3] = {p0, p1, p2};                   \
+    ConvGeom g;                                                                                    \
+    if (int32_t rc = makeGeom("conv", g, n, c, m, group, nd, in, k, out, s, d, p)) return rc;      \
+    conv<T>(static_cast<const T *>(x), static_cast<T *>(y), static_cast<const T *>(w), g);         \
+    return 0;                                                                                      \
+  }                                                                                                \
+  int32_t coil_cpu_conv_transpose_##S(                                                             \
+      const void *x, const void *w, void *y, int64_t n, int64_t c, int64_t m, int64_t group,       \
+      int64_t nd, int64_t in0, int64_t in1, int64_t in2, int64_t k0, int64_t k1, int64_t k2,       \
+      int64_t out0, int64_t out1, int64_t out2, int64_t s0, int64_t s1, int64_t s2, int64_t d0,    \
+      int64_t d1, int64_t d2, int64_t p0, int64_t p1, int64_t p2) {                                \
+    const int64_t in[3] = {in0, in1, in2}, k[3] = {k0, k1, k2}, out[3] = {out0, out1, out2};       \
+    const int64_t s[3] = {s0, s1, s2}, d[3] = {d0, d1, d2}, p[3] = {p0, p1, p2};                   \
+    ConvGeom g;                                                                                    \
+    if (int32_t rc = makeGeom("conv transpose", g, n, c, m, group, nd, in, k, out, s, d, p))       \
+      return rc;                                                                                   \
+    convTranspose<T>(static_cast<const T *>(x), static_cast<T *>(y), static_cast<const T *>(w),    \
+                     g);                                                                           \
+    return 0;                                                                                      \
+  }
+
+COIL_CPU_DEFINE_CONV(f32, float)
+COIL_CPU_DEFINE_CONV(f64, double)
+#undef COIL_CPU_DEFINE_CONV
+
+#define COIL_CPU_DEFINE_CONV_HALF(S, H)                                                            \
+  int32_t coil_cpu_conv_##S(                                                                       \
+      const void *x, const void *w, void *y, int64_t n, int64_t c, int64_t m, int64_t group,       \
+      int64_t nd, int64_t in0, int64_t in1, int64_t in2, int64_t k0, int64_t k1, int64_t k2,       \
+      int64_t out0, int64_t out1, int64_t out2, int64_t s0, int64_t s1, int64_t s2, int64_t d0,    \
+      int64_t d1, int64_t d2, int64_t p0, int64_t p1, int64_t p2) {                                \
+    const int64_t in[3] = {in0, in1, in2}, k[3] = {k0, k1, k2}, out[3] = {out0, out1, out2};       \
+    const int64_t s[3] = {s0, s1, s2}, d[3] = {d0, d1, d2}, p[3] = {p0, p1, p2};                   \
+    ConvGeom g;                                                                                    \
+    if (int32_t rc = makeGeom("conv", g, n, c, m, group, nd, in, k, out, s, d, p)) return rc;      \
+    convHalf<H>(x, w, y, g);                                                                       \
+    return 0;                                                                                      \
+  }                                                                                                \
+  int32_t coil_cpu_conv_transpose_##S(                                                             \
+      const void *x, const void *w, void *y, int64_t n, int64_t c, int64_t m, int64_t group,       \
+      int64_t nd, int64_t in0, int64_t in1, int64_t in2, int64_t k0, int64_t k1, int64_t k2,       \
+      int64_t out0, int64_t out1, int64_t out2, int64_t s0, int64_t s1, int64_t s2, int64_t d0,    \
+      int64_t d1, int64_t d2, int64_t p0, int64_t p1, int64_t p2) {                                \
+    const int64_t in[3] = {in0, in1, in2}, k[3] = {k0, k1, k2}, out[3] = {out0, out1, out2};       \
+    const int64_t s[3] = {s0, s1, s2}, d[3] = {d0, d1, d2}, p[3] = {p0, p1, p2};                   \
+    ConvGeom g;                                                                                    \
+    if (int32_t rc = makeGeom("conv transpose", g, n, c, m, group, nd, in, k, out, s, d, p))       \
+      return rc;                                                                                   \
+    convTransposeHalf<H>(x, w, y, g);                                                              \
+    return 0;                                                                                      \
+  }
+
+COIL_CPU_DEFINE_CONV_HALF(f16, HalfBits)
+COIL_CPU_DEFINE_CONV_HALF(bf16, Bf16Bits)
+#undef COIL_CPU_DEFINE_CONV_HALF
+
+} // extern "C"
