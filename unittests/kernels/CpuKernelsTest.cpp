@@ -220,6 +220,16 @@ TEST(CpuKernelsConv, DepthwiseDirectLoops) {
   // A single input channel (group 1) takes the same path.
   checkConv<float>({2, 1, 3, 1, {9, 9}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, 1e-5);
 }
+TEST(CpuKernelsConv, DepthwiseFlatPlanes) {
+  // The flat 3x3 path (equal strides 1 or 2, pads >= 0): planes of 1x1 to 32x32, pads 0 to 2
+  // (uneven), a depth multiplier of 2, f64, and enough channels for the threads.
+  for (int64_t side : {1, 2, 4, 7, 32})
+    for (int64_t s : {1, 2})
+      checkConv<float>({4, 24, 24, 24, {side, side}, {3, 3}, {s, s}, {1, 1}, {1, 1}, {1, 1}}, 1e-5);
+  checkConv<float>({2, 5, 10, 5, {6, 9}, {3, 3}, {2, 2}, {1, 1}, {2, 0}, {0, 2}}, 1e-5);
+  checkConv<double>({3, 4, 4, 4, {5, 3}, {3, 3}, {1, 1}, {1, 1}, {0, 2}, {1, 0}}, 1e-12);
+  checkConv<float>({4, 96, 96, 96, {16, 16}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}}, 1e-5);
+}
 TEST(CpuKernelsConv, ImagesInParallel) {
   // Small images (one GEMM per image, images over threads) and larger ones.
   checkConv<float>({4, 5, 7, 1, {12, 12}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, 1e-4);

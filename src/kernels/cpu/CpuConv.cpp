@@ -174,6 +174,8 @@ void forEachTap(const ConvGeom &g, const int64_t from[3], const int64_t to[3], F
 /// (no allocation or zeroing per call); nullptr when memory runs out. `local` holds a larger
 /// one for the duration of the caller.
 constexpr size_t kKeptScratch = size_t(16) << 20;
+/// Multiply-adds from which the flat depthwise path runs on all threads.
+constexpr int64_t kFlatDwParallelWork = int64_t(1) << 16;
 template <typename T, int Slot> T *scratch(size_t n, std::unique_ptr<T[]> &local) {
   thread_local std::unique_ptr<T[]> kept;
   thread_local size_t keptSize = 0;
@@ -334,7 +336,126 @@ bool isDepthwise3x3(const ConvGeom &g) {
 
 /// Depthwise convolution (one input channel per group): im2col + GEMM would be a GEMM of one
 /// row per group, so direct loops, per (image, group) in parallel.
+/// The flat 3x3 depthwise path: a 2-D window of 3x3, dilation 1, pads >= 0 and the same stride
+/// S (1 or 2) along both dims. Each input plane is copied into the interior of a zero-bordered
+/// plane xp of `pitch` columns (zeroed once per call and thread: only the interior changes),
+/// and the outputs are computed along the flattened plane: output q = oy * pitch + ox reads
+/// xp[S * q + ky * pitch + kx] for every tap, so that the nine taps are nine shifted contiguous
+/// (or stride-2) loads and the loop vectorizes whatever the row length; columns ox >= out2 are
+/// computed into `tmp` and dropped. Small planes (rows of 2 or 4) vectorize as well as large ones.
+struct FlatDw {
+  int64_t S = 1, pitch = 0, flat = 0, padSize = 0;
+};
+
+bool makeFlatDw(const ConvGeom &g, FlatDw &f) {
+  if (!(g.in[0] == 1 && g.k[0] == 1 && g.out[0] == 1 && g.p[0] == 0 && g.k[1] == 3 && g.k[2] == 3 &&
+        g.d[1] == 1 && g.d[2] == 1 && g.p[1] >= 0 && g.p[2] >= 0 && g.s[1] == g.s[2] &&
+        (g.s[2] == 1 || g.s[2] == 2)))
+    return false;
+  f.S = g.s[2];
+  // Valid outputs read columns up to (out2 - 1) * S + 2 and rows up to (out1 - 1) * S + 2,
+  // which must lie in the plane (zero outside the interior); the dropped columns of the last
+  // row read up to S * (flat - 1) + 2 * pitch + 2.
+  f.pitch = std::max(g.in[2] + g.p[2], (g.out[2] - 1) * f.S + 3);
+  int64_t rows = std::max(g.in[1] + g.p[1], (g.out[1] - 1) * f.S + 3);
+  if (!mulSize(g.out[1], f.pitch, &f.flat) || !mulSize(rows, f.pitch, &f.padSize)) return false;
+  f.padSize = std::max(f.padSize, f.S * f.flat + 2 * f.pitch + 3);
+  return f.padSize < (int64_t(1) << 40);
+}
+
+/// Planes [begin, end) of the (image, group) items of the flat path, one output channel per
+/// group member; xp (padSize) and tmp (flat) are the thread's workspaces, xp zeroed.
+template <typename T, int S>
+inline __attribute__((always_inline)) void flatDwPlanes(const ConvGeom &g, const FlatDw &f,
+                                                        const T *x, const T *w, T *y, int64_t begin,
+                                                        int64_t end, T *xp, T *tmp) {
+  const int64_t P = f.pitch, in1 = g.in[1], in2 = g.in[2], out1 = g.out[1], out2 = g.out[2];
+  T *interior = xp + g.p[1] * P + g.p[2];
+  for (int64_t item = begin; item < end; ++item) {
+    int64_t b = item / g.group, gr = item % g.group;
+    const T *xc = x + (b * g.c + gr) * g.inSize;
+    for (int64_t r = 0; r < in1; ++r) {
+      T *d = interior + r * P;
+      const T *src = xc + r * in2;
+#pragma omp simd
+      for (int64_t j = 0; j < in2; ++j) d[j] = src[j];
+    }
+    for (int64_t oc = gr * g.mg; oc < (gr + 1) * g.mg; ++oc) {
+      const T *wc = w + oc * 9;
+      const T w0 = wc[0], w1 = wc[1], w2 = wc[2], w3 = wc[3], w4 = wc[4], w5 = wc[5], w6 = wc[6],
+              w7 = wc[7], w8 = wc[8];
+      const T *r0 = xp, *r1 = xp + P, *r2 = xp + 2 * P;
+      const int64_t n = f.flat;
+#pragma omp simd
+      for (int64_t q = 0; q < n; ++q) {
+        const int64_t i = q * S;
+        tmp[q] = w0 * r0[i] + w1 * r0[i + 1] + w2 * r0[i + 2] + w3 * r1[i] + w4 * r1[i + 1] +
+                 w5 * r1[i + 2] + w6 * r2[i] + w7 * r2[i + 1] + w8 * r2[i + 2];
+      }
+      T *yc = y + (b * g.m + oc) * g.outSize;
+      for (int64_t oy = 0; oy < out1; ++oy) {
+        T *d = yc + oy * out2;
+        const T *src = tmp + oy * P;
+#pragma omp simd
+        for (int64_t ox = 0; ox < out2; ++ox) d[ox] = src[ox];
+      }
+    }
+  }
+}
+
+template <typename T, int S>
+__attribute__((target("avx2,fma"))) void
+flatDwPlanesAvx2(const ConvGeom &g, const FlatDw &f, const T *x, const T *w, T *y, int64_t begin,
+                 int64_t end, T *xp, T *tmp) {
+  flatDwPlanes<T, S>(g, f, x, w, y, begin, end, xp, tmp);
+}
+template <typename T, int S>
+void flatDwPlanesBase(const ConvGeom &g, const FlatDw &f, const T *x, const T *w, T *y,
+                      int64_t begin, int64_t end, T *xp, T *tmp) {
+  flatDwPlanes<T, S>(g, f, x, w, y, begin, end, xp, tmp);
+}
+
+bool hasAvx2() {
+  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return yes;
+}
+
+/// The flat path over all (image, group) items, in parallel when the work pays for the
+/// threads; false (nothing written) when a workspace cannot be allocated.
+template <typename T>
+bool flatDepthwise(const T *x, T *y, const T *w, const ConvGeom &g, const FlatDw &f) {
+  const int64_t items = g.n * g.group;
+  int64_t work; // multiply-adds, counting the dropped columns
+  if (!mulSizes({items, g.mg, f.flat, 9}, &work)) work = INT64_MAX;
+  using Fn = void (*)(const ConvGeom &, const FlatDw &, const T *, const T *, T *, int64_t, int64_t,
+                      T *, T *);
+  Fn fn = hasAvx2() ? (f.S == 1 ? flatDwPlanesAvx2<T, 1> : flatDwPlanesAvx2<T, 2>)
+                    : (f.S == 1 ? flatDwPlanesBase<T, 1> : flatDwPlanesBase<T, 2>);
+  bool ok = true;
+  int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  int useThreads = work >= kFlatDwParallelWork && items > 1 ? threads : 1;
+#pragma omp parallel num_threads(useThreads) if (useThreads > 1)
+  {
+    std::unique_ptr<T[]> localPad, localTmp;
+    T *xp = scratch<T, 1>(size_t(f.padSize), localPad);
+    T *tmp = scratch<T, 2>(size_t(f.flat), localTmp);
+    int nt = omp_get_num_threads(), t = omp_get_thread_num();
+    if (!xp || !tmp) {
+#pragma omp atomic write
+      ok = false;
+    } else {
+      std::fill(xp, xp + f.padSize, T(0));
+      int64_t chunk = (items + nt - 1) / nt, begin = std::min(items, t * chunk),
+              end = std::min(items, begin + chunk);
+      fn(g, f, x, w, y, begin, end, xp, tmp);
+    }
+  }
+  return ok;
+}
+
 template <typename T> void depthwise(const T *x, T *y, const T *w, const ConvGeom &g) {
+  FlatDw flat;
+  if (makeFlatDw(g, flat) && flatDepthwise(x, y, w, g, flat)) return;
   int64_t items = g.n * g.group, all;
   if (!mulSizes({g.n, g.m, g.outSize, g.kSize}, &all)) all = INT64_MAX;
   // The 3x3 fast path pads one channel: rows of P2, enough of them for the last output row.
