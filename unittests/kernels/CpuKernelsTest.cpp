@@ -240,6 +240,11 @@ TEST(CpuKernelsConv, ImagesInParallel) {
   for (int64_t side : {4, 8, 16, 32})
     checkConv<float>({2, 3, 4, 1, {side, side}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, 1e-4);
   checkConv<float>({2, 3, 4, 1, {9, 9}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}}, 1e-4);
+  // Stride-2 stems (every other element copied into the columns): odd and even sides, uneven
+  // pads, f32 (AVX2 where the CPU has it) and f64.
+  checkConv<float>({2, 3, 8, 1, {64, 64}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}}, 1e-4);
+  checkConv<float>({3, 3, 5, 1, {33, 20}, {3, 3}, {2, 2}, {1, 1}, {1, 2}, {0, 1}}, 1e-4);
+  checkConv<double>({2, 2, 3, 1, {17, 12}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}}, 1e-12);
   checkConv<double>({2, 2, 3, 1, {5, 10}, {2, 3}, {1, 1}, {2, 1}, {2, -1}, {1, 2}}, 1e-12);
   // One large image: im2col's rows over threads, then BLAS's threads (a negative pad keeps the
   // plain im2col; the second is padded).

@@ -170,6 +170,13 @@ void forEachTap(const ConvGeom &g, const int64_t from[3], const int64_t to[3], F
             }
 }
 
+/// Whether the CPU runs the AVX2 + FMA clones of the hot loops (the library itself is built
+/// for the baseline ISA).
+bool hasAvx2() {
+  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return yes;
+}
+
 /// A per-thread workspace of at least `n` elements, kept between calls up to kKeptScratch bytes
 /// (no allocation or zeroing per call); nullptr when memory runs out. `local` holds a larger
 /// one for the duration of the caller.
@@ -264,9 +271,11 @@ template <typename T> void padImage(const ConvGeom &g, const PaddedGeom &pd, con
 }
 
 /// im2col from the padded copy: every output row is a plain copy (of W elements when W > 0,
-/// a length the compiler unrolls; out2 otherwise).
-template <typename T, int W>
-void im2colPaddedRows(const ConvGeom &g, const PaddedGeom &pd, const T *xp, T *col) {
+/// a length the compiler unrolls; out2 otherwise), or with S2 == 2 a copy of every other
+/// element (the stride-2 stems of CNNs), which vectorizes with AVX2's permutes.
+template <typename T, int W, int S2 = 0>
+inline __attribute__((always_inline)) void im2colPaddedRows(const ConvGeom &g, const PaddedGeom &pd,
+                                                            const T *xp, T *col) {
   const int64_t K = g.kSize, O = g.outSize, P0 = pd.P[0], P1 = pd.P[1], P2 = pd.P[2];
   const int64_t out2 = W > 0 ? W : g.out[2], s2 = g.s[2];
   const int64_t step0 = g.s[0] * P1 * P2, step1 = g.s[1] * P2;
@@ -278,7 +287,10 @@ void im2colPaddedRows(const ConvGeom &g, const PaddedGeom &pd, const T *xp, T *c
     for (int64_t o0 = 0; o0 < g.out[0]; ++o0) {
       const T *src = base + o0 * step0;
       for (int64_t o1 = 0; o1 < g.out[1]; ++o1, src += step1, d += out2) {
-        if (W > 0) {
+        if (S2 == 2) {
+#pragma omp simd
+          for (int64_t o2 = 0; o2 < out2; ++o2) d[o2] = src[2 * o2];
+        } else if (W > 0) {
           std::memcpy(d, src, size_t(W) * sizeof(T));
         } else if (s2 == 1) {
           std::memcpy(d, src, size_t(out2) * sizeof(T));
@@ -291,7 +303,16 @@ void im2colPaddedRows(const ConvGeom &g, const PaddedGeom &pd, const T *xp, T *c
 }
 
 template <typename T>
+__attribute__((target("avx2,fma"))) void
+im2colPaddedStride2Avx2(const ConvGeom &g, const PaddedGeom &pd, const T *xp, T *col) {
+  im2colPaddedRows<T, 0, 2>(g, pd, xp, col);
+}
+
+template <typename T>
 void im2colPadded(const ConvGeom &g, const PaddedGeom &pd, const T *xp, T *col) {
+  if (g.s[2] == 2)
+    return hasAvx2() ? im2colPaddedStride2Avx2(g, pd, xp, col)
+                     : im2colPaddedRows<T, 0, 2>(g, pd, xp, col);
   if (g.s[2] == 1) switch (g.out[2]) {
     case 4:
       return im2colPaddedRows<T, 4>(g, pd, xp, col);
@@ -415,11 +436,6 @@ void flatDwPlanesBase(const ConvGeom &g, const FlatDw &f, const T *x, const T *w
   flatDwPlanes<T, S>(g, f, x, w, y, begin, end, xp, tmp);
 }
 
-bool hasAvx2() {
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return yes;
-}
-
 /// The flat path over all (image, group) items, in parallel when the work pays for the
 /// threads; false (nothing written) when a workspace cannot be allocated.
 template <typename T>
@@ -439,16 +455,20 @@ bool flatDepthwise(const T *x, T *y, const T *w, const ConvGeom &g, const FlatDw
     std::unique_ptr<T[]> localPad, localTmp;
     T *xp = scratch<T, 1>(size_t(f.padSize), localPad);
     T *tmp = scratch<T, 2>(size_t(f.flat), localTmp);
-    int nt = omp_get_num_threads(), t = omp_get_thread_num();
+    int nt = omp_get_num_threads();
     if (!xp || !tmp) {
 #pragma omp atomic write
       ok = false;
     } else {
       std::fill(xp, xp + f.padSize, T(0));
-      int64_t chunk = (items + nt - 1) / nt, begin = std::min(items, t * chunk),
-              end = std::min(items, begin + chunk);
-      fn(g, f, x, w, y, begin, end, xp, tmp);
     }
+    // Blocks of planes handed out dynamically: a thread that its core shares with another
+    // process takes fewer of them instead of holding the others up at the barrier.
+    const int64_t block = std::max<int64_t>(1, items / (int64_t(nt) * 8));
+    const int64_t blocks = (items + block - 1) / block;
+#pragma omp for schedule(dynamic)
+    for (int64_t i = 0; i < blocks; ++i)
+      if (xp && tmp) fn(g, f, x, w, y, i * block, std::min(items, (i + 1) * block), xp, tmp);
   }
   return ok;
 }
