@@ -8,7 +8,11 @@ inter-op thread), median of N runs after warm-up. The outputs are compared first
 error <= 1e-4), so a fast wrong answer never counts. Prints one row per model with both medians
 and the ratio coil / onnxruntime (lower is better; the target is <= 1.5).
 
-usage: bench/cpu_vs_ort.py --coil BIN [--work DIR] [--models a,b] [--iters N]
+With --rounds R, the timing (coil, then onnxruntime) repeats R times, interleaved, and the row
+shows the medians over rounds, the median of the per-round ratios and their range (the spread on
+a shared, noisy machine).
+
+usage: bench/cpu_vs_ort.py --coil BIN [--work DIR] [--models a,b] [--iters N] [--rounds R]
 """
 import argparse
 import json
@@ -35,6 +39,9 @@ def main():
     ap.add_argument("--work", default="/tmp/coil-bench-cpu")
     ap.add_argument("--models", default="resnet_small,mobilenet_v2,bert_small,gpt_small")
     ap.add_argument("--iters", type=int, default=50)
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="interleaved rounds of coil then onnxruntime; medians over rounds, "
+                         "with the spread of the per-round ratios")
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
     threads = os.cpu_count() or 1
@@ -73,30 +80,40 @@ def main():
             print("%s: outputs differ from onnxruntime (relative error %.2e); not timed" % (name, err))
             status = 1
             continue
-        # coil first: onnxruntime's intra-op threads keep spinning for a while after its runs
-        # and would steal the cores from the package that runs next.
-        r = subprocess.run([args.coil, "bench", pkg, "--inputs", inp, "--iters", str(args.iters), "--json"],
-                           capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS=str(threads)))
-        if r.returncode != 0:
-            print("%s: coil bench failed: %s" % (name, r.stderr.strip()[:400]))
-            status = 1
+        # Rounds of (coil, onnxruntime), interleaved so that both see the same load on a shared
+        # machine; each round's ratio is its two medians'. coil first in each round:
+        # onnxruntime's intra-op threads keep spinning for a while after its runs and would
+        # steal the cores from the package that runs next (hence also the pause after them).
+        coil_r, ort_r = [], []
+        for _ in range(args.rounds):
+            r = subprocess.run([args.coil, "bench", pkg, "--inputs", inp, "--iters", str(args.iters), "--json"],
+                               capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS=str(threads)))
+            if r.returncode != 0:
+                print("%s: coil bench failed: %s" % (name, r.stderr.strip()[:400]))
+                status = 1
+                break
+            coil_r.append(json.loads(r.stdout.strip().splitlines()[-1])["median_ms"])
+            for _ in range(5):
+                sess.run(None, feeds)
+            times = []
+            for _ in range(args.iters):
+                t0 = time.perf_counter()
+                sess.run(None, feeds)
+                times.append((time.perf_counter() - t0) * 1e3)
+            ort_r.append(float(np.median(times)))
+            time.sleep(0.2)
+        if len(coil_r) < args.rounds:
             continue
-        coil_ms = json.loads(r.stdout.strip().splitlines()[-1])["median_ms"]
-        for _ in range(5):
-            sess.run(None, feeds)
-        times = []
-        for _ in range(args.iters):
-            t0 = time.perf_counter()
-            sess.run(None, feeds)
-            times.append((time.perf_counter() - t0) * 1e3)
-        ort_ms = float(np.median(times))
-        rows.append((name, coil_ms, ort_ms, err))
+        rows.append((name, coil_r, ort_r, err))
         del sess  # stop its thread pool before the next package runs
         time.sleep(0.5)
-    print("\nthreads %d, sizes %s, %d iterations, onnxruntime %s" % (threads, SIZES, args.iters, ort.__version__))
-    print("%-14s %12s %12s %8s %10s" % ("model", "coil ms", "ort ms", "ratio", "rel err"))
+    print("\nthreads %d, sizes %s, %d iterations x %d rounds, onnxruntime %s"
+          % (threads, SIZES, args.iters, args.rounds, ort.__version__))
+    print("%-14s %10s %10s %8s %15s %10s" % ("model", "coil ms", "ort ms", "ratio", "ratio min-max", "rel err"))
     for name, c, o, e in rows:
-        print("%-14s %12.3f %12.3f %8.2f %10.1e" % (name, c, o, c / o, e))
+        ratios = [a / b for a, b in zip(c, o)]
+        print("%-14s %10.3f %10.3f %8.2f %7.2f-%-7.2f %10.1e"
+              % (name, np.median(c), np.median(o), np.median(ratios), min(ratios), max(ratios), e))
     return status
 
 
