@@ -255,6 +255,63 @@ TEST(CpuKernelsConv, ThreeDimensional) {
   checkConv<float>({2, 4, 4, 2, {5, 4, 6}, {2, 3, 2}, {1, 2, 2}, {2, 1, 1}, {1, 1, 0}, {0, 1, 1}},
                    1e-5);
 }
+/// coil_cpu_conv_bias_* against coil_cpu_conv_* followed by the bias and clamps in T (the
+/// same operations in the same order, so the results are identical).
+template <typename T> void checkConvBias(const ConvCase &cc, int64_t clamp, double lo, double hi) {
+  auto out = cc.out();
+  int64_t cg = cc.c / cc.group, outS = prod(out);
+  auto x = cast<T>(randomDoubles(size_t(cc.n * cc.c * prod(cc.in)), 7));
+  auto w = cast<T>(randomDoubles(size_t(cc.m * cg * prod(cc.k)), 8));
+  auto bias = cast<T>(randomDoubles(size_t(cc.m), 9));
+  std::vector<T> plain(size_t(cc.n * cc.m * outS), T(77)), fused(plain.size(), T(55));
+  auto in = pad3(cc.in, 1), k = pad3(cc.k, 1), o = pad3(out, 1), s = pad3(cc.s, 1),
+       d = pad3(cc.d, 1), p = pad3(cc.pb, 0);
+  auto fn = std::is_same_v<T, float> ? coil_cpu_conv_f32 : coil_cpu_conv_f64;
+  auto fnBias = std::is_same_v<T, float> ? coil_cpu_conv_bias_f32 : coil_cpu_conv_bias_f64;
+  int64_t nd = int64_t(cc.in.size());
+  ASSERT_EQ(fn(x.data(), w.data(), plain.data(), cc.n, cc.c, cc.m, cc.group, nd, in[0], in[1],
+               in[2], k[0], k[1], k[2], o[0], o[1], o[2], s[0], s[1], s[2], d[0], d[1], d[2], p[0],
+               p[1], p[2]),
+            0);
+  ASSERT_EQ(fnBias(x.data(), w.data(), bias.data(), fused.data(), cc.n, cc.c, cc.m, cc.group, nd,
+                   in[0], in[1], in[2], k[0], k[1], k[2], o[0], o[1], o[2], s[0], s[1], s[2], d[0],
+                   d[1], d[2], p[0], p[1], p[2], clamp, lo, hi),
+            0);
+  for (size_t i = 0; i < plain.size(); ++i) {
+    T v = plain[i] + bias[(i / size_t(outS)) % size_t(cc.m)];
+    if (clamp & 1) v = v < T(lo) ? T(lo) : v;
+    if (clamp & 2) v = v > T(hi) ? T(hi) : v;
+    ASSERT_EQ(fused[i], v) << i;
+  }
+}
+
+TEST(CpuKernelsConv, BiasAndClampFused) {
+  // Every path: im2col + GEMM (images in parallel), 1x1, flat depthwise (strides 1 and 2, a
+  // depth multiplier), the general depthwise loops, 1-D and 3-D; no clamp, ReLU, Clip.
+  for (int64_t clamp = 0; clamp < 4; ++clamp) {
+    double lo = clamp == 2 ? -0.5 : 0.0, hi = 0.75;
+    checkConvBias<float>({4, 5, 7, 1, {12, 12}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, clamp, lo,
+                         hi);
+    checkConvBias<float>({3, 6, 9, 1, {4, 4}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}}, clamp, lo,
+                         hi);
+    checkConvBias<float>({2, 8, 16, 8, {9, 9}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}}, clamp, lo,
+                         hi);
+    checkConvBias<float>({2, 4, 4, 4, {7, 6}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, clamp, lo,
+                         hi);
+    checkConvBias<float>({2, 4, 8, 4, {10, 9}, {3, 3}, {2, 1}, {1, 1}, {1, 0}, {1, 2}}, clamp, lo,
+                         hi);
+    checkConvBias<double>({2, 3, 4, 1, {11}, {3}, {2}, {1}, {1}, {1}}, clamp, lo, hi);
+    checkConvBias<double>(
+        {1, 2, 2, 1, {4, 3, 5}, {2, 2, 3}, {1, 1, 2}, {1, 1, 1}, {0, 1, 1}, {1, 0, 1}}, clamp, lo,
+        hi);
+  }
+  std::vector<float> x(16, 1), w(16, 1), b(4, 1), y(16, 3);
+  EXPECT_NE(coil_cpu_conv_bias_f32(x.data(), w.data(), b.data(), y.data(), 1, 1, 1, 1, 1, 4, 1, 1,
+                                   1, 1, 1, 4, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 4, 0.0, 0.0),
+            0);
+  for (float v : y) EXPECT_EQ(v, 3.0f);
+}
+
 TEST(CpuKernelsConv, InvalidGeometryFailsUntouched) {
   std::vector<float> x(16, 1), w(16, 1), y(16, 3);
   // group does not divide the channels; stride 0; nd 4.

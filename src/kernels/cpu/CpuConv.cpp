@@ -357,6 +357,35 @@ bool isDepthwise3x3(const ConvGeom &g) {
 
 /// Depthwise convolution (one input channel per group): im2col + GEMM would be a GEMM of one
 /// row per group, so direct loops, per (image, group) in parallel.
+/// The epilogue of coil_cpu_conv_bias_*, applied to each output tile while it is in cache:
+/// y = clamp(y + bias[oc]) with `v < lo ? lo : v` when `lower` and `v > hi ? hi : v` when
+/// `upper` (in this order, as Clip and ReLU lower; NaN passes). Inactive without a bias.
+template <typename T> struct ConvEpilogue {
+  const T *bias = nullptr;
+  bool lower = false, upper = false;
+  T lo = T(0), hi = T(0);
+  /// d[i] = f(src[i]) for `count` outputs of channel oc (d == src allowed).
+  inline __attribute__((always_inline)) void apply(T *d, const T *src, int64_t count,
+                                                   int64_t oc) const {
+    const T b = bias[oc], l = lo, h = hi;
+    const bool lw = lower, up = upper;
+#pragma omp simd
+    for (int64_t i = 0; i < count; ++i) {
+      T v = src[i] + b;
+      v = lw && v < l ? l : v;
+      d[i] = up && v > h ? h : v;
+    }
+  }
+  void applyAll(T *y, const ConvGeom &g) const {
+    if (!bias) return;
+    for (int64_t b = 0; b < g.n; ++b)
+      for (int64_t oc = 0; oc < g.m; ++oc) {
+        T *yc = y + (b * g.m + oc) * g.outSize;
+        apply(yc, yc, g.outSize, oc);
+      }
+  }
+};
+
 /// The flat 3x3 depthwise path: a 2-D window of 3x3, dilation 1, pads >= 0 and the same stride
 /// S (1 or 2) along both dims. Each input plane is copied into the interior of a zero-bordered
 /// plane xp of `pitch` columns (zeroed once per call and thread: only the interior changes),
@@ -387,9 +416,9 @@ bool makeFlatDw(const ConvGeom &g, FlatDw &f) {
 /// Planes [begin, end) of the (image, group) items of the flat path, one output channel per
 /// group member; xp (padSize) and tmp (flat) are the thread's workspaces, xp zeroed.
 template <typename T, int S>
-inline __attribute__((always_inline)) void flatDwPlanes(const ConvGeom &g, const FlatDw &f,
-                                                        const T *x, const T *w, T *y, int64_t begin,
-                                                        int64_t end, T *xp, T *tmp) {
+inline __attribute__((always_inline)) void
+flatDwPlanes(const ConvGeom &g, const FlatDw &f, const T *x, const T *w, T *y, int64_t begin,
+             int64_t end, T *xp, T *tmp, const ConvEpilogue<T> &ep) {
   const int64_t P = f.pitch, in1 = g.in[1], in2 = g.in[2], out1 = g.out[1], out2 = g.out[2];
   T *interior = xp + g.p[1] * P + g.p[2];
   for (int64_t item = begin; item < end; ++item) {
@@ -417,6 +446,10 @@ inline __attribute__((always_inline)) void flatDwPlanes(const ConvGeom &g, const
       for (int64_t oy = 0; oy < out1; ++oy) {
         T *d = yc + oy * out2;
         const T *src = tmp + oy * P;
+        if (ep.bias) {
+          ep.apply(d, src, out2, oc);
+          continue;
+        }
 #pragma omp simd
         for (int64_t ox = 0; ox < out2; ++ox) d[ox] = src[ox];
       }
@@ -427,24 +460,25 @@ inline __attribute__((always_inline)) void flatDwPlanes(const ConvGeom &g, const
 template <typename T, int S>
 __attribute__((target("avx2,fma"))) void
 flatDwPlanesAvx2(const ConvGeom &g, const FlatDw &f, const T *x, const T *w, T *y, int64_t begin,
-                 int64_t end, T *xp, T *tmp) {
-  flatDwPlanes<T, S>(g, f, x, w, y, begin, end, xp, tmp);
+                 int64_t end, T *xp, T *tmp, const ConvEpilogue<T> &ep) {
+  flatDwPlanes<T, S>(g, f, x, w, y, begin, end, xp, tmp, ep);
 }
 template <typename T, int S>
 void flatDwPlanesBase(const ConvGeom &g, const FlatDw &f, const T *x, const T *w, T *y,
-                      int64_t begin, int64_t end, T *xp, T *tmp) {
-  flatDwPlanes<T, S>(g, f, x, w, y, begin, end, xp, tmp);
+                      int64_t begin, int64_t end, T *xp, T *tmp, const ConvEpilogue<T> &ep) {
+  flatDwPlanes<T, S>(g, f, x, w, y, begin, end, xp, tmp, ep);
 }
 
 /// The flat path over all (image, group) items, in parallel when the work pays for the
 /// threads; false (nothing written) when a workspace cannot be allocated.
 template <typename T>
-bool flatDepthwise(const T *x, T *y, const T *w, const ConvGeom &g, const FlatDw &f) {
+bool flatDepthwise(const T *x, T *y, const T *w, const ConvGeom &g, const FlatDw &f,
+                   const ConvEpilogue<T> &ep) {
   const int64_t items = g.n * g.group;
   int64_t work; // multiply-adds, counting the dropped columns
   if (!mulSizes({items, g.mg, f.flat, 9}, &work)) work = INT64_MAX;
   using Fn = void (*)(const ConvGeom &, const FlatDw &, const T *, const T *, T *, int64_t, int64_t,
-                      T *, T *);
+                      T *, T *, const ConvEpilogue<T> &);
   Fn fn = hasAvx2() ? (f.S == 1 ? flatDwPlanesAvx2<T, 1> : flatDwPlanesAvx2<T, 2>)
                     : (f.S == 1 ? flatDwPlanesBase<T, 1> : flatDwPlanesBase<T, 2>);
   bool ok = true;
@@ -468,14 +502,15 @@ bool flatDepthwise(const T *x, T *y, const T *w, const ConvGeom &g, const FlatDw
     const int64_t blocks = (items + block - 1) / block;
 #pragma omp for schedule(dynamic)
     for (int64_t i = 0; i < blocks; ++i)
-      if (xp && tmp) fn(g, f, x, w, y, i * block, std::min(items, (i + 1) * block), xp, tmp);
+      if (xp && tmp) fn(g, f, x, w, y, i * block, std::min(items, (i + 1) * block), xp, tmp, ep);
   }
   return ok;
 }
 
-template <typename T> void depthwise(const T *x, T *y, const T *w, const ConvGeom &g) {
+template <typename T>
+void depthwise(const T *x, T *y, const T *w, const ConvGeom &g, const ConvEpilogue<T> &ep) {
   FlatDw flat;
-  if (makeFlatDw(g, flat) && flatDepthwise(x, y, w, g, flat)) return;
+  if (makeFlatDw(g, flat) && flatDepthwise(x, y, w, g, flat, ep)) return;
   int64_t items = g.n * g.group, all;
   if (!mulSizes({g.n, g.m, g.outSize, g.kSize}, &all)) all = INT64_MAX;
   // The 3x3 fast path pads one channel: rows of P2, enough of them for the last output row.
@@ -515,13 +550,15 @@ template <typename T> void depthwise(const T *x, T *y, const T *w, const ConvGeo
         depthwise3x3Rows<T, 2>(xp, P2, g.s[1], w + oc * 9, yc, g.out[1], g.out[2]);
     }
   }
+  ep.applyAll(y, g);
 }
 
-template <typename T> void conv(const T *x, T *y, const T *w, const ConvGeom &g) {
+template <typename T>
+void conv(const T *x, T *y, const T *w, const ConvGeom &g, const ConvEpilogue<T> &ep = {}) {
   if (g.n == 0 || g.m == 0 || g.outSize == 0) return;
   int64_t work; // multiply-adds per (image, group)
   if (!mulSizes({g.mg, g.outSize, g.colRows}, &work)) work = INT64_MAX;
-  if (g.cg == 1) return depthwise(x, y, w, g);
+  if (g.cg == 1) return depthwise(x, y, w, g, ep);
   bool direct = isPointwiseConv(g);
   int64_t items = g.n * g.group; // (image, group) pairs, each one GEMM
   size_t colSize = direct ? 0 : size_t(g.colRows * g.outSize);
@@ -545,6 +582,9 @@ template <typename T> void conv(const T *x, T *y, const T *w, const ConvGeom &g)
             forEachTap(g, g.out, g.in, [&](int64_t o, int64_t kk, int64_t i) {
               yg[oc * g.outSize + o] += xg[ic * g.inSize + i] * wg[(oc * g.cg + ic) * g.kSize + kk];
             });
+        if (ep.bias)
+          for (int64_t oc = 0; oc < g.mg; ++oc)
+            ep.apply(yg + oc * g.outSize, yg + oc * g.outSize, g.outSize, gr * g.mg + oc);
         return;
       }
       std::unique_ptr<T[]> localPad;
@@ -558,6 +598,9 @@ template <typename T> void conv(const T *x, T *y, const T *w, const ConvGeom &g)
       cols = col;
     }
     gemmOne<T>(wg, cols, yg, g.mg, g.outSize, g.colRows, false, false, T(1), T(0));
+    if (ep.bias)
+      for (int64_t oc = 0; oc < g.mg; ++oc)
+        ep.apply(yg + oc * g.outSize, yg + oc * g.outSize, g.outSize, gr * g.mg + oc);
   };
   // Images (and groups) in parallel, each one GEMM on its thread, when there are enough of
   // them for the threads or they are small; else one at a time with BLAS's own threads.
@@ -715,6 +758,25 @@ extern "C" {
       return rc;                                                                                   \
     convTranspose<T>(static_cast<const T *>(x), static_cast<T *>(y), static_cast<const T *>(w),    \
                      g);                                                                           \
+    return 0;                                                                                      \
+  }                                                                                                \
+  int32_t coil_cpu_conv_bias_##S(                                                                  \
+      const void *x, const void *w, const void *bias, void *y, int64_t n, int64_t c, int64_t m,    \
+      int64_t group, int64_t nd, int64_t in0, int64_t in1, int64_t in2, int64_t k0, int64_t k1,    \
+      int64_t k2, int64_t out0, int64_t out1, int64_t out2, int64_t s0, int64_t s1, int64_t s2,    \
+      int64_t d0, int64_t d1, int64_t d2, int64_t p0, int64_t p1, int64_t p2, int64_t clamp,       \
+      double lo, double hi) {                                                                      \
+    const int64_t in[3] = {in0, in1, in2}, k[3] = {k0, k1, k2}, out[3] = {out0, out1, out2};       \
+    const int64_t s[3] = {s0, s1, s2}, d[3] = {d0, d1, d2}, p[3] = {p0, p1, p2};                   \
+    ConvGeom g;                                                                                    \
+    if (int32_t rc = makeGeom("conv bias", g, n, c, m, group, nd, in, k, out, s, d, p)) return rc; \
+    if (clamp < 0 || clamp > 3)                                                                    \
+      return fail("conv bias: clamp flags must be 0 to 3, got %lld", ll(clamp));                   \
+    ConvEpilogue<T> ep;                                                                            \
+    ep.bias = static_cast<const T *>(bias);                                                        \
+    ep.lower = (clamp & 1) != 0, ep.upper = (clamp & 2) != 0;                                      \
+    ep.lo = T(lo), ep.hi = T(hi);                                                                  \
+    conv<T>(static_cast<const T *>(x), static_cast<T *>(y), static_cast<const T *>(w), g, ep);     \
     return 0;                                                                                      \
   }
 

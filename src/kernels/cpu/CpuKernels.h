@@ -123,6 +123,24 @@ int32_t coil_cpu_conv_transpose_f64(const void *x, const void *w, void *y, int64
                                     int64_t d0, int64_t d1, int64_t d2, int64_t p0, int64_t p1,
                                     int64_t p2);
 
+/// Convolution with its bias and an optional clamp fused (what Conv with a bias, followed by
+/// ReLU or Clip, folds into): y = act(conv(x, w)[b, oc, ...] + bias[oc]), computed as
+/// coil_cpu_conv_* (same argument rules), the epilogue applied to each output tile while it is
+/// in cache. act applies `v < lo ? lo : v` when bit 0 of `clamp` is set, then `v > hi ? hi : v`
+/// when bit 1 is set (NaN passes), in the dtype. Fails when clamp is outside 0..3.
+int32_t coil_cpu_conv_bias_f32(const void *x, const void *w, const void *bias, void *y, int64_t n,
+                               int64_t c, int64_t m, int64_t group, int64_t nd, int64_t in0,
+                               int64_t in1, int64_t in2, int64_t k0, int64_t k1, int64_t k2,
+                               int64_t out0, int64_t out1, int64_t out2, int64_t s0, int64_t s1,
+                               int64_t s2, int64_t d0, int64_t d1, int64_t d2, int64_t p0,
+                               int64_t p1, int64_t p2, int64_t clamp, double lo, double hi);
+int32_t coil_cpu_conv_bias_f64(const void *x, const void *w, const void *bias, void *y, int64_t n,
+                               int64_t c, int64_t m, int64_t group, int64_t nd, int64_t in0,
+                               int64_t in1, int64_t in2, int64_t k0, int64_t k1, int64_t k2,
+                               int64_t out0, int64_t out1, int64_t out2, int64_t s0, int64_t s1,
+                               int64_t s2, int64_t d0, int64_t d1, int64_t d2, int64_t p0,
+                               int64_t p1, int64_t p2, int64_t clamp, double lo, double hi);
+
 /// f16 / bf16 convolutions and transposed convolutions: widened to f32, computed as the f32
 /// functions, each result rounded once. Same argument rules.
 #define COIL_CPU_DECLARE_CONV_HALF(S)                                                              \
