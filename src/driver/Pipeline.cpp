@@ -3,6 +3,7 @@
 #include "driver/BuildWrapper.h"
 #include "driver/Tune.h"
 #include "kernels/cuda/CudaExterns.h"
+#include "lower/FoldConvBias.h"
 #include "lower/Lower.h"
 #include "passes/FoldConstants.h"
 #include "passes/RefineShapes.h"
@@ -91,6 +92,9 @@ Expected<std::unique_ptr<Compilation>> compileGraph(Graph g, const CompileOption
   timer.done("fold");
 
   COIL_TRY(c->loops, loop::lowerGraph(c->graph));
+  // On the CPU, conv bias adds (and a ReLU or Clip after them) become the conv extern's
+  // epilogue.
+  if (!cuda) loop::foldConvBias(c->loops);
   timer.done("lower");
   if (o.printAfter == "lower") std::cerr << loop::printLoopProgram(c->loops);
 

@@ -113,6 +113,33 @@ EvalExternFn convAdapter(ConvFn fn, bool transpose) {
   };
 }
 
+// --- convolutions with a fused bias and clamp: x, w, bias, y, the conv's sizes, clamp, lo, hi
+
+using ConvBiasFn = int32_t (*)(const void *, const void *, const void *, void *, int64_t, int64_t,
+                               int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                               int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                               int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                               int64_t, double, double);
+EvalExternFn convBiasAdapter(ConvBiasFn fn) {
+  return [fn](const ExternNode &en, Args &a) -> Status {
+    COIL_TRY_STATUS(checkSignature(en, a, "NNNOIIIIIIIIIIIIIIIIIIIIIIIIFF"));
+    auto v = [&](size_t i) { return a[i].i; };
+    int64_t n = v(4), c = v(5), m = v(6), group = v(7);
+    int64_t inS = prod({v(9), v(10), v(11)}), kS = prod({v(12), v(13), v(14)}),
+            outS = prod({v(15), v(16), v(17)});
+    if (group < 1 || c % group || m % group)
+      return Error::internal("extern '" + en.function + "': group does not divide the channels");
+    COIL_TRY_STATUS(checkNumel(en, *a[0].tensor, prod({n, c, inS}), "the input"));
+    COIL_TRY_STATUS(checkNumel(en, *a[1].tensor, prod({m, c / group, kS}), "the weights"));
+    COIL_TRY_STATUS(checkNumel(en, *a[2].tensor, m, "the bias"));
+    COIL_TRY_STATUS(checkNumel(en, *a[3].output, prod({n, m, outS}), "the output"));
+    return kernelStatus(fn(in(a, 0), in(a, 1), in(a, 2), out(a, 3), n, c, m, group, v(8), v(9),
+                           v(10), v(11), v(12), v(13), v(14), v(15), v(16), v(17), v(18), v(19),
+                           v(20), v(21), v(22), v(23), v(24), v(25), v(26), v(27), a[28].number,
+                           a[29].number));
+  };
+}
+
 // --- Det: x, y, batch, n
 
 using DetFn = int32_t (*)(const void *, void *, int64_t, int64_t);
@@ -350,6 +377,8 @@ void registerCpuKernelEvalExterns() {
   registerEvalExtern("coil_cpu_gemm_f64", gemmAdapter(coil_cpu_gemm_f64));
   registerEvalExtern("coil_cpu_conv_f32", convAdapter(coil_cpu_conv_f32, false));
   registerEvalExtern("coil_cpu_conv_f64", convAdapter(coil_cpu_conv_f64, false));
+  registerEvalExtern("coil_cpu_conv_bias_f32", convBiasAdapter(coil_cpu_conv_bias_f32));
+  registerEvalExtern("coil_cpu_conv_bias_f64", convBiasAdapter(coil_cpu_conv_bias_f64));
   registerEvalExtern("coil_cpu_conv_transpose_f32", convAdapter(coil_cpu_conv_transpose_f32, true));
   registerEvalExtern("coil_cpu_conv_transpose_f64", convAdapter(coil_cpu_conv_transpose_f64, true));
   registerEvalExtern("coil_cpu_gemm_f16", gemmAdapter(coil_cpu_gemm_f16));

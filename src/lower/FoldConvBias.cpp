@@ -1,0 +1,253 @@
+// Folding of conv bias adds and clamps into the CPU conv extern (see FoldConvBias.h).
+#include "lower/FoldConvBias.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+namespace coil::loop {
+namespace {
+
+const std::string kConv = "coil_cpu_conv_", kConvBias = "coil_cpu_conv_bias_";
+
+/// The dtype suffix when `fn` is `prefix` + f32 or f64, else "".
+std::string convSuffix(const std::string &fn, const std::string &prefix) {
+  if (fn.rfind(prefix, 0) != 0) return "";
+  std::string s = fn.substr(prefix.size());
+  return s == "f32" || s == "f64" ? s : "";
+}
+
+/// The node that statement `v` loads when it loads it at the point `vars` of the reader.
+std::optional<NodeId> identityLoad(const Body &b, Val v, const std::vector<std::string> &vars) {
+  if (v < 0 || size_t(v) >= b.stmts.size()) return std::nullopt;
+  const Stmt &s = b.stmts[size_t(v)];
+  if (s.kind != Stmt::Kind::Load || s.index.size() != vars.size()) return std::nullopt;
+  for (size_t d = 0; d < vars.size(); ++d)
+    if (s.index[d] != SymInt::symbol(vars[d])) return std::nullopt;
+  return s.node;
+}
+
+/// The value of a finite floating constant statement.
+std::optional<double> floatConstant(const Body &b, Val v) {
+  if (v < 0 || size_t(v) >= b.stmts.size()) return std::nullopt;
+  const Stmt &s = b.stmts[size_t(v)];
+  if (s.kind != Stmt::Kind::Constant || s.isInt || !std::isfinite(s.number)) return std::nullopt;
+  return s.number;
+}
+
+/// Per node: the distinct nodes that read it (loads, extern arguments, MultiOutput sources).
+std::vector<std::vector<NodeId>> readersOf(const LoopProgram &p) {
+  std::vector<std::vector<NodeId>> r(p.nodes.size());
+  auto add = [&](NodeId src, NodeId reader) {
+    if (src < 0 || size_t(src) >= r.size()) return;
+    auto &v = r[size_t(src)];
+    if (std::find(v.begin(), v.end(), reader) == v.end()) v.push_back(reader);
+  };
+  auto body = [&](const Body &b, NodeId reader) {
+    for (const Stmt &s : b.stmts)
+      if (s.kind == Stmt::Kind::Load) add(s.node, reader);
+  };
+  for (size_t i = 0; i < p.nodes.size(); ++i) {
+    NodeId id = NodeId(i);
+    const NodeKind &k = p.nodes[i].kind;
+    if (const auto *pw = std::get_if<PointwiseNode>(&k)) body(pw->body, id);
+    if (const auto *rd = std::get_if<ReductionNode>(&k)) body(rd->body, id);
+    if (const auto *ex = std::get_if<ExternNode>(&k))
+      for (const ExternArg &a : ex->args)
+        if (a.kind == ExternArg::Kind::Node) add(a.node, id);
+    if (const auto *mo = std::get_if<MultiOutputNode>(&k)) add(mo->source, id);
+  }
+  return r;
+}
+
+bool onlyReader(const LoopProgram &p, const std::vector<std::vector<NodeId>> &readers, NodeId src,
+                NodeId reader) {
+  if (std::find(p.outputs.begin(), p.outputs.end(), src) != p.outputs.end()) return false;
+  const auto &r = readers[size_t(src)];
+  return r.size() == 1 && r[0] == reader;
+}
+
+/// `pw` (node n) computes conv + bias[channel] of a plain conv extern: the two nodes.
+struct BiasAdd {
+  NodeId conv = -1, bias = -1;
+};
+std::optional<BiasAdd> matchBiasAdd(const LoopProgram &p, const Node &n, const PointwiseNode &pw) {
+  const Body &b = pw.body;
+  if (pw.result < 0 || size_t(pw.result) >= b.stmts.size() || n.shape.size() < 3 ||
+      pw.vars.size() != n.shape.size())
+    return std::nullopt;
+  const Stmt &add = b.stmts[size_t(pw.result)];
+  if (add.kind != Stmt::Kind::Op || add.op != ScalarOp::Add || add.args.size() != 2 ||
+      add.dtype != n.dtype)
+    return std::nullopt;
+  for (int order = 0; order < 2; ++order) {
+    std::optional<NodeId> conv = identityLoad(b, add.args[size_t(order)], pw.vars);
+    Val c = add.args[size_t(1 - order)];
+    if (!conv || c < 0 || size_t(c) >= b.stmts.size()) continue;
+    const Stmt &cl = b.stmts[size_t(c)];
+    if (cl.kind != Stmt::Kind::Load || cl.dtype != n.dtype) continue;
+    const Node &cn = p.nodes.at(size_t(*conv));
+    const auto *ex = std::get_if<ExternNode>(&cn.kind);
+    if (!ex || convSuffix(ex->function, kConv).empty() || cn.dtype != n.dtype ||
+        ex->outputs.size() != 1 || cn.shape != n.shape)
+      continue;
+    const Node &bn = p.nodes.at(size_t(cl.node));
+    if (bn.dtype != n.dtype || bn.shape.size() != 1 || bn.shape[0] != n.shape[1] ||
+        cl.index.size() != 1 || cl.index[0] != SymInt::symbol(pw.vars[1]))
+      continue;
+    return BiasAdd{*conv, cl.node};
+  }
+  return std::nullopt;
+}
+
+/// `pw` (node n) clamps an identity load of one node: `x < lo ? lo : x`, then optionally
+/// `y > hi ? hi : y` (or only the latter); the node, the flags (bit 0 lower, bit 1 upper) and
+/// the bounds.
+struct Clamp {
+  NodeId src = -1;
+  int64_t flags = 0;
+  double lo = 0, hi = 0;
+};
+/// `v` = select(cmp(x, c), c, x) with cmp `op`: x and c.
+std::optional<std::pair<Val, double>> matchSelectClamp(const Body &b, Val v, ScalarOp op,
+                                                       DType dt) {
+  if (v < 0 || size_t(v) >= b.stmts.size()) return std::nullopt;
+  const Stmt &s = b.stmts[size_t(v)];
+  if (s.kind != Stmt::Kind::Op || s.op != ScalarOp::Select || s.args.size() != 3 || s.dtype != dt)
+    return std::nullopt;
+  const Stmt &cmp = b.stmts.at(size_t(s.args[0]));
+  if (cmp.kind != Stmt::Kind::Op || cmp.op != op || cmp.args.size() != 2) return std::nullopt;
+  std::optional<double> c = floatConstant(b, s.args[1]), c2 = floatConstant(b, cmp.args[1]);
+  if (!c || !c2 || *c != *c2 || cmp.args[0] != s.args[2]) return std::nullopt;
+  return std::make_pair(s.args[2], *c);
+}
+std::optional<Clamp> matchClamp(const Node &n, const PointwiseNode &pw) {
+  const Body &b = pw.body;
+  Clamp c;
+  Val x = pw.result;
+  if (auto hi = matchSelectClamp(b, x, ScalarOp::Gt, n.dtype)) {
+    c.flags |= 2, c.hi = hi->second, x = hi->first;
+  }
+  if (auto lo = matchSelectClamp(b, x, ScalarOp::Lt, n.dtype)) {
+    c.flags |= 1, c.lo = lo->second, x = lo->first;
+  }
+  std::optional<NodeId> src = identityLoad(b, x, pw.vars);
+  if (c.flags == 0 || !src) return std::nullopt;
+  c.src = *src;
+  return c;
+}
+
+/// Removes the nodes marked in `dead` and renumbers every reference to the others.
+void removeNodes(LoopProgram &p, const std::vector<bool> &dead) {
+  std::vector<NodeId> remap(p.nodes.size(), -1);
+  std::vector<Node> kept;
+  for (size_t i = 0; i < p.nodes.size(); ++i) {
+    if (dead[i]) continue;
+    remap[i] = NodeId(kept.size());
+    kept.push_back(std::move(p.nodes[i]));
+  }
+  auto fix = [&](NodeId &id) {
+    if (id >= 0) {
+      COIL_CHECK(remap[size_t(id)] >= 0) << "a removed node is still referenced";
+      id = remap[size_t(id)];
+    }
+  };
+  auto body = [&](Body &b) {
+    for (Stmt &s : b.stmts)
+      if (s.kind == Stmt::Kind::Load) fix(s.node);
+  };
+  for (Node &n : kept) {
+    if (auto *pw = std::get_if<PointwiseNode>(&n.kind)) body(pw->body);
+    if (auto *rd = std::get_if<ReductionNode>(&n.kind)) body(rd->body);
+    if (auto *ex = std::get_if<ExternNode>(&n.kind))
+      for (ExternArg &a : ex->args)
+        if (a.kind == ExternArg::Kind::Node) fix(a.node);
+    if (auto *mo = std::get_if<MultiOutputNode>(&n.kind)) fix(mo->source);
+  }
+  for (NodeId &id : p.inputs) fix(id);
+  for (NodeId &id : p.outputs) fix(id);
+  p.nodes = std::move(kept);
+}
+
+/// Node `into` becomes the extern `ex`, absorbing node `from` (whose origins it adds).
+void absorb(LoopProgram &p, NodeId into, NodeId from, ExternNode ex) {
+  Node &dst = p.nodes[size_t(into)];
+  const Node &src = p.nodes[size_t(from)];
+  ex.outputs = {TensorType{dst.dtype, dst.shape}};
+  std::vector<int32_t> origins = src.origins;
+  for (int32_t o : dst.origins)
+    if (std::find(origins.begin(), origins.end(), o) == origins.end()) origins.push_back(o);
+  dst.origins = std::move(origins);
+  dst.kind = std::move(ex);
+}
+
+ExternArg intArg(int64_t v) {
+  ExternArg a;
+  a.kind = ExternArg::Kind::Int;
+  a.sym = SymInt(v);
+  return a;
+}
+ExternArg floatArg(double v) {
+  ExternArg a;
+  a.kind = ExternArg::Kind::Float;
+  a.number = v;
+  return a;
+}
+
+} // namespace
+
+int foldConvBias(LoopProgram &p) {
+  std::vector<std::vector<NodeId>> readers = readersOf(p);
+  std::vector<bool> dead(p.nodes.size(), false);
+  int folds = 0;
+  auto moveReaders = [&](NodeId from, NodeId to) {
+    for (std::vector<NodeId> &r : readers)
+      for (NodeId &x : r)
+        if (x == from) x = to;
+  };
+  for (size_t i = 0; i < p.nodes.size(); ++i) {
+    NodeId id = NodeId(i);
+    const auto *pw = std::get_if<PointwiseNode>(&p.nodes[i].kind);
+    if (!pw) continue;
+    if (std::optional<BiasAdd> m = matchBiasAdd(p, p.nodes[i], *pw);
+        m && !dead[size_t(m->conv)] && onlyReader(p, readers, m->conv, id)) {
+      ExternNode ex = std::get<ExternNode>(p.nodes[size_t(m->conv)].kind);
+      if (ex.args.size() != 26) continue;
+      ex.function = kConvBias + convSuffix(ex.function, kConv);
+      ExternArg bias;
+      bias.kind = ExternArg::Kind::Node;
+      bias.node = m->bias;
+      ex.args.insert(ex.args.begin() + 2, bias);
+      ex.args.push_back(intArg(0));
+      ex.args.push_back(floatArg(0));
+      ex.args.push_back(floatArg(0));
+      absorb(p, id, m->conv, std::move(ex));
+      moveReaders(m->conv, id);
+      dead[size_t(m->conv)] = true;
+      ++folds;
+      continue;
+    }
+    if (std::optional<Clamp> c = matchClamp(p.nodes[i], *pw); c && !dead[size_t(c->src)]) {
+      const Node &sn = p.nodes[size_t(c->src)];
+      const auto *ex = std::get_if<ExternNode>(&sn.kind);
+      if (!ex || convSuffix(ex->function, kConvBias).empty() || sn.dtype != p.nodes[i].dtype ||
+          sn.shape != p.nodes[i].shape || ex->args.size() != 30 ||
+          !onlyReader(p, readers, c->src, id))
+        continue;
+      const ExternArg &flags = ex->args[27];
+      if (flags.kind != ExternArg::Kind::Int || flags.sym != SymInt(0)) continue;
+      ExternNode folded = *ex;
+      folded.args[27] = intArg(c->flags);
+      folded.args[28] = floatArg(c->lo);
+      folded.args[29] = floatArg(c->hi);
+      absorb(p, id, c->src, std::move(folded));
+      moveReaders(c->src, id);
+      dead[size_t(c->src)] = true;
+      ++folds;
+    }
+  }
+  if (folds > 0) removeNodes(p, dead);
+  return folds;
+}
+
+} // namespace coil::loop
