@@ -364,27 +364,57 @@ template <typename T> struct ConvEpilogue {
   const T *bias = nullptr;
   bool lower = false, upper = false;
   T lo = T(0), hi = T(0);
-  /// d[i] = f(src[i]) for `count` outputs of channel oc (d == src allowed).
+  /// d[i] = f(src[i]) for `count` outputs of channel oc (d == src allowed). One loop per
+  /// clamp case, so that each vectorizes without tests.
   inline __attribute__((always_inline)) void apply(T *d, const T *src, int64_t count,
                                                    int64_t oc) const {
     const T b = bias[oc], l = lo, h = hi;
-    const bool lw = lower, up = upper;
+    if (lower && upper) {
 #pragma omp simd
-    for (int64_t i = 0; i < count; ++i) {
-      T v = src[i] + b;
-      v = lw && v < l ? l : v;
-      d[i] = up && v > h ? h : v;
+      for (int64_t i = 0; i < count; ++i) {
+        T v = src[i] + b;
+        v = v < l ? l : v;
+        d[i] = v > h ? h : v;
+      }
+    } else if (lower) {
+#pragma omp simd
+      for (int64_t i = 0; i < count; ++i) {
+        T v = src[i] + b;
+        d[i] = v < l ? l : v;
+      }
+    } else if (upper) {
+#pragma omp simd
+      for (int64_t i = 0; i < count; ++i) {
+        T v = src[i] + b;
+        d[i] = v > h ? h : v;
+      }
+    } else {
+#pragma omp simd
+      for (int64_t i = 0; i < count; ++i) d[i] = src[i] + b;
     }
   }
-  void applyAll(T *y, const ConvGeom &g) const {
-    if (!bias) return;
-    for (int64_t b = 0; b < g.n; ++b)
-      for (int64_t oc = 0; oc < g.m; ++oc) {
-        T *yc = y + (b * g.m + oc) * g.outSize;
-        apply(yc, yc, g.outSize, oc);
-      }
+  /// apply in place on `rows` consecutive channel rows of `count` outputs from channel oc0.
+  inline __attribute__((always_inline)) void applyRows(T *y, int64_t rows, int64_t count,
+                                                       int64_t oc0) const {
+    for (int64_t r = 0; r < rows; ++r) apply(y + r * count, y + r * count, count, oc0 + r);
   }
 };
+
+template <typename T>
+__attribute__((target("avx2,fma"))) void applyRowsAvx2(const ConvEpilogue<T> &ep, T *y,
+                                                       int64_t rows, int64_t count, int64_t oc0) {
+  ep.applyRows(y, rows, count, oc0);
+}
+template <typename T>
+void applyRowsBase(const ConvEpilogue<T> &ep, T *y, int64_t rows, int64_t count, int64_t oc0) {
+  ep.applyRows(y, rows, count, oc0);
+}
+/// The epilogue on the rows of channels [oc0, oc0 + rows) at y, AVX2 where the CPU has it.
+template <typename T>
+void applyEpilogue(const ConvEpilogue<T> &ep, T *y, int64_t rows, int64_t count, int64_t oc0) {
+  if (!ep.bias) return;
+  hasAvx2() ? applyRowsAvx2(ep, y, rows, count, oc0) : applyRowsBase(ep, y, rows, count, oc0);
+}
 
 /// The flat 3x3 depthwise path: a 2-D window of 3x3, dilation 1, pads >= 0 and the same stride
 /// S (1 or 2) along both dims. Each input plane is copied into the interior of a zero-bordered
@@ -550,7 +580,7 @@ void depthwise(const T *x, T *y, const T *w, const ConvGeom &g, const ConvEpilog
         depthwise3x3Rows<T, 2>(xp, P2, g.s[1], w + oc * 9, yc, g.out[1], g.out[2]);
     }
   }
-  ep.applyAll(y, g);
+  for (int64_t b = 0; b < g.n; ++b) applyEpilogue(ep, y + b * g.m * g.outSize, g.m, g.outSize, 0);
 }
 
 template <typename T>
@@ -582,9 +612,7 @@ void conv(const T *x, T *y, const T *w, const ConvGeom &g, const ConvEpilogue<T>
             forEachTap(g, g.out, g.in, [&](int64_t o, int64_t kk, int64_t i) {
               yg[oc * g.outSize + o] += xg[ic * g.inSize + i] * wg[(oc * g.cg + ic) * g.kSize + kk];
             });
-        if (ep.bias)
-          for (int64_t oc = 0; oc < g.mg; ++oc)
-            ep.apply(yg + oc * g.outSize, yg + oc * g.outSize, g.outSize, gr * g.mg + oc);
+        applyEpilogue(ep, yg, g.mg, g.outSize, gr * g.mg);
         return;
       }
       std::unique_ptr<T[]> localPad;
@@ -598,9 +626,7 @@ void conv(const T *x, T *y, const T *w, const ConvGeom &g, const ConvEpilogue<T>
       cols = col;
     }
     gemmOne<T>(wg, cols, yg, g.mg, g.outSize, g.colRows, false, false, T(1), T(0));
-    if (ep.bias)
-      for (int64_t oc = 0; oc < g.mg; ++oc)
-        ep.apply(yg + oc * g.outSize, yg + oc * g.outSize, g.outSize, gr * g.mg + oc);
+    applyEpilogue(ep, yg, g.mg, g.outSize, gr * g.mg);
   };
   // Images (and groups) in parallel, each one GEMM on its thread, when there are enough of
   // them for the threads or they are small; else one at a time with BLAS's own threads.
