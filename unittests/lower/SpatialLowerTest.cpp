@@ -179,6 +179,24 @@ TEST(SpatialLower, MaxPoolAutoPad1dAnd3d) {
   }
 }
 
+TEST(SpatialLower, MaxPoolTapsWithoutIndices) {
+  // Without indices a small window is a Pointwise max of its taps: pads, dilations, ceil_mode
+  // and NaN, infinities and signed zeros (NaN propagates; of +0 and -0 the first tap's stays).
+  Tensor x = randomTensor(DType::F32, {2, 3, 9, 10}, 11);
+  const double specials[] = {std::nan(""), INFINITY, -INFINITY, 0.0, -0.0};
+  for (int64_t i = 0; i < x.numel(); i += 7) x.setDouble(i, specials[(i / 7) % 5]);
+  for (int64_t i = 1; i < x.numel(); i += 13) x.setDouble(i, (i / 13) % 2 ? 0.0 : -0.0);
+  expectMatches(R"(graph @g(%x: f32[2, 3, 9, 10]) -> (%y) {
+    %y = MaxPool(%x) {kernel_shape = [3, 3], pads = [1, 1, 1, 1], strides = [2, 2]} : ?
+  })",
+                {x});
+  expectMatches(R"(graph @g(%x: f32[2, 3, 9, 10]) -> (%y) {
+    %y = MaxPool(%x) {kernel_shape = [2, 3], pads = [0, 1, 1, 0], strides = [2, 3],
+                      dilations = [2, 1], ceil_mode = 1} : ?
+  })",
+                {x});
+}
+
 TEST(SpatialLower, MaxPoolIntegerAndDynamicDims) {
   expectMatches(R"(graph @g(%x: u8[1, 2, 6, 6]) -> (%y) {
     %y = MaxPool(%x) {kernel_shape = [3, 3], pads = [1, 1, 1, 1], strides = [2, 2]} : ?

@@ -188,6 +188,39 @@ Status lowerPool(LowerContext &ctx, PoolKind kind) {
     return {v, conds.empty() ? kNoVal : andAll(b, conds)};
   };
 
+  // MaxPool without indices and with a small constant window: a Pointwise node that takes
+  // the max of the taps in the reduction's order, so that its innermost loop runs along the
+  // output row and vectorizes (a Reduction loops over the window per output point). The taps
+  // keep the reduction's results: NaN propagates, and of equal values (+0, -0) the first stays.
+  bool wantIndices = ctx.numOutputs() > 1 && ctx.gnode().outputs[1] != kNoValue;
+  int64_t taps = 1;
+  std::vector<int64_t> kc;
+  for (const SymInt &k : rr) {
+    auto c = k.maybeConstant();
+    taps = c && *c >= 1 ? taps * *c : 1 << 20;
+    kc.push_back(c ? *c : 0);
+  }
+  if (kind == PoolKind::Max && !wantIndices && taps <= 49) {
+    TensorRef y = ctx.pointwise(dt, outShape, [&](BodyBuilder &b, const Syms &o) {
+      Val acc = kNoVal;
+      Syms r(nd, SymInt(0));
+      for (int64_t flat = 0; flat < taps; ++flat) {
+        int64_t rest = flat;
+        for (size_t d = nd; d-- > 0;) {
+          r[d] = SymInt(rest % kc[d]);
+          rest /= kc[d];
+        }
+        auto [v, inside] = tap(b, o, r);
+        v = b.cast(v, ct);
+        if (inside != kNoVal) v = b.op(ScalarOp::Select, inside, v, lowestOf(b, ct));
+        acc = acc == kNoVal ? v : b.op(ScalarOp::Max, v, acc);
+      }
+      return b.cast(acc, dt);
+    });
+    ctx.setOutput(0, y);
+    return okStatus();
+  }
+
   if (kind == PoolKind::Max) {
     TensorRef y = ctx.reduce(
         ReduceKind::Max, dt, ct, outShape, rr,
