@@ -276,30 +276,34 @@ template <typename T> void padImage(const ConvGeom &g, const PaddedGeom &pd, con
 template <typename T, int W, int S2 = 0>
 inline __attribute__((always_inline)) void im2colPaddedRows(const ConvGeom &g, const PaddedGeom &pd,
                                                             const T *xp, T *col) {
-  const int64_t K = g.kSize, O = g.outSize, P0 = pd.P[0], P1 = pd.P[1], P2 = pd.P[2];
+  const int64_t O = g.outSize, P0 = pd.P[0], P1 = pd.P[1], P2 = pd.P[2];
   const int64_t out2 = W > 0 ? W : g.out[2], s2 = g.s[2];
   const int64_t step0 = g.s[0] * P1 * P2, step1 = g.s[1] * P2;
-  for (int64_t row = 0; row < g.colRows; ++row) {
-    int64_t ic = row / K, kk = row % K;
-    int64_t k0 = kk / (g.k[1] * g.k[2]), k1 = (kk / g.k[2]) % g.k[1], k2 = kk % g.k[2];
-    const T *base = xp + ((ic * P0 + k0 * g.d[0]) * P1 + k1 * g.d[1]) * P2 + k2 * g.d[2];
-    T *d = col + row * O;
-    for (int64_t o0 = 0; o0 < g.out[0]; ++o0) {
-      const T *src = base + o0 * step0;
-      for (int64_t o1 = 0; o1 < g.out[1]; ++o1, src += step1, d += out2) {
-        if (S2 == 2) {
+  // Rows in order (ic, k0, k1, k2), counted without divisions (they cost more than a short
+  // row's copy).
+  int64_t row = 0;
+  for (int64_t ic = 0; ic < g.cg; ++ic)
+    for (int64_t k0 = 0; k0 < g.k[0]; ++k0)
+      for (int64_t k1 = 0; k1 < g.k[1]; ++k1)
+        for (int64_t k2 = 0; k2 < g.k[2]; ++k2, ++row) {
+          const T *base = xp + ((ic * P0 + k0 * g.d[0]) * P1 + k1 * g.d[1]) * P2 + k2 * g.d[2];
+          T *d = col + row * O;
+          for (int64_t o0 = 0; o0 < g.out[0]; ++o0) {
+            const T *src = base + o0 * step0;
+            for (int64_t o1 = 0; o1 < g.out[1]; ++o1, src += step1, d += out2) {
+              if (S2 == 2) {
 #pragma omp simd
-          for (int64_t o2 = 0; o2 < out2; ++o2) d[o2] = src[2 * o2];
-        } else if (W > 0) {
-          std::memcpy(d, src, size_t(W) * sizeof(T));
-        } else if (s2 == 1) {
-          std::memcpy(d, src, size_t(out2) * sizeof(T));
-        } else {
-          for (int64_t o2 = 0; o2 < out2; ++o2) d[o2] = src[o2 * s2];
+                for (int64_t o2 = 0; o2 < out2; ++o2) d[o2] = src[2 * o2];
+              } else if (W > 0) {
+                std::memcpy(d, src, size_t(W) * sizeof(T));
+              } else if (s2 == 1) {
+                std::memcpy(d, src, size_t(out2) * sizeof(T));
+              } else {
+                for (int64_t o2 = 0; o2 < out2; ++o2) d[o2] = src[o2 * s2];
+              }
+            }
+          }
         }
-      }
-    }
-  }
 }
 
 template <typename T>
