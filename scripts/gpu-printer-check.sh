@@ -100,11 +100,11 @@ for g in gpu:
     a = np.load(os.path.join(gpu_dir, g))   # numpy loads every file
     b = np.load(os.path.join(cpu_dir, g.replace("coil_cuda_", "coil_cpu_")))
     assert a.dtype == b.dtype and a.shape == b.shape, (g, a.dtype, a.shape, b.dtype, b.shape)
-    assert np.isfinite(a).all(), g
     # Before a launch, the buffers it writes hold whatever was there: not compared.
     unwritten = g.startswith("before_") and any(
         g.endswith(s) for s in ("_out0.npy", "_relu.npy", "_softmax.npy", "_layernormalization.npy"))
     if not unwritten:
+        assert np.isfinite(a).all(), g
         assert np.allclose(a, b, rtol=1e-4, atol=1e-5), (g, float(np.abs(a - b).max()))
         worst = max(worst, float(np.abs(a.astype(np.float64) - b).max()))
     np.save(os.path.join(gpu_dir, "roundtrip.npy"), a)
