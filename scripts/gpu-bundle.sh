@@ -17,7 +17,15 @@ cp -r include "$OUT/include"
 cp -L "$(ldd "$BUILD/bin/coil" | awk '/libzip.so/ {print $3}')" "$OUT/lib/"
 # The Python module for the GPU machine's Python 3.12 (PYTHONPATH=build-gpu/python there), when
 # a Python 3.12 with headers is here (COIL_GPU_PYTHON names another).
-GPY=${COIL_GPU_PYTHON:-$(command -v python3.12 || ls -d "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.12*/bin/python3 2>/dev/null | tail -1 || true)}
+GPY=${COIL_GPU_PYTHON:-}
+if [ -z "$GPY" ]; then
+  for c in $(command -v python3.12 || true) "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.12*/bin/python3; do
+    if [ -x "$c" ] && "$c" -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null; then
+      GPY=$c
+      break
+    fi
+  done
+fi
 if [ -n "$GPY" ] && [ -d "$BUILD/python/coil" ]; then
   python/build-module.sh "$GPY" "$OUT/python" "$BUILD" || echo "gpu-bundle: no Python module for $GPY"
 fi
