@@ -21,7 +21,7 @@
 # Without an NVIDIA GPU only `compile` runs (summary says so; exit 77 when it passed).
 #   scripts/gpu-printer-check.sh            (BUILD=build-gpu on the GPU machine: from gpu-bundle)
 # Environment: BUILD (default build), WORK (default /tmp/coil-gpu-printer), PYTHON (python3),
-# PYTHONPATH for the pywrapper step (default BUILD/python).
+# PYTHONPATH for the Python steps (default BUILD/python), COIL_TUNE (default 0).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -30,6 +30,8 @@ PY=${PYTHON:-python3}
 COIL=$BUILD/bin/coil
 export LD_LIBRARY_PATH=$BUILD/lib:${LD_LIBRARY_PATH:-}
 export PYTHONPATH=${PYTHONPATH:-$(cd "$BUILD" && pwd)/python}
+# No config timing at compile time (what is checked here does not depend on the configs chosen).
+export COIL_TUNE=${COIL_TUNE:-0}
 rm -rf "$WORK"
 mkdir -p "$WORK"
 [ -x "$COIL" ] || { echo "gpu-printer-check: $COIL is not built"; exit 2; }
