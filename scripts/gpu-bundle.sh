@@ -26,7 +26,7 @@ if [ -z "$GPY" ]; then
     fi
   done
 fi
-if [ -n "$GPY" ] && [ -d "$BUILD/python/coil" ]; then
+if [ -n "$GPY" ] && [ -f "$BUILD/lib/libcoil_runtime.so" ]; then
   python/build-module.sh "$GPY" "$OUT/python" "$BUILD" || echo "gpu-bundle: no Python module for $GPY"
 fi
 du -sh "$OUT"
