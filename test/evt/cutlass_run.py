@@ -22,6 +22,7 @@ Outcome per program and arch (json field "status"):
   nocompile       CUTLASS's own nvcc compilation of its emitted code failed
   error           an exception after compiling (argument packing, launch, shape checks)
   noref           ran, but the program has no reference meaning (coil rejects it: no dim= ...)
+  notrun          no example tensors for it (a dtype torch lacks, a malformed program)
   pending         not finished within the time budget (the next call resumes)
 
   python3 test/evt/cutlass_run.py --out DIR [--jobs 16] [--budget 500] [--only REGEX]
@@ -298,7 +299,7 @@ def run_one(prog_path, arch, dry):
     try:
         desc = describe(src, args)
     except Exception as e:
-        res.update(status="rejected", detail="no example tensors: %s" % str(e).splitlines()[0][:80])
+        res.update(status="notrun", detail="no example tensors: %s" % str(e).splitlines()[0][:80])
         return res
     shim_cuda_python()
     if dry:
@@ -345,7 +346,7 @@ def run_one(prog_path, arch, dry):
             ref_in[name] = v
         else:
             if dt not in tdt:
-                res.update(status="rejected", detail=f"parameter {name}: dtype {dt!r}")
+                res.update(status="notrun", detail=f"parameter {name}: dtype {dt!r} has no torch type")
                 return res
             x64 = round_to(rng.uniform(-1.0, 1.0, size=shape), dt)
             t = dev(x64, dt)
@@ -356,7 +357,7 @@ def run_one(prog_path, arch, dry):
     out_dt = {}
     for name, shape, dt, red in desc["outputs"]:
         if dt not in tdt:
-            res.update(status="rejected", detail=f"output {name}: dtype {dt!r}")
+            res.update(status="notrun", detail=f"output {name}: dtype {dt!r} has no torch type")
             return res
         init = 0.0 if red == "sum" else (-np.inf if red == "max" else np.nan)
         t = dev(np.full(shape, init), dt)
@@ -475,6 +476,8 @@ def cell(r):
         return "does not compile: " + r.get("detail", "")[:70].replace("|", "/")
     if st == "noref":
         return "ran; no reference (%s)" % r.get("detail", "")[:50]
+    if st == "notrun":
+        return "not run: %s" % r.get("detail", "")[:60]
     if st == "error":
         return "run error: " + r.get("detail", "")[:70].replace("|", "/")
     return st
@@ -495,6 +498,8 @@ def table(out_dir, results):
             prog = cells[0]
             r80, r90 = results.get((prog, "sm80")), results.get((prog, "sm90"))
             md.append("| " + " | ".join(cells[:3] + [cell(r80)] + cells[3:5] + [cell(r90)]) + " |")
+        else:
+            md.append(line)
     md.append("")
     for arch in ("sm80", "sm90"):
         counts = {}
