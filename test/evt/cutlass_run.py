@@ -258,6 +258,10 @@ class DryCompiled(Exception):
     pass
 
 
+class _SkipPlan(Exception):
+    pass
+
+
 def dry_patches(cc, nvcc):
     """No GPU: compile for an explicit device cc and stop where the cubin would be loaded."""
     import importlib
@@ -384,22 +388,44 @@ def run_one(prog_path, arch, dry):
         msg = (str(e).strip().splitlines() or [type(e).__name__])[0]
         res.update(status="rejected", detail=(type(e).__name__ + ": " + msg)[:160])
         return res
+    if dry and dry.startswith("mock"):
+        # Harness check without a GPU: the "kernel" writes the reference, rounded to each output's
+        # type (fp16 stands in for bf16 in numpy), into the output tensors; "mock-bad" also scales
+        # reductions by 32 (the sm80 scalar-sum fault). The comparison below must say correct /
+        # wrong for them.
+        try:
+            refs = reference(src, ref_in)
+        except NoReference as e:
+            res.update(status="noref", detail=str(e))
+            return res
+        order = re.findall(r"\w+", ast.unparse(next(
+            n for n in ast.walk(ast.parse(src)) if isinstance(n, ast.Return)).value))
+        for name, shape, dt, red in desc["outputs"]:
+            t = D if name == "D" else visitor[name]
+            r = np.broadcast_to(np.asarray(refs[order.index(name)], np.float64), t.shape)
+            t[...] = r * (32 if red and dry == "mock-bad" else 1)
     # 2. plan, emit, compile, run
     lib = {"bf16": cutlass_cppgen.DataType.bf16, "f16": cutlass_cppgen.DataType.f16,
            "f32": cutlass_cppgen.DataType.f32}
     t0 = time.time()
     try:
+        if dry and dry.startswith("mock"):
+            raise _SkipPlan()
         plan = cutlass_cppgen.op.Gemm(element_A=lib[in_dt], element_B=lib[in_dt], element_C=lib[c_dt],
                                       element_D=lib[d_dt], layout=cutlass_cppgen.LayoutType.RowMajor,
                                       element_accumulator=cutlass_cppgen.DataType.f32, cc=cc)
         plan.epilogue_visitor = fn
+    except _SkipPlan:
+        pass
     except BaseException as e:
         res.update(status="error", stage="plan", detail=(type(e).__name__ + ": " + str(e).strip().splitlines()[0]
                                                          if str(e).strip() else type(e).__name__)[:200],
                    trace=traceback.format_exc()[-1500:])
         return res
     try:
-        if dry:
+        if dry and dry.startswith("mock"):
+            pass
+        elif dry:
             # numpy tensors only serve the plan's type checks; compile is all that runs here
             plan.compile(alignment_A=8 if in_dt != "f32" else 4, alignment_B=8 if in_dt != "f32" else 4,
                          alignment_C=8 if c_dt != "f32" else 4)
@@ -449,7 +475,7 @@ def run_one(prog_path, arch, dry):
     for name in names:
         r = refs[order.index(name)]
         t = D if name == "D" else visitor[name]
-        got = t.double().cpu().numpy()
+        got = t.double().cpu().numpy() if hasattr(t, "cpu") else np.asarray(t, np.float64)
         e, good, where = compare(got, r, out_dt[name])
         errs[name] = {"err": e, "ok": good, "tol": TOL[out_dt[name]], "worst": where}
         ok = ok and good
@@ -525,8 +551,10 @@ def main():
     ap.add_argument("--budget", type=float, default=500, help="seconds; unfinished work resumes next call")
     ap.add_argument("--only", default="", help="regex over '<program>.<arch>'")
     ap.add_argument("--archs", default="sm80,sm90")
-    ap.add_argument("--dry", nargs="?", const="emit", choices=["emit", "nvcc"],
-                    help="no GPU: trace, emit and pack the arguments; --dry nvcc also compiles (sm_90a)")
+    ap.add_argument("--dry", nargs="?", const="emit", choices=["emit", "nvcc", "mock", "mock-bad"],
+                    help="no GPU: trace, emit and pack the arguments; --dry nvcc also compiles (sm_90a); "
+                    "--dry mock / mock-bad: trace, then the reference (mock-bad: reductions x32) stands in "
+                    "for the kernel, to check the comparison glue")
     ap.add_argument("--table-only", action="store_true")
     ap.add_argument("--one", nargs=3, metavar=("PROGRAM", "ARCH", "RESULT"), help=argparse.SUPPRESS)
     ap.add_argument("--selftest", action="store_true")
@@ -566,6 +594,14 @@ def main():
     tasks.sort(key=priority)
     t_start = time.time()
     running = {}
+
+    def stop(signum, frame):  # workers run in their own sessions: take them down with us
+        for pr, _, _ in running.values():
+            if pr.poll() is None:
+                os.killpg(pr.pid, signal.SIGKILL)
+        sys.exit(128 + signum)
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
     if not a.table_only:
         print(f"cutlass-run: {len(tasks)} programs to run with {a.jobs} jobs (budget {a.budget:.0f} s)", flush=True)
         while tasks or running:
