@@ -564,8 +564,10 @@ def main():
         prog, arch, result = a.one
         try:
             r = run_one(os.path.abspath(prog), arch, a.dry)
+            r["mode"] = a.dry or "gpu"
         except BaseException as e:  # the harness itself: report, never hide
             r = {"program": os.path.basename(prog)[:-3], "arch": arch, "status": "error", "stage": "harness",
+                 "mode": a.dry or "gpu",
                  "detail": "%s: %s" % (type(e).__name__, e), "trace": traceback.format_exc()[-1500:]}
         with open(result + ".tmp", "w") as fh:
             json.dump(r, fh, indent=1)
@@ -578,13 +580,20 @@ def main():
     rdir = os.path.join(out, "results")
     os.makedirs(rdir, exist_ok=True)
     progs = sorted(p for p in os.listdir(a.corpus) if p.endswith(".py"))
+    mode = a.dry or "gpu"
+
+    def done(path):  # a result of this mode (a dry or mock result never stands for a GPU one)
+        try:
+            return json.load(open(path)).get("mode") == mode
+        except (OSError, ValueError):
+            return False
     tasks = []
     for arch in a.archs.split(","):
         for p in progs:
             key = f"{p[:-3]}.{arch}"
             if a.only and not re.search(a.only, key):
                 continue
-            if not os.path.exists(os.path.join(rdir, key + ".json")):
+            if not done(os.path.join(rdir, key + ".json")):
                 tasks.append((p, arch, key))
     # Reductions first (the known suspect: sm80 scalar sums), then accepted programs before the
     # e* ones coil rejects; within each, sm90 first (longest compile)
@@ -636,7 +645,8 @@ def main():
     for f in sorted(os.listdir(rdir)):
         if f.endswith(".json"):
             r = json.load(open(os.path.join(rdir, f)))
-            results[(r["program"], r["arch"])] = r
+            if r.get("mode") == mode:
+                results[(r["program"], r["arch"])] = r
     left = sum(1 for p in progs for arch in a.archs.split(",")
                if (p[:-3], arch) not in results and (not a.only or re.search(a.only, f"{p[:-3]}.{arch}")))
     with open(os.path.join(out, "cutlass-run.json"), "w") as fh:
