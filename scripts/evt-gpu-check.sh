@@ -183,14 +183,16 @@ cutlass_prepare() {
 
 cutlass_run() {
   local py="$OUT/cutlass-py" root="$OUT/cutlass-root" res=${EVT_RESULTS:-$OUT/cutlass-run}
+  export PYTHONDONTWRITEBYTECODE=1
   [ -d "$py/pkgs/cutlass_cppgen" ] || { echo "evt-gpu-check: $py missing (cutlass-prepare, then carry it)"; exit 2; }
   [ -f "$OUT/cutlass/include/cutlass/cutlass.h" ] || { echo "evt-gpu-check: $OUT/cutlass headers missing"; exit 2; }
-  if [ ! -d "$py/site/cuda/bindings" ]; then # a wheel is a zip: unpacked, it imports (no pip needed)
-    python3 - "$py" <<'PYEOF' || exit 2
+  # a wheel is a zip: unpacked, it imports (no pip needed); outside cutlass-py, which is carried
+  local site="$OUT/cutlass-site"
+  if [ ! -d "$site/cuda/bindings" ]; then
+    python3 - "$py" "$site" <<'PYEOF' || exit 2
 import glob, os, sys, zipfile
-py = sys.argv[1]
-for w in sorted(glob.glob(os.path.join(py, "whl", "*.whl"))):
-    zipfile.ZipFile(w).extractall(os.path.join(py, "site"))
+for w in sorted(glob.glob(os.path.join(sys.argv[1], "whl", "*.whl"))):
+    zipfile.ZipFile(w).extractall(sys.argv[2])
 PYEOF
   fi
   # CUTLASS_PATH with the layout cutlass_cppgen expects (include/, tools/util/include/)
@@ -198,7 +200,7 @@ PYEOF
   ln -sfn "$(cd "$OUT/cutlass" && pwd)/include" "$root/include"
   ln -sfn "$(cd "$OUT/cutlass" && pwd)/util" "$root/tools/util/include"
   local pp
-  pp="$(cd "$py" && pwd)/site:$(cd "$py" && pwd)/pkgs"
+  pp="$(cd "$site" && pwd):$(cd "$py" && pwd)/pkgs"
   (cd /tmp && python3 -c 'import networkx' >/dev/null 2>&1) || pp="$pp:$(cd "$py" && pwd)/fallback"
   mkdir -p "$res" "$OUT/cutlass-run"
   CUTLASS_PATH="$(cd "$root" && pwd)" PYTHONPATH="$pp${PYTHONPATH:+:$PYTHONPATH}" \
