@@ -46,6 +46,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -159,12 +160,16 @@ class Harness:
         cmd = self.sanitizer_cmd(tool) + [self.args.coil, "run", item["pkg"], "--inputs", item["inputs"],
                                           "--outputs", os.path.join(out_dir, "sanitize.%s.out.npz" % tool)]
         t0 = time.time()
+        # its own process group, so that a timeout ends the sanitized program too, not only the tool
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
+                             env=self.env, start_new_session=True)
         try:
-            r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-                               timeout=self.args.timeout, env=self.env)
-            text, rc = r.stdout, r.returncode
-        except subprocess.TimeoutExpired as e:
-            text, rc = (e.stdout or b"").decode("utf-8", "replace") if isinstance(e.stdout, bytes) else (e.stdout or ""), None
+            text, _ = p.communicate(timeout=self.args.timeout)
+            rc = p.returncode
+        except subprocess.TimeoutExpired:
+            kill_group(p)
+            text, _ = p.communicate()
+            rc = None
         with open(log, "w") as f:
             f.write("$ " + " ".join(cmd) + "\n" + text)
         lines = text.splitlines()
@@ -190,17 +195,18 @@ class Harness:
         cmd = self.sanitizer_cmd(tool) + [sys.executable, os.path.abspath(__file__), "--worker", list_file,
                                           "--runtime", self.args.runtime]
         t0 = time.time()
-        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", env=self.env)
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", env=self.env,
+                             start_new_session=True)
         progress = [time.time(), None]  # last marker time, why it was killed
 
         def watchdog():
             while p.poll() is None:
                 if time.time() - progress[0] > self.args.timeout:
                     progress[1] = "timeout"
-                    p.kill()
+                    kill_group(p)
                 elif self.time_left() < -self.args.grace:
                     progress[1] = "budget"
-                    p.kill()
+                    kill_group(p)
                 time.sleep(0.5)
 
         w = threading.Thread(target=watchdog, daemon=True)
@@ -274,6 +280,14 @@ class Harness:
 
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, self.args.j)) as ex:
             list(ex.map(do, jobs))
+
+
+def kill_group(p):
+    """Kills the process group p leads (p and the program it runs)."""
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def write_json(path, obj):

@@ -3,7 +3,8 @@
 (with --device cpu). Not a sanitizer: it runs the command and passes its output through, and
 when the command runs a package whose path or batch marker matches FAKE_SANITIZER_BROKEN (a
 regex, default 'broken-TOOL') it prints an error report in compute-sanitizer's format for that
-package and exits with the --error-exitcode.
+package and exits with the --error-exitcode. A package matching FAKE_SANITIZER_HANG makes it
+hang (a sanitized run that never ends).
 
 usage: fake_compute_sanitizer.py --tool TOOL --error-exitcode N [other flags] COMMAND...
 """
@@ -11,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 args = sys.argv[1:]
 tool, code = "memcheck", 0
@@ -23,6 +25,7 @@ while args and args[0].startswith("--"):
     elif args and not args[0].startswith("-"):
         args.pop(0)
 broken = re.compile(os.environ.get("FAKE_SANITIZER_BROKEN", "broken-" + tool))
+hang = re.compile(os.environ["FAKE_SANITIZER_HANG"]) if os.environ.get("FAKE_SANITIZER_HANG") else None
 REPORT = {
     "memcheck": ["========= Invalid __global__ write of size 4 bytes",
                  "=========     at k0_relu_c0_kernel+0x80",
@@ -37,9 +40,13 @@ p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, tex
 if any(broken.search(a[:-len("/pkg")]) for a in args if a.endswith("/pkg")):  # a single `coil run DIR/pkg`
     print("\n".join(REPORT), flush=True)
     errors += 1
+if hang and any(hang.search(a[:-len("/pkg")]) for a in args if a.endswith("/pkg")):
+    time.sleep(3600)
 for line in p.stdout:
     sys.stdout.write(line)
     sys.stdout.flush()
+    if line.startswith("@@coil-sanitize begin ") and hang and hang.search(line):
+        time.sleep(3600)
     if line.startswith("@@coil-sanitize begin ") and broken.search(line):
         print("\n".join(REPORT), flush=True)
         errors += 1

@@ -29,5 +29,10 @@ out=$(FAKE_SANITIZER_BROKEN='begin test_relu$' run --fresh --tools memcheck 2>&1
 echo "$out"
 [ $rc -eq 1 ] || { echo "FAIL: run with test_relu reported in a batch only: exit $rc, expected 1"; fail=1; }
 echo "$out" | grep -q 'reported in a batch run' || { echo "FAIL: no batch-only report for test_relu"; fail=1; }
+# a run that hangs: killed after --timeout, counted as a timeout
+out=$(FAKE_SANITIZER_HANG='test_abs$' run --fresh --tools memcheck --timeout 3 2>&1); rc=$?
+echo "$out"
+[ $rc -eq 1 ] || { echo "FAIL: run with test_abs hanging: exit $rc, expected 1"; fail=1; }
+echo "$out" | grep -q 'memcheck : 3 packages: clean 2, errors 0, run-error 0, timeout 1' || { echo "FAIL: no timeout for test_abs"; fail=1; }
 [ $fail -eq 0 ] && echo "sanitize harness: 1 passed, 0 failed" || echo "sanitize harness: 0 passed, 1 failed"
 exit $fail
