@@ -322,6 +322,11 @@ int32_t gemmLtEpilogue(const coil_cuda_ctx *ctx, const char *fn, const GemmCall 
       try {
         plan = std::make_shared<Plan>();
         cublasStatus_t s = makePlan(*st, c, epi, nb, key, *plan);
+        if (s != CUBLAS_STATUS_SUCCESS && epi.bias) {
+          // cuBLASLt rejects the bias epilogue for this problem: the plain kernel applies it.
+          plan = std::make_shared<Plan>();
+          s = CUBLAS_STATUS_SUCCESS;
+        }
         if (s != CUBLAS_STATUS_SUCCESS)
           return fail(ctx, fn, "cuBLASLt setup for a %lldx%lldx%lld GEMM (batch %lld) failed: %s",
                       (long long)c.m, (long long)c.n, (long long)c.k, (long long)nb, statusName(s));
