@@ -71,8 +71,11 @@ protected:
     HostData got(g.t, size_t(g.batch * mn));
     dy.download(got);
     EXPECT_TRUE(closeTo(got, ref, mag, dtTol(g.t)));
-    if (g.relu)
-      for (size_t i = 0; i < got.size(); ++i) ASSERT_GE(got.get(i), 0.0) << "element " << i;
+    if (g.relu) {
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_GE(got.get(i), 0.0) << "element " << i;
+      }
+    }
   }
 };
 
