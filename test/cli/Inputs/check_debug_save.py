@@ -24,10 +24,10 @@ def main():
     assert np.array_equal(arrays["input_x.npy"], x)
     assert np.array_equal(arrays["before_k0_sum_x.npy"], x)
     assert np.array_equal(arrays["after_k0_sum_x.npy"], x)
-    assert np.array_equal(arrays["after_k2_max_softmax.npy"], probs)
+    assert np.array_equal(arrays["after_k1_max_softmax.npy"], probs)
     assert np.array_equal(arrays["after_k0_sum_layernormalization.npy"],
-                          arrays["before_coil_cpu_gemm_f32_0_in0.npy"])
-    assert arrays["after_coil_cpu_gemm_f32_0_out0.npy"].shape == (x.shape[0], 32)
+                          arrays["before_coil_cpu_gemm_bias_f32_0_in0.npy"])
+    assert arrays["after_coil_cpu_gemm_bias_f32_0_out0.npy"].shape == (x.shape[0], 32)
     for f in files:
         print(f)
 
