@@ -138,4 +138,43 @@ TEST(CpuGemmBias, BadSizesFailWithAMessage) {
       << coil_cpu_last_error();
 }
 
+TEST(CpuGemmBias, SharedWeightsRunAsOneGemmWithOrWithoutC) {
+  // [batch, m, k] x [k, n] with B shared (stride 0) runs as one GEMM over batch * m rows; C per
+  // batch, shared (stride 0: not collapsed) and in place (c == y) keep their meaning.
+  const int64_t batch = 3, m = 5, n = 6, k = 4, mn = m * n;
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> d(-1, 1);
+  auto fill = [&](size_t count) {
+    std::vector<float> v(count);
+    for (float &x : v) x = d(rng);
+    return v;
+  };
+  std::vector<float> a = fill(size_t(batch * m * k)), b = fill(size_t(k * n));
+  std::vector<float> c = fill(size_t(batch * mn));
+  for (int tb = 0; tb < 2; ++tb)
+    for (int mode = 0; mode < 4; ++mode) { // no C, C per batch, C shared, C in place
+      SCOPED_TRACE("tb " + std::to_string(tb) + " mode " + std::to_string(mode));
+      int64_t sc = mode == 2 ? 0 : mn;
+      std::vector<float> y = mode == 3 ? c : fill(size_t(batch * mn));
+      double alpha = 0.5, beta = -2.0;
+      int32_t rc = mode == 0 ? coil_cpu_gemm_f32(a.data(), b.data(), y.data(), batch, m, n, k, 0,
+                                                 tb, m * k, 0, alpha)
+                             : coil_cpu_gemm_c_f32(a.data(), b.data(),
+                                                   mode == 3 ? y.data() : c.data(), y.data(), batch,
+                                                   m, n, k, 0, tb, m * k, 0, sc, alpha, beta);
+      ASSERT_EQ(rc, 0);
+      for (int64_t bi = 0; bi < batch; ++bi)
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            double acc = 0;
+            for (int64_t p = 0; p < k; ++p)
+              acc += double(a[size_t((bi * m + i) * k + p)]) *
+                     double(b[size_t(tb ? j * k + p : p * n + j)]);
+            double want = alpha * acc;
+            if (mode != 0) want += beta * double(c[size_t(bi * sc + i * n + j)]);
+            ASSERT_NEAR(y[size_t((bi * m + i) * n + j)], want, 1e-5) << bi << "," << i << "," << j;
+          }
+    }
+}
+
 } // namespace

@@ -152,6 +152,15 @@ int32_t gemmBatched(const T *a, const T *b, const T *c, T *y, int64_t batch, int
   GemmSizes z;
   if (int32_t st = checkGemmSizes(batch, m, n, k, sa, sb, sc, &z)) return st;
   const int64_t mn = z.mn, work = z.work;
+  // A batch of contiguous A matrices times one shared B (a [batch, m, k] activation times a
+  // weight matrix) is a single GEMM over batch * m rows.
+  int64_t rows;
+  if (batch > 1 && sb == 0 && ta == 0 && sa == z.mk && (!c || sc == mn) &&
+      mulSize(batch, m, &rows)) {
+    if (c && c != y) std::memmove(y, c, size_t(z.all) * sizeof(T));
+    gemmOne<T>(a, b, y, rows, n, k, false, tb != 0, T(alpha), c ? T(beta) : T(0));
+    return 0;
+  }
   auto one = [&](int64_t i) {
     T *yb = y + i * mn;
     if (c) std::memmove(yb, c + i * sc, size_t(mn) * sizeof(T));
