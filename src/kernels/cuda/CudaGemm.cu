@@ -264,6 +264,38 @@ int32_t plainGemm(const coil_cuda_ctx *ctx, const char *fn, const GemmCall &g,
 /// dimension in range).
 constexpr int64_t kMaxBatch = 65535;
 
+/// y[i] = act(y[i] + bias[i % n]) in the accumulator type (the bias epilogue after a GEMM that
+/// ran without it).
+template <typename T>
+__global__ void biasAddKernel(const T *bias, T *y, int64_t total, int64_t n, bool relu) {
+  using A = typename ElemOf<T>::Acc;
+  for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
+       idx += int64_t(gridDim.x) * blockDim.x) {
+    A v = toAcc<A>(y[idx]) + toAcc<A>(bias[idx % n]);
+    y[idx] = fromAcc<T>(relu && v < A(0) ? A(0) : v);
+  }
+}
+
+/// A GEMM whose epilogue cuBLASLt has no algorithm for: f32 and f64 run cuBLASLt without the
+/// epilogue, then the bias (+ ReLU) in a kernel of its own (the product rounded to the type
+/// first, as the CPU kernels do); f16/bf16 run the plain kernel, which adds the bias before its
+/// one rounding. `g.y` must be contiguous (g.sy == g.m * g.n, or one batch).
+int32_t gemmWithoutLtEpilogue(const coil_cuda_ctx *ctx, const char *fn, const GemmCall &g,
+                              const GemmEpilogue &epi) {
+  if (!epi.bias || (g.t != Elem::F64 && g.t != Elem::F32)) return plainGemm(ctx, fn, g, epi);
+  if (int32_t r = gemmLtEpilogue(ctx, fn, g, GemmEpilogue{})) return r;
+  int64_t total = g.batch * g.m * g.n;
+  unsigned grid = gridFor(total, 256);
+  cudaStream_t stream = static_cast<cudaStream_t>(ctx->stream);
+  if (g.t == Elem::F64)
+    biasAddKernel<double><<<grid, 256, 0, stream>>>(
+        static_cast<const double *>(epi.bias), static_cast<double *>(g.y), total, g.n, epi.relu);
+  else
+    biasAddKernel<float><<<grid, 256, 0, stream>>>(static_cast<const float *>(epi.bias),
+                                                   static_cast<float *>(g.y), total, g.n, epi.relu);
+  return checkLaunch(ctx, fn, "biasAddKernel");
+}
+
 } // namespace
 
 DnnState *dnnStateOf(const coil_cuda_ctx *ctx) {
@@ -323,7 +355,7 @@ int32_t gemmLtEpilogue(const coil_cuda_ctx *ctx, const char *fn, const GemmCall 
         plan = std::make_shared<Plan>();
         cublasStatus_t s = makePlan(*st, c, epi, nb, key, *plan);
         if (s != CUBLAS_STATUS_SUCCESS && epi.bias) {
-          // cuBLASLt rejects the bias epilogue for this problem: the plain kernel applies it.
+          // cuBLASLt rejects the bias epilogue for this problem: gemmWithoutLtEpilogue.
           plan = std::make_shared<Plan>();
           s = CUBLAS_STATUS_SUCCESS;
         }
@@ -338,7 +370,7 @@ int32_t gemmLtEpilogue(const coil_cuda_ctx *ctx, const char *fn, const GemmCall 
       }
     }
     if (!plan->hasAlgo) {
-      if (int32_t r = plainGemm(ctx, fn, c, epi)) return r;
+      if (int32_t r = gemmWithoutLtEpilogue(ctx, fn, c, epi)) return r;
       continue;
     }
     float alpha32 = float(c.alpha), beta32 = c.accumulate ? float(c.beta) : 0.0f;
@@ -350,7 +382,7 @@ int32_t gemmLtEpilogue(const coil_cuda_ctx *ctx, const char *fn, const GemmCall 
                        plan->ld, c.y, plan->ld, &plan->algo, c.ws.ptr, c.ws.ptr ? c.ws.bytes : 0,
                        static_cast<cudaStream_t>(ctx->stream));
     if (s == CUBLAS_STATUS_NOT_SUPPORTED) {
-      if (int32_t r = plainGemm(ctx, fn, c, epi)) return r;
+      if (int32_t r = gemmWithoutLtEpilogue(ctx, fn, c, epi)) return r;
       continue;
     }
     if (s != CUBLAS_STATUS_SUCCESS)

@@ -92,6 +92,9 @@ const char *coil_cuda_cudnn_library(void);
 /// CUBLASLT_MATMUL_DESC_BIAS_POINTER. Rounding: the bias is added to alpha times the f32 (f64
 /// for f64) accumulator, then ReLU, then one rounding to Y's type; f32 computes in true fp32
 /// (TF32 only with COIL_CUDA_TF32=1). ReLU of NaN is cuBLASLt's (the CPU kernel keeps NaN).
+/// Where cuBLASLt has no algorithm with the epilogue, f32/f64 run the GEMM without it and add
+/// the bias (+ ReLU) in a kernel after the product's rounding, f16/bf16 a plain kernel with the
+/// same single rounding.
 #define COIL_CUDA_DECLARE_GEMM_BIAS(S)                                                             \
   int32_t coil_cuda_gemm_bias_##S(const coil_cuda_ctx *ctx, const void *a, const void *b,          \
                                   const void *bias, void *y, int64_t batch, int64_t m, int64_t n,  \
