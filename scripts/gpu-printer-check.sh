@@ -60,11 +60,11 @@ check_compile() {
   local out
   out=$("$COIL" compile "$MLP" -o "$GPU_PKG" --device cuda) || return 1
   echo "$out"
-  grep -qx 'launches (COIL_DEBUG_KERNELS names): k0_sum coil_cuda_gemm_f32_0 k1_relu coil_cuda_gemm_f32_1 k2_max' <<<"$out" ||
+  grep -qx 'launches (COIL_DEBUG_KERNELS names): k0_sum coil_cuda_gemm_bias_f32_0 coil_cuda_gemm_bias_f32_1 k1_max' <<<"$out" ||
     { echo "coil compile does not list the launches"; return 1; }
   out=$("$COIL" inspect "$MLP" --kernels --device cuda) || return 1
   echo "$out"
-  for k in k0_sum coil_cuda_gemm_f32_0 k1_relu coil_cuda_gemm_f32_1 k2_max; do
+  for k in k0_sum coil_cuda_gemm_bias_f32_0 coil_cuda_gemm_bias_f32_1 k1_max; do
     grep -q "^$k " <<<"$out" || { echo "coil inspect --kernels --device cuda lacks $k"; return 1; }
   done
   "$COIL" compile "$MLP" -o "$CPU_PKG" --device cpu >/dev/null
@@ -73,13 +73,13 @@ check_compile() {
 check_unknown_filter() {
   local mode out
   for mode in save print names 1 2 3; do
-    if out=$(COIL_DEBUG_PRINTER=$mode COIL_DEBUG_KERNELS=k1_relu,k9_nope "$COIL" run "$GPU_PKG" \
+    if out=$(COIL_DEBUG_PRINTER=$mode COIL_DEBUG_KERNELS=k1_max,k9_nope "$COIL" run "$GPU_PKG" \
       --inputs "$IN" 2>&1); then
       echo "mode $mode: the run accepted an unknown kernel name"
       return 1
     fi
     echo "mode $mode: $out"
-    grep -qF "COIL_DEBUG_KERNELS names 'k9_nope', which is not a launch of model 'mlp'; valid names: k0_sum, coil_cuda_gemm_f32_0, k1_relu, coil_cuda_gemm_f32_1, k2_max (or an extern function for all its launches: coil_cuda_gemm_f32)" <<<"$out" ||
+    grep -qF "COIL_DEBUG_KERNELS names 'k9_nope', which is not a launch of model 'mlp'; valid names: k0_sum, coil_cuda_gemm_bias_f32_0, coil_cuda_gemm_bias_f32_1, k1_max (or an extern function for all its launches: coil_cuda_gemm_bias_f32)" <<<"$out" ||
       { echo "mode $mode: the message does not list the valid names"; return 1; }
   done
 }
@@ -114,7 +114,7 @@ for g in gpu:
     os.remove(os.path.join(gpu_dir, "roundtrip.npy"))
 pg, pc = np.load(out_gpu)["probs"], np.load(out_cpu)["probs"]
 assert np.allclose(pg, pc, rtol=1e-4, atol=1e-5)
-assert np.array_equal(np.load(os.path.join(gpu_dir, "after_k2_max_softmax.npy")), pg)
+assert np.array_equal(np.load(os.path.join(gpu_dir, "after_k1_max_softmax.npy")), pg)
 print(f"{len(gpu)} files match the CPU package's (max abs difference {worst:.3g})")
 EOF
 }
@@ -138,15 +138,15 @@ np.savez('$WORK/nan.npz', x=x)" || return 1
 check_pywrapper() {
   "$PY" -c "import coil.pywrapper" || { echo "the Python module coil is not importable (PYTHONPATH=$PYTHONPATH)"; return 1; }
   local out
-  out=$(COIL_DEBUG_PRINTER=print COIL_DEBUG_KERNELS=k2_max "$PY" "$GPU_PKG/src/wrapper.py" "$IN" 2>&1) || { echo "$out"; return 1; }
+  out=$(COIL_DEBUG_PRINTER=print COIL_DEBUG_KERNELS=k1_max "$PY" "$GPU_PKG/src/wrapper.py" "$IN" 2>&1) || { echo "$out"; return 1; }
   echo "$out"
-  grep -q '^\[after_launch - k2_max - softmax\] dtype float32, shape \[4, 10\], strides \[40, 4\], device cuda' <<<"$out" ||
-    { echo "print: k2_max's output"; return 1; }
+  grep -q '^\[after_launch - k1_max - softmax\] dtype float32, shape \[4, 10\], strides \[40, 4\], device cuda' <<<"$out" ||
+    { echo "print: k1_max's output"; return 1; }
   grep -q 'k0_sum' <<<"$out" && { echo "print: the filter let k0_sum through"; return 1; }
   out=$(COIL_DEBUG_PRINTER=names "$PY" "$GPU_PKG/src/wrapper.py" "$IN" 2>&1) || { echo "$out"; return 1; }
   echo "$out"
-  [ "$(grep -c '_launch: ' <<<"$out")" = 10 ] || { echo "names: 10 lines expected"; return 1; }
-  grep -q '^\[after_launch: coil_cuda_gemm_f32_1\]' <<<"$out" || { echo "names: the second GEMM"; return 1; }
+  [ "$(grep -c '_launch: ' <<<"$out")" = 8 ] || { echo "names: 8 lines expected"; return 1; }
+  grep -q '^\[after_launch: coil_cuda_gemm_bias_f32_1\]' <<<"$out" || { echo "names: the second GEMM"; return 1; }
 }
 
 step compile check_compile

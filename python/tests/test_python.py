@@ -592,17 +592,17 @@ def test_api(mlp_pkg, nz_pkg):
         raise AssertionError("unknown kernel accepted")
     except coil.Error as e:
         check("k0_relu" in str(e) and "nosuchkernel" in str(e), str(e))
-    # With the package's launches (metadata.json): the MLP calls coil_cpu_gemm_f32 twice, as the
-    # launches coil_cpu_gemm_f32_0 and _1. COIL_DEBUG_KERNELS takes a launch's name, or the
+    # With the package's launches (metadata.json): the MLP calls coil_cpu_gemm_bias_f32 twice, as
+    # the launches coil_cpu_gemm_bias_f32_0 and _1. COIL_DEBUG_KERNELS takes a launch's name, or the
     # function's for all its launches, as the runtime's printer does.
     saved = {k: os.environ.get(k) for k in ("COIL_DEBUG_PRINTER", "COIL_DEBUG_KERNELS")}
     try:
         os.environ["COIL_DEBUG_PRINTER"] = "names"
-        for kernels, expect in (("coil_cpu_gemm_f32_1", ["coil_cpu_gemm_f32_1"]),
-                                ("COIL_CPU_GEMM_F32, k0_sum",
-                                 ["k0_sum", "coil_cpu_gemm_f32_0", "coil_cpu_gemm_f32_1"]),
-                                ("", ["k0_sum", "coil_cpu_gemm_f32_0", "k1_relu",
-                                      "coil_cpu_gemm_f32_1", "k2_max"])):
+        for kernels, expect in (("coil_cpu_gemm_bias_f32_1", ["coil_cpu_gemm_bias_f32_1"]),
+                                ("COIL_CPU_GEMM_BIAS_F32, k0_sum",
+                                 ["k0_sum", "coil_cpu_gemm_bias_f32_0", "coil_cpu_gemm_bias_f32_1"]),
+                                ("", ["k0_sum", "coil_cpu_gemm_bias_f32_0",
+                                      "coil_cpu_gemm_bias_f32_1", "k1_max"])):
             os.environ["COIL_DEBUG_KERNELS"] = kernels
             w = pw.load(mlp_pkg)
             w.debug.out = buf = io.StringIO()
@@ -611,13 +611,13 @@ def test_api(mlp_pkg, nz_pkg):
             want = "".join(f"[{when}_launch: {n}]\n" for n in expect
                            for when in ("before", "after"))
             check(buf.getvalue() == want, f"COIL_DEBUG_KERNELS={kernels!r}: {buf.getvalue()!r}")
-        os.environ["COIL_DEBUG_KERNELS"] = "coil_cpu_gemm_f32_2"
+        os.environ["COIL_DEBUG_KERNELS"] = "coil_cpu_gemm_bias_f32_2"
         try:
             pw.load(mlp_pkg)
             raise AssertionError("unknown launch accepted")
         except coil.Error as e:
-            check("coil_cpu_gemm_f32_0, k1_relu, coil_cpu_gemm_f32_1" in str(e) and
-                  "extern function for all its launches: coil_cpu_gemm_f32" in str(e), str(e))
+            check("coil_cpu_gemm_bias_f32_0, coil_cpu_gemm_bias_f32_1, k1_max" in str(e) and
+                  "extern function for all its launches: coil_cpu_gemm_bias_f32" in str(e), str(e))
         os.environ["COIL_DEBUG_PRINTER"] = "0"
         check(pw.load(mlp_pkg).debug is None, "COIL_DEBUG_PRINTER=0: no hook")
     finally:

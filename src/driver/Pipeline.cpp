@@ -3,6 +3,7 @@
 #include "driver/BuildWrapper.h"
 #include "driver/Tune.h"
 #include "kernels/cuda/CudaExterns.h"
+#include "lower/FoldGemmBias.h"
 #include "lower/Lower.h"
 #include "passes/FoldConstants.h"
 #include "passes/RefineShapes.h"
@@ -91,6 +92,8 @@ Expected<std::unique_ptr<Compilation>> compileGraph(Graph g, const CompileOption
   timer.done("fold");
 
   COIL_TRY(c->loops, loop::lowerGraph(c->graph));
+  // Bias adds (and ReLUs) after GEMMs become the GEMM extern's epilogue.
+  loop::foldGemmBias(c->loops);
   timer.done("lower");
   if (o.printAfter == "lower") std::cerr << loop::printLoopProgram(c->loops);
 

@@ -343,6 +343,32 @@ COIL_CPU_DECLARE_REDUCE_DYN(u8)
 COIL_CPU_DECLARE_REDUCE_DYN(bool)
 #undef COIL_CPU_DECLARE_REDUCE_DYN
 
+// --- GEMM with a bias epilogue ----------------------------------------------------------
+
+/// GEMM with a per-output-column bias and an optional ReLU (what a MatMul or Gemm followed by
+/// Add of an [n] bias, and Relu, folds into): for b in [0, batch), Y_b[i, j] =
+/// act(alpha * (op(A_b) op(B_b))[i, j] + bias[j]), with A, B, Y and the argument rules of
+/// coil_cpu_gemm_*; `bias` has n elements of Y's dtype; act is ReLU (`v < 0 ? 0 : v`, NaN kept)
+/// when relu != 0, else the identity. Rounding: f32/f64 round the product, then the sum with the
+/// bias, in the dtype (as the unfused GEMM + Add); f16/bf16 add the bias to the f32 product and
+/// round once to the dtype (the unfused program rounds the product to the dtype first).
+int32_t coil_cpu_gemm_bias_f32(const void *a, const void *b, const void *bias, void *y,
+                               int64_t batch, int64_t m, int64_t n, int64_t k, int64_t transA,
+                               int64_t transB, int64_t strideA, int64_t strideB, double alpha,
+                               int64_t relu);
+int32_t coil_cpu_gemm_bias_f64(const void *a, const void *b, const void *bias, void *y,
+                               int64_t batch, int64_t m, int64_t n, int64_t k, int64_t transA,
+                               int64_t transB, int64_t strideA, int64_t strideB, double alpha,
+                               int64_t relu);
+int32_t coil_cpu_gemm_bias_f16(const void *a, const void *b, const void *bias, void *y,
+                               int64_t batch, int64_t m, int64_t n, int64_t k, int64_t transA,
+                               int64_t transB, int64_t strideA, int64_t strideB, double alpha,
+                               int64_t relu);
+int32_t coil_cpu_gemm_bias_bf16(const void *a, const void *b, const void *bias, void *y,
+                                int64_t batch, int64_t m, int64_t n, int64_t k, int64_t transA,
+                                int64_t transB, int64_t strideA, int64_t strideB, double alpha,
+                                int64_t relu);
+
 #ifdef __cplusplus
 } // extern "C"
 #endif

@@ -87,6 +87,25 @@ int64_t coil_cuda_cudnn_version(void);
 /// The path cuDNN was loaded from, or why none was (NUL-terminated, valid for the process).
 const char *coil_cuda_cudnn_library(void);
 
+/// GEMM with a per-output-column bias and optional ReLU, as coil_cpu_gemm_bias_*: cuBLASLt's
+/// CUBLASLT_EPILOGUE_BIAS / RELU_BIAS with the bias (n elements of Y's type) through
+/// CUBLASLT_MATMUL_DESC_BIAS_POINTER. Rounding: the bias is added to alpha times the f32 (f64
+/// for f64) accumulator, then ReLU, then one rounding to Y's type; f32 computes in true fp32
+/// (TF32 only with COIL_CUDA_TF32=1). ReLU of NaN is cuBLASLt's (the CPU kernel keeps NaN).
+/// Where cuBLASLt has no algorithm with the epilogue, f32/f64 run the GEMM without it and add
+/// the bias (+ ReLU) in a kernel after the product's rounding, f16/bf16 a plain kernel with the
+/// same single rounding.
+#define COIL_CUDA_DECLARE_GEMM_BIAS(S)                                                             \
+  int32_t coil_cuda_gemm_bias_##S(const coil_cuda_ctx *ctx, const void *a, const void *b,          \
+                                  const void *bias, void *y, int64_t batch, int64_t m, int64_t n,  \
+                                  int64_t k, int64_t transA, int64_t transB, int64_t strideA,      \
+                                  int64_t strideB, double alpha, int64_t relu);
+COIL_CUDA_DECLARE_GEMM_BIAS(f64)
+COIL_CUDA_DECLARE_GEMM_BIAS(f32)
+COIL_CUDA_DECLARE_GEMM_BIAS(f16)
+COIL_CUDA_DECLARE_GEMM_BIAS(bf16)
+#undef COIL_CUDA_DECLARE_GEMM_BIAS
+
 #undef COIL_CUDA_DECLARE_CONV
 #undef COIL_CUDA_DECLARE_GEMM
 
