@@ -110,8 +110,15 @@ public:
     for (coil::Node &n : nodes) {
       if (convertConv(n)) continue;
       if (convertElementwise(n)) continue;
+      // Pooling of a channels-last input lowers to channels-last nodes (lower/ops/Spatial.cpp):
+      // its output gets a twin.
+      bool pool = (n.op == OpKind::MaxPool || n.op == OpKind::AveragePool) &&
+                  n.outputs.size() == 1 && !n.inputs.empty() && twin_.count(n.inputs[0]) &&
+                  out_.value(n.outputs[0]).type.rank() == 4;
       for (ValueId &in : n.inputs) need(in);
+      ValueId y = n.outputs.empty() ? kNoValue : n.outputs[0];
       addNode(std::move(n));
+      if (pool) twin_[y] = transpose(y, kToNhwc, permuted(out_.value(y).type, kToNhwc));
     }
     for (ValueId o : out_.outputs) need(o);
     return out_.compacted();
@@ -155,8 +162,9 @@ private:
 
   bool convertConv(coil::Node &n) {
     if (n.op != OpKind::Conv || n.inputs.size() < 2 || n.outputs.size() != 1) return false;
-    const TensorType &xt = out_.value(n.inputs[0]).type, &wt = out_.value(n.inputs[1]).type;
-    const TensorType &yt = out_.value(n.outputs[0]).type;
+    // Copies: adding values below moves the graph's value table.
+    const TensorType xt = out_.value(n.inputs[0]).type, wt = out_.value(n.inputs[1]).type;
+    const TensorType yt = out_.value(n.outputs[0]).type;
     if (xt.rank() != 4 || wt.rank() != 4 || yt.rank() != 4 || !isConvDType(yt.dtype)) return false;
     need(n.inputs[0]); // the lowering reads it through the NHWC view where it is a Transpose
     if (n.inputs.size() > 2) need(n.inputs[2]);
@@ -182,7 +190,7 @@ private:
   bool convertElementwise(coil::Node &n) {
     if (!isElementwise(n.op) || n.outputs.size() != 1) return false;
     ValueId y = n.outputs[0];
-    const TensorType &yt = out_.value(y).type;
+    const TensorType yt = out_.value(y).type; // a copy: adding values moves the table
     if (yt.rank() != 4) return false;
     bool anyTwin = false;
     for (ValueId in : n.inputs) {

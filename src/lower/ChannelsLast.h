@@ -14,8 +14,10 @@
 ///    4-D inputs all have an NHWC twin, and whose other inputs are scalar-like or per-channel
 ///    constants ([C,1,1] or [1,C,1,1]), are computed in NHWC ([N, H, W, C]) and their output has
 ///    the NHWC twin only;
-///  - every other consumer (pooling, reshapes, graph outputs...) reads the NCHW value, which is
-///    created on first use as `Transpose(twin, perm 0,3,1,2)`.
+///  - MaxPool (without indices) and AveragePool of a value with a twin lower to channels-last
+///    nodes too (lower/ops/Spatial.cpp), so their output gets a twin as well;
+///  - every other consumer (reshapes, global pooling, graph outputs...) reads the NCHW value,
+///    which is created on first use as `Transpose(twin, perm 0,3,1,2)`.
 /// The graph's results are unchanged (the same values in the same NCHW shapes); the output is
 /// compacted. Requires a verified graph with inferred shapes.
 #pragma once
