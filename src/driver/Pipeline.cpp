@@ -3,6 +3,7 @@
 #include "driver/BuildWrapper.h"
 #include "driver/Tune.h"
 #include "kernels/cuda/CudaExterns.h"
+#include "lower/ChannelsLast.h"
 #include "lower/FoldGemmBias.h"
 #include "lower/Lower.h"
 #include "passes/FoldConstants.h"
@@ -89,6 +90,11 @@ Expected<std::unique_ptr<Compilation>> compileGraph(Graph g, const CompileOption
   // becomes constants, so that lowering sees static shapes.
   COIL_TRY(c->graph, foldConstants(g));
   COIL_TRY_STATUS(refineShapes(c->graph));
+  // Channels-last convolutions: on for CUDA, off for the CPU; COIL_CHANNELS_LAST=0/1 decides.
+  const char *cl = std::getenv("COIL_CHANNELS_LAST");
+  if (cl && *cl ? std::string(cl) != "0" : cuda) {
+    COIL_TRY(c->graph, loop::convertToChannelsLast(c->graph));
+  }
   timer.done("fold");
 
   COIL_TRY(c->loops, loop::lowerGraph(c->graph));

@@ -361,6 +361,11 @@ void registerCpuKernelEvalExterns() {
   registerEvalExtern("coil_cpu_conv_transpose_f16", convAdapter(coil_cpu_conv_transpose_f16, true));
   registerEvalExtern("coil_cpu_conv_transpose_bf16",
                      convAdapter(coil_cpu_conv_transpose_bf16, true));
+  // Channels-last convolutions: the same geometry and element counts as the NCHW ones.
+  registerEvalExtern("coil_cpu_conv_nhwc_f32", convAdapter(coil_cpu_conv_nhwc_f32, false));
+  registerEvalExtern("coil_cpu_conv_nhwc_f64", convAdapter(coil_cpu_conv_nhwc_f64, false));
+  registerEvalExtern("coil_cpu_conv_nhwc_f16", convAdapter(coil_cpu_conv_nhwc_f16, false));
+  registerEvalExtern("coil_cpu_conv_nhwc_bf16", convAdapter(coil_cpu_conv_nhwc_bf16, false));
   registerEvalExtern("coil_cpu_det_f32", detAdapter(coil_cpu_det_f32));
   registerEvalExtern("coil_cpu_det_f64", detAdapter(coil_cpu_det_f64));
 #define COIL_REGISTER_NUMERIC(S)                                                                   \

@@ -3,7 +3,8 @@
 ///
 /// `coil_cuda_<op>_<dtype>` takes `const coil_cuda_ctx *` first, then exactly the arguments of
 /// `coil_cpu_<op>_<dtype>` with device pointers, and has the same semantics (including the
-/// argument checks: an out-of-range size or stride makes the call a no-op that returns 0). It
+/// argument checks: a convolution whose geometry breaks the rules fails with a message, as the
+/// CPU twin does; an out-of-range GEMM size or stride makes the call a no-op that returns 0). It
 /// enqueues its work on ctx->stream and never synchronizes, so it can be captured into a CUDA
 /// graph. It returns 0, or nonzero with a NUL-terminated message naming the function (and the
 /// CUDA or cuBLAS status) in ctx->error.
@@ -71,6 +72,22 @@ COIL_CUDA_DECLARE_CONV(f64)
 COIL_CUDA_DECLARE_CONV(f32)
 COIL_CUDA_DECLARE_CONV(f16)
 COIL_CUDA_DECLARE_CONV(bf16)
+
+/// Channels-last convolution, as coil_cpu_conv_nhwc_* (x [n, in..., c], w [m, k..., c/group],
+/// y [n, out..., m]): a 1x1, stride-1, unpadded convolution of one group is one cuBLASLt GEMM
+/// over n * positions rows; other 2-D ones run through cuDNN with NHWC descriptors (depthwise
+/// included) where it suits; otherwise a direct kernel.
+#define COIL_CUDA_DECLARE_CONV_NHWC(S)                                                             \
+  int32_t coil_cuda_conv_nhwc_##S(                                                                 \
+      const coil_cuda_ctx *ctx, const void *x, const void *w, void *y, int64_t n, int64_t c,       \
+      int64_t m, int64_t group, int64_t nd, int64_t in0, int64_t in1, int64_t in2, int64_t k0,     \
+      int64_t k1, int64_t k2, int64_t out0, int64_t out1, int64_t out2, int64_t s0, int64_t s1,    \
+      int64_t s2, int64_t d0, int64_t d1, int64_t d2, int64_t p0, int64_t p1, int64_t p2);
+COIL_CUDA_DECLARE_CONV_NHWC(f64)
+COIL_CUDA_DECLARE_CONV_NHWC(f32)
+COIL_CUDA_DECLARE_CONV_NHWC(f16)
+COIL_CUDA_DECLARE_CONV_NHWC(bf16)
+#undef COIL_CUDA_DECLARE_CONV_NHWC
 
 /// What the calling thread's last coil_cuda_conv_* / coil_cuda_conv_transpose_* call ran (for
 /// tests and diagnostics): nothing (an empty problem or invalid arguments), a fill with zeros,
