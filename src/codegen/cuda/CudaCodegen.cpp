@@ -70,7 +70,9 @@ public:
                            "which",   "rows",    "block", "threadIdx", "blockIdx", "blockDim",
                            "gridDim", "warpSize"},
                           "cuda codegen: "),
-        o_(o) {}
+        o_(o) {
+    cudaMath_ = true;
+  }
 
   Expected<CudaKernelSource> run();
 
@@ -148,9 +150,14 @@ Status CudaEmitter::emitBody(CodeWriter &w, const Body &b, const std::vector<boo
 std::string CudaEmitter::storeText(const sched::Store &s, const Body &b,
                                    const std::vector<std::string> &valName,
                                    const std::string &target) const {
-  DType from = b.stmts[size_t(s.value)].dtype;
+  const Stmt &v = b.stmts[size_t(s.value)];
   DType nd = p_.nodes[size_t(s.node)].dtype;
-  return target + " = " + storeConv(valName[size_t(s.value)], from, nd) + ";";
+  // A value rounded from f32 to the stored f16/bf16 type: store the rounding of the f32 value
+  // (the same bits; the compiler cannot see through the conversions' inline asm).
+  if (v.kind == Stmt::Kind::Cast && v.dtype == nd && (nd == DType::BF16 || nd == DType::F16) &&
+      b.stmts[size_t(v.args[0])].dtype == DType::F32 && !valName[size_t(v.args[0])].empty())
+    return target + " = " + storeConv(valName[size_t(v.args[0])], DType::F32, nd) + ";";
+  return target + " = " + storeConv(valName[size_t(s.value)], v.dtype, nd) + ";";
 }
 
 std::string CudaEmitter::deviceParams() const {
@@ -668,7 +675,7 @@ Status CudaEmitter::emitPhase(CodeWriter &w, const Config &c, size_t pi) {
                             : "coil_limits<" + T + ">::" + (mx ? "lowest()" : "max()");
       if (D == DType::Bool) init = mx ? "false" : "true";
       w.line(T + " " + red.work + " = " + init + ";");
-      if (fl) {
+      if (fl && T != "float") { // f32 folds with max.NaN / min.NaN: NaN stays in the value
         red.nan = red.work + "n";
         w.line("int " + red.nan + " = 0;");
       }
@@ -725,6 +732,11 @@ Status CudaEmitter::emitPhase(CodeWriter &w, const Config &c, size_t pi) {
       case ReduceKind::Max:
       case ReduceKind::Min: {
         const char *cmp = r.kind == ReduceKind::Max ? " > " : " < ";
+        if (red.W == "float") { // one max.NaN / min.NaN: the NaN flag stays 0
+          w.line(red.work + " = coil_cuda_f" + (r.kind == ReduceKind::Max ? "max" : "min") +
+                 "_nan(" + red.work + ", " + v + ");");
+          break;
+        }
         v = named(v);
         if (red.fl) w.line(red.nan + " |= " + v + " != " + v + ";");
         w.line(red.work + " = " + v + cmp + red.work + " ? " + v + " : " + red.work + ";");
@@ -776,6 +788,11 @@ Status CudaEmitter::emitPhase(CodeWriter &w, const Config &c, size_t pi) {
     case ReduceKind::Max:
     case ReduceKind::Min: {
       const char *cmp = r.kind == ReduceKind::Max ? " > " : " < ";
+      if (red.W == "float") { // NaN travels in the value (see the fold of elements)
+        o.line(red.work + " = coil_cuda_f" + (r.kind == ReduceKind::Max ? "max" : "min") + "_nan(" +
+               red.work + ", " + sw + ");");
+        break;
+      }
       o.line(red.work + " = " + sw + cmp + red.work + " ? " + sw + " : " + red.work + ";");
       if (red.fl) o.line(red.nan + " |= " + sn + ";");
       break;
