@@ -335,6 +335,33 @@ Status CudaEmitter::emitPointwise(CodeWriter &w, const Config &c, const std::vec
     w.close();
     return okStatus();
   };
+  // The vector paths: per grid step, every load of the thread's `ept` vectors first (that many
+  // 16-byte accesses in flight), then the math and the stores. `inner(false)` prints one
+  // vector's loads into `<name>[u]`, `inner(true)` its math and stores.
+  auto vecLoop = [&](const std::string &count, const std::function<Status(bool)> &inner) -> Status {
+    w.open("for (int64_t base = int64_t(blockIdx.x) * " + BE + "; base < " + count +
+           "; base += int64_t(gridDim.x) * " + BE + ")");
+    for (bool math : {false, true}) {
+      if (c.ept > 1) {
+        w.line("#pragma unroll");
+        w.open("for (int u = 0; u < " + E + "; ++u)");
+        w.line("const int64_t g = base + u * " + B + " + threadIdx.x;");
+      } else {
+        w.open("");
+        w.line("const int u = 0;");
+        w.line("const int64_t g = base + threadIdx.x;");
+      }
+      w.open("if (g < " + count + ")");
+      COIL_TRY_STATUS(inner(math));
+      w.close();
+      w.close();
+    }
+    w.close();
+    return okStatus();
+  };
+  auto vt = [&](NodeId n, const std::string &V) {
+    return "coil_vec<" + std::string(cStorageType(p_.nodes[size_t(n)].dtype)) + ", " + V + ">";
+  };
   if (lastVec_ && c.vec > 1) {
     // Vectors along the last dim: group g is elements [g * V, g * V + V) of one row.
     const RowVec &lv = *lastVec_;
@@ -342,28 +369,28 @@ Status CudaEmitter::emitPointwise(CodeWriter &w, const Config &c, const std::vec
     const std::string &last = cname_.at(k_.vars.back());
     w.open("if (coil_vec_ok)");
     w.line("const int64_t nvec = total / " + V + ";");
-    COIL_TRY_STATUS(gridLoop("nvec", "g", [&]() -> Status {
+    std::map<RowVec::Key, std::string> vecName;
+    for (const auto &[key, unused] : lv.loads)
+      vecName[key] = "vec" + std::to_string(vecName.size());
+    for (const auto &[key, unused] : lv.stores)
+      vecName[key] = "vec" + std::to_string(vecName.size());
+    auto at = [&](const RowVec::Key &key) {
+      return bufName_[key.first] + " + " + (key.second == "0" ? "" : "(" + key.second + ") + ") +
+             "xb";
+    };
+    w.open("");
+    for (const auto &[key, unused] : lv.loads)
+      w.line(vt(key.first, V) + " " + vecName[key] + "[" + E + "];");
+    COIL_TRY_STATUS(vecLoop("nvec", [&](bool math) -> Status {
       emitDecompose(w, "g * " + V, true, "xb");
-      std::map<RowVec::Key, std::string> vecName;
-      int vi = 0;
-      auto vt = [&](NodeId n) {
-        return "coil_vec<" + std::string(cStorageType(p_.nodes[size_t(n)].dtype)) + ", " + V + ">";
-      };
-      auto at = [&](const RowVec::Key &key) {
-        return bufName_[key.first] + " + " + (key.second == "0" ? "" : "(" + key.second + ") + ") +
-               "xb";
-      };
-      for (const auto &[key, unused] : lv.loads) {
-        std::string name = "vec" + std::to_string(vi++);
-        vecName[key] = name;
-        w.line("const " + vt(key.first) + " " + name + " = *reinterpret_cast<const " +
-               vt(key.first) + " *>(" + at(key) + ");");
+      if (!math) {
+        for (const auto &[key, unused] : lv.loads)
+          w.line(vecName[key] + "[u] = *reinterpret_cast<const " + vt(key.first, V) + " *>(" +
+                 at(key) + ");");
+        return okStatus();
       }
-      for (const auto &[key, unused] : lv.stores) {
-        std::string name = "vec" + std::to_string(vi++);
-        vecName[key] = name;
-        w.line(vt(key.first) + " " + name + ";");
-      }
+      for (const auto &[key, unused] : lv.stores)
+        w.line(vt(key.first, V) + " " + vecName[key] + ";");
       w.line("#pragma unroll");
       w.open("for (int e = 0; e < " + V + "; ++e)");
       w.line("[[maybe_unused]] const int64_t " + last + " = xb + e;");
@@ -371,16 +398,17 @@ Status CudaEmitter::emitPointwise(CodeWriter &w, const Config &c, const std::vec
       COIL_TRY_STATUS(emitBody(w, ph.body, live, valName, [&](const Stmt &s) {
         auto it = lv.loadKey.find(&s);
         if (it == lv.loadKey.end()) return scalarLoad(s);
-        return vecName[it->second] + ".v[e]";
+        return vecName[it->second] + "[u].v[e]";
       }));
       for (const sched::Store &st : ph.stores)
         w.line(storeText(st, ph.body, valName, vecName[lv.storeKey.at(&st)] + ".v[e]"));
       w.close();
       for (const auto &[key, unused] : lv.stores)
-        w.line("*reinterpret_cast<" + vt(key.first) + " *>(" + at(key) + ") = " + vecName[key] +
+        w.line("*reinterpret_cast<" + vt(key.first, V) + " *>(" + at(key) + ") = " + vecName[key] +
                ";");
       return okStatus();
     }));
+    w.close();
     w.line("return;");
     w.close();
   }
@@ -388,40 +416,39 @@ Status CudaEmitter::emitPointwise(CodeWriter &w, const Config &c, const std::vec
     std::string V = std::to_string(c.vec);
     w.open("if (coil_vec_ok)");
     w.line("const int64_t nvec = total / " + V + ";");
-    COIL_TRY_STATUS(gridLoop("nvec", "g", [&]() -> Status {
-      // One vector access per buffer at the flat index.
-      std::map<NodeId, std::string> vecName;
-      int vi = 0;
-      for (NodeId n : flatNodes_) {
-        std::string T = cStorageType(p_.nodes[size_t(n)].dtype);
-        std::string vt = "coil_vec<" + T + ", " + V + ">";
-        std::string name = "vec" + std::to_string(vi++);
-        vecName[n] = name;
-        if (writeSet_.count(n))
-          w.line(vt + " " + name + ";");
-        else
-          w.line("const " + vt + " " + name + " = *reinterpret_cast<const " + vt + " *>(" +
-                 bufName_[n] + " + g * " + V + ");");
+    // One vector access per buffer at the flat index.
+    std::map<NodeId, std::string> vecName;
+    for (NodeId n : flatNodes_) vecName[n] = "vec" + std::to_string(vecName.size());
+    w.open("");
+    for (NodeId n : flatNodes_)
+      if (!writeSet_.count(n)) w.line(vt(n, V) + " " + vecName[n] + "[" + E + "];");
+    COIL_TRY_STATUS(vecLoop("nvec", [&](bool math) -> Status {
+      if (!math) {
+        for (NodeId n : flatNodes_)
+          if (!writeSet_.count(n))
+            w.line(vecName[n] + "[u] = *reinterpret_cast<const " + vt(n, V) + " *>(" + bufName_[n] +
+                   " + g * " + V + ");");
+        return okStatus();
       }
+      for (NodeId n : flatNodes_)
+        if (writeSet_.count(n)) w.line(vt(n, V) + " " + vecName[n] + ";");
       w.line("#pragma unroll");
       w.open("for (int e = 0; e < " + V + "; ++e)");
       std::vector<std::string> valName;
       COIL_TRY_STATUS(emitBody(w, ph.body, live, valName, [&](const Stmt &s) {
-        if (flatAccess_[&s]) return vecName[s.node] + ".v[e]";
+        if (flatAccess_[&s]) return vecName[s.node] + "[u].v[e]";
         return bufName_[s.node] + "[" + offsetText(s.node, s.index) + "]";
       }));
       for (const sched::Store &st : ph.stores)
         w.line(storeText(st, ph.body, valName, vecName[st.node] + ".v[e]"));
       w.close();
       for (NodeId n : flatNodes_)
-        if (writeSet_.count(n)) {
-          std::string vt =
-              "coil_vec<" + std::string(cStorageType(p_.nodes[size_t(n)].dtype)) + ", " + V + ">";
-          w.line("*reinterpret_cast<" + vt + " *>(" + bufName_[n] + " + g * " + V +
+        if (writeSet_.count(n))
+          w.line("*reinterpret_cast<" + vt(n, V) + " *>(" + bufName_[n] + " + g * " + V +
                  ") = " + vecName[n] + ";");
-        }
       return okStatus();
     }));
+    w.close();
     w.line("// The last total % " + V + " elements.");
     w.open("for (int64_t f = nvec * " + V + " + int64_t(blockIdx.x) * " + B +
            " + threadIdx.x; f < total; f += int64_t(gridDim.x) * " + B + ")");
@@ -538,7 +565,7 @@ Status CudaEmitter::emitRows(CodeWriter &w, const Config &c) {
                                     : "threadIdx.x / " + std::to_string(c.tpr);
   w.open("for (int64_t row = int64_t(blockIdx.x) * " + R + " + " + first +
          "; row < total; row += int64_t(gridDim.x) * " + R + ")");
-  emitDecompose(w, "row");
+  emitDecompose(w, "row", true); // 32-bit division when the rows allow
   for (const auto &[key, name] : rowCache_) {
     // Width and steps of the run, from the phases that load it.
     for (size_t pi = 0; pi < k_.phases.size(); ++pi) {
