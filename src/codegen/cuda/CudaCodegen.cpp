@@ -116,6 +116,9 @@ private:
   /// filled by the first phase that loads them. Per config.
   std::map<RowVec::Key, std::string> rowCache_;
   std::set<RowVec::Key> rowCacheFilled_;
+  /// Set by emitRows: the config's kernel asks for 2048 / block threads' worth of blocks per SM
+  /// (__launch_bounds__ minimum), its row being small and held in registers.
+  bool fullOccupancy_ = false;
 
   const CudaCodegenOptions &o_;
   bool pointwise_ = false;
@@ -547,6 +550,24 @@ Status CudaEmitter::emitRows(CodeWriter &w, const Config &c) {
       bytes += steps * 16;
       std::string name = "rc" + std::to_string(rowCache_.size());
       rowCache_[key] = name;
+    }
+    // A warp per row whose only loads are a small register-held row (softmax): few registers
+    // suffice, so the kernel asks for a full SM of threads (more rows' loads in flight).
+    fullOccupancy_ = c.tpr == 32 && !splitMode_ && bytes <= 32;
+    for (size_t pi = 0; pi < k_.phases.size() && fullOccupancy_; ++pi) {
+      const sched::Phase &ph = k_.phases[pi];
+      std::vector<bool> live = liveStmts(ph.body, &ph);
+      auto rv = planRowVec(pi, live);
+      if (!rv) {
+        for (size_t i = 0; i < ph.body.stmts.size(); ++i)
+          if (live[i] && ph.body.stmts[i].kind == Stmt::Kind::Load) fullOccupancy_ = false;
+        if (!ph.vars.empty()) fullOccupancy_ = false;
+        continue;
+      }
+      for (const auto &[key, unused] : rv->loads)
+        if (!rowCache_.count(key)) fullOccupancy_ = false;
+      for (const Stmt &st : ph.body.stmts)
+        if (st.kind == Stmt::Kind::Load && !rv->loadKey.count(&st)) fullOccupancy_ = false;
     }
   }
   if (rowVec) {
@@ -1255,12 +1276,27 @@ Expected<CudaKernelSource> CudaEmitter::run() {
     std::string splitParams =
         std::string(params.empty() ? "" : ", ") + "char *coil_ws, int64_t coil_splits";
     if (c.split) params += splitParams;
-    dev.open("extern \"C\" __global__ void __launch_bounds__(" + std::to_string(c.block) + ") " +
-             fn + "_kernel(" + params + ")");
-    emitExtents(dev, true);
+    // The body first: emitRows decides the launch bounds' minimum of blocks per SM.
+    CodeWriter body;
+    emitExtents(body, true);
     splitMode_ = c.split ? 1 : 0;
-    COIL_TRY_STATUS(pointwise_ ? emitPointwise(dev, c, pwLive) : emitRows(dev, c));
+    fullOccupancy_ = false;
+    COIL_TRY_STATUS(pointwise_ ? emitPointwise(body, c, pwLive) : emitRows(body, c));
     splitMode_ = 0;
+    std::string bounds = std::to_string(c.block);
+    if (fullOccupancy_ && c.block <= 1024) bounds += ", " + std::to_string(2048 / c.block);
+    dev.open("extern \"C\" __global__ void __launch_bounds__(" + bounds + ") " + fn + "_kernel(" +
+             params + ")");
+    const std::string &text = body.str();
+    for (size_t pos = 0; pos < text.size();) {
+      size_t end = text.find('\n', pos);
+      if (end == std::string::npos) end = text.size();
+      if (end == pos)
+        dev.blank();
+      else
+        dev.line(text.substr(pos, end - pos));
+      pos = end + 1;
+    }
     dev.close();
     if (c.split) {
       // The combining kernel, after every config's function.
