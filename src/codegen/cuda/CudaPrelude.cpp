@@ -67,10 +67,12 @@ template <typename T> COIL_FN T coil_shfl_xor(T v, int mask) {
 // spends three more instructions on the rounding of x log2(e)).
 COIL_FN float coil_cuda_expf(float x) { return exp2f(x * 1.44269504088896341f); }
 // f32 a / b for a divisor shared by many quotients (a constant, or a row's accumulator): the
-// compiler computes s and 1 / (b s) once; each quotient is a product and one correction step
-// (correctly rounded for normal quotients), without branches. A divisor below 2^-126 is scaled
-// by s = 2^64 (with a) so that its reciprocal is finite. Special values (a zero, infinite or NaN;
-// b zero, infinite or NaN) take the product, which is then exact.
+// compiler computes s and 1 / (b s) once; each quotient is a product and one correction step,
+// without branches: correctly rounded for normal operands and quotients (checked against a / b
+// on 4e7 random bit patterns), within 1 ulp when a is below about 2^-100 (the correction's
+// residual underflows). A divisor below 2^-126 is scaled by s = 2^64 (with a) so that its
+// reciprocal is finite. Special values (a zero, infinite or NaN; b zero, infinite or NaN) take
+// the product, which is then exact.
 COIL_FN float coil_cuda_fdiv(float a, float b) {
   const float s = fabsf(b) < 1.17549435e-38f ? 18446744073709551616.0f : 1.0f;
   const float bs = b * s, r = 1.0f / bs, as = a * s;
