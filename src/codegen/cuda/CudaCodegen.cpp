@@ -947,11 +947,17 @@ Status CudaEmitter::emitPhase(CodeWriter &w, const Config &c, size_t pi) {
         }));
     w.close();
     for (const auto &[key, acc] : rv->stores) {
-      std::string vt = "coil_vec<" + std::string(cStorageType(p_.nodes[size_t(key.first)].dtype)) +
-                       ", " + V + ">";
-      w.line("*reinterpret_cast<" + vt + " *>(" + bufName_[key.first] + " + " +
-             (key.second == "0" ? "" : "(" + key.second + ") + ") + j + " * " + V +
-             ") = " + vecOf(key.first, key.second) + ";");
+      std::string at = bufName_[key.first] + " + " +
+                       (key.second == "0" ? "" : "(" + key.second + ") + ") + j + " * " + V;
+      // Small register-held rows (softmax): NVVM splits one of the struct copies into 2-byte
+      // stores there; coil_vec_store forces one 16-byte store. (Elsewhere the copies stay whole,
+      // and the packing would cost registers: layer norm's row kernel takes 48 instead of 40.)
+      if (fullOccupancy_)
+        w.line("coil_vec_store(" + at + ", " + vecOf(key.first, key.second) + ");");
+      else
+        w.line("*reinterpret_cast<coil_vec<" +
+               std::string(cStorageType(p_.nodes[size_t(key.first)].dtype)) + ", " + V + "> *>(" +
+               at + ") = " + vecOf(key.first, key.second) + ";");
     }
     if (unrolled) w.close();
     w.close();

@@ -96,6 +96,35 @@ COIL_FN float coil_cuda_fmin_nan(float a, float b) {
 template <typename T, int N> struct alignas(sizeof(T) * N) coil_vec {
   T v[N];
 };
+// Stores `v` at `p` (aligned to the vector) as one access: the elements packed into 32-bit
+// words, then st.global.v4 / v2 (NVVM turns some copies of coil_vec into per-element stores).
+// No memory clobber: the row kernels never read what they store through it (a buffer both
+// read and written takes the scalar path), so other accesses may move across it.
+template <typename T, int N> COIL_FN void coil_vec_store(T *p, const coil_vec<T, N> &v) {
+  constexpr int kBytes = int(sizeof(T)) * N, kWords = kBytes / 4;
+  if constexpr (sizeof(T) <= 4 && (kBytes == 16 || kBytes == 8)) {
+    constexpr int per = 4 / int(sizeof(T));
+    uint32_t w[kWords];
+#pragma unroll
+    for (int i = 0; i < kWords; ++i) {
+      uint32_t x = 0;
+#pragma unroll
+      for (int b = 0; b < per; ++b) {
+        uint32_t e = 0;
+        memcpy(&e, &v.v[i * per + b], sizeof(T));
+        x |= e << (8 * int(sizeof(T)) * b);
+      }
+      w[i] = x;
+    }
+    if constexpr (kWords == 4)
+      asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(w[0]), "r"(w[1]),
+                   "r"(w[2]), "r"(w[3]));
+    else
+      asm volatile("st.global.v2.b32 [%0], {%1, %2};" ::"l"(p), "r"(w[0]), "r"(w[1]));
+  } else {
+    *reinterpret_cast<coil_vec<T, N> *>(p) = v;
+  }
+}
 )";
 
 const char *kLauncherHead =
