@@ -351,6 +351,19 @@ std::vector<Case> testCases() {
        {{"N", 67}},
        1e-2,
        1e-3},
+      // Pointwise kernels that read along another dim than they write (a transposing bias
+      // add): loads vectorized along that dim, stores along the last one.
+      {"transpose_vec",
+       R"(graph @g(%x: bf16[N, 24, 32], %b: bf16[32], %y: f32[N, 24, 32]) -> (%z, %w) {
+  symbol N in [1, 1000]
+  %a = Add(%x, %b) : bf16[N, 24, 32]
+  %z = Transpose(%a) {perm = [0, 2, 1]} : bf16[N, 32, 24]
+  %t = Tanh(%y) : f32[N, 24, 32]
+  %w = Transpose(%t) {perm = [2, 0, 1]} : f32[32, N, 24]
+})",
+       {{"N", 37}},
+       1e-2,
+       1e-2},
       // CUDA's f32 math: division by a constant or a row's accumulator through the reciprocal
       // (infinite numerators, a zero or NaN row max, a divisor below 2^-126), exp via exp2f.
       {"invariant_divisors",

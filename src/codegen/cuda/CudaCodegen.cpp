@@ -112,6 +112,19 @@ private:
   /// Pointwise kernels that are not flat: vectors along the last outer dim (when its extent is
   /// a multiple of the width, checked by the launcher).
   std::optional<RowVec> lastVec_;
+  /// Pointwise kernels that read along another outer dim than they write (a transposing bias
+  /// add): each thread takes `width` consecutive points of outer dim `dim` (a constant extent, a
+  /// multiple of the width) at one point of the others, the last dim fastest across threads (the
+  /// stores stay coalesced); the loads contiguous along `dim` (`loads`, at their first point) are
+  /// 16-byte vectors, the rest scalar.
+  struct DimVec {
+    size_t dim = 0;
+    int64_t width = 1, extent = 0;
+    std::map<const void *, int> loadIndex; ///< vector loads: Load stmt -> vector number
+    std::vector<const Stmt *> loads;       ///< one Load stmt per vector (its address)
+  };
+  std::optional<DimVec> dimVec_;
+  std::optional<DimVec> planDimVec(const std::vector<bool> &live) const;
   /// Persistent rows: runs that several vector phases load stay in registers (`rc<i>[k]`),
   /// filled by the first phase that loads them. Per config.
   std::map<RowVec::Key, std::string> rowCache_;
@@ -301,6 +314,72 @@ bool CudaEmitter::planFlat(const std::vector<bool> &live) {
   return true;
 }
 
+std::optional<CudaEmitter::DimVec> CudaEmitter::planDimVec(const std::vector<bool> &live) const {
+  const sched::Phase &ph = k_.phases[0];
+  size_t rank = k_.vars.size();
+  std::set<std::string> indirect;
+  for (const std::string &sym : indirectSyms_) indirect.insert(cname_.at(sym));
+  auto linear = [&](NodeId node, const std::vector<SymInt> &idx) {
+    std::vector<SymInt> ridx, shape;
+    for (const SymInt &e : idx) ridx.push_back(renamed(e));
+    for (const SymInt &d : p_.nodes[size_t(node)].shape) shape.push_back(renamed(d));
+    return simplify(linearIndex(shape, ridx), ranges_);
+  };
+  auto coefIn = [&](const SymInt &lin, const std::string &var) -> std::optional<Affine> {
+    std::set<std::string> syms;
+    lin.collectSymbols(syms);
+    for (const std::string &sym : syms)
+      if (indirect.count(sym)) return std::nullopt;
+    auto a = affineIn(lin, var);
+    if (!a) return std::nullopt;
+    return Affine{simplify(a->rest, ranges_), simplify(a->coef, ranges_)};
+  };
+  // Every store contiguous along the last dim (coalesced across threads), not read back.
+  const std::string &last = cname_.at(k_.vars.back());
+  for (const sched::Store &st : ph.stores) {
+    auto a = coefIn(linear(st.node, st.index), last);
+    if (!a || !(a->coef == SymInt(1)) || readSet_.count(st.node)) return std::nullopt;
+  }
+  for (size_t d = rank - 1; d-- > 0;) {
+    auto extent = simplify(renamed(k_.ranges[d]), ranges_).maybeConstant();
+    if (!extent || *extent <= 1) continue;
+    const std::string &var = cname_.at(k_.vars[d]);
+    DimVec dv;
+    dv.dim = d;
+    dv.extent = *extent;
+    int64_t maxSize = 1;
+    std::vector<std::pair<const Stmt *, SymInt>> vecLoads;
+    bool ok = true;
+    for (size_t i = 0; i < ph.body.stmts.size() && ok; ++i) {
+      const Stmt &st = ph.body.stmts[i];
+      if (!live[i]) continue;
+      if (st.kind == Stmt::Kind::IndirectIndex) ok = false;
+      if (st.kind != Stmt::Kind::Load) continue;
+      auto a = coefIn(linear(st.node, st.index), var);
+      if (!a || !(a->coef == SymInt(1))) continue; // a scalar load
+      // Contiguous along `dim` and not along the last dim (those are read coalesced anyway).
+      auto l = coefIn(linear(st.node, st.index), last);
+      if (l && l->coef == SymInt(1)) continue;
+      vecLoads.push_back({&st, a->rest});
+      maxSize = std::max<int64_t>(maxSize, dtypeSize(p_.nodes[size_t(st.node)].dtype));
+    }
+    if (!ok || vecLoads.empty()) continue;
+    dv.width = 16 / maxSize;
+    if (dv.width < 2 || *extent % dv.width != 0) continue;
+    for (const auto &[st, rest] : vecLoads) {
+      // The vector starts at a multiple of the width (aligned when the buffer is).
+      if (!(rest == SymInt(0)) && !exactQuotient(rest, SymInt(dv.width))) {
+        ok = false;
+        break;
+      }
+      dv.loadIndex[st] = int(dv.loads.size());
+      dv.loads.push_back(st);
+    }
+    if (ok) return dv;
+  }
+  return std::nullopt;
+}
+
 Status CudaEmitter::emitPointwise(CodeWriter &w, const Config &c, const std::vector<bool> &live) {
   const sched::Phase &ph = k_.phases[0];
   std::string B = std::to_string(c.block), BE = std::to_string(c.block * c.ept);
@@ -365,6 +444,73 @@ Status CudaEmitter::emitPointwise(CodeWriter &w, const Config &c, const std::vec
   auto vt = [&](NodeId n, const std::string &V) {
     return "coil_vec<" + std::string(cStorageType(p_.nodes[size_t(n)].dtype)) + ", " + V + ">";
   };
+  if (dimVec_ && c.vec > 1) {
+    const DimVec &dv = *dimVec_;
+    std::string V = std::to_string(c.vec);
+    size_t rank = k_.vars.size();
+    w.open("if (coil_vec_ok)");
+    w.line("const int64_t nvec = total / " + V + ";");
+    w.open("");
+    for (size_t i = 0; i < dv.loads.size(); ++i)
+      w.line(vt(dv.loads[i]->node, V) + " vec" + std::to_string(i) + "[" + E + "];");
+    // Group g: the outer point with dim `dim` at a multiple of V (named xb), the last dim
+    // fastest.
+    auto decompose = [&]() {
+      std::string decl;
+      for (size_t d = 0; d < rank; ++d)
+        decl += (d ? ", " : "") + (d == dv.dim ? std::string("xb") : cname_.at(k_.vars[d]));
+      w.line("[[maybe_unused]] int64_t " + decl + ";");
+      for (bool narrow : {true, false}) {
+        w.open(narrow ? "if (total <= 4294967295LL)" : "else");
+        std::string I = narrow ? "uint32_t" : "int64_t";
+        w.line(I + " t = " + I + "(g);");
+        for (size_t d = rank; d-- > 0;) {
+          std::string n = d == dv.dim ? "(" + extent_[d] + " / " + V + ")" : extent_[d];
+          std::string x = d == dv.dim ? std::string("xb") : cname_.at(k_.vars[d]);
+          if (d == 0) {
+            w.line(x + " = t" + (d == dv.dim ? " * " + V : std::string()) + ";");
+            break;
+          }
+          w.line(x + " = t % " + I + "(" + n + ")" + (d == dv.dim ? " * " + V : std::string()) +
+                 ";");
+          w.line("t /= " + I + "(" + n + ");");
+        }
+        w.close();
+      }
+    };
+    const std::string &var = cname_.at(k_.vars[dv.dim]);
+    COIL_TRY_STATUS(vecLoop("nvec", [&](bool math) -> Status {
+      decompose();
+      if (!math) {
+        w.open("");
+        w.line("const int64_t " + var + " = xb;");
+        for (size_t i = 0; i < dv.loads.size(); ++i) {
+          const Stmt &ld = *dv.loads[i];
+          w.line("vec" + std::to_string(i) + "[u] = *reinterpret_cast<const " + vt(ld.node, V) +
+                 " *>(" + bufName_[ld.node] + " + (" + offsetText(ld.node, ld.index) + "));");
+        }
+        w.close();
+        return okStatus();
+      }
+      w.line("#pragma unroll");
+      w.open("for (int e = 0; e < " + V + "; ++e)");
+      w.line("const int64_t " + var + " = xb + e;");
+      std::vector<std::string> valName;
+      COIL_TRY_STATUS(emitBody(w, ph.body, live, valName, [&](const Stmt &st) {
+        auto it = dv.loadIndex.find(&st);
+        if (it == dv.loadIndex.end()) return scalarLoad(st);
+        return "vec" + std::to_string(it->second) + "[u].v[e]";
+      }));
+      for (const sched::Store &st : ph.stores)
+        w.line(storeText(st, ph.body, valName,
+                         bufName_[st.node] + "[" + offsetText(st.node, st.index) + "]"));
+      w.close();
+      return okStatus();
+    }));
+    w.close();
+    w.line("return;");
+    w.close();
+  }
   if (lastVec_ && c.vec > 1) {
     // Vectors along the last dim: group g is elements [g * V, g * V + V) of one row.
     const RowVec &lv = *lastVec_;
@@ -1126,6 +1272,8 @@ Expected<CudaKernelSource> CudaEmitter::run() {
         if (n && *n % lastVec_->width != 0) lastVec_.reset(); // never a whole number of vectors
       }
       if (lastVec_) vecWidth_ = lastVec_->width;
+      if (!lastVec_ && k_.vars.size() >= 2) dimVec_ = planDimVec(pwLive);
+      if (dimVec_) vecWidth_ = dimVec_->width;
     }
   }
 
@@ -1263,7 +1411,7 @@ Expected<CudaKernelSource> CudaEmitter::run() {
   for (NodeId n : k_.fused)
     if (n >= 0 && size_t(n) < p_.nodes.size())
       fusedNames += (fusedNames.empty() ? "" : ", ") + p_.nodes[size_t(n)].name;
-  bool vecParam = pointwise_ && ((flat_ && vecWidth_ > 1) || lastVec_);
+  bool vecParam = pointwise_ && ((flat_ && vecWidth_ > 1) || lastVec_ || dimVec_);
   CodeWriter dev, host;
   for (size_t ci = 0; ci < configs.size(); ++ci) {
     const Config &c = configs[ci];
@@ -1275,7 +1423,9 @@ Expected<CudaKernelSource> CudaEmitter::run() {
              ", config " + std::to_string(ci) + " " + c.name + ": " +
              (pointwise_ ? (flat_      ? "pointwise, flat"
                             : lastVec_ ? "pointwise, vectors along the last dim"
-                                       : "pointwise")
+                            : dimVec_  ? "pointwise, loads vectorized along dim " +
+                                            std::to_string(dimVec_->dim)
+                                      : "pointwise")
                          : "per outer point, " + std::to_string(k_.phases.size()) + " phase(s)"));
     std::string params = deviceParams();
     if (vecParam) params += std::string(params.empty() ? "" : ", ") + "int32_t coil_vec_ok";
@@ -1340,6 +1490,8 @@ Expected<CudaKernelSource> CudaEmitter::run() {
         // The vector path needs every flat buffer aligned to its vector access.
         std::string cond;
         std::set<NodeId> vecNodes = flatNodes_;
+        if (dimVec_)
+          for (const Stmt *ld : dimVec_->loads) vecNodes.insert(ld->node);
         if (lastVec_) {
           cond = extent_.back() + " % " + std::to_string(c.vec) + " == 0";
           for (const auto &[key, unused] : lastVec_->loads) vecNodes.insert(key.first);
