@@ -307,23 +307,116 @@ TEST_P(CudaKernelsConv, NoWorkspaceRunsTheDirectKernels) {
   runAll(true);
 }
 
-TEST_P(CudaKernelsConv, InvalidGeometryIsANoOp) {
+TEST_P(CudaKernelsConv, InvalidGeometryFails) {
   HostData y = randomData(Dt::F32, 16, 3), got(Dt::F32, 16);
   DevBuf dy(y);
-  // group 3 does not divide 4 channels; nd 4; stride 0.
-  EXPECT_EQ(coil_cuda_conv_f32(&ctx_, dy.ptr(), dy.ptr(), dy.ptr(), 1, 4, 4, 3, 1, 4, 1, 1, 1, 1, 1,
-                               4, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0),
-            0);
-  EXPECT_EQ(coil_cuda_conv_f32(&ctx_, dy.ptr(), dy.ptr(), dy.ptr(), 1, 4, 4, 1, 4, 4, 1, 1, 1, 1, 1,
-                               4, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0),
-            0);
-  EXPECT_EQ(coil_cuda_conv_transpose_f32(&ctx_, dy.ptr(), dy.ptr(), dy.ptr(), 1, 4, 4, 1, 1, 4, 1,
-                                         1, 1, 1, 1, 4, 1, 1, 0, 1, 1, 1, 1, 1, 0, 0, 0),
-            0);
+  // group 3 does not divide 4 channels; nd 4; stride 0: each call fails with a message naming
+  // the function and the rule, and writes nothing.
+  auto expectFails = [&](int32_t rc, const char *fn, const char *rule) {
+    EXPECT_NE(rc, 0);
+    EXPECT_NE(std::string(error_).find(fn), std::string::npos) << error_;
+    EXPECT_NE(std::string(error_).find(rule), std::string::npos) << error_;
+    error_[0] = 0;
+  };
+  expectFails(coil_cuda_conv_f32(&ctx_, dy.ptr(), dy.ptr(), dy.ptr(), 1, 4, 4, 3, 1, 4, 1, 1, 1, 1,
+                                 1, 4, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0),
+              "coil_cuda_conv_f32", "group");
+  expectFails(coil_cuda_conv_f32(&ctx_, dy.ptr(), dy.ptr(), dy.ptr(), 1, 4, 4, 1, 4, 4, 1, 1, 1, 1,
+                                 1, 4, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0),
+              "coil_cuda_conv_f32", "spatial dims");
+  expectFails(coil_cuda_conv_transpose_f32(&ctx_, dy.ptr(), dy.ptr(), dy.ptr(), 1, 4, 4, 1, 1, 4, 1,
+                                           1, 1, 1, 1, 4, 1, 1, 0, 1, 1, 1, 1, 1, 0, 0, 0),
+              "coil_cuda_conv_transpose_f32", "strides");
+  expectFails(coil_cuda_conv_nhwc_f16(&ctx_, dy.ptr(), dy.ptr(), dy.ptr(), 1, 4, 4, 3, 2, 1, 4, 1,
+                                      1, 1, 1, 1, 4, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0),
+              "coil_cuda_conv_nhwc_f16", "group");
   EXPECT_EQ(coil_cuda_conv_last_path(), COIL_CUDA_CONV_PATH_NONE);
   sync();
   dy.download(got);
   EXPECT_EQ(got.bytes, y.bytes);
+}
+
+/// coil_cuda_conv_nhwc_* against the CPU twin coil_cpu_conv_nhwc_* on the 2-D cases, every
+/// dtype, eagerly and captured into a CUDA graph; the CPU twin itself is checked against the
+/// NCHW convolution in unittests/kernels.
+TEST_P(CudaKernelsConv, ChannelsLastEveryDtype) {
+  using NhwcFn = decltype(&coil_cpu_conv_nhwc_f32);
+  using NhwcCuda = decltype(&coil_cuda_conv_nhwc_f32);
+  auto fns = [](Dt t) -> std::pair<NhwcFn, NhwcCuda> {
+    switch (t) {
+    case Dt::F64:
+      return {coil_cpu_conv_nhwc_f64, coil_cuda_conv_nhwc_f64};
+    case Dt::F32:
+      return {coil_cpu_conv_nhwc_f32, coil_cuda_conv_nhwc_f32};
+    case Dt::F16:
+      return {coil_cpu_conv_nhwc_f16, coil_cuda_conv_nhwc_f16};
+    default:
+      return {coil_cpu_conv_nhwc_bf16, coil_cuda_conv_nhwc_bf16};
+    }
+  };
+  std::vector<ConvCase> all = cases();
+  // ResNet-like shapes: 1x1 over 7x7 and 14x14 (positions not a multiple of 8), 3x3, stride 2.
+  all.push_back({"resnet 1x1 7x7", 4, 64, 32, 1, {7, 7}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}});
+  all.push_back(
+      {"resnet 3x3 14x14", 2, 32, 32, 1, {14, 14}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}});
+  all.push_back(
+      {"resnet 1x1 stride 2", 2, 32, 64, 1, {14, 14}, {1, 1}, {2, 2}, {1, 1}, {0, 0}, {0, 0}});
+  all.push_back(
+      {"stem 7x7 stride 2", 2, 3, 16, 1, {32, 32}, {7, 7}, {2, 2}, {1, 1}, {3, 3}, {3, 3}});
+  int64_t paths[5] = {};
+  for (bool capture : {false, true})
+    for (Dt t : {Dt::F32, Dt::F16, Dt::BF16, Dt::F64})
+      for (const ConvCase &cc : all) {
+        if (cc.in.size() != 2) continue;
+        SCOPED_TRACE(std::string("conv_nhwc ") + dtName(t) + " " + cc.name +
+                     (capture ? " captured" : "") + (GetParam() ? " cudnn allowed" : ""));
+        std::vector<int64_t> out = convOut(cc, false);
+        int64_t kSize = cc.k[0] * cc.k[1];
+        HostData x = randomData(t, size_t(cc.n * cc.in[0] * cc.in[1] * cc.c), unsigned(cc.c + 5));
+        HostData w = randomData(t, size_t(cc.m * kSize * (cc.c / cc.group)), unsigned(cc.m + 7));
+        HostData y0 = randomData(t, size_t(cc.n * out[0] * out[1] * cc.m), 11);
+        HostData ref = y0;
+        auto call = [&](auto fn, auto... first) {
+          return fn(first..., cc.n, cc.c, cc.m, cc.group, int64_t(2), int64_t(1), cc.in[0],
+                    cc.in[1], int64_t(1), cc.k[0], cc.k[1], int64_t(1), out[0], out[1], int64_t(1),
+                    cc.s[0], cc.s[1], int64_t(1), cc.d[0], cc.d[1], int64_t(0), cc.pb[0], cc.pb[1]);
+        };
+        auto [cpu, cuda] = fns(t);
+        ASSERT_EQ(call(cpu, x.data(), w.data(), ref.data()), 0);
+        std::vector<float> ax = x.f32(true), aw = w.f32(true), mag(ref.size());
+        ASSERT_EQ(call(coil_cpu_conv_nhwc_f32, ax.data(), aw.data(), mag.data()), 0);
+        DevBuf dx(x), dw(w), dy(y0);
+        int32_t rc = -1;
+        std::optional<CUgraphExec> exec;
+        if (capture) {
+          ASSERT_EQ(cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+          rc = call(cuda, &ctx_, dx.ptr(), dw.ptr(), dy.ptr());
+          CUgraph graph = nullptr;
+          ASSERT_EQ(cuStreamEndCapture(stream_, &graph), CUDA_SUCCESS);
+          CUgraphExec e = nullptr;
+          ASSERT_EQ(cuGraphInstantiate(&e, graph, 0), CUDA_SUCCESS);
+          cuGraphDestroy(graph);
+          ASSERT_EQ(cuGraphLaunch(e, stream_), CUDA_SUCCESS);
+          exec = e;
+        } else {
+          rc = call(cuda, &ctx_, dx.ptr(), dw.ptr(), dy.ptr());
+        }
+        int32_t path = coil_cuda_conv_last_path();
+        ASSERT_EQ(rc, 0) << error_;
+        sync();
+        if (exec) cuGraphExecDestroy(*exec);
+        HostData got(t, ref.size());
+        dy.download(got);
+        EXPECT_TRUE(closeTo(got, ref, mag, dtTol(t))) << "path " << pathName(path);
+        bool pointwise = cc.group == 1 && cc.k[0] == 1 && cc.k[1] == 1 && cc.s[0] == 1 &&
+                         cc.s[1] == 1 && cc.pb[0] == 0 && cc.pb[1] == 0;
+        if (pointwise) EXPECT_EQ(path, COIL_CUDA_CONV_PATH_GEMM);
+        if (!cudnn() || t == Dt::F64) EXPECT_NE(path, COIL_CUDA_CONV_PATH_CUDNN);
+        ++paths[path < 0 || path > 4 ? 0 : path];
+      }
+  std::cout << "[ paths    ] conv_nhwc, cudnn " << (GetParam() ? "allowed" : "disabled") << ":";
+  for (int p = 0; p <= 4; ++p) std::cout << " " << pathName(p) << " " << paths[p];
+  std::cout << "\n";
 }
 
 INSTANTIATE_TEST_SUITE_P(Cudnn, CudaKernelsConv, testing::Values(true, false),

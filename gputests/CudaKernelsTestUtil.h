@@ -101,6 +101,9 @@ struct DevBuf {
   void upload(const HostData &h) {
     if (!h.bytes.empty()) {
       EXPECT_EQ(cuMemcpyHtoD(base + pad, h.bytes.data(), h.bytes.size()), CUDA_SUCCESS);
+      // A copy from pageable memory returns before its DMA ends, and the tests launch on a
+      // non-blocking stream that does not wait for it.
+      EXPECT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
     }
   }
   void download(HostData &h) const {

@@ -389,6 +389,7 @@ TEST_F(CudaRuntime, DeviceRuns) {
   ASSERT_EQ(cuMemAlloc(&dy, x.size() * 4), CUDA_SUCCESS);
   ASSERT_EQ(cuMemAlloc(&ds, n * 4), CUDA_SUCCESS);
   ASSERT_EQ(cuMemcpyHtoD(dx, x.data(), x.size() * 4), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS); // the pageable copy's DMA
   int64_t shape[2] = {n, 4};
   coil_tensor in = {reinterpret_cast<void *>(dx), COIL_DTYPE_F32, 2, shape};
   std::vector<float> y(x.size()), s(n);
@@ -397,6 +398,7 @@ TEST_F(CudaRuntime, DeviceRuns) {
   for (int rep = 0; rep < 3; ++rep) {
     x = randomInput(n, 22 + rep);
     ASSERT_EQ(cuMemcpyHtoD(dx, x.data(), x.size() * 4), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS); // the pageable copy's DMA
     coil_output out[2] = {};
     ASSERT_EQ(coil_model_run_device(l.m, &in, 1, out, 2, nullptr), COIL_OK) << coil_last_error();
     EXPECT_EQ(out[0].owned, 2);

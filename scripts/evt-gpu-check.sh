@@ -11,6 +11,15 @@
 #   scripts/evt-gpu-check.sh report    # runs every compiled program and prints the table
 #   scripts/evt-gpu-check.sh run       # compile + report
 #   scripts/evt-gpu-check.sh all       # prepare + compile + report
+#   scripts/evt-gpu-check.sh cutlass-prepare  # here: CUTLASS's Python packages (cutlass_cppgen,
+#                                      # cutlass_library without its sources, pycute, networkx
+#                                      # fallback) and the cp312 cuda-python wheels (WHEELS, default
+#                                      # /tmp/whl312) into build-evt/cutlass-py, headers as prepare
+#   scripts/evt-gpu-check.sh cutlass-run      # on the GPU machine (carry build-evt/cutlass and
+#                                      # build-evt/cutlass-py): the corpus through CUTLASS's own
+#                                      # Python flow (trace, plan.run) on the GPU, every output
+#                                      # compared with a reference (test/evt/cutlass_run.py);
+#                                      # resumable; results and the table into EVT_RESULTS
 #
 # Environment: COIL (default build/bin/coil), JOBS (default nproc), OUT (default build-evt),
 # ARCHS (default "sm90 sm80"), NVCC (default nvcc or /usr/local/cuda/bin/nvcc), BUDGET (seconds
@@ -143,11 +152,75 @@ report() {
   [ "$ok" = "$total" ]
 }
 
+headers() { # CUTLASS headers from pip nvidia-cutlass into $OUT/cutlass (include, util)
+  local src
+  src=$(cd /tmp && python3 -c 'import cutlass_library, os; print(os.path.join(os.path.dirname(cutlass_library.__file__), "source"))' 2>/dev/null)
+  if [ -n "$src" ] && [ -f "$src/include/cutlass/cutlass.h" ]; then
+    rm -rf "$OUT/cutlass/include" "$OUT/cutlass/util"
+    mkdir -p "$OUT/cutlass"
+    cp -r "$src/include" "$OUT/cutlass/include"
+    cp -r "$src/tools/util/include" "$OUT/cutlass/util"
+  elif [ ! -f "$OUT/cutlass/include/cutlass/cutlass.h" ]; then
+    echo "evt-gpu-check: CUTLASS headers not found (pip install nvidia-cutlass)"; exit 2
+  fi
+}
+
+cutlass_prepare() {
+  local py="$OUT/cutlass-py" site wheels=${WHEELS:-/tmp/whl312}
+  [ -f "$OUT/cutlass/include/cutlass/cutlass.h" ] || headers
+  site=$(cd /tmp && python3 -c 'import cutlass_cppgen, os; print(os.path.dirname(os.path.dirname(cutlass_cppgen.__file__)))') ||
+    { echo "evt-gpu-check: cutlass_cppgen not installed here (pip install nvidia-cutlass)"; exit 2; }
+  rm -rf "$py" && mkdir -p "$py/pkgs" "$py/fallback" "$py/whl"
+  local x='--exclude=__pycache__ --exclude=tests'
+  # shellcheck disable=SC2086
+  tar -C "$site" $x --exclude=cutlass_library/source -cf - cutlass_cppgen cutlass_library pycute | tar -C "$py/pkgs" -xf -
+  # shellcheck disable=SC2086
+  tar -C "$site" $x -cf - networkx | tar -C "$py/fallback" -xf -
+  cp "$wheels"/cuda_bindings-*cp312*.whl "$wheels"/cuda_pathfinder-*.whl "$py/whl/" ||
+    { echo "evt-gpu-check: cp312 cuda-bindings / cuda-pathfinder wheels not found in $wheels"; exit 2; }
+  echo "evt-gpu-check: CUTLASS Python flow in $py ($(du -sh "$py" | cut -f1)), headers in $OUT/cutlass ($(du -sh "$OUT/cutlass" | cut -f1))"
+}
+
+cutlass_run() {
+  local py="$OUT/cutlass-py" root="$OUT/cutlass-root" res=${EVT_RESULTS:-$OUT/cutlass-run}
+  export PYTHONDONTWRITEBYTECODE=1
+  [ -d "$py/pkgs/cutlass_cppgen" ] || { echo "evt-gpu-check: $py missing (cutlass-prepare, then carry it)"; exit 2; }
+  [ -f "$OUT/cutlass/include/cutlass/cutlass.h" ] || { echo "evt-gpu-check: $OUT/cutlass headers missing"; exit 2; }
+  # a wheel is a zip: unpacked, it imports (no pip needed); outside cutlass-py, which is carried
+  local site="$OUT/cutlass-site"
+  if [ ! -d "$site/cuda/bindings" ]; then
+    python3 - "$py" "$site" <<'PYEOF' || exit 2
+import glob, os, sys, zipfile
+for w in sorted(glob.glob(os.path.join(sys.argv[1], "whl", "*.whl"))):
+    zipfile.ZipFile(w).extractall(sys.argv[2])
+PYEOF
+  fi
+  # CUTLASS_PATH with the layout cutlass_cppgen expects (include/, tools/util/include/)
+  mkdir -p "$root/tools/util"
+  ln -sfn "$(cd "$OUT/cutlass" && pwd)/include" "$root/include"
+  ln -sfn "$(cd "$OUT/cutlass" && pwd)/util" "$root/tools/util/include"
+  local pp
+  pp="$(cd "$site" && pwd):$(cd "$py" && pwd)/pkgs"
+  (cd /tmp && python3 -c 'import networkx' >/dev/null 2>&1) || pp="$pp:$(cd "$py" && pwd)/fallback"
+  mkdir -p "$res" "$OUT/cutlass-run"
+  CUTLASS_PATH="$(cd "$root" && pwd)" PYTHONPATH="$pp${PYTHONPATH:+:$PYTHONPATH}" \
+    python3 test/evt/cutlass_run.py --out "$OUT/cutlass-run" --jobs "$JOBS" --budget "${BUDGET:-480}" \
+    ${ONLY:+--only "$ONLY"} ${DRY:+--dry "$DRY"} | tee "$OUT/cutlass-run/run.log"
+  local rc=${PIPESTATUS[0]}
+  if [ "$(cd "$res" && pwd)" != "$(cd "$OUT/cutlass-run" && pwd)" ]; then
+    cp "$OUT/cutlass-run/cutlass-run.json" "$OUT/cutlass-run/cutlass-compare.md" "$OUT/cutlass-run/run.log" "$res/"
+    tar -C "$OUT/cutlass-run" -czf "$res/cutlass-run-results.tgz" results
+  fi
+  return "$rc"
+}
+
 case "$MODE" in
 prepare) prepare ;;
 compile) compile ;;
 report) report ;;
 run) compile && report ;;
 all) prepare && compile && report ;;
-*) echo "usage: $0 prepare|compile|report|run|all"; exit 2 ;;
+cutlass-prepare) cutlass_prepare ;;
+cutlass-run) cutlass_run ;;
+*) echo "usage: $0 prepare|compile|report|run|all|cutlass-prepare|cutlass-run"; exit 2 ;;
 esac

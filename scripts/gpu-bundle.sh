@@ -15,4 +15,18 @@ done
 for l in "$BUILD"/lib/*.so; do strip -o "$OUT/lib/$(basename "$l")" "$l"; done
 cp -r include "$OUT/include"
 cp -L "$(ldd "$BUILD/bin/coil" | awk '/libzip.so/ {print $3}')" "$OUT/lib/"
+# The Python module for the GPU machine's Python 3.12 (PYTHONPATH=build-gpu/python there), when
+# a Python 3.12 with headers is here (COIL_GPU_PYTHON names another).
+GPY=${COIL_GPU_PYTHON:-}
+if [ -z "$GPY" ]; then
+  for c in $(command -v python3.12 || true) "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.12*/bin/python3; do
+    if [ -x "$c" ] && "$c" -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null; then
+      GPY=$c
+      break
+    fi
+  done
+fi
+if [ -n "$GPY" ] && [ -f "$BUILD/lib/libcoil_runtime.so" ]; then
+  python/build-module.sh "$GPY" "$OUT/python" "$BUILD" || echo "gpu-bundle: no Python module for $GPY"
+fi
 du -sh "$OUT"

@@ -4,7 +4,11 @@
 // (coil_model_run_device). Arrays cross as nanobind ndarrays (numpy, or any DLPack producer);
 // outputs are handed to Python without a copy, owned by a capsule that releases them through
 // coil_output_release. Errors raise coil.Error with the runtime's message.
+#include "runtime/cuda/CudaRuntime.h"
+
 #include <coil/coil.h>
+#include <cstdlib>
+#include <cstring>
 #include <dlfcn.h>
 #include <memory>
 #include <nanobind/nanobind.h>
@@ -239,6 +243,165 @@ private:
   std::shared_ptr<ModelHandle> h_;
 };
 
+// --- CUDA packages run through src/wrapper.py -----------------------------------------------
+
+/// The Python functions of the run in progress on this thread (libcoil_cuda calls the model's
+/// run and arena-size functions as plain C function pointers, without a context).
+struct PyRunFunctions {
+  nb::callable run, arenaBytes;
+  const std::vector<int64_t> *ranks = nullptr;
+};
+thread_local PyRunFunctions *t_run = nullptr;
+
+int64_t arenaTrampoline(const int64_t *const *shapes) {
+  try {
+    nb::list py;
+    for (size_t i = 0; i < t_run->ranks->size(); ++i) {
+      nb::list dims;
+      for (int64_t d = 0; d < (*t_run->ranks)[i]; ++d) dims.append(shapes[i][d]);
+      py.append(nb::tuple(dims));
+    }
+    return nb::cast<int64_t>(t_run->arenaBytes(py));
+  } catch (const std::exception &) {
+    return -1;
+  }
+}
+
+int32_t runTrampoline(const coil_model_run_args *args) {
+  try {
+    return nb::cast<int32_t>(t_run->run(uintptr_t(args)));
+  } catch (const std::exception &e) { // the Python side reports its own errors; this is a bug
+    if (args->error && args->error_size)
+      std::snprintf(args->error, args->error_size, "wrapper.py: %s", e.what());
+    return 1;
+  }
+}
+
+/// A CUDA package's device half (libcoil_cuda's model instance: fatbin functions, device
+/// weights, run slots) for coil.pywrapper: run() hands wrapper.py, as the model's run function,
+/// the coil_model_run_args of a run (the run's arena, allocator, device constants and
+/// coil_cuda_ctx) on host inputs, which libcoil_cuda copies in and the outputs out. CUDA
+/// graphs are off: every run executes wrapper.py.
+class CudaWrapperHost {
+public:
+  CudaWrapperHost(const std::string &library, const std::string &package, nb::bytes fatbin,
+                  const std::string &fatbinName, const std::vector<std::string> &functions,
+                  const std::vector<std::string> &archs, const Array &weights,
+                  const std::vector<int64_t> &constantOffsets, int64_t workspaceBytes) {
+    // Global, so that model.so (loaded by ctypes after this) resolves its coil_cuda_* externs.
+    void *lib = dlopen(library.c_str(), RTLD_NOW | RTLD_GLOBAL);
+    if (!lib) {
+      const char *e = dlerror();
+      raise("cannot load the CUDA runtime library '" + library + "' (" + (e ? e : "?") +
+            "); CUDA packages need libcoil_cuda.so, an NVIDIA driver and a GPU");
+    }
+    using TableFn = const coil::runtime::cuda::Table *(*)();
+    auto fn = reinterpret_cast<TableFn>(dlsym(lib, "coil_cuda_runtime_table"));
+    table_ = fn ? fn() : nullptr;
+    if (!table_ || table_->version != coil::runtime::cuda::kTableVersion)
+      raise("the CUDA runtime library '" + library + "' lacks a table of version " +
+            std::to_string(coil::runtime::cuda::kTableVersion));
+    std::vector<const char *> fns, arch;
+    for (const std::string &f : functions) fns.push_back(f.c_str());
+    for (const std::string &a : archs) arch.push_back(a.c_str());
+    coil::runtime::cuda::ModelDesc d;
+    d.package = package.c_str();
+    d.fatbin = fatbin.c_str();
+    d.fatbinBytes = fatbin.size();
+    d.fatbinName = fatbinName.c_str();
+    d.functions = fns.data();
+    d.numFunctions = fns.size();
+    d.archs = arch.data();
+    d.numArchs = arch.size();
+    d.weights = weights.data();
+    d.weightsBytes = weights.nbytes();
+    d.constantOffsets = constantOffsets.data();
+    d.numConstants = constantOffsets.size();
+    d.workspaceBytes = size_t(workspaceBytes);
+    d.graphs = false;
+    std::string error;
+    if (table_->create(&d, &model_, &error) != COIL_OK) {
+      model_ = nullptr;
+      raise("package '" + package + "': " + error);
+    }
+  }
+  ~CudaWrapperHost() {
+    if (model_) table_->destroy(model_);
+  }
+  CudaWrapperHost(const CudaWrapperHost &) = delete;
+  CudaWrapperHost &operator=(const CudaWrapperHost &) = delete;
+
+  /// One run on host arrays: `run(args_address) -> status` is wrapper.py's run, `arena(shapes)`
+  /// its arena_bytes. Returns each output as (bytes, shape).
+  std::vector<std::tuple<nb::bytes, std::vector<int64_t>>>
+  run(nb::callable runFn, nb::callable arenaFn, const std::vector<Array> &arrays,
+      const std::vector<int32_t> &dtypes, const std::vector<int64_t> &outputRanks,
+      const std::vector<int64_t> &outputElementBytes, const std::vector<std::string> &outputNames,
+      const std::vector<int32_t> &outputDtypes) {
+    size_t nIn = arrays.size(), nOut = outputRanks.size();
+    if (dtypes.size() != nIn || outputElementBytes.size() != nOut || outputNames.size() != nOut ||
+        outputDtypes.size() != nOut)
+      raise("CudaWrapperHost.run: inconsistent argument lengths");
+    std::vector<coil_tensor> ins(nIn);
+    std::vector<std::vector<int64_t>> shapes(nIn);
+    std::vector<size_t> inBytes(nIn);
+    std::vector<int64_t> ranks(nIn);
+    for (size_t i = 0; i < nIn; ++i) {
+      const Array &a = arrays[i];
+      if (a.device_type() != nb::device::cpu::value)
+        raise("input " + std::to_string(i) + " is not host memory");
+      for (size_t d = 0; d < a.ndim(); ++d) shapes[i].push_back(int64_t(a.shape(d)));
+      ins[i].data = a.data();
+      ins[i].dtype = coil_dtype(dtypes[i]);
+      ins[i].rank = ranks[i] = int64_t(a.ndim());
+      ins[i].shape = shapes[i].data();
+      inBytes[i] = a.nbytes();
+    }
+    std::vector<coil_output> outs(nOut, coil_output{});
+    std::vector<const char *> names;
+    for (size_t i = 0; i < nOut; ++i) {
+      names.push_back(outputNames[i].c_str());
+      outs[i].dtype = coil_dtype(outputDtypes[i]);
+      outs[i].rank = outputRanks[i];
+    }
+    PyRunFunctions fns{runFn, arenaFn, &ranks};
+    coil::runtime::cuda::RunRequest q;
+    q.arenaBytes = arenaTrampoline;
+    q.run = runTrampoline;
+    q.modelName = "wrapper.py";
+    q.numInputs = int64_t(nIn);
+    q.inputs = ins.data();
+    q.inputBytes = inBytes.data();
+    q.numOutputs = int64_t(nOut);
+    q.outputs = outs.data();
+    q.outputRanks = outputRanks.data();
+    std::vector<size_t> elementBytes(outputElementBytes.begin(), outputElementBytes.end());
+    q.outputElementBytes = elementBytes.data();
+    q.outputNames = names.data();
+    q.hostMemory = true;
+    std::string error;
+    PyRunFunctions *saved = t_run;
+    t_run = &fns;
+    int32_t st = table_->run(model_, &q, &error); // the GIL stays held: wrapper.py runs inside
+    t_run = saved;
+    if (st != COIL_OK) raise(error);
+    std::vector<std::tuple<nb::bytes, std::vector<int64_t>>> result;
+    for (size_t i = 0; i < nOut; ++i) {
+      int64_t n = int64_t(outputElementBytes[i]);
+      for (int64_t d = 0; d < outs[i].rank; ++d) n *= outs[i].shape[d];
+      result.emplace_back(nb::bytes(static_cast<const char *>(outs[i].data), size_t(n)),
+                          std::vector<int64_t>(outs[i].shape, outs[i].shape + outs[i].rank));
+    }
+    for (coil_output &o : outs)
+      if (o.owned == 1) std::free(o.data);
+    return result;
+  }
+
+private:
+  const coil::runtime::cuda::Table *table_ = nullptr;
+  void *model_ = nullptr;
+};
+
 /// The file of the loaded libcoil_runtime (coil.pywrapper loads it RTLD_GLOBAL for ctypes).
 std::string runtimePath() {
   Dl_info info;
@@ -258,6 +421,16 @@ NB_MODULE(_coil, m) {
       .def("symbols", &Model::symbols)
       .def_prop_ro("device", &Model::device)
       .def("run", &Model::run, nb::arg("arrays"), nb::arg("device") = false, nb::arg("stream") = 0);
+  nb::class_<CudaWrapperHost>(m, "CudaWrapperHost")
+      .def(nb::init<const std::string &, const std::string &, nb::bytes, const std::string &,
+                    const std::vector<std::string> &, const std::vector<std::string> &,
+                    const Array &, const std::vector<int64_t> &, int64_t>(),
+           nb::arg("library"), nb::arg("package"), nb::arg("fatbin"), nb::arg("fatbin_name"),
+           nb::arg("functions"), nb::arg("archs"), nb::arg("weights"), nb::arg("constant_offsets"),
+           nb::arg("workspace_bytes"))
+      .def("run", &CudaWrapperHost::run, nb::arg("run"), nb::arg("arena_bytes"), nb::arg("arrays"),
+           nb::arg("dtypes"), nb::arg("output_ranks"), nb::arg("output_element_bytes"),
+           nb::arg("output_names"), nb::arg("output_dtypes"));
   m.def("runtime_path", &runtimePath);
   m.def("model_abi_version", &coil_runtime_model_abi_version);
 }

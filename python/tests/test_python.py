@@ -22,6 +22,8 @@ import numpy as np
 import coil
 import coil.pywrapper as pw
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # sim_cuda
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # Models as coil text IR (the MLP is examples/mlp.onnx).
@@ -456,8 +458,8 @@ def expect_error(fn, pattern):
 
 
 def test_extern_failure(coil_bin, work):
-    """A run-time value an extern rejects fails wrapper.py's run with the extern's message (the
-    same rule model.so reports), never a silent empty output."""
+    """A run-time value an extern rejects fails wrapper.py's run with the extern's message and
+    the graph node (the same words as model.so), never a silent empty output."""
     import onnx
     from onnx import TensorProto, helper
     g = helper.make_graph([helper.make_node("Reshape", ["x", "s"], ["y"], name="rs")], "rs",
@@ -471,10 +473,63 @@ def test_extern_failure(coil_bin, work):
     x = RNG.standard_normal((2, 6)).astype(np.float32)
     (y,) = w.run(x, np.array([3, 4], np.int64))
     check(same(y, x.reshape(3, 4)), "a valid run-time shape")
+    # The error names the graph node as wrapper.cpp does, with the extern's message.
     expect_error(lambda: w.run(x, np.array([4, -3], np.int64)),
-                 r"reshape: shape value -3 at index 1 is invalid")
+                 r"^node 'rs' \(Reshape\): reshape: shape value -3 at index 1 is invalid$")
+    try:
+        coil.load(pkg).run(x, np.array([4, -3], np.int64))
+        raise AssertionError("model.so accepted shape [4, -3]")
+    except coil.Error as e:  # model.so's message ends with the same text
+        check(str(e).endswith("node 'rs' (Reshape): reshape: shape value -3 at index 1 is "
+                              "invalid"), f"model.so says {str(e)!r}")
     (y,) = w.run(x, np.array([6, 2], np.int64))
     check(same(y, x.reshape(6, 2)), "a valid run after a failed one")
+
+
+def compile_cuda(coil_bin, work, name, model, extra=()):
+    """A CUDA package of `model`, or None when this machine cannot build one (no nvcc)."""
+    try:
+        return compile_model(coil_bin, work, name + "_cuda", model, ["--device", "cuda", *extra])
+    except AssertionError as e:
+        if "nvcc" in str(e) or "CUDA" in str(e):
+            return None
+        raise
+
+
+def test_cuda_simulated(coil_bin, work, cases):
+    """wrapper.py of CUDA packages through coil.pywrapper's CUDA runtime on a simulated device
+    (sim_cuda.py: host memory as device memory, the CPU package's launchers as kernels): the
+    outputs equal the CPU package's bit for bit, every block is freed, and an extern failure
+    names its node. Returns a note when no CUDA package can be built here."""
+    import sim_cuda
+
+    done = 0
+    for name, model, extra, sizes_list, make_inputs in cases:
+        cuda = compile_cuda(coil_bin, work, name, model, extra)
+        if cuda is None:
+            return "skipped: coil compile --device cuda needs nvcc"
+        cpu = compile_model(coil_bin, work, name, model, extra)
+        m = coil.load(cpu)
+        w = sim_cuda.SimWrapper(cuda, cpu)
+        check(w.device == "cuda" and w.module.DEVICE == "cuda", "a CUDA wrapper.py")
+        for sizes in sizes_list:
+            xs = make_inputs(m, sizes)
+            ref = m.run(*xs)
+            got = w.run(*xs)
+            for i, (a, b) in enumerate(zip(ref, got)):
+                check(same(a, b), f"{name} sizes {sizes}: simulated CUDA wrapper.py output {i} "
+                                  f"differs from the CPU package")
+        done += w.sim.runs
+    # An extern failure on CUDA (a host fallback) names the node, as model.so does.
+    cpu = os.path.join(work, "reshape_values.pkg")
+    cuda = compile_cuda(coil_bin, work, "reshape_values", os.path.join(work, "reshape_values.onnx"))
+    w = sim_cuda.SimWrapper(cuda, cpu)
+    x = RNG.standard_normal((2, 6)).astype(np.float32)
+    (y,) = w.run(x, np.array([3, 4], np.int64))
+    check(same(y, x.reshape(3, 4)), "a valid run-time shape on the simulated device")
+    expect_error(lambda: w.run(x, np.array([4, -3], np.int64)),
+                 r"^node 'rs' \(Reshape\): reshape: shape value -3 at index 1 is invalid$")
+    return f"{done} simulated runs"
 
 
 def test_api(mlp_pkg, nz_pkg):
@@ -537,17 +592,17 @@ def test_api(mlp_pkg, nz_pkg):
         raise AssertionError("unknown kernel accepted")
     except coil.Error as e:
         check("k0_relu" in str(e) and "nosuchkernel" in str(e), str(e))
-    # With the package's launches (metadata.json): the MLP calls coil_cpu_gemm_f32 twice, as the
-    # launches coil_cpu_gemm_f32_0 and _1. COIL_DEBUG_KERNELS takes a launch's name, or the
+    # With the package's launches (metadata.json): the MLP calls coil_cpu_gemm_bias_f32 twice, as
+    # the launches coil_cpu_gemm_bias_f32_0 and _1. COIL_DEBUG_KERNELS takes a launch's name, or the
     # function's for all its launches, as the runtime's printer does.
     saved = {k: os.environ.get(k) for k in ("COIL_DEBUG_PRINTER", "COIL_DEBUG_KERNELS")}
     try:
         os.environ["COIL_DEBUG_PRINTER"] = "names"
-        for kernels, expect in (("coil_cpu_gemm_f32_1", ["coil_cpu_gemm_f32_1"]),
-                                ("COIL_CPU_GEMM_F32, k0_sum",
-                                 ["k0_sum", "coil_cpu_gemm_f32_0", "coil_cpu_gemm_f32_1"]),
-                                ("", ["k0_sum", "coil_cpu_gemm_f32_0", "k1_relu",
-                                      "coil_cpu_gemm_f32_1", "k2_max"])):
+        for kernels, expect in (("coil_cpu_gemm_bias_f32_1", ["coil_cpu_gemm_bias_f32_1"]),
+                                ("COIL_CPU_GEMM_BIAS_F32, k0_sum",
+                                 ["k0_sum", "coil_cpu_gemm_bias_f32_0", "coil_cpu_gemm_bias_f32_1"]),
+                                ("", ["k0_sum", "coil_cpu_gemm_bias_f32_0",
+                                      "coil_cpu_gemm_bias_f32_1", "k1_max"])):
             os.environ["COIL_DEBUG_KERNELS"] = kernels
             w = pw.load(mlp_pkg)
             w.debug.out = buf = io.StringIO()
@@ -556,13 +611,13 @@ def test_api(mlp_pkg, nz_pkg):
             want = "".join(f"[{when}_launch: {n}]\n" for n in expect
                            for when in ("before", "after"))
             check(buf.getvalue() == want, f"COIL_DEBUG_KERNELS={kernels!r}: {buf.getvalue()!r}")
-        os.environ["COIL_DEBUG_KERNELS"] = "coil_cpu_gemm_f32_2"
+        os.environ["COIL_DEBUG_KERNELS"] = "coil_cpu_gemm_bias_f32_2"
         try:
             pw.load(mlp_pkg)
             raise AssertionError("unknown launch accepted")
         except coil.Error as e:
-            check("coil_cpu_gemm_f32_0, k1_relu, coil_cpu_gemm_f32_1" in str(e) and
-                  "extern function for all its launches: coil_cpu_gemm_f32" in str(e), str(e))
+            check("coil_cpu_gemm_bias_f32_0, coil_cpu_gemm_bias_f32_1, k1_max" in str(e) and
+                  "extern function for all its launches: coil_cpu_gemm_bias_f32" in str(e), str(e))
         os.environ["COIL_DEBUG_PRINTER"] = "0"
         check(pw.load(mlp_pkg).debug is None, "COIL_DEBUG_PRINTER=0: no hook")
     finally:
@@ -601,12 +656,20 @@ def main():
          lambda: test_package(uq, [{"N": 1}, {"N": 20}, {"N": 64}], repeated_values)),
         ("module API", lambda: test_api(mlp, nz)),
         ("extern failure in wrapper.py", lambda: test_extern_failure(a.coil, a.work)),
+        ("CUDA wrapper.py on a simulated device", lambda: test_cuda_simulated(a.coil, a.work, [
+            ("mlp", os.path.join(ROOT, "examples", "mlp.onnx"), [], [{"batch": 1}, {"batch": 7}],
+             random_inputs),
+            ("mlp_dynamic", os.path.join(ROOT, "examples", "mlp.onnx"), ["--dynamic", "batch=1:48"],
+             [{"batch": 2}, {"batch": 48}], random_inputs),
+            ("nonzero", NONZERO, [], [{"N": 1}, {"N": 5}, {"N": 64}], random_inputs),
+            ("unique", UNIQUE, [], [{"N": 1}, {"N": 20}], repeated_values),
+            ("dtypes", DTYPES, [], [{"N": 1}, {"N": 9}], random_inputs)])),
     ]
     failed = 0
     for name, fn in tests:
         try:
-            fn()
-            print(f"ok    {name}")
+            note = fn()
+            print(f"ok    {name}" + (f" ({note})" if note else ""))
         except Exception:  # noqa: BLE001
             failed += 1
             print(f"FAIL  {name}")

@@ -369,6 +369,28 @@ std::string KernelEmitterBase::storeConv(const std::string &v, DType from, DType
   return castExpr(v, from, node);
 }
 
+bool KernelEmitterBase::invariant(const loop::Body &b, loop::Val v) const {
+  // Statements come after their operands: one pass up to `v`.
+  std::vector<bool> inv(size_t(v) + 1, false);
+  for (size_t i = 0; i <= size_t(v); ++i) {
+    const loop::Stmt &s = b.stmts[i];
+    switch (s.kind) {
+    case loop::Stmt::Kind::Constant:
+    case loop::Stmt::Kind::Accumulator:
+      inv[i] = true;
+      break;
+    case loop::Stmt::Kind::Op:
+    case loop::Stmt::Kind::Cast:
+      inv[i] = std::all_of(s.args.begin(), s.args.end(),
+                           [&](loop::Val a) { return size_t(a) < i && inv[size_t(a)]; });
+      break;
+    default:
+      break;
+    }
+  }
+  return inv[size_t(v)];
+}
+
 Expected<std::string>
 KernelEmitterBase::opExpr(const Stmt &s, const std::vector<std::string> &valName, const Body &b) {
   const std::string a = valName[size_t(s.args[0])];
@@ -405,6 +427,7 @@ KernelEmitterBase::opExpr(const Stmt &s, const std::vector<std::string> &valName
     if (bo) return bad();
     return fl ? one() + " / " + a : "coil_div<" + T + ">(" + T + "(1), " + a + ")";
   case ScalarOp::Exp: // f32: coil's vectorizable exp
+    if (cudaMath_ && T == "float") return "coil_cuda_expf(" + a + ")";
     return t == DType::F64 ? fn("exp") : fl ? Expected<std::string>("coil_expf(" + a + ")") : bad();
   case ScalarOp::Log:
     return fn("log");
@@ -470,6 +493,8 @@ KernelEmitterBase::opExpr(const Stmt &s, const std::vector<std::string> &valName
   }
   case ScalarOp::Div:
     if (bo) return bad();
+    if (cudaMath_ && T == "float" && invariant(b, s.args[1]))
+      return "coil_cuda_fdiv(" + a + ", " + x + ")";
     return fl ? a + " / " + x : tmpl("coil_div");
   case ScalarOp::Mod:
     if (bo) return bad();

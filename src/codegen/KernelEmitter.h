@@ -67,6 +67,9 @@ protected:
   Expected<std::string> opExpr(const loop::Stmt &s, const std::vector<std::string> &valName,
                                const loop::Body &b);
   std::string castExpr(const std::string &v, DType from, DType to) const;
+  /// Whether statement `v` of `b` has one value for the whole inner loop of a phase: built from
+  /// constants and accumulators only.
+  bool invariant(const loop::Body &b, loop::Val v) const;
   /// The kernel's KernelInfo without configs: name, its buffers then its sizes as params (in
   /// the order both emitters' functions take them), iteration space, source file, origins.
   wrapper::KernelInfo kernelInfo(const std::string &sourceFile) const;
@@ -96,6 +99,10 @@ protected:
   std::map<loop::NodeId, std::string> bufName_;
   std::set<loop::NodeId> readSet_, writeSet_;
   std::vector<std::string> extent_; ///< C names of the outer extents
+  /// CUDA's f32 math (helpers of the CUDA prelude, not of scalarHelpersCode()): Exp as
+  /// coil_cuda_expf, Div by an invariant divisor as coil_cuda_fdiv (its reciprocal computed
+  /// once, then a corrected product).
+  bool cudaMath_ = false;
 };
 
 } // namespace coil::codegen

@@ -3,7 +3,9 @@
 #include "driver/BuildWrapper.h"
 #include "driver/Tune.h"
 #include "kernels/cuda/CudaExterns.h"
+#include "lower/ChannelsLast.h"
 #include "lower/FoldConvBias.h"
+#include "lower/FoldGemmBias.h"
 #include "lower/Lower.h"
 #include "passes/FoldConstants.h"
 #include "passes/RefineShapes.h"
@@ -89,9 +91,16 @@ Expected<std::unique_ptr<Compilation>> compileGraph(Graph g, const CompileOption
   // becomes constants, so that lowering sees static shapes.
   COIL_TRY(c->graph, foldConstants(g));
   COIL_TRY_STATUS(refineShapes(c->graph));
+  // Channels-last convolutions: on for CUDA, off for the CPU; COIL_CHANNELS_LAST=0/1 decides.
+  const char *cl = std::getenv("COIL_CHANNELS_LAST");
+  if (cl && *cl ? std::string(cl) != "0" : cuda) {
+    COIL_TRY(c->graph, loop::convertToChannelsLast(c->graph));
+  }
   timer.done("fold");
 
   COIL_TRY(c->loops, loop::lowerGraph(c->graph));
+  // Bias adds (and ReLUs) after GEMMs become the GEMM extern's epilogue.
+  loop::foldGemmBias(c->loops);
   // On the CPU, conv bias adds (and a ReLU or Clip after them) become the conv extern's
   // epilogue.
   if (!cuda) loop::foldConvBias(c->loops);

@@ -370,9 +370,11 @@ EvalExternFn reduceDynAdapter(ReduceDynFn fn) {
 } // namespace
 
 void registerCpuShapeEvalExterns();
+void registerCpuGemmBiasEvalExterns();
 
 void registerCpuKernelEvalExterns() {
   registerCpuShapeEvalExterns();
+  registerCpuGemmBiasEvalExterns();
   registerEvalExtern("coil_cpu_gemm_f32", gemmAdapter(coil_cpu_gemm_f32));
   registerEvalExtern("coil_cpu_gemm_f64", gemmAdapter(coil_cpu_gemm_f64));
   registerEvalExtern("coil_cpu_conv_f32", convAdapter(coil_cpu_conv_f32, false));
@@ -388,6 +390,11 @@ void registerCpuKernelEvalExterns() {
   registerEvalExtern("coil_cpu_conv_transpose_f16", convAdapter(coil_cpu_conv_transpose_f16, true));
   registerEvalExtern("coil_cpu_conv_transpose_bf16",
                      convAdapter(coil_cpu_conv_transpose_bf16, true));
+  // Channels-last convolutions: the same geometry and element counts as the NCHW ones.
+  registerEvalExtern("coil_cpu_conv_nhwc_f32", convAdapter(coil_cpu_conv_nhwc_f32, false));
+  registerEvalExtern("coil_cpu_conv_nhwc_f64", convAdapter(coil_cpu_conv_nhwc_f64, false));
+  registerEvalExtern("coil_cpu_conv_nhwc_f16", convAdapter(coil_cpu_conv_nhwc_f16, false));
+  registerEvalExtern("coil_cpu_conv_nhwc_bf16", convAdapter(coil_cpu_conv_nhwc_bf16, false));
   registerEvalExtern("coil_cpu_det_f32", detAdapter(coil_cpu_det_f32));
   registerEvalExtern("coil_cpu_det_f64", detAdapter(coil_cpu_det_f64));
 #define COIL_REGISTER_NUMERIC(S)                                                                   \
@@ -464,6 +471,43 @@ EvalExternFn shapeDimsAdapter() {
 
 void registerCpuShapeEvalExterns() {
   registerEvalExtern("coil_cpu_shape_dims", shapeDimsAdapter());
+}
+
+// --- GEMM with a bias epilogue (kernels/cpu/CpuGemm.cpp): a, b, bias, y, batch, m, n, k,
+// transA, transB, strideA, strideB, alpha, relu
+
+namespace {
+using GemmBiasFn = int32_t (*)(const void *, const void *, const void *, void *, int64_t, int64_t,
+                               int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, double,
+                               int64_t);
+
+EvalExternFn gemmBiasAdapter(GemmBiasFn fn) {
+  return [fn](const ExternNode &en, Args &a) -> Status {
+    COIL_TRY_STATUS(checkSignature(en, a, "NNNOIIIIIIIIFI"));
+    int64_t batch = a[4].i, m = a[5].i, n = a[6].i, k = a[7].i, sa = a[10].i, sb = a[11].i;
+    auto fits = [&](const Tensor &t, int64_t stride, int64_t size) {
+      if (batch == 0 || size == 0) return true;
+      int64_t last = prod({batch - 1, stride});
+      return last >= 0 && size >= 0 && last + size <= t.numel();
+    };
+    if (batch < 0 || !fits(*a[0].tensor, sa, prod({m, k})) || !fits(*a[1].tensor, sb, prod({k, n})))
+      return Error::internal("extern '" + en.function + "': operands smaller than their sizes");
+    if (a[2].tensor->dtype() != a[3].output->dtype())
+      return Error::internal("extern '" + en.function +
+                             "': the bias dtype differs from the output");
+    COIL_TRY_STATUS(checkNumel(en, *a[2].tensor, n, "the bias"));
+    COIL_TRY_STATUS(checkNumel(en, *a[3].output, prod({batch, m, n}), "the output"));
+    return kernelStatus(fn(in(a, 0), in(a, 1), in(a, 2), out(a, 3), batch, m, n, k, a[8].i, a[9].i,
+                           sa, sb, a[12].number, a[13].i));
+  };
+}
+} // namespace
+
+void registerCpuGemmBiasEvalExterns() {
+  registerEvalExtern("coil_cpu_gemm_bias_f32", gemmBiasAdapter(coil_cpu_gemm_bias_f32));
+  registerEvalExtern("coil_cpu_gemm_bias_f64", gemmBiasAdapter(coil_cpu_gemm_bias_f64));
+  registerEvalExtern("coil_cpu_gemm_bias_f16", gemmBiasAdapter(coil_cpu_gemm_bias_f16));
+  registerEvalExtern("coil_cpu_gemm_bias_bf16", gemmBiasAdapter(coil_cpu_gemm_bias_bf16));
 }
 
 } // namespace coil::loop

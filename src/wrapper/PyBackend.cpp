@@ -62,7 +62,7 @@ std::string oneLine(const std::string &s) {
 
 class Emitter {
 public:
-  explicit Emitter(const WrapperProgram &p) : p_(p) {
+  explicit Emitter(const WrapperProgram &p) : p_(p), cuda_(p.device == "cuda") {
     syms_ = cppSymbolNames(p); // the same names as wrapper.cpp, so the two read alike
     std::map<std::string, SymInt> repl;
     for (const auto &[name, c] : syms_) repl.emplace(name, SymInt::symbol(c));
@@ -106,7 +106,13 @@ private:
         << "# The Python twin of wrapper.cpp: run() executes the same lines in the same order,\n"
         << "# with numpy arrays as buffers, and calls the kernel launchers of model.so and the\n"
         << "# extern functions of libcoil_runtime through ctypes (`lib`). Each launcher computes\n"
-        << "# its own grid from the sizes it is given. `rt` is coil.pywrapper's Runtime:\n"
+        << "# its own grid from the sizes it is given.\n"
+        << (cuda_
+                ? "# A CUDA package: buffers are device memory of the run's arena and allocator;\n"
+                  "# launchers and coil_cuda_* externs take the run's coil_cuda_ctx `cu` first\n"
+                  "# and return a status; host externs get copies of their operands.\n"
+                : "")
+        << "# `rt` is coil.pywrapper's Runtime:\n"
         << "#   import coil.pywrapper\n"
         << "#   outputs = coil.pywrapper.load(PKG).run(x, ...)\n\n"
         << "WRAPPER_ABI = " << kPyWrapperAbiVersion << "\n"
@@ -115,13 +121,14 @@ private:
   }
 
   void signatures() {
-    os_ << "# Kernel launchers of model.so, <kernel>_c<config>: their parameters, P a pointer, "
-           "I an int64.\n"
+    os_ << "# Kernel launchers of model.so, <kernel>_c<config>: their parameters, "
+        << (cuda_ ? "C the run's coil_cuda_ctx (they return a status), " : "")
+        << "P a pointer, I an int64.\n"
         << "LAUNCHERS = {\n";
     for (const KernelInfo &k : p_.kernels) {
       os_ << "    # kernel " << oneLine(k.name) << " (" << oneLine(k.sourceFile)
           << "): " << k.configs.size() << " config(s)\n";
-      std::string sig;
+      std::string sig = cuda_ ? "C" : "";
       for (const KernelParam &kp : k.params) sig += kp.kind == KernelParam::Kind::Size ? 'I' : 'P';
       for (size_t c = 0; c < k.configs.size(); ++c)
         os_ << "    " << pyString(k.name + "_c" + std::to_string(c)) << ": " << pyString(sig)
@@ -131,7 +138,9 @@ private:
         << "# Extern functions of libcoil_runtime: A the allocator callback and its context, P a\n"
         << "# pointer (an output of an allocating extern: a pointer to where it stores the "
            "block),\n"
-        << "# I an int64, D a double, S a pointer to the int64 of a symbol the call defines.\n"
+        << "# I an int64, D a double, S a pointer to the int64 of a symbol the call defines"
+        << (cuda_ ? ",\n# C the run's coil_cuda_ctx (coil_cuda_* externs, in libcoil_cuda).\n"
+                  : ".\n")
         << "EXTERNS = {\n";
     std::set<std::string> declared;
     for (const Line &l : p_.lines) {
@@ -142,7 +151,8 @@ private:
       if (const auto *e = std::get_if<ExternKernelAlloc>(&l))
         args = &e->args, fn = e->function, allocating = true;
       if (!args || !declared.insert(fn).second) continue;
-      std::string sig = allocating ? "A" : "";
+      std::string sig = deviceExtern(fn) ? "C" : "";
+      if (allocating) sig += "A";
       for (const ExternArg &a : *args) {
         switch (a.kind) {
         case ExternArg::Kind::Buffer:
@@ -201,8 +211,9 @@ private:
 
   void setupOutput(BufferId b) {
     const Buffer &buf = p_.buffers[b];
-    os_ << "    " << var(b) << " = rt.output(" << dtype(b) << ", " << shape(b) << ")  # output "
-        << buf.index << ": " << oneLine(buf.name) << "\n";
+    os_ << "    " << var(b) << " = rt.output(" << dtype(b) << ", " << shape(b)
+        << (cuda_ ? ", " + std::to_string(buf.index) : "") << ")  # output " << buf.index << ": "
+        << oneLine(buf.name) << "\n";
   }
 
   void runFunction() {
@@ -212,6 +223,9 @@ private:
         << "    lib = rt.functions(LAUNCHERS, EXTERNS)\n"
         << "    input_shapes = [x.shape for x in inputs]\n"
         << "    arena = rt.arena(arena_bytes(input_shapes))\n";
+    if (cuda_)
+      os_ << "    cu = rt.cuda_ctx(MODEL)  # the run's coil_cuda_ctx: stream, functions, GEMM "
+             "state\n";
     for (const auto &[name, c] : syms_) os_ << "    " << c << " = 0\n";
     for (size_t b = 0; b < p_.buffers.size(); ++b) {
       const Buffer &buf = p_.buffers[b];
@@ -242,6 +256,7 @@ private:
     }
     for (BufferId b : p_.outputs)
       if (!outputReady[b] && allocDef_[b] < 0) setupOutput(b);
+    if (cuda_) return cudaEpilogue();
     os_ << "    return [";
     for (size_t i = 0; i < p_.outputs.size(); ++i) {
       BufferId b = p_.outputs[i];
@@ -249,6 +264,34 @@ private:
           << ")";
     }
     os_ << "]\n";
+  }
+
+  /// CUDA: the outputs' shapes go to the caller, outputs of allocating externs into the caller's
+  /// buffer (then freed) or to the caller as they are, unplanned intermediates still held are
+  /// freed (as wrapper.cpp's epilogue does).
+  void cudaEpilogue() {
+    for (BufferId b : p_.outputs) {
+      const Buffer &buf = p_.buffers[b];
+      os_ << "    rt.set_output(" << buf.index << ", " << var(b) << ", " << shape(b) << ", "
+          << (allocDef_[b] >= 0 ? "True" : "False") << ")  # " << oneLine(buf.name) << "\n";
+    }
+    for (size_t b = 0; b < p_.buffers.size(); ++b)
+      if (dynamic_[b] && p_.buffers[b].kind == BufferKind::Intermediate)
+        os_ << "    if " << var(BufferId(b)) << " is not None:\n        rt.free("
+            << var(BufferId(b)) << ")\n";
+    os_ << "    return [";
+    for (size_t i = 0; i < p_.outputs.size(); ++i) os_ << (i ? ", " : "") << var(p_.outputs[i]);
+    os_ << "]\n";
+  }
+
+  bool deviceExtern(const std::string &fn) const { return cuda_ && fn.rfind("coil_cuda_", 0) == 0; }
+
+  /// "node 'NAME' (OP)" of an extern call's error, as wrapper.cpp words it.
+  std::string externWho(const std::string &function, const ExternNodeInfo &node) {
+    std::string who =
+        node.name.empty() ? "extern call '" + function + "'" : "node '" + node.name + "'";
+    if (!node.op.empty()) who += " (" + node.op + ")";
+    return pyString(oneLine(who));
   }
 
   void mainBlock() {
@@ -276,10 +319,10 @@ private:
 
   std::string launcherCall(const KernelCall &l, int32_t config) {
     const KernelInfo &k = p_.kernels[l.kernel];
-    std::string out = "lib." + k.name + "_c" + std::to_string(config) + "(";
+    std::string out = "lib." + k.name + "_c" + std::to_string(config) + "(" + (cuda_ ? "cu" : "");
     for (size_t i = 0; i < l.args.size(); ++i) {
       const CallArg &a = l.args[i];
-      if (i) out += ", ";
+      if (i || cuda_) out += ", ";
       switch (a.kind) {
       case CallArg::Kind::Buffer:
         out += var(a.buffer);
@@ -298,14 +341,19 @@ private:
   /// A kernel call; with size buckets, an if/elif chain over the bucket size picks the config.
   void kernelCall(const KernelCall &l) {
     if (l.choices.empty()) {
-      os_ << "    " << launcherCall(l, l.config) << "\n";
+      if (cuda_)
+        os_ << "    if " << launcherCall(l, l.config) << ":\n        rt.cuda_failed(cu)\n";
+      else
+        os_ << "    " << launcherCall(l, l.config) << "\n";
       return;
     }
+    std::string assign = cuda_ ? "coil_rc = " : "";
     os_ << "    coil_bucket = " << expr(l.bucketSize) << "  # config by size bucket\n";
     for (size_t i = 0; i < l.choices.size(); ++i)
       os_ << "    " << (i ? "elif" : "if") << " coil_bucket <= " << l.choices[i].upTo << ":\n"
-          << "        " << launcherCall(l, l.choices[i].config) << "\n";
-    os_ << "    else:\n        " << launcherCall(l, l.config) << "\n";
+          << "        " << assign << launcherCall(l, l.choices[i].config) << "\n";
+    os_ << "    else:\n        " << assign << launcherCall(l, l.config) << "\n";
+    if (cuda_) os_ << "    if coil_rc:\n        rt.cuda_failed(cu)\n";
   }
 
   void printLine(const Line &line) {
@@ -342,14 +390,21 @@ private:
                    },
                    [&](const KernelCall &l) { kernelCall(l); },
                    [&](const ExternKernelOut &l) {
-                     os_ << "    lib." << l.function << "(";
+                     if (cuda_ && !deviceExtern(l.function))
+                       return hostFallback(l.function, l.args, false, l.node);
+                     os_ << "    if lib." << l.function << "(" << (cuda_ ? "cu" : "");
                      for (size_t i = 0; i < l.args.size(); ++i) {
-                       if (i) os_ << ", ";
+                       if (i || cuda_) os_ << ", ";
                        externArg(l.args[i], -1, -1);
                      }
-                     os_ << ")\n";
+                     if (cuda_)
+                       os_ << "):\n        rt.cuda_failed(cu)\n";
+                     else
+                       os_ << ") != 0:\n        rt.extern_failed(" << externWho(l.function, l.node)
+                           << ", " << pyString(l.function) << ")\n";
                    },
                    [&](const ExternKernelAlloc &l) {
+                     if (cuda_) return hostFallback(l.function, l.args, true, l.node);
                      int32_t nOut = 0, nSym = 0;
                      for (const ExternArg &a : l.args) {
                        nOut += a.kind == ExternArg::Kind::Output;
@@ -359,7 +414,7 @@ private:
                          << ")  # where the call stores its outputs\n";
                      if (nSym)
                        os_ << "    coil_s = rt.cells(" << nSym << ")  # the symbols it defines\n";
-                     os_ << "    lib." << l.function << "(rt.alloc, rt.alloc_ctx";
+                     os_ << "    coil_rc = lib." << l.function << "(rt.alloc, rt.alloc_ctx";
                      int32_t k = 0, s = 0;
                      for (const ExternArg &a : l.args) {
                        os_ << ", ";
@@ -367,6 +422,8 @@ private:
                                  a.kind == ExternArg::Kind::OutSymbol ? s++ : -1);
                      }
                      os_ << ")\n"
+                         << "    if coil_rc != 0:\n        rt.extern_failed("
+                         << externWho(l.function, l.node) << ", " << pyString(l.function) << ")\n"
                          << "    rt.check_alloc(" << pyString(l.function) << ")\n";
                      s = 0;
                      for (const ExternArg &a : l.args)
@@ -423,8 +480,77 @@ private:
   }
 
   void printFree(BufferId b) {
+    if (cuda_ && dynamic_[b]) os_ << "    rt.free(" << var(b) << ")\n";
     os_ << "    " << var(b) << " = None" << (dynamic_[b] ? "  # free\n" : "  # arena storage\n");
   }
+
+  /// An extern without a CUDA twin in a CUDA program, as wrapper.cpp runs it: synchronize,
+  /// copy its operands into host memory of the ctx (coil_h), call the CPU function, copy its
+  /// outputs back (allocating calls: into blocks of the run's allocator, sized by the symbols
+  /// the call just defined); the host memory is freed on every path.
+  void hostFallback(const std::string &fn, const std::vector<ExternArg> &args, bool allocating,
+                    const ExternNodeInfo &node) {
+    std::string what = pyString("host extern '" + fn + "'");
+    int32_t nHost = 0, nSym = 0;
+    for (const ExternArg &a : args) {
+      nHost += a.kind == ExternArg::Kind::Buffer || a.kind == ExternArg::Kind::Output;
+      nSym += a.kind == ExternArg::Kind::OutSymbol;
+    }
+    os_ << "    # " << fn << " runs on the host: its operands are copied\n"
+        << "    coil_h = rt.host_cells(cu, " << std::max(nHost, 1) << ")\n"
+        << "    try:\n"
+        << "        rt.synchronize(cu, " << what << ")\n";
+    int32_t h = 0;
+    for (const ExternArg &a : args) {
+      if (a.kind == ExternArg::Kind::Buffer)
+        os_ << "        rt.to_host(cu, coil_h, " << h << ", " << var(a.buffer) << ", "
+            << bytes(a.buffer) << ", " << what << ")\n";
+      else if (a.kind == ExternArg::Kind::Output && !allocating)
+        os_ << "        rt.host_buffer(cu, coil_h, " << h << ", " << bytes(a.buffer) << ", " << what
+            << ")\n";
+      h += a.kind == ExternArg::Kind::Buffer || a.kind == ExternArg::Kind::Output;
+    }
+    if (allocating) os_ << "        coil_ht = rt.host_tracker(cu)\n";
+    if (nSym) os_ << "        coil_s = rt.cells(" << nSym << ")  # the symbols it defines\n";
+    os_ << "        if lib." << fn << "(";
+    if (allocating) os_ << "coil_ht.alloc, coil_ht.ctx";
+    h = 0;
+    int32_t s = 0;
+    bool first = !allocating;
+    for (const ExternArg &a : args) {
+      if (!first) os_ << ", ";
+      first = false;
+      if (a.kind == ExternArg::Kind::Buffer)
+        os_ << "coil_h[" << h++ << "]";
+      else if (a.kind == ExternArg::Kind::Output)
+        os_ << (allocating ? "coil_h.at(" : "coil_h[") << h++ << (allocating ? ")" : "]");
+      else if (a.kind == ExternArg::Kind::OutSymbol)
+        os_ << "coil_s.at(" << s++ << ")";
+      else
+        externArg(a, -1, -1);
+    }
+    os_ << ") != 0:\n"
+        << "            rt.extern_failed(" << externWho(fn, node) << ", " << pyString(fn) << ")\n";
+    if (allocating) os_ << "        coil_ht.check(" << what << ")\n";
+    s = 0;
+    for (const ExternArg &a : args)
+      if (a.kind == ExternArg::Kind::OutSymbol)
+        os_ << "        " << syms_.at(a.symbol) << " = coil_s[" << s++ << "]\n";
+    h = 0;
+    for (const ExternArg &a : args) {
+      if (a.kind == ExternArg::Kind::Output) {
+        if (allocating)
+          os_ << "        " << var(a.buffer) << " = rt.empty(" << dtype(a.buffer) << ", "
+              << shape(a.buffer) << ")\n";
+        os_ << "        rt.to_device(" << var(a.buffer) << ", coil_h[" << h << "], "
+            << bytes(a.buffer) << ", " << what << ")\n";
+      }
+      h += a.kind == ExternArg::Kind::Buffer || a.kind == ExternArg::Kind::Output;
+    }
+    os_ << "    finally:\n        rt.free_host(cu, coil_h)\n";
+  }
+
+  std::string bytes(BufferId b) { return expr(p_.buffers[b].bytes()); }
 
   void externArg(const ExternArg &a, int32_t outSlot, int32_t symSlot) {
     switch (a.kind) {
@@ -452,6 +578,7 @@ private:
   }
 
   const WrapperProgram &p_;
+  bool cuda_ = false;
   std::map<std::string, std::string> syms_;
   std::map<std::string, SymInt> repl_;
   std::vector<int32_t> allocDef_;

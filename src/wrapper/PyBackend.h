@@ -18,6 +18,14 @@
 ///    (coil.pywrapper sets it from COIL_DEBUG_PRINTER), and does nothing otherwise.
 /// The module defines LAUNCHERS and EXTERNS (ctypes signatures), INPUTS, OUTPUTS, CONSTANTS,
 /// `arena_bytes(input_shapes)` and `run(rt, inputs, constants) -> list of arrays`;
+/// extern statuses are checked in the text: a failure calls `rt.extern_failed(WHO, FUNCTION)`
+/// with WHO naming the graph node as wrapper.cpp does ("node 'rs' (Reshape)").
+/// CUDA programs (device "cuda") are printed like wrapper.cpp's CUDA flavour: buffers are device
+/// memory (`rt.view` of the run's device arena, `rt.empty`/`rt.output` from the run's allocator,
+/// `rt.free`), `cu = rt.cuda_ctx(MODEL)` is the run's coil_cuda_ctx, launchers and coil_cuda_*
+/// externs take it first and a nonzero status calls `rt.cuda_failed(cu)`, externs without a CUDA
+/// twin run on the host (synchronize, copies into the ctx's host memory, the CPU call, copies
+/// back), and `rt.set_output(i, buffer, shape, allocated)` hands the outputs over.
 /// python/coil/pywrapper.py provides `rt`. Deterministic: the text depends only on the program.
 #pragma once
 
@@ -28,7 +36,7 @@
 namespace coil::wrapper {
 
 /// Version of the contract between wrapper.py and coil.pywrapper (WRAPPER_ABI in the file).
-constexpr int32_t kPyWrapperAbiVersion = 1;
+constexpr int32_t kPyWrapperAbiVersion = 2;
 
 /// wrapper.py for `p` (call after planMemory and verifyWrapper).
 std::string emitPyWrapper(const WrapperProgram &p);

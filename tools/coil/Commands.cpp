@@ -99,10 +99,13 @@ CompileOptions compileOptions(const Args &a) {
     o.recordedOptions.emplace_back("arch", a.values.at("--arch"));
   }
   if (a.values.count("--print-after")) o.printAfter = a.values.at("--print-after");
-  // Tuning: --tune, or COIL_TUNE=1 in the environment; --no-tune wins over both.
-  const char *tuneEnv = std::getenv("COIL_TUNE");
-  o.tune = o.device == "cuda" && !a.flags.count("--no-tune") &&
-           (a.flags.count("--tune") || (tuneEnv && std::string(tuneEnv) == "1"));
+  // Tuning of CUDA packages: on when this machine has an NVIDIA GPU (the device files of its
+  // driver exist), unless --no-tune or COIL_TUNE=0; --tune or COIL_TUNE=1 turn it on anyway
+  // (where no GPU is usable, the cost model's choice stands and compile says why).
+  const std::string tuneEnv = std::getenv("COIL_TUNE") ? std::getenv("COIL_TUNE") : "";
+  const bool gpuHere = fs::exists("/dev/nvidiactl");
+  o.tune = o.device == "cuda" && !a.flags.count("--no-tune") && tuneEnv != "0" &&
+           (a.flags.count("--tune") || tuneEnv == "1" || gpuHere);
   if (o.tune) o.recordedOptions.emplace_back("tune", "on");
   o.toolchain.verbose = a.flags.count("--verbose") != 0;
   for (const std::string &d : a.dynamic) o.recordedOptions.emplace_back("dynamic", d);

@@ -34,8 +34,9 @@ commands:
       compile MODEL into the package directory PKG (model.so, metadata.json, weights.bin,
       src/); prints the kernel names; STAGE is lower, schedule or wrapper; cuda packages hold
       device code for each --arch (default sm_80,sm_90a) in src/kernels.fatbin; each kernel
-      call's config is chosen per size bucket by a cost model, or with --tune (or COIL_TUNE=1)
-      by timing every config on this machine's GPU (metadata.json "tuning")
+      call's config is chosen per size bucket by timing every config on this machine's GPU
+      when it has one (metadata.json "tuning"; --tune or COIL_TUNE=1 insist, --no-tune or
+      COIL_TUNE=0 skip it), else by a cost model
   run PKG|MODEL --inputs IN.npz [--outputs OUT.npz] [--device cpu|cuda]
       run a package (a MODEL is compiled first, through the compile cache)
   verify MODEL [--inputs IN.npz] [--dynamic NAME=MIN:MAX]... [--kernels] [--package PKG]

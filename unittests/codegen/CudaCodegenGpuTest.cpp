@@ -351,6 +351,38 @@ std::vector<Case> testCases() {
        {{"N", 67}},
        1e-2,
        1e-3},
+      // Pointwise kernels that read along another dim than they write (a transposing bias
+      // add): loads vectorized along that dim, stores along the last one.
+      {"transpose_vec",
+       R"(graph @g(%x: bf16[N, 24, 32], %b: bf16[32], %y: f32[N, 24, 32]) -> (%z, %w) {
+  symbol N in [1, 1000]
+  %a = Add(%x, %b) : bf16[N, 24, 32]
+  %z = Transpose(%a) {perm = [0, 2, 1]} : bf16[N, 32, 24]
+  %t = Tanh(%y) : f32[N, 24, 32]
+  %w = Transpose(%t) {perm = [2, 0, 1]} : f32[32, N, 24]
+})",
+       {{"N", 37}},
+       1e-2,
+       1e-2},
+      // CUDA's f32 math: division by a constant or a row's accumulator through the reciprocal
+      // (infinite numerators, a zero or NaN row max, a divisor below 2^-126), exp via exp2f.
+      {"invariant_divisors",
+       R"(graph @g(%x: f32[N, 64]) -> (%a, %b, %c, %e) {
+  symbol N in [1, 100000]
+  %k = constant f32[] [3.0]
+  %h = constant f32[] [1e38]
+  %t = constant f32[] [1e-39]
+  %u = constant f32[] [1e-40]
+  %ax = constant i64[1] [1]
+  %big = Mul(%x, %h) : f32[N, 64]
+  %a = Div(%big, %k) : f32[N, 64]
+  %s = ReduceMax(%x, %ax) {keepdims = 1} : f32[N, 1]
+  %b = Div(%big, %s) : f32[N, 64]
+  %y = Mul(%x, %t) : f32[N, 64]
+  %c = Div(%y, %u) : f32[N, 64]
+  %e = Exp(%x) : f32[N, 64]
+})",
+       {{"N", 203}}},
       {"softmax_odd",
        R"(graph @g(%x: f32[N, 37]) -> (%y, %l) {
   symbol N in [1, 65536]

@@ -45,15 +45,20 @@ TEST(PyBackend, EveryLineKind) {
                 "        rt.debug(\"after\", \"k\", [(\"t\", b_t)])\n"
                 "    b_tv = rt.reinterpret(b_t, 16, \"f32\", (s_N, 3))\n"
                 "    b_y = rt.output(\"f32\", (s_N, 4))  # output 2: y\n"
-                "    lib.coil_cpu_test_out(b_tv, b_c, b_y, s_N, float(\"inf\"), 0.5)\n"
+                "    if lib.coil_cpu_test_out(b_tv, b_c, b_y, s_N, float(\"inf\"), 0.5) != 0:\n"
+                "        rt.extern_failed(\"extern call 'coil_cpu_test_out'\", "
+                "\"coil_cpu_test_out\")\n"
                 "    b_t2 = rt.reinterpret(b_t, 0, \"f32\", (s_N, 4))  # reuse\n"
                 "    b_t = None\n"
                 "    b_d = rt.empty(\"f32\", (s_N,))  # not in the arena\n"
                 "    b_d = None  # free\n"
                 "    coil_o = rt.cells(2)  # where the call stores its outputs\n"
                 "    coil_s = rt.cells(1)  # the symbols it defines\n"
-                "    lib.coil_cpu_test_alloc(rt.alloc, rt.alloc_ctx, b_x, coil_o.at(0), "
+                "    coil_rc = lib.coil_cpu_test_alloc(rt.alloc, rt.alloc_ctx, b_x, coil_o.at(0), "
                 "coil_o.at(1), coil_s.at(0), 4*s_N)\n"
+                "    if coil_rc != 0:\n"
+                "        rt.extern_failed(\"extern call 'coil_cpu_test_alloc'\", "
+                "\"coil_cpu_test_alloc\")\n"
                 "    rt.check_alloc(\"coil_cpu_test_alloc\")\n"
                 "    s_U = coil_s[0]\n"
                 "    b_u = rt.adopt(coil_o[0], \"f32\", (s_U,))\n"
@@ -63,6 +68,51 @@ TEST(PyBackend, EveryLineKind) {
                 "    return [rt.result(b_u, \"f32\", (s_U,)), rt.result(b_v, \"i64\", (s_U,)), "
                 "rt.result(b_y, \"f32\", (s_N, 4))]\n");
   expectHas(py, "    b_x = inputs[0]\n    b_c = constants[0]\n    b_u = None\n");
+}
+
+TEST(PyBackend, ExternErrorsNameTheNode) {
+  WrapperProgram p = everyLineKind();
+  for (Line &l : p.lines)
+    if (auto *e = std::get_if<ExternKernelOut>(&l)) e->node = {"rs", "Reshape"};
+  std::string py = emitPyWrapper(p);
+  expectParses(py);
+  expectHas(py, "        rt.extern_failed(\"node 'rs' (Reshape)\", \"coil_cpu_test_out\")\n");
+}
+
+TEST(PyBackend, CudaFlavourMirrorsTheCppWrapper) {
+  WrapperProgram p = everyLineKind();
+  p.device = "cuda";
+  std::string py = emitPyWrapper(p);
+  expectParses(py);
+  expectHas(py, "DEVICE = \"cuda\"\n");
+  // Launchers take the run's ctx first and return a status.
+  expectHas(py, "    \"k_c0\": \"CPPI\",\n");
+  expectHas(py, "    cu = rt.cuda_ctx(MODEL)");
+  expectHas(py, "    if lib.k_c1(cu, b_x, b_t, 4*s_N):\n        rt.cuda_failed(cu)\n");
+  // Outputs by index from the run's allocator; unplanned buffers freed through it.
+  expectHas(py, "    b_y = rt.output(\"f32\", (s_N, 4), 2)  # output 2: y\n");
+  expectHas(py, "    rt.free(b_d)\n    b_d = None  # free\n");
+  // A CPU extern runs on the host: synchronize, copies, the call, copies back, host memory
+  // freed on every path.
+  expectHas(
+      py, "    # coil_cpu_test_out runs on the host: its operands are copied\n"
+          "    coil_h = rt.host_cells(cu, 3)\n"
+          "    try:\n"
+          "        rt.synchronize(cu, \"host extern 'coil_cpu_test_out'\")\n"
+          "        rt.to_host(cu, coil_h, 0, b_tv, 12*s_N, \"host extern 'coil_cpu_test_out'\")\n");
+  expectHas(py,
+            "        rt.host_buffer(cu, coil_h, 2, 16*s_N, \"host extern 'coil_cpu_test_out'\")\n"
+            "        if lib.coil_cpu_test_out(coil_h[0], coil_h[1], coil_h[2], s_N, "
+            "float(\"inf\"), 0.5) != 0:\n");
+  expectHas(py,
+            "        rt.to_device(b_y, coil_h[2], 16*s_N, \"host extern 'coil_cpu_test_out'\")\n"
+            "    finally:\n        rt.free_host(cu, coil_h)\n");
+  // An allocating one: the host allocator, the symbols it defines, device blocks sized by them.
+  expectHas(py, "        coil_ht = rt.host_tracker(cu)\n        coil_s = rt.cells(1)");
+  expectHas(py, "        s_U = coil_s[0]\n        b_u = rt.empty(\"f32\", (s_U,))\n");
+  // The epilogue hands the outputs over.
+  expectHas(py, "    rt.set_output(0, b_u, (s_U,), True)");
+  expectHas(py, "    rt.set_output(2, b_y, (s_N, 4), False)");
 }
 
 TEST(PyBackend, MultiOutputIntoAnotherBufferIsAnAlias) {

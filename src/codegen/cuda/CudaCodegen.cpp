@@ -70,7 +70,9 @@ public:
                            "which",   "rows",    "block", "threadIdx", "blockIdx", "blockDim",
                            "gridDim", "warpSize"},
                           "cuda codegen: "),
-        o_(o) {}
+        o_(o) {
+    cudaMath_ = true;
+  }
 
   Expected<CudaKernelSource> run();
 
@@ -110,10 +112,26 @@ private:
   /// Pointwise kernels that are not flat: vectors along the last outer dim (when its extent is
   /// a multiple of the width, checked by the launcher).
   std::optional<RowVec> lastVec_;
+  /// Pointwise kernels that read along another outer dim than they write (a transposing bias
+  /// add): each thread takes `width` consecutive points of outer dim `dim` (a constant extent, a
+  /// multiple of the width) at one point of the others, the last dim fastest across threads (the
+  /// stores stay coalesced); the loads contiguous along `dim` (`loads`, at their first point) are
+  /// 16-byte vectors, the rest scalar.
+  struct DimVec {
+    size_t dim = 0;
+    int64_t width = 1, extent = 0;
+    std::map<const void *, int> loadIndex; ///< vector loads: Load stmt -> vector number
+    std::vector<const Stmt *> loads;       ///< one Load stmt per vector (its address)
+  };
+  std::optional<DimVec> dimVec_;
+  std::optional<DimVec> planDimVec(const std::vector<bool> &live) const;
   /// Persistent rows: runs that several vector phases load stay in registers (`rc<i>[k]`),
   /// filled by the first phase that loads them. Per config.
   std::map<RowVec::Key, std::string> rowCache_;
   std::set<RowVec::Key> rowCacheFilled_;
+  /// Set by emitRows: the config's kernel asks for 2048 / block threads' worth of blocks per SM
+  /// (__launch_bounds__ minimum), its row being small and held in registers.
+  bool fullOccupancy_ = false;
 
   const CudaCodegenOptions &o_;
   bool pointwise_ = false;
@@ -148,9 +166,14 @@ Status CudaEmitter::emitBody(CodeWriter &w, const Body &b, const std::vector<boo
 std::string CudaEmitter::storeText(const sched::Store &s, const Body &b,
                                    const std::vector<std::string> &valName,
                                    const std::string &target) const {
-  DType from = b.stmts[size_t(s.value)].dtype;
+  const Stmt &v = b.stmts[size_t(s.value)];
   DType nd = p_.nodes[size_t(s.node)].dtype;
-  return target + " = " + storeConv(valName[size_t(s.value)], from, nd) + ";";
+  // A value rounded from f32 to the stored f16/bf16 type: store the rounding of the f32 value
+  // (the same bits; the compiler cannot see through the conversions' inline asm).
+  if (v.kind == Stmt::Kind::Cast && v.dtype == nd && (nd == DType::BF16 || nd == DType::F16) &&
+      b.stmts[size_t(v.args[0])].dtype == DType::F32 && !valName[size_t(v.args[0])].empty())
+    return target + " = " + storeConv(valName[size_t(v.args[0])], DType::F32, nd) + ";";
+  return target + " = " + storeConv(valName[size_t(s.value)], v.dtype, nd) + ";";
 }
 
 std::string CudaEmitter::deviceParams() const {
@@ -291,6 +314,72 @@ bool CudaEmitter::planFlat(const std::vector<bool> &live) {
   return true;
 }
 
+std::optional<CudaEmitter::DimVec> CudaEmitter::planDimVec(const std::vector<bool> &live) const {
+  const sched::Phase &ph = k_.phases[0];
+  size_t rank = k_.vars.size();
+  std::set<std::string> indirect;
+  for (const std::string &sym : indirectSyms_) indirect.insert(cname_.at(sym));
+  auto linear = [&](NodeId node, const std::vector<SymInt> &idx) {
+    std::vector<SymInt> ridx, shape;
+    for (const SymInt &e : idx) ridx.push_back(renamed(e));
+    for (const SymInt &d : p_.nodes[size_t(node)].shape) shape.push_back(renamed(d));
+    return simplify(linearIndex(shape, ridx), ranges_);
+  };
+  auto coefIn = [&](const SymInt &lin, const std::string &var) -> std::optional<Affine> {
+    std::set<std::string> syms;
+    lin.collectSymbols(syms);
+    for (const std::string &sym : syms)
+      if (indirect.count(sym)) return std::nullopt;
+    auto a = affineIn(lin, var);
+    if (!a) return std::nullopt;
+    return Affine{simplify(a->rest, ranges_), simplify(a->coef, ranges_)};
+  };
+  // Every store contiguous along the last dim (coalesced across threads), not read back.
+  const std::string &last = cname_.at(k_.vars.back());
+  for (const sched::Store &st : ph.stores) {
+    auto a = coefIn(linear(st.node, st.index), last);
+    if (!a || !(a->coef == SymInt(1)) || readSet_.count(st.node)) return std::nullopt;
+  }
+  for (size_t d = rank - 1; d-- > 0;) {
+    auto extent = simplify(renamed(k_.ranges[d]), ranges_).maybeConstant();
+    if (!extent || *extent <= 1) continue;
+    const std::string &var = cname_.at(k_.vars[d]);
+    DimVec dv;
+    dv.dim = d;
+    dv.extent = *extent;
+    int64_t maxSize = 1;
+    std::vector<std::pair<const Stmt *, SymInt>> vecLoads;
+    bool ok = true;
+    for (size_t i = 0; i < ph.body.stmts.size() && ok; ++i) {
+      const Stmt &st = ph.body.stmts[i];
+      if (!live[i]) continue;
+      if (st.kind == Stmt::Kind::IndirectIndex) ok = false;
+      if (st.kind != Stmt::Kind::Load) continue;
+      auto a = coefIn(linear(st.node, st.index), var);
+      if (!a || !(a->coef == SymInt(1))) continue; // a scalar load
+      // Contiguous along `dim` and not along the last dim (those are read coalesced anyway).
+      auto l = coefIn(linear(st.node, st.index), last);
+      if (l && l->coef == SymInt(1)) continue;
+      vecLoads.push_back({&st, a->rest});
+      maxSize = std::max<int64_t>(maxSize, dtypeSize(p_.nodes[size_t(st.node)].dtype));
+    }
+    if (!ok || vecLoads.empty()) continue;
+    dv.width = 16 / maxSize;
+    if (dv.width < 2 || *extent % dv.width != 0) continue;
+    for (const auto &[st, rest] : vecLoads) {
+      // The vector starts at a multiple of the width (aligned when the buffer is).
+      if (!(rest == SymInt(0)) && !exactQuotient(rest, SymInt(dv.width))) {
+        ok = false;
+        break;
+      }
+      dv.loadIndex[st] = int(dv.loads.size());
+      dv.loads.push_back(st);
+    }
+    if (ok) return dv;
+  }
+  return std::nullopt;
+}
+
 Status CudaEmitter::emitPointwise(CodeWriter &w, const Config &c, const std::vector<bool> &live) {
   const sched::Phase &ph = k_.phases[0];
   std::string B = std::to_string(c.block), BE = std::to_string(c.block * c.ept);
@@ -328,6 +417,100 @@ Status CudaEmitter::emitPointwise(CodeWriter &w, const Config &c, const std::vec
     w.close();
     return okStatus();
   };
+  // The vector paths: per grid step, every load of the thread's `ept` vectors first (that many
+  // 16-byte accesses in flight), then the math and the stores. `inner(false)` prints one
+  // vector's loads into `<name>[u]`, `inner(true)` its math and stores.
+  auto vecLoop = [&](const std::string &count, const std::function<Status(bool)> &inner) -> Status {
+    w.open("for (int64_t base = int64_t(blockIdx.x) * " + BE + "; base < " + count +
+           "; base += int64_t(gridDim.x) * " + BE + ")");
+    for (bool math : {false, true}) {
+      if (c.ept > 1) {
+        w.line("#pragma unroll");
+        w.open("for (int u = 0; u < " + E + "; ++u)");
+        w.line("const int64_t g = base + u * " + B + " + threadIdx.x;");
+      } else {
+        w.open("");
+        w.line("const int u = 0;");
+        w.line("const int64_t g = base + threadIdx.x;");
+      }
+      w.open("if (g < " + count + ")");
+      COIL_TRY_STATUS(inner(math));
+      w.close();
+      w.close();
+    }
+    w.close();
+    return okStatus();
+  };
+  auto vt = [&](NodeId n, const std::string &V) {
+    return "coil_vec<" + std::string(cStorageType(p_.nodes[size_t(n)].dtype)) + ", " + V + ">";
+  };
+  if (dimVec_ && c.vec > 1) {
+    const DimVec &dv = *dimVec_;
+    std::string V = std::to_string(c.vec);
+    size_t rank = k_.vars.size();
+    w.open("if (coil_vec_ok)");
+    w.line("const int64_t nvec = total / " + V + ";");
+    w.open("");
+    for (size_t i = 0; i < dv.loads.size(); ++i)
+      w.line(vt(dv.loads[i]->node, V) + " vec" + std::to_string(i) + "[" + E + "];");
+    // Group g: the outer point with dim `dim` at a multiple of V (named xb), the last dim
+    // fastest.
+    auto decompose = [&]() {
+      std::string decl;
+      for (size_t d = 0; d < rank; ++d)
+        decl += (d ? ", " : "") + (d == dv.dim ? std::string("xb") : cname_.at(k_.vars[d]));
+      w.line("[[maybe_unused]] int64_t " + decl + ";");
+      for (bool narrow : {true, false}) {
+        w.open(narrow ? "if (total <= 4294967295LL)" : "else");
+        std::string I = narrow ? "uint32_t" : "int64_t";
+        w.line(I + " t = " + I + "(g);");
+        for (size_t d = rank; d-- > 0;) {
+          std::string n = d == dv.dim ? "(" + extent_[d] + " / " + V + ")" : extent_[d];
+          std::string x = d == dv.dim ? std::string("xb") : cname_.at(k_.vars[d]);
+          if (d == 0) {
+            w.line(x + " = t" + (d == dv.dim ? " * " + V : std::string()) + ";");
+            break;
+          }
+          w.line(x + " = t % " + I + "(" + n + ")" + (d == dv.dim ? " * " + V : std::string()) +
+                 ";");
+          w.line("t /= " + I + "(" + n + ");");
+        }
+        w.close();
+      }
+    };
+    const std::string &var = cname_.at(k_.vars[dv.dim]);
+    COIL_TRY_STATUS(vecLoop("nvec", [&](bool math) -> Status {
+      decompose();
+      if (!math) {
+        w.open("");
+        w.line("const int64_t " + var + " = xb;");
+        for (size_t i = 0; i < dv.loads.size(); ++i) {
+          const Stmt &ld = *dv.loads[i];
+          w.line("vec" + std::to_string(i) + "[u] = *reinterpret_cast<const " + vt(ld.node, V) +
+                 " *>(" + bufName_[ld.node] + " + (" + offsetText(ld.node, ld.index) + "));");
+        }
+        w.close();
+        return okStatus();
+      }
+      w.line("#pragma unroll");
+      w.open("for (int e = 0; e < " + V + "; ++e)");
+      w.line("const int64_t " + var + " = xb + e;");
+      std::vector<std::string> valName;
+      COIL_TRY_STATUS(emitBody(w, ph.body, live, valName, [&](const Stmt &st) {
+        auto it = dv.loadIndex.find(&st);
+        if (it == dv.loadIndex.end()) return scalarLoad(st);
+        return "vec" + std::to_string(it->second) + "[u].v[e]";
+      }));
+      for (const sched::Store &st : ph.stores)
+        w.line(storeText(st, ph.body, valName,
+                         bufName_[st.node] + "[" + offsetText(st.node, st.index) + "]"));
+      w.close();
+      return okStatus();
+    }));
+    w.close();
+    w.line("return;");
+    w.close();
+  }
   if (lastVec_ && c.vec > 1) {
     // Vectors along the last dim: group g is elements [g * V, g * V + V) of one row.
     const RowVec &lv = *lastVec_;
@@ -335,28 +518,28 @@ Status CudaEmitter::emitPointwise(CodeWriter &w, const Config &c, const std::vec
     const std::string &last = cname_.at(k_.vars.back());
     w.open("if (coil_vec_ok)");
     w.line("const int64_t nvec = total / " + V + ";");
-    COIL_TRY_STATUS(gridLoop("nvec", "g", [&]() -> Status {
+    std::map<RowVec::Key, std::string> vecName;
+    for (const auto &[key, unused] : lv.loads)
+      vecName[key] = "vec" + std::to_string(vecName.size());
+    for (const auto &[key, unused] : lv.stores)
+      vecName[key] = "vec" + std::to_string(vecName.size());
+    auto at = [&](const RowVec::Key &key) {
+      return bufName_[key.first] + " + " + (key.second == "0" ? "" : "(" + key.second + ") + ") +
+             "xb";
+    };
+    w.open("");
+    for (const auto &[key, unused] : lv.loads)
+      w.line(vt(key.first, V) + " " + vecName[key] + "[" + E + "];");
+    COIL_TRY_STATUS(vecLoop("nvec", [&](bool math) -> Status {
       emitDecompose(w, "g * " + V, true, "xb");
-      std::map<RowVec::Key, std::string> vecName;
-      int vi = 0;
-      auto vt = [&](NodeId n) {
-        return "coil_vec<" + std::string(cStorageType(p_.nodes[size_t(n)].dtype)) + ", " + V + ">";
-      };
-      auto at = [&](const RowVec::Key &key) {
-        return bufName_[key.first] + " + " + (key.second == "0" ? "" : "(" + key.second + ") + ") +
-               "xb";
-      };
-      for (const auto &[key, unused] : lv.loads) {
-        std::string name = "vec" + std::to_string(vi++);
-        vecName[key] = name;
-        w.line("const " + vt(key.first) + " " + name + " = *reinterpret_cast<const " +
-               vt(key.first) + " *>(" + at(key) + ");");
+      if (!math) {
+        for (const auto &[key, unused] : lv.loads)
+          w.line(vecName[key] + "[u] = *reinterpret_cast<const " + vt(key.first, V) + " *>(" +
+                 at(key) + ");");
+        return okStatus();
       }
-      for (const auto &[key, unused] : lv.stores) {
-        std::string name = "vec" + std::to_string(vi++);
-        vecName[key] = name;
-        w.line(vt(key.first) + " " + name + ";");
-      }
+      for (const auto &[key, unused] : lv.stores)
+        w.line(vt(key.first, V) + " " + vecName[key] + ";");
       w.line("#pragma unroll");
       w.open("for (int e = 0; e < " + V + "; ++e)");
       w.line("[[maybe_unused]] const int64_t " + last + " = xb + e;");
@@ -364,16 +547,17 @@ Status CudaEmitter::emitPointwise(CodeWriter &w, const Config &c, const std::vec
       COIL_TRY_STATUS(emitBody(w, ph.body, live, valName, [&](const Stmt &s) {
         auto it = lv.loadKey.find(&s);
         if (it == lv.loadKey.end()) return scalarLoad(s);
-        return vecName[it->second] + ".v[e]";
+        return vecName[it->second] + "[u].v[e]";
       }));
       for (const sched::Store &st : ph.stores)
         w.line(storeText(st, ph.body, valName, vecName[lv.storeKey.at(&st)] + ".v[e]"));
       w.close();
       for (const auto &[key, unused] : lv.stores)
-        w.line("*reinterpret_cast<" + vt(key.first) + " *>(" + at(key) + ") = " + vecName[key] +
+        w.line("*reinterpret_cast<" + vt(key.first, V) + " *>(" + at(key) + ") = " + vecName[key] +
                ";");
       return okStatus();
     }));
+    w.close();
     w.line("return;");
     w.close();
   }
@@ -381,40 +565,39 @@ Status CudaEmitter::emitPointwise(CodeWriter &w, const Config &c, const std::vec
     std::string V = std::to_string(c.vec);
     w.open("if (coil_vec_ok)");
     w.line("const int64_t nvec = total / " + V + ";");
-    COIL_TRY_STATUS(gridLoop("nvec", "g", [&]() -> Status {
-      // One vector access per buffer at the flat index.
-      std::map<NodeId, std::string> vecName;
-      int vi = 0;
-      for (NodeId n : flatNodes_) {
-        std::string T = cStorageType(p_.nodes[size_t(n)].dtype);
-        std::string vt = "coil_vec<" + T + ", " + V + ">";
-        std::string name = "vec" + std::to_string(vi++);
-        vecName[n] = name;
-        if (writeSet_.count(n))
-          w.line(vt + " " + name + ";");
-        else
-          w.line("const " + vt + " " + name + " = *reinterpret_cast<const " + vt + " *>(" +
-                 bufName_[n] + " + g * " + V + ");");
+    // One vector access per buffer at the flat index.
+    std::map<NodeId, std::string> vecName;
+    for (NodeId n : flatNodes_) vecName[n] = "vec" + std::to_string(vecName.size());
+    w.open("");
+    for (NodeId n : flatNodes_)
+      if (!writeSet_.count(n)) w.line(vt(n, V) + " " + vecName[n] + "[" + E + "];");
+    COIL_TRY_STATUS(vecLoop("nvec", [&](bool math) -> Status {
+      if (!math) {
+        for (NodeId n : flatNodes_)
+          if (!writeSet_.count(n))
+            w.line(vecName[n] + "[u] = *reinterpret_cast<const " + vt(n, V) + " *>(" + bufName_[n] +
+                   " + g * " + V + ");");
+        return okStatus();
       }
+      for (NodeId n : flatNodes_)
+        if (writeSet_.count(n)) w.line(vt(n, V) + " " + vecName[n] + ";");
       w.line("#pragma unroll");
       w.open("for (int e = 0; e < " + V + "; ++e)");
       std::vector<std::string> valName;
       COIL_TRY_STATUS(emitBody(w, ph.body, live, valName, [&](const Stmt &s) {
-        if (flatAccess_[&s]) return vecName[s.node] + ".v[e]";
+        if (flatAccess_[&s]) return vecName[s.node] + "[u].v[e]";
         return bufName_[s.node] + "[" + offsetText(s.node, s.index) + "]";
       }));
       for (const sched::Store &st : ph.stores)
         w.line(storeText(st, ph.body, valName, vecName[st.node] + ".v[e]"));
       w.close();
       for (NodeId n : flatNodes_)
-        if (writeSet_.count(n)) {
-          std::string vt =
-              "coil_vec<" + std::string(cStorageType(p_.nodes[size_t(n)].dtype)) + ", " + V + ">";
-          w.line("*reinterpret_cast<" + vt + " *>(" + bufName_[n] + " + g * " + V +
+        if (writeSet_.count(n))
+          w.line("*reinterpret_cast<" + vt(n, V) + " *>(" + bufName_[n] + " + g * " + V +
                  ") = " + vecName[n] + ";");
-        }
       return okStatus();
     }));
+    w.close();
     w.line("// The last total % " + V + " elements.");
     w.open("for (int64_t f = nvec * " + V + " + int64_t(blockIdx.x) * " + B +
            " + threadIdx.x; f < total; f += int64_t(gridDim.x) * " + B + ")");
@@ -514,6 +697,24 @@ Status CudaEmitter::emitRows(CodeWriter &w, const Config &c) {
       std::string name = "rc" + std::to_string(rowCache_.size());
       rowCache_[key] = name;
     }
+    // A warp per row whose only loads are a small register-held row (softmax): few registers
+    // suffice, so the kernel asks for a full SM of threads (more rows' loads in flight).
+    fullOccupancy_ = c.tpr == 32 && !splitMode_ && bytes <= 32;
+    for (size_t pi = 0; pi < k_.phases.size() && fullOccupancy_; ++pi) {
+      const sched::Phase &ph = k_.phases[pi];
+      std::vector<bool> live = liveStmts(ph.body, &ph);
+      auto rv = planRowVec(pi, live);
+      if (!rv) {
+        for (size_t i = 0; i < ph.body.stmts.size(); ++i)
+          if (live[i] && ph.body.stmts[i].kind == Stmt::Kind::Load) fullOccupancy_ = false;
+        if (!ph.vars.empty()) fullOccupancy_ = false;
+        continue;
+      }
+      for (const auto &[key, unused] : rv->loads)
+        if (!rowCache_.count(key)) fullOccupancy_ = false;
+      for (const Stmt &st : ph.body.stmts)
+        if (st.kind == Stmt::Kind::Load && !rv->loadKey.count(&st)) fullOccupancy_ = false;
+    }
   }
   if (rowVec) {
     // Vector accesses need every buffer 16-byte aligned (the runs start at multiples of the
@@ -531,7 +732,7 @@ Status CudaEmitter::emitRows(CodeWriter &w, const Config &c) {
                                     : "threadIdx.x / " + std::to_string(c.tpr);
   w.open("for (int64_t row = int64_t(blockIdx.x) * " + R + " + " + first +
          "; row < total; row += int64_t(gridDim.x) * " + R + ")");
-  emitDecompose(w, "row");
+  emitDecompose(w, "row", true); // 32-bit division when the rows allow
   for (const auto &[key, name] : rowCache_) {
     // Width and steps of the run, from the phases that load it.
     for (size_t pi = 0; pi < k_.phases.size(); ++pi) {
@@ -668,7 +869,7 @@ Status CudaEmitter::emitPhase(CodeWriter &w, const Config &c, size_t pi) {
                             : "coil_limits<" + T + ">::" + (mx ? "lowest()" : "max()");
       if (D == DType::Bool) init = mx ? "false" : "true";
       w.line(T + " " + red.work + " = " + init + ";");
-      if (fl) {
+      if (fl && T != "float") { // f32 folds with max.NaN / min.NaN: NaN stays in the value
         red.nan = red.work + "n";
         w.line("int " + red.nan + " = 0;");
       }
@@ -725,6 +926,11 @@ Status CudaEmitter::emitPhase(CodeWriter &w, const Config &c, size_t pi) {
       case ReduceKind::Max:
       case ReduceKind::Min: {
         const char *cmp = r.kind == ReduceKind::Max ? " > " : " < ";
+        if (red.W == "float") { // one max.NaN / min.NaN: the NaN flag stays 0
+          w.line(red.work + " = coil_cuda_f" + (r.kind == ReduceKind::Max ? "max" : "min") +
+                 "_nan(" + red.work + ", " + v + ");");
+          break;
+        }
         v = named(v);
         if (red.fl) w.line(red.nan + " |= " + v + " != " + v + ";");
         w.line(red.work + " = " + v + cmp + red.work + " ? " + v + " : " + red.work + ";");
@@ -776,6 +982,11 @@ Status CudaEmitter::emitPhase(CodeWriter &w, const Config &c, size_t pi) {
     case ReduceKind::Max:
     case ReduceKind::Min: {
       const char *cmp = r.kind == ReduceKind::Max ? " > " : " < ";
+      if (red.W == "float") { // NaN travels in the value (see the fold of elements)
+        o.line(red.work + " = coil_cuda_f" + (r.kind == ReduceKind::Max ? "max" : "min") + "_nan(" +
+               red.work + ", " + sw + ");");
+        break;
+      }
       o.line(red.work + " = " + sw + cmp + red.work + " ? " + sw + " : " + red.work + ";");
       if (red.fl) o.line(red.nan + " |= " + sn + ";");
       break;
@@ -882,11 +1093,17 @@ Status CudaEmitter::emitPhase(CodeWriter &w, const Config &c, size_t pi) {
         }));
     w.close();
     for (const auto &[key, acc] : rv->stores) {
-      std::string vt = "coil_vec<" + std::string(cStorageType(p_.nodes[size_t(key.first)].dtype)) +
-                       ", " + V + ">";
-      w.line("*reinterpret_cast<" + vt + " *>(" + bufName_[key.first] + " + " +
-             (key.second == "0" ? "" : "(" + key.second + ") + ") + j + " * " + V +
-             ") = " + vecOf(key.first, key.second) + ";");
+      std::string at = bufName_[key.first] + " + " +
+                       (key.second == "0" ? "" : "(" + key.second + ") + ") + j + " * " + V;
+      // Small register-held rows (softmax): NVVM splits one of the struct copies into 2-byte
+      // stores there; coil_vec_store forces one 16-byte store. (Elsewhere the copies stay whole,
+      // and the packing would cost registers: layer norm's row kernel takes 48 instead of 40.)
+      if (fullOccupancy_)
+        w.line("coil_vec_store(" + at + ", " + vecOf(key.first, key.second) + ");");
+      else
+        w.line("*reinterpret_cast<coil_vec<" +
+               std::string(cStorageType(p_.nodes[size_t(key.first)].dtype)) + ", " + V + "> *>(" +
+               at + ") = " + vecOf(key.first, key.second) + ";");
     }
     if (unrolled) w.close();
     w.close();
@@ -1055,6 +1272,8 @@ Expected<CudaKernelSource> CudaEmitter::run() {
         if (n && *n % lastVec_->width != 0) lastVec_.reset(); // never a whole number of vectors
       }
       if (lastVec_) vecWidth_ = lastVec_->width;
+      if (!lastVec_ && k_.vars.size() >= 2) dimVec_ = planDimVec(pwLive);
+      if (dimVec_) vecWidth_ = dimVec_->width;
     }
   }
 
@@ -1192,7 +1411,7 @@ Expected<CudaKernelSource> CudaEmitter::run() {
   for (NodeId n : k_.fused)
     if (n >= 0 && size_t(n) < p_.nodes.size())
       fusedNames += (fusedNames.empty() ? "" : ", ") + p_.nodes[size_t(n)].name;
-  bool vecParam = pointwise_ && ((flat_ && vecWidth_ > 1) || lastVec_);
+  bool vecParam = pointwise_ && ((flat_ && vecWidth_ > 1) || lastVec_ || dimVec_);
   CodeWriter dev, host;
   for (size_t ci = 0; ci < configs.size(); ++ci) {
     const Config &c = configs[ci];
@@ -1204,19 +1423,36 @@ Expected<CudaKernelSource> CudaEmitter::run() {
              ", config " + std::to_string(ci) + " " + c.name + ": " +
              (pointwise_ ? (flat_      ? "pointwise, flat"
                             : lastVec_ ? "pointwise, vectors along the last dim"
-                                       : "pointwise")
+                            : dimVec_  ? "pointwise, loads vectorized along dim " +
+                                            std::to_string(dimVec_->dim)
+                                      : "pointwise")
                          : "per outer point, " + std::to_string(k_.phases.size()) + " phase(s)"));
     std::string params = deviceParams();
     if (vecParam) params += std::string(params.empty() ? "" : ", ") + "int32_t coil_vec_ok";
     std::string splitParams =
         std::string(params.empty() ? "" : ", ") + "char *coil_ws, int64_t coil_splits";
     if (c.split) params += splitParams;
-    dev.open("extern \"C\" __global__ void __launch_bounds__(" + std::to_string(c.block) + ") " +
-             fn + "_kernel(" + params + ")");
-    emitExtents(dev, true);
+    // The body first: emitRows decides the launch bounds' minimum of blocks per SM.
+    CodeWriter body;
+    emitExtents(body, true);
     splitMode_ = c.split ? 1 : 0;
-    COIL_TRY_STATUS(pointwise_ ? emitPointwise(dev, c, pwLive) : emitRows(dev, c));
+    fullOccupancy_ = false;
+    COIL_TRY_STATUS(pointwise_ ? emitPointwise(body, c, pwLive) : emitRows(body, c));
     splitMode_ = 0;
+    std::string bounds = std::to_string(c.block);
+    if (fullOccupancy_ && c.block <= 1024) bounds += ", " + std::to_string(2048 / c.block);
+    dev.open("extern \"C\" __global__ void __launch_bounds__(" + bounds + ") " + fn + "_kernel(" +
+             params + ")");
+    const std::string &text = body.str();
+    for (size_t pos = 0; pos < text.size();) {
+      size_t end = text.find('\n', pos);
+      if (end == std::string::npos) end = text.size();
+      if (end == pos)
+        dev.blank();
+      else
+        dev.line(text.substr(pos, end - pos));
+      pos = end + 1;
+    }
     dev.close();
     if (c.split) {
       // The combining kernel, after every config's function.
@@ -1254,6 +1490,8 @@ Expected<CudaKernelSource> CudaEmitter::run() {
         // The vector path needs every flat buffer aligned to its vector access.
         std::string cond;
         std::set<NodeId> vecNodes = flatNodes_;
+        if (dimVec_)
+          for (const Stmt *ld : dimVec_->loads) vecNodes.insert(ld->node);
         if (lastVec_) {
           cond = extent_.back() + " % " + std::to_string(c.vec) + " == 0";
           for (const auto &[key, unused] : lastVec_->loads) vecNodes.insert(key.first);

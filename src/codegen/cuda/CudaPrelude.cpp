@@ -63,10 +63,68 @@ template <typename T> COIL_FN T coil_shfl_xor(T v, int mask) {
     return r;
   }
 }
+// f32 exp as 2^(x log2(e)): one MUFU.EX2 (relative error below 2 ulp + |x| 2^-24; CUDA's expf
+// spends three more instructions on the rounding of x log2(e)).
+COIL_FN float coil_cuda_expf(float x) { return exp2f(x * 1.44269504088896341f); }
+// f32 a / b for a divisor shared by many quotients (a constant, or a row's accumulator): the
+// compiler computes s and 1 / (b s) once; each quotient is a product and one correction step,
+// without branches: correctly rounded for normal operands and quotients (checked against a / b
+// on 4e7 random bit patterns), within 1 ulp when a is below about 2^-100 (the correction's
+// residual underflows). A divisor below 2^-126 is scaled by s = 2^64 (with a) so that its
+// reciprocal is finite. Special values (a zero, infinite or NaN; b zero, infinite or NaN) take
+// the product, which is then exact.
+COIL_FN float coil_cuda_fdiv(float a, float b) {
+  const float s = fabsf(b) < 1.17549435e-38f ? 18446744073709551616.0f : 1.0f;
+  const float bs = b * s, r = 1.0f / bs, as = a * s;
+  const float q0 = as * r;
+  const float q = fmaf(fmaf(-bs, q0, as), r, q0);
+  return q0 != 0.0f && isfinite(q) ? q : q0;
+}
+// f32 max / min that return NaN when either operand is NaN (max.NaN: one instruction on
+// sm_80 and later).
+COIL_FN float coil_cuda_fmax_nan(float a, float b) {
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+COIL_FN float coil_cuda_fmin_nan(float a, float b) {
+  float r;
+  asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
 // N elements of T loaded or stored as one access of N * sizeof(T) bytes (<= 16).
 template <typename T, int N> struct alignas(sizeof(T) * N) coil_vec {
   T v[N];
 };
+// Stores `v` at `p` (aligned to the vector) as one access: the elements packed into 32-bit
+// words, then st.global.v4 / v2 (NVVM turns some copies of coil_vec into per-element stores).
+// No memory clobber: the row kernels never read what they store through it (a buffer both
+// read and written takes the scalar path), so other accesses may move across it.
+template <typename T, int N> COIL_FN void coil_vec_store(T *p, const coil_vec<T, N> &v) {
+  constexpr int kBytes = int(sizeof(T)) * N, kWords = kBytes / 4;
+  if constexpr (sizeof(T) <= 4 && (kBytes == 16 || kBytes == 8)) {
+    constexpr int per = 4 / int(sizeof(T));
+    uint32_t w[kWords];
+#pragma unroll
+    for (int i = 0; i < kWords; ++i) {
+      uint32_t x = 0;
+#pragma unroll
+      for (int b = 0; b < per; ++b) {
+        uint32_t e = 0;
+        memcpy(&e, &v.v[i * per + b], sizeof(T));
+        x |= e << (8 * int(sizeof(T)) * b);
+      }
+      w[i] = x;
+    }
+    if constexpr (kWords == 4)
+      asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(w[0]), "r"(w[1]),
+                   "r"(w[2]), "r"(w[3]));
+    else
+      asm volatile("st.global.v2.b32 [%0], {%1, %2};" ::"l"(p), "r"(w[0]), "r"(w[1]));
+  } else {
+    *reinterpret_cast<coil_vec<T, N> *>(p) = v;
+  }
+}
 )";
 
 const char *kLauncherHead =

@@ -152,6 +152,15 @@ int32_t gemmBatched(const T *a, const T *b, const T *c, T *y, int64_t batch, int
   GemmSizes z;
   if (int32_t st = checkGemmSizes(batch, m, n, k, sa, sb, sc, &z)) return st;
   const int64_t mn = z.mn, work = z.work;
+  // A batch of contiguous A matrices times one shared B (a [batch, m, k] activation times a
+  // weight matrix) is a single GEMM over batch * m rows.
+  int64_t rows;
+  if (batch > 1 && sb == 0 && ta == 0 && sa == z.mk && (!c || sc == mn) &&
+      mulSize(batch, m, &rows)) {
+    if (c && c != y) std::memmove(y, c, size_t(z.all) * sizeof(T));
+    gemmOne<T>(a, b, y, rows, n, k, false, tb != 0, T(alpha), c ? T(beta) : T(0));
+    return 0;
+  }
   auto one = [&](int64_t i) {
     T *yb = y + i * mn;
     if (c) std::memmove(yb, c + i * sc, size_t(mn) * sizeof(T));
@@ -253,6 +262,76 @@ int32_t gemmHalf(const void *a, const void *b, const void *c, void *y, int64_t b
   return 0;
 }
 
+/// The bias epilogue of coil_cpu_gemm_bias_*, in place on the batch * m rows of y (n wide):
+/// y[r, j] = act(y[r, j] + bias[j]) in T (f32 for the f16/bf16 kernels, before their single
+/// rounding), act = ReLU (`v < 0 ? 0 : v`, NaN kept) when `relu`, else the identity.
+template <typename T, typename B>
+void biasEpilogue(T *y, const B &bias, int64_t rows, int64_t n, bool relu) {
+  auto row = [&](int64_t r) {
+    T *yr = y + r * n;
+    for (int64_t j = 0; j < n; ++j) {
+      T v = yr[j] + T(bias(j));
+      yr[j] = relu && v < T(0) ? T(0) : v;
+    }
+  };
+  if (rows > 1 && rows * n >= (int64_t(1) << 16)) {
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) row(r);
+  } else {
+    for (int64_t r = 0; r < rows; ++r) row(r);
+  }
+}
+
+template <typename T>
+int32_t gemmBias(const void *a, const void *b, const void *bias, void *y, int64_t batch, int64_t m,
+                 int64_t n, int64_t k, int64_t ta, int64_t tb, int64_t sa, int64_t sb, double alpha,
+                 int64_t relu) {
+  T *yt = static_cast<T *>(y);
+  if (int32_t rc = gemmBatched<T>(static_cast<const T *>(a), static_cast<const T *>(b), nullptr, yt,
+                                  batch, m, n, k, ta, tb, sa, sb, 0, alpha, 0.0))
+    return rc;
+  const T *bt = static_cast<const T *>(bias);
+  biasEpilogue<T>(
+      yt, [bt](int64_t j) { return bt[j]; }, batch * m, n, relu != 0);
+  return 0;
+}
+
+template <typename H>
+int32_t gemmBiasHalf(const void *a, const void *b, const void *bias, void *y, int64_t batch,
+                     int64_t m, int64_t n, int64_t k, int64_t ta, int64_t tb, int64_t sa,
+                     int64_t sb, double alpha, int64_t relu) {
+  GemmSizes z;
+  if (int32_t st = checkGemmSizes(batch, m, n, k, sa, sb, 0, &z)) return st;
+  const int64_t mk = z.mk, kn = z.kn, all = z.all;
+  if (all == 0) return 0;
+  const auto *bh = static_cast<const uint16_t *>(bias);
+  auto biasAt = [bh](int64_t j) { return H::load(bh[j]); };
+  try {
+    std::vector<float> a32 = widen<H>(a, span(batch, sa, mk)),
+                       b32 = widen<H>(b, span(batch, sb, kn)), y32(static_cast<size_t>(all));
+    if (int32_t rc = gemmBatched<float>(a32.data(), b32.data(), nullptr, y32.data(), batch, m, n, k,
+                                        ta, tb, sa, sb, 0, alpha, 0.0))
+      return rc;
+    biasEpilogue<float>(y32.data(), biasAt, batch * m, n, relu != 0);
+    narrow<H>(y32, y);
+    return 0;
+  } catch (const std::bad_alloc &) { // no memory for the f32 copies: direct loops
+  }
+  const auto *ah = static_cast<const uint16_t *>(a), *bm = static_cast<const uint16_t *>(b);
+  auto *yh = static_cast<uint16_t *>(y);
+  for (int64_t bi = 0; bi < batch; ++bi)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        float acc = 0;
+        for (int64_t p = 0; p < k; ++p)
+          acc += H::load(ah[bi * sa + (ta ? p * m + i : i * k + p)]) *
+                 H::load(bm[bi * sb + (tb ? j * k + p : p * n + j)]);
+        float v = float(alpha) * acc + biasAt(j);
+        yh[(bi * m + i) * n + j] = H::store(relu && v < 0.0f ? 0.0f : v);
+      }
+  return 0;
+}
+
 } // namespace
 } // namespace coil::cpu
 
@@ -302,5 +381,19 @@ COIL_CPU_DEFINE_GEMM(f64, double)
 COIL_CPU_DEFINE_GEMM_HALF(f16, HalfBits)
 COIL_CPU_DEFINE_GEMM_HALF(bf16, Bf16Bits)
 #undef COIL_CPU_DEFINE_GEMM_HALF
+
+#define COIL_CPU_DEFINE_GEMM_BIAS(S, CALL)                                                         \
+  int32_t coil_cpu_gemm_bias_##S(const void *a, const void *b, const void *bias, void *y,          \
+                                 int64_t batch, int64_t m, int64_t n, int64_t k, int64_t transA,   \
+                                 int64_t transB, int64_t strideA, int64_t strideB, double alpha,   \
+                                 int64_t relu) {                                                   \
+    return CALL(a, b, bias, y, batch, m, n, k, transA, transB, strideA, strideB, alpha, relu);     \
+  }
+
+COIL_CPU_DEFINE_GEMM_BIAS(f32, gemmBias<float>)
+COIL_CPU_DEFINE_GEMM_BIAS(f64, gemmBias<double>)
+COIL_CPU_DEFINE_GEMM_BIAS(f16, gemmBiasHalf<HalfBits>)
+COIL_CPU_DEFINE_GEMM_BIAS(bf16, gemmBiasHalf<Bf16Bits>)
+#undef COIL_CPU_DEFINE_GEMM_BIAS
 
 } // extern "C"

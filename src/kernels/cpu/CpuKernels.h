@@ -361,6 +361,52 @@ COIL_CPU_DECLARE_REDUCE_DYN(u8)
 COIL_CPU_DECLARE_REDUCE_DYN(bool)
 #undef COIL_CPU_DECLARE_REDUCE_DYN
 
+// --- GEMM with a bias epilogue ----------------------------------------------------------
+
+/// GEMM with a per-output-column bias and an optional ReLU (what a MatMul or Gemm followed by
+/// Add of an [n] bias, and Relu, folds into): for b in [0, batch), Y_b[i, j] =
+/// act(alpha * (op(A_b) op(B_b))[i, j] + bias[j]), with A, B, Y and the argument rules of
+/// coil_cpu_gemm_*; `bias` has n elements of Y's dtype; act is ReLU (`v < 0 ? 0 : v`, NaN kept)
+/// when relu != 0, else the identity. Rounding: f32/f64 round the product, then the sum with the
+/// bias, in the dtype (as the unfused GEMM + Add); f16/bf16 add the bias to the f32 product and
+/// round once to the dtype (the unfused program rounds the product to the dtype first).
+int32_t coil_cpu_gemm_bias_f32(const void *a, const void *b, const void *bias, void *y,
+                               int64_t batch, int64_t m, int64_t n, int64_t k, int64_t transA,
+                               int64_t transB, int64_t strideA, int64_t strideB, double alpha,
+                               int64_t relu);
+int32_t coil_cpu_gemm_bias_f64(const void *a, const void *b, const void *bias, void *y,
+                               int64_t batch, int64_t m, int64_t n, int64_t k, int64_t transA,
+                               int64_t transB, int64_t strideA, int64_t strideB, double alpha,
+                               int64_t relu);
+int32_t coil_cpu_gemm_bias_f16(const void *a, const void *b, const void *bias, void *y,
+                               int64_t batch, int64_t m, int64_t n, int64_t k, int64_t transA,
+                               int64_t transB, int64_t strideA, int64_t strideB, double alpha,
+                               int64_t relu);
+int32_t coil_cpu_gemm_bias_bf16(const void *a, const void *b, const void *bias, void *y,
+                                int64_t batch, int64_t m, int64_t n, int64_t k, int64_t transA,
+                                int64_t transB, int64_t strideA, int64_t strideB, double alpha,
+                                int64_t relu);
+
+// --- Channels-last convolution ----------------------------------------------------------------
+
+/// Convolution (ONNX Conv without bias) in channels-last layout: x [n, in0, in1, in2, c],
+/// weights w [m, k0, k1, k2, c/group] (the ONNX weights with the input channel moved last),
+/// y [n, out0, out1, out2, m]; the unused leading spatial dims are 1 as in coil_cpu_conv_*
+/// (same geometry arguments and rules: `nd` 1 to 3, p the begin pads). Per (image, group)
+/// im2col + GEMM; a pointwise convolution of one group is one GEMM over all images. f16/bf16 are
+/// widened to f32 and each result rounded once.
+#define COIL_CPU_DECLARE_CONV_NHWC(S)                                                              \
+  int32_t coil_cpu_conv_nhwc_##S(                                                                  \
+      const void *x, const void *w, void *y, int64_t n, int64_t c, int64_t m, int64_t group,       \
+      int64_t nd, int64_t in0, int64_t in1, int64_t in2, int64_t k0, int64_t k1, int64_t k2,       \
+      int64_t out0, int64_t out1, int64_t out2, int64_t s0, int64_t s1, int64_t s2, int64_t d0,    \
+      int64_t d1, int64_t d2, int64_t p0, int64_t p1, int64_t p2);
+COIL_CPU_DECLARE_CONV_NHWC(f64)
+COIL_CPU_DECLARE_CONV_NHWC(f32)
+COIL_CPU_DECLARE_CONV_NHWC(f16)
+COIL_CPU_DECLARE_CONV_NHWC(bf16)
+#undef COIL_CPU_DECLARE_CONV_NHWC
+
 #ifdef __cplusplus
 } // extern "C"
 #endif

@@ -35,11 +35,14 @@ struct Geom {
   int64_t inSize = 0, kSize = 0, outSize = 0, colRows = 0;
 };
 
-bool makeGeom(Geom &g, int64_t n, int64_t c, int64_t m, int64_t group, int64_t nd,
-              const int64_t in[3], const int64_t k[3], const int64_t out[3], const int64_t s[3],
-              const int64_t d[3], const int64_t p[3]) {
-  if (nd < 1 || nd > 3 || n < 0 || c < 0 || m < 0 || group < 1 || c % group || m % group)
-    return false;
+/// Validates the geometry as kernels/cpu does: nullptr, or the rule broken (for the message).
+const char *makeGeom(Geom &g, int64_t n, int64_t c, int64_t m, int64_t group, int64_t nd,
+                     const int64_t in[3], const int64_t k[3], const int64_t out[3],
+                     const int64_t s[3], const int64_t d[3], const int64_t p[3]) {
+  if (nd < 1 || nd > 3) return "the number of spatial dims must be 1 to 3";
+  if (n < 0 || c < 0 || m < 0) return "sizes n, c and m must be >= 0";
+  if (group < 1 || c % group || m % group)
+    return "group must be >= 1 and divide the input and output channels";
   g.n = n, g.c = c, g.m = m, g.group = group, g.cg = c / group, g.mg = m / group;
   for (int i = 0; i < 3; ++i) {
     int64_t j = i - (3 - nd);
@@ -48,21 +51,29 @@ bool makeGeom(Geom &g, int64_t n, int64_t c, int64_t m, int64_t group, int64_t n
     g.s[i] = used ? s[j] : 1, g.d[i] = used ? d[j] : 1, g.p[i] = used ? p[j] : 0;
     if (g.in[i] < 0 || g.k[i] < 0 || g.out[i] < 0 || g.s[i] < 1 || g.d[i] < 1 ||
         g.p[i] < -(INT64_MAX >> 2))
-      return false;
+      return "spatial sizes must be >= 0, strides and dilations >= 1";
     int64_t a, b, e;
     if (!mulSize(g.out[i], g.s[i], &a) || !mulSize(g.k[i], g.d[i], &b) ||
         !mulSize(g.in[i], g.s[i], &e) || a > (INT64_MAX >> 2) || b > (INT64_MAX >> 2) ||
         e > (INT64_MAX >> 2) || g.p[i] > (INT64_MAX >> 2) || g.out[i] > (INT64_MAX >> 2))
-      return false;
+      return "the coordinates of a spatial dim overflow";
   }
   int64_t all;
-  return mulSizes({g.in[0], g.in[1], g.in[2]}, &g.inSize) &&
-         mulSizes({g.k[0], g.k[1], g.k[2]}, &g.kSize) &&
-         mulSizes({g.out[0], g.out[1], g.out[2]}, &g.outSize) &&
-         mulSize(g.cg, g.kSize, &g.colRows) && mulSizes({n, c, g.inSize}, &all) &&
-         mulSizes({n, m, g.outSize}, &all) && mulSizes({c, g.kSize, g.outSize}, &all) &&
-         mulSizes({m, g.colRows}, &all) && mulSizes({c, g.mg, g.kSize}, &all) &&
-         mulSizes({m, g.kSize, g.inSize}, &all);
+  bool ok = mulSizes({g.in[0], g.in[1], g.in[2]}, &g.inSize) &&
+            mulSizes({g.k[0], g.k[1], g.k[2]}, &g.kSize) &&
+            mulSizes({g.out[0], g.out[1], g.out[2]}, &g.outSize) &&
+            mulSize(g.cg, g.kSize, &g.colRows) && mulSizes({n, c, g.inSize}, &all) &&
+            mulSizes({n, m, g.outSize}, &all) && mulSizes({c, g.kSize, g.outSize}, &all) &&
+            mulSizes({m, g.colRows}, &all) && mulSizes({c, g.mg, g.kSize}, &all) &&
+            mulSizes({m, g.kSize, g.inSize}, &all);
+  return ok ? nullptr : "the tensor sizes overflow int64";
+}
+
+/// fail() for a rejected geometry, naming the rule and the main sizes.
+int32_t geometryError(const coil_cuda_ctx *ctx, const char *fn, const char *why, int64_t n,
+                      int64_t c, int64_t m, int64_t group, int64_t nd) {
+  return fail(ctx, fn, "%s (n %lld, c %lld, m %lld, group %lld, %lld spatial dims)", why,
+              (long long)n, (long long)c, (long long)m, (long long)group, (long long)nd);
 }
 
 /// The path of the calling thread's last convolution extern (COIL_CUDA_CONV_PATH_*).
@@ -71,12 +82,13 @@ thread_local int32_t lastPath = COIL_CUDA_CONV_PATH_NONE;
 /// Runs the convolution through cuDNN when it suits (see dnnConv: -1 means not run).
 template <typename T>
 int32_t tryDnn(const coil_cuda_ctx *ctx, const char *fn, bool transpose, const T *x, const T *w,
-               T *y, const Geom &g) {
+               T *y, const Geom &g, bool nhwc = false) {
   if constexpr (std::is_same_v<T, double>) {
     return -1;
   } else {
     DnnConv c;
     c.transpose = transpose;
+    c.nhwc = nhwc;
     c.t = ElemOf<T>::kElem;
     c.n = g.n, c.c = g.c, c.m = g.m, c.group = g.group;
     for (int i = 0; i < 3; ++i) {
@@ -458,6 +470,80 @@ int32_t convTranspose(const coil_cuda_ctx *ctx, const char *fn, const T *x, cons
   return 0;
 }
 
+/// Direct channels-last convolution: one thread per output element y[b][o][oc] (oc innermost,
+/// so neighbouring threads read the same input pixel and consecutive weights rows), accumulated
+/// in ElemOf<T>::Acc. x [n, in..., c], w [m, k..., c/group].
+template <typename T, typename I>
+__global__ void directConvNhwcKernel(const T *x, const T *w, T *y, KGeom<I> g, int64_t total) {
+  using A = typename ElemOf<T>::Acc;
+  I O = g.outSize;
+  for (int64_t it = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; it < total;
+       it += int64_t(gridDim.x) * blockDim.x) {
+    I idx = I(it);
+    I oc = idx % g.m, o = (idx / g.m) % O, b = idx / (g.m * O);
+    I gr = oc / g.mg;
+    I oi[3];
+    split3(o, g.out, oi);
+    A acc = 0;
+    for (I kk = 0; kk < g.kSize; ++kk) {
+      I ki[3];
+      split3(kk, g.k, ki);
+      bool inside = true;
+      I pos = 0;
+      for (int d = 0; d < 3; ++d) {
+        I i = oi[d] * g.s[d] - g.p[d] + ki[d] * g.d[d];
+        inside = inside && i >= 0 && i < g.in[d];
+        pos = pos * g.in[d] + i;
+      }
+      if (!inside) continue;
+      const T *xs = x + (b * g.inSize + pos) * g.c + gr * g.cg;
+      const T *ws = w + (oc * g.kSize + kk) * g.cg;
+      for (I ic = 0; ic < g.cg; ++ic) acc += toAcc<A>(xs[ic]) * toAcc<A>(ws[ic]);
+    }
+    y[idx] = fromAcc<T>(acc);
+  }
+}
+
+/// Channels-last convolution: a pointwise one of one group is a single GEMM over every image's
+/// positions (y [n*positions, m] = x [n*positions, c] * w [m, c]^T); others run through cuDNN
+/// with NHWC descriptors where it suits (2-D), else the direct kernel.
+template <typename T>
+int32_t convNhwc(const coil_cuda_ctx *ctx, const char *fn, const T *x, const T *w, T *y,
+                 const Geom &g) {
+  lastPath = COIL_CUDA_CONV_PATH_NONE;
+  if (g.n == 0 || g.m == 0 || g.outSize == 0) return 0;
+  cudaStream_t stream = static_cast<cudaStream_t>(ctx->stream);
+  int64_t total = g.n * g.m * g.outSize;
+  if (g.colRows == 0) {
+    lastPath = COIL_CUDA_CONV_PATH_ZEROS;
+    return check(ctx, fn, "cudaMemsetAsync",
+                 cudaMemsetAsync(y, 0, size_t(total) * sizeof(T), stream));
+  }
+  if (g.group == 1 && isPointwise(g)) {
+    if (!ctx->blas) return fail(ctx, fn, "no cuBLASLt state (coil_cuda_blas_create failed)");
+    lastPath = COIL_CUDA_CONV_PATH_GEMM;
+    GemmCall call;
+    call.t = ElemOf<T>::kElem;
+    call.ws = workspaceOf(ctx);
+    call.batch = 1;
+    call.m = g.n * g.outSize, call.n = g.m, call.k = g.c;
+    call.tb = true;
+    call.a = x, call.b = w, call.y = y;
+    return gemmLt(ctx, fn, call);
+  }
+  bool twoD =
+      g.in[0] == 1 && g.k[0] == 1 && g.out[0] == 1 && g.s[0] == 1 && g.d[0] == 1 && g.p[0] == 0;
+  if (twoD && ctx->blas)
+    if (int32_t r = tryDnn(ctx, fn, false, x, w, y, g, true); r >= 0) return r;
+  lastPath = COIL_CUDA_CONV_PATH_DIRECT;
+  unsigned grid = gridFor(total, 256);
+  if (fits32(g, total))
+    directConvNhwcKernel<T, int32_t><<<grid, 256, 0, stream>>>(x, w, y, kgeom<int32_t>(g), total);
+  else
+    directConvNhwcKernel<T, int64_t><<<grid, 256, 0, stream>>>(x, w, y, kgeom<int64_t>(g), total);
+  return checkLaunch(ctx, fn, "directConvNhwcKernel");
+}
+
 } // namespace
 } // namespace coil::cuda
 
@@ -476,7 +562,8 @@ extern "C" {
     const int64_t in[3] = {in0, in1, in2}, k[3] = {k0, k1, k2}, out[3] = {out0, out1, out2};       \
     const int64_t s[3] = {s0, s1, s2}, d[3] = {d0, d1, d2}, p[3] = {p0, p1, p2};                   \
     Geom g;                                                                                        \
-    if (!makeGeom(g, n, c, m, group, nd, in, k, out, s, d, p)) return 0;                           \
+    if (const char *why = makeGeom(g, n, c, m, group, nd, in, k, out, s, d, p))                    \
+      return geometryError(ctx, "coil_cuda_conv_" #S, why, n, c, m, group, nd);                    \
     return conv<T>(ctx, "coil_cuda_conv_" #S, static_cast<const T *>(x),                           \
                    static_cast<const T *>(w), static_cast<T *>(y), g);                             \
   }                                                                                                \
@@ -490,7 +577,8 @@ extern "C" {
     const int64_t in[3] = {in0, in1, in2}, k[3] = {k0, k1, k2}, out[3] = {out0, out1, out2};       \
     const int64_t s[3] = {s0, s1, s2}, d[3] = {d0, d1, d2}, p[3] = {p0, p1, p2};                   \
     Geom g;                                                                                        \
-    if (!makeGeom(g, n, c, m, group, nd, in, k, out, s, d, p)) return 0;                           \
+    if (const char *why = makeGeom(g, n, c, m, group, nd, in, k, out, s, d, p))                    \
+      return geometryError(ctx, "coil_cuda_conv_transpose_" #S, why, n, c, m, group, nd);          \
     return convTranspose<T>(ctx, "coil_cuda_conv_transpose_" #S, static_cast<const T *>(x),        \
                             static_cast<const T *>(w), static_cast<T *>(y), g);                    \
   }
@@ -500,6 +588,29 @@ COIL_CUDA_DEFINE_CONV(f32, float)
 COIL_CUDA_DEFINE_CONV(f16, __half)
 COIL_CUDA_DEFINE_CONV(bf16, __nv_bfloat16)
 #undef COIL_CUDA_DEFINE_CONV
+
+#define COIL_CUDA_DEFINE_CONV_NHWC(S, T)                                                           \
+  int32_t coil_cuda_conv_nhwc_##S(                                                                 \
+      const coil_cuda_ctx *ctx, const void *x, const void *w, void *y, int64_t n, int64_t c,       \
+      int64_t m, int64_t group, int64_t nd, int64_t in0, int64_t in1, int64_t in2, int64_t k0,     \
+      int64_t k1, int64_t k2, int64_t out0, int64_t out1, int64_t out2, int64_t s0, int64_t s1,    \
+      int64_t s2, int64_t d0, int64_t d1, int64_t d2, int64_t p0, int64_t p1, int64_t p2) {        \
+    if (!ctx) return 1;                                                                            \
+    lastPath = COIL_CUDA_CONV_PATH_NONE;                                                           \
+    const int64_t in[3] = {in0, in1, in2}, k[3] = {k0, k1, k2}, out[3] = {out0, out1, out2};       \
+    const int64_t s[3] = {s0, s1, s2}, d[3] = {d0, d1, d2}, p[3] = {p0, p1, p2};                   \
+    Geom g;                                                                                        \
+    if (const char *why = makeGeom(g, n, c, m, group, nd, in, k, out, s, d, p))                    \
+      return geometryError(ctx, "coil_cuda_conv_nhwc_" #S, why, n, c, m, group, nd);               \
+    return convNhwc<T>(ctx, "coil_cuda_conv_nhwc_" #S, static_cast<const T *>(x),                  \
+                       static_cast<const T *>(w), static_cast<T *>(y), g);                         \
+  }
+
+COIL_CUDA_DEFINE_CONV_NHWC(f64, double)
+COIL_CUDA_DEFINE_CONV_NHWC(f32, float)
+COIL_CUDA_DEFINE_CONV_NHWC(f16, __half)
+COIL_CUDA_DEFINE_CONV_NHWC(bf16, __nv_bfloat16)
+#undef COIL_CUDA_DEFINE_CONV_NHWC
 
 int32_t coil_cuda_conv_last_path(void) {
   return lastPath;

@@ -22,6 +22,10 @@ inline constexpr std::string_view kCudaExterns[] = {
     "coil_cpu_conv_f16",           "coil_cpu_conv_bf16",
     "coil_cpu_conv_transpose_f64", "coil_cpu_conv_transpose_f32",
     "coil_cpu_conv_transpose_f16", "coil_cpu_conv_transpose_bf16",
+    "coil_cpu_gemm_bias_f64",      "coil_cpu_gemm_bias_f32",
+    "coil_cpu_gemm_bias_f16",      "coil_cpu_gemm_bias_bf16",
+    "coil_cpu_conv_nhwc_f64",      "coil_cpu_conv_nhwc_f32",
+    "coil_cpu_conv_nhwc_f16",      "coil_cpu_conv_nhwc_bf16",
 };
 
 inline bool hasCudaExtern(std::string_view cpuName) {

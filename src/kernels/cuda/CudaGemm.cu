@@ -43,10 +43,23 @@ int32_t checkLaunch(const coil_cuda_ctx *ctx, const char *fn, const char *kernel
               cudaGetErrorString(e));
 }
 
+/// The epilogue of a GEMM: none (bias null), or Y = act(alpha * op(A) op(B) + bias[j]) with a
+/// per-output-column bias vector of n elements of Y's type, act = ReLU when `relu`. cuBLASLt
+/// (CUBLASLT_EPILOGUE_BIAS / RELU_BIAS) adds the bias to the f32 (f64) accumulator scaled by
+/// alpha and rounds once to Y's type; the plain kernel does the same.
+struct GemmEpilogue {
+  const void *bias = nullptr;
+  bool relu = false;
+};
+/// gemmLt with an epilogue (requires !g.accumulate when the bias is set).
+int32_t gemmLtEpilogue(const coil_cuda_ctx *ctx, const char *fn, const GemmCall &g,
+                       const GemmEpilogue &epi);
+
 namespace {
 
-/// A problem as cuBLASLt sees it: everything that selects descriptors and an algorithm.
-using PlanKey = std::array<int64_t, 16>;
+/// A problem as cuBLASLt sees it: everything that selects descriptors and an algorithm (the
+/// last two: the bias pointer of a bias epilogue, which the descriptor holds, and ReLU).
+using PlanKey = std::array<int64_t, 18>;
 
 /// Descriptors and the chosen algorithm of one problem (hasAlgo false: cuBLASLt has none, the
 /// plain kernel runs instead).
@@ -105,8 +118,8 @@ cudaDataType_t dataType(Elem t) {
 
 /// Builds the descriptors and asks for the best algorithm. Returns a cuBLAS status (the plan is
 /// usable, possibly without an algorithm, on CUBLAS_STATUS_SUCCESS).
-cublasStatus_t makePlan(BlasState &st, const GemmCall &g, int64_t batch, const PlanKey &key,
-                        Plan &p) {
+cublasStatus_t makePlan(BlasState &st, const GemmCall &g, const GemmEpilogue &epi, int64_t batch,
+                        const PlanKey &key, Plan &p) {
   (void)key;
   cudaDataType_t dt = dataType(g.t);
   cublasComputeType_t compute = g.t == Elem::F64                ? CUBLAS_COMPUTE_64F
@@ -121,6 +134,24 @@ cublasStatus_t makePlan(BlasState &st, const GemmCall &g, int64_t batch, const P
   if (s != CUBLAS_STATUS_SUCCESS) return s;
   s = cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof(opB));
   if (s != CUBLAS_STATUS_SUCCESS) return s;
+  if (epi.bias) {
+    // cuBLASLt's D rows are our columns: its bias vector (one value per D row) is our
+    // per-column bias, of D's type, shared by every batch (stride 0).
+    cublasLtEpilogue_t e = epi.relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+    cudaDataType_t bt = dt;
+    int64_t biasStride = 0;
+    s = cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof(e));
+    if (s == CUBLAS_STATUS_SUCCESS)
+      s = cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &epi.bias,
+                                         sizeof(epi.bias));
+    if (s == CUBLAS_STATUS_SUCCESS)
+      s = cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt,
+                                         sizeof(bt));
+    if (s == CUBLAS_STATUS_SUCCESS && batch > 1)
+      s = cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &biasStride,
+                                         sizeof(biasStride));
+    if (s != CUBLAS_STATUS_SUCCESS) return s;
+  }
   auto layout = [&](cublasLtMatrixLayout_t *l, int64_t rows, int64_t cols, int64_t stride) {
     cublasStatus_t r = cublasLtMatrixLayoutCreate(l, dt, uint64_t(rows), uint64_t(cols), rows);
     if (r != CUBLAS_STATUS_SUCCESS || batch == 1) return r;
@@ -175,11 +206,13 @@ cublasStatus_t makePlan(BlasState &st, const GemmCall &g, int64_t batch, const P
   return CUBLAS_STATUS_SUCCESS;
 }
 
-/// The plain GEMM kernel (no cuBLASLt algorithm for the problem): one thread per output.
+/// The plain GEMM kernel (no cuBLASLt algorithm for the problem): one thread per output, with
+/// the bias epilogue (bias[j] added in the accumulator type, then ReLU) when `bias` is set.
 template <typename T>
 __global__ void plainGemmKernel(const T *a, const T *b, T *y, int64_t batch, int64_t m, int64_t n,
                                 int64_t k, bool ta, bool tb, int64_t sa, int64_t sb, int64_t sy,
-                                double alpha, double beta, bool accumulate) {
+                                double alpha, double beta, bool accumulate, const T *bias,
+                                bool relu) {
   using A = typename ElemOf<T>::Acc;
   int64_t total = batch * m * n;
   for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
@@ -192,17 +225,23 @@ __global__ void plainGemmKernel(const T *a, const T *b, T *y, int64_t batch, int
     T *yp = y + bi * sy + i * n + j;
     A v = A(alpha) * acc;
     if (accumulate && beta != 0) v += A(beta) * toAcc<A>(*yp);
+    if (bias) {
+      v += toAcc<A>(bias[j]);
+      if (relu && v < A(0)) v = A(0);
+    }
     *yp = fromAcc<T>(v);
   }
 }
 
-int32_t plainGemm(const coil_cuda_ctx *ctx, const char *fn, const GemmCall &g) {
+int32_t plainGemm(const coil_cuda_ctx *ctx, const char *fn, const GemmCall &g,
+                  const GemmEpilogue &epi) {
   cudaStream_t stream = static_cast<cudaStream_t>(ctx->stream);
   unsigned grid = gridFor(g.batch * g.m * g.n, 256);
 #define COIL_PLAIN(T)                                                                              \
   plainGemmKernel<T><<<grid, 256, 0, stream>>>(                                                    \
       static_cast<const T *>(g.a), static_cast<const T *>(g.b), static_cast<T *>(g.y), g.batch,    \
-      g.m, g.n, g.k, g.ta, g.tb, g.sa, g.sb, g.sy, g.alpha, g.beta, g.accumulate)
+      g.m, g.n, g.k, g.ta, g.tb, g.sa, g.sb, g.sy, g.alpha, g.beta, g.accumulate,                  \
+      static_cast<const T *>(epi.bias), epi.relu)
   switch (g.t) {
   case Elem::F64:
     COIL_PLAIN(double);
@@ -225,6 +264,38 @@ int32_t plainGemm(const coil_cuda_ctx *ctx, const char *fn, const GemmCall &g) {
 /// dimension in range).
 constexpr int64_t kMaxBatch = 65535;
 
+/// y[i] = act(y[i] + bias[i % n]) in the accumulator type (the bias epilogue after a GEMM that
+/// ran without it).
+template <typename T>
+__global__ void biasAddKernel(const T *bias, T *y, int64_t total, int64_t n, bool relu) {
+  using A = typename ElemOf<T>::Acc;
+  for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
+       idx += int64_t(gridDim.x) * blockDim.x) {
+    A v = toAcc<A>(y[idx]) + toAcc<A>(bias[idx % n]);
+    y[idx] = fromAcc<T>(relu && v < A(0) ? A(0) : v);
+  }
+}
+
+/// A GEMM whose epilogue cuBLASLt has no algorithm for: f32 and f64 run cuBLASLt without the
+/// epilogue, then the bias (+ ReLU) in a kernel of its own (the product rounded to the type
+/// first, as the CPU kernels do); f16/bf16 run the plain kernel, which adds the bias before its
+/// one rounding. `g.y` must be contiguous (g.sy == g.m * g.n, or one batch).
+int32_t gemmWithoutLtEpilogue(const coil_cuda_ctx *ctx, const char *fn, const GemmCall &g,
+                              const GemmEpilogue &epi) {
+  if (!epi.bias || (g.t != Elem::F64 && g.t != Elem::F32)) return plainGemm(ctx, fn, g, epi);
+  if (int32_t r = gemmLtEpilogue(ctx, fn, g, GemmEpilogue{})) return r;
+  int64_t total = g.batch * g.m * g.n;
+  unsigned grid = gridFor(total, 256);
+  cudaStream_t stream = static_cast<cudaStream_t>(ctx->stream);
+  if (g.t == Elem::F64)
+    biasAddKernel<double><<<grid, 256, 0, stream>>>(
+        static_cast<const double *>(epi.bias), static_cast<double *>(g.y), total, g.n, epi.relu);
+  else
+    biasAddKernel<float><<<grid, 256, 0, stream>>>(static_cast<const float *>(epi.bias),
+                                                   static_cast<float *>(g.y), total, g.n, epi.relu);
+  return checkLaunch(ctx, fn, "biasAddKernel");
+}
+
 } // namespace
 
 DnnState *dnnStateOf(const coil_cuda_ctx *ctx) {
@@ -233,6 +304,11 @@ DnnState *dnnStateOf(const coil_cuda_ctx *ctx) {
 }
 
 int32_t gemmLt(const coil_cuda_ctx *ctx, const char *fn, const GemmCall &call) {
+  return gemmLtEpilogue(ctx, fn, call, GemmEpilogue{});
+}
+
+int32_t gemmLtEpilogue(const coil_cuda_ctx *ctx, const char *fn, const GemmCall &call,
+                       const GemmEpilogue &epi) {
   auto *st = static_cast<BlasState *>(ctx->blas);
   if (!st) return fail(ctx, fn, "no cuBLASLt state (coil_cuda_blas_create failed)");
   GemmCall g = call;
@@ -265,7 +341,9 @@ int32_t gemmLt(const coil_cuda_ctx *ctx, const char *fn, const GemmCall &call) {
                 alignmentOf(c.b, c.sb * int64_t(es), batched),
                 alignmentOf(c.y, c.sy * int64_t(es), batched),
                 alignmentOf(c.ws.ptr, 0, false),
-                0};
+                0,
+                int64_t(reinterpret_cast<uintptr_t>(epi.bias)),
+                epi.relu ? 1 : 0};
     std::shared_ptr<Plan> plan;
     {
       std::lock_guard<std::mutex> lock(st->mu);
@@ -275,7 +353,12 @@ int32_t gemmLt(const coil_cuda_ctx *ctx, const char *fn, const GemmCall &call) {
     if (!plan) {
       try {
         plan = std::make_shared<Plan>();
-        cublasStatus_t s = makePlan(*st, c, nb, key, *plan);
+        cublasStatus_t s = makePlan(*st, c, epi, nb, key, *plan);
+        if (s != CUBLAS_STATUS_SUCCESS && epi.bias) {
+          // cuBLASLt rejects the bias epilogue for this problem: gemmWithoutLtEpilogue.
+          plan = std::make_shared<Plan>();
+          s = CUBLAS_STATUS_SUCCESS;
+        }
         if (s != CUBLAS_STATUS_SUCCESS)
           return fail(ctx, fn, "cuBLASLt setup for a %lldx%lldx%lld GEMM (batch %lld) failed: %s",
                       (long long)c.m, (long long)c.n, (long long)c.k, (long long)nb, statusName(s));
@@ -287,7 +370,7 @@ int32_t gemmLt(const coil_cuda_ctx *ctx, const char *fn, const GemmCall &call) {
       }
     }
     if (!plan->hasAlgo) {
-      if (int32_t r = plainGemm(ctx, fn, c)) return r;
+      if (int32_t r = gemmWithoutLtEpilogue(ctx, fn, c, epi)) return r;
       continue;
     }
     float alpha32 = float(c.alpha), beta32 = c.accumulate ? float(c.beta) : 0.0f;
@@ -299,7 +382,7 @@ int32_t gemmLt(const coil_cuda_ctx *ctx, const char *fn, const GemmCall &call) {
                        plan->ld, c.y, plan->ld, &plan->algo, c.ws.ptr, c.ws.ptr ? c.ws.bytes : 0,
                        static_cast<cudaStream_t>(ctx->stream));
     if (s == CUBLAS_STATUS_NOT_SUPPORTED) {
-      if (int32_t r = plainGemm(ctx, fn, c)) return r;
+      if (int32_t r = gemmWithoutLtEpilogue(ctx, fn, c, epi)) return r;
       continue;
     }
     if (s != CUBLAS_STATUS_SUCCESS)
@@ -372,6 +455,51 @@ int32_t gemmExtern(const coil_cuda_ctx *ctx, const char *fn, const void *a, cons
   return gemmLt(ctx, fn, g);
 }
 
+/// y[r, j] = act(bias[j]) for the rows of a GEMM with k == 0 (the product is zero).
+template <typename T>
+__global__ void biasFillKernel(const T *bias, T *y, int64_t total, int64_t n, bool relu) {
+  using A = typename ElemOf<T>::Acc;
+  for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
+       idx += int64_t(gridDim.x) * blockDim.x) {
+    A v = toAcc<A>(bias[idx % n]);
+    y[idx] = fromAcc<T>(relu && v < A(0) ? A(0) : v);
+  }
+}
+
+/// coil_cuda_gemm_bias_*: the GEMM with cuBLASLt's bias (+ ReLU) epilogue.
+template <typename T>
+int32_t gemmBiasExtern(const coil_cuda_ctx *ctx, const char *fn, const void *a, const void *b,
+                       const void *bias, void *y, int64_t batch, int64_t m, int64_t n, int64_t k,
+                       int64_t ta, int64_t tb, int64_t sa, int64_t sb, double alpha, int64_t relu) {
+  if (!ctx) return 1;
+  int64_t mn, mk, kn, all, work;
+  if (batch < 0 || sa < 0 || sb < 0 || !mulSize(m, n, &mn) || !mulSize(m, k, &mk) ||
+      !mulSize(k, n, &kn) || !mulSize(batch, mn, &all) || !mulSize(mn, k, &work))
+    return 0;
+  int64_t last = batch > 0 ? batch - 1 : 0, tmp;
+  if (!mulSize(last, sa, &tmp) || !mulSize(last, sb, &tmp)) return 0;
+  if (all == 0) return 0;
+  if (!bias) return fail(ctx, fn, "the bias pointer is null");
+  cudaStream_t stream = static_cast<cudaStream_t>(ctx->stream);
+  if (k == 0) {
+    biasFillKernel<T><<<gridFor(all, 256), 256, 0, stream>>>(
+        static_cast<const T *>(bias), static_cast<T *>(y), all, n, relu != 0);
+    return checkLaunch(ctx, fn, "biasFillKernel");
+  }
+  GemmCall g;
+  g.t = ElemOf<T>::kElem;
+  g.a = a, g.b = b, g.y = y;
+  g.batch = batch, g.m = m, g.n = n, g.k = k;
+  g.ta = ta != 0, g.tb = tb != 0;
+  g.sa = sa, g.sb = sb, g.sy = mn;
+  g.alpha = alpha, g.beta = 0, g.accumulate = false;
+  g.ws = workspaceOf(ctx);
+  GemmEpilogue epi;
+  epi.bias = bias;
+  epi.relu = relu != 0;
+  return gemmLtEpilogue(ctx, fn, g, epi);
+}
+
 } // namespace
 } // namespace coil::cuda
 
@@ -416,6 +544,21 @@ void coil_cuda_blas_destroy(void *blas) {
     return gemmExtern<T>(ctx, "coil_cuda_gemm_c_" #S, a, b, c, y, batch, m, n, k, transA, transB,  \
                          strideA, strideB, strideC, alpha, beta);                                  \
   }
+
+#define COIL_CUDA_DEFINE_GEMM_BIAS(S, T)                                                           \
+  int32_t coil_cuda_gemm_bias_##S(const coil_cuda_ctx *ctx, const void *a, const void *b,          \
+                                  const void *bias, void *y, int64_t batch, int64_t m, int64_t n,  \
+                                  int64_t k, int64_t transA, int64_t transB, int64_t strideA,      \
+                                  int64_t strideB, double alpha, int64_t relu) {                   \
+    return gemmBiasExtern<T>(ctx, "coil_cuda_gemm_bias_" #S, a, b, bias, y, batch, m, n, k,        \
+                             transA, transB, strideA, strideB, alpha, relu);                       \
+  }
+
+COIL_CUDA_DEFINE_GEMM_BIAS(f64, double)
+COIL_CUDA_DEFINE_GEMM_BIAS(f32, float)
+COIL_CUDA_DEFINE_GEMM_BIAS(f16, __half)
+COIL_CUDA_DEFINE_GEMM_BIAS(bf16, __nv_bfloat16)
+#undef COIL_CUDA_DEFINE_GEMM_BIAS
 
 COIL_CUDA_DEFINE_GEMM(f64, double)
 COIL_CUDA_DEFINE_GEMM(f32, float)

@@ -3,7 +3,8 @@
 ///
 /// `coil_cuda_<op>_<dtype>` takes `const coil_cuda_ctx *` first, then exactly the arguments of
 /// `coil_cpu_<op>_<dtype>` with device pointers, and has the same semantics (including the
-/// argument checks: an out-of-range size or stride makes the call a no-op that returns 0). It
+/// argument checks: a convolution whose geometry breaks the rules fails with a message, as the
+/// CPU twin does; an out-of-range GEMM size or stride makes the call a no-op that returns 0). It
 /// enqueues its work on ctx->stream and never synchronizes, so it can be captured into a CUDA
 /// graph. It returns 0, or nonzero with a NUL-terminated message naming the function (and the
 /// CUDA or cuBLAS status) in ctx->error.
@@ -72,6 +73,22 @@ COIL_CUDA_DECLARE_CONV(f32)
 COIL_CUDA_DECLARE_CONV(f16)
 COIL_CUDA_DECLARE_CONV(bf16)
 
+/// Channels-last convolution, as coil_cpu_conv_nhwc_* (x [n, in..., c], w [m, k..., c/group],
+/// y [n, out..., m]): a 1x1, stride-1, unpadded convolution of one group is one cuBLASLt GEMM
+/// over n * positions rows; other 2-D ones run through cuDNN with NHWC descriptors (depthwise
+/// included) where it suits; otherwise a direct kernel.
+#define COIL_CUDA_DECLARE_CONV_NHWC(S)                                                             \
+  int32_t coil_cuda_conv_nhwc_##S(                                                                 \
+      const coil_cuda_ctx *ctx, const void *x, const void *w, void *y, int64_t n, int64_t c,       \
+      int64_t m, int64_t group, int64_t nd, int64_t in0, int64_t in1, int64_t in2, int64_t k0,     \
+      int64_t k1, int64_t k2, int64_t out0, int64_t out1, int64_t out2, int64_t s0, int64_t s1,    \
+      int64_t s2, int64_t d0, int64_t d1, int64_t d2, int64_t p0, int64_t p1, int64_t p2);
+COIL_CUDA_DECLARE_CONV_NHWC(f64)
+COIL_CUDA_DECLARE_CONV_NHWC(f32)
+COIL_CUDA_DECLARE_CONV_NHWC(f16)
+COIL_CUDA_DECLARE_CONV_NHWC(bf16)
+#undef COIL_CUDA_DECLARE_CONV_NHWC
+
 /// What the calling thread's last coil_cuda_conv_* / coil_cuda_conv_transpose_* call ran (for
 /// tests and diagnostics): nothing (an empty problem or invalid arguments), a fill with zeros,
 /// the direct kernel, im2col / col2im + cuBLASLt GEMM, or cuDNN.
@@ -86,6 +103,25 @@ int32_t coil_cuda_conv_last_path(void);
 int64_t coil_cuda_cudnn_version(void);
 /// The path cuDNN was loaded from, or why none was (NUL-terminated, valid for the process).
 const char *coil_cuda_cudnn_library(void);
+
+/// GEMM with a per-output-column bias and optional ReLU, as coil_cpu_gemm_bias_*: cuBLASLt's
+/// CUBLASLT_EPILOGUE_BIAS / RELU_BIAS with the bias (n elements of Y's type) through
+/// CUBLASLT_MATMUL_DESC_BIAS_POINTER. Rounding: the bias is added to alpha times the f32 (f64
+/// for f64) accumulator, then ReLU, then one rounding to Y's type; f32 computes in true fp32
+/// (TF32 only with COIL_CUDA_TF32=1). ReLU of NaN is cuBLASLt's (the CPU kernel keeps NaN).
+/// Where cuBLASLt has no algorithm with the epilogue, f32/f64 run the GEMM without it and add
+/// the bias (+ ReLU) in a kernel after the product's rounding, f16/bf16 a plain kernel with the
+/// same single rounding.
+#define COIL_CUDA_DECLARE_GEMM_BIAS(S)                                                             \
+  int32_t coil_cuda_gemm_bias_##S(const coil_cuda_ctx *ctx, const void *a, const void *b,          \
+                                  const void *bias, void *y, int64_t batch, int64_t m, int64_t n,  \
+                                  int64_t k, int64_t transA, int64_t transB, int64_t strideA,      \
+                                  int64_t strideB, double alpha, int64_t relu);
+COIL_CUDA_DECLARE_GEMM_BIAS(f64)
+COIL_CUDA_DECLARE_GEMM_BIAS(f32)
+COIL_CUDA_DECLARE_GEMM_BIAS(f16)
+COIL_CUDA_DECLARE_GEMM_BIAS(bf16)
+#undef COIL_CUDA_DECLARE_GEMM_BIAS
 
 #undef COIL_CUDA_DECLARE_CONV
 #undef COIL_CUDA_DECLARE_GEMM

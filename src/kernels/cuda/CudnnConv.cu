@@ -188,6 +188,13 @@ void makePlan(const dnn::Api &a, dnn::Handle h, bool tf32, const DnnConv &c, siz
     xStr[i] = xStr[i + 1] * xDims[i + 1];
     yStr[i] = yStr[i + 1] * yDims[i + 1];
   }
+  if (c.nhwc) { // [n, c, h, w] dims over channels-last memory (nb == 4)
+    auto channelsLast = [](const int dims[4], int str[4]) {
+      str[1] = 1, str[3] = dims[1], str[2] = dims[1] * dims[3], str[0] = str[2] * dims[2];
+    };
+    channelsLast(xDims, xStr);
+    channelsLast(yDims, yStr);
+  }
   int dt = dataTypeOf(c.t);
   // Each step: on failure, the reason is kept and the plan stays not ok.
   auto step = [&](const char *what, dnn::Status s) {
@@ -203,7 +210,8 @@ void makePlan(const dnn::Api &a, dnn::Handle h, bool tf32, const DnnConv &c, siz
   if (!step("cudnnSetTensorNdDescriptor", a.setTensorNdDescriptor(plan.xd, dt, nb, xDims, xStr)) ||
       !step("cudnnSetTensorNdDescriptor", a.setTensorNdDescriptor(plan.yd, dt, nb, yDims, yStr)) ||
       !step("cudnnSetFilterNdDescriptor",
-            a.setFilterNdDescriptor(plan.wd, dt, dnn::kTensorNchw, nb, wDims)) ||
+            a.setFilterNdDescriptor(plan.wd, dt, c.nhwc ? dnn::kTensorNhwc : dnn::kTensorNchw, nb,
+                                    wDims)) ||
       !step("cudnnSetConvolutionNdDescriptor",
             a.setConvolutionNdDescriptor(plan.cd, ns, pads, strides, dil, dnn::kCrossCorrelation,
                                          dnn::kDataFloat)) ||
@@ -237,25 +245,30 @@ void makePlan(const dnn::Api &a, dnn::Handle h, bool tf32, const DnnConv &c, siz
     return;
   plan.why = "no algorithm among " + std::to_string(count) + " fits (workspace " +
              std::to_string(wsBytes) + " bytes, math type)";
-  for (int i = 0; i < count && i < 8; ++i) {
-    const dnn::AlgoPerf &r = perf[i];
-    if (r.status != dnn::kSuccess || r.memory > wsBytes) continue;
-    // Never convert f32 data to f16; TF32 tensor cores only when allowed.
-    if (r.mathType == dnn::kTensorOpMathAllowConversion) continue;
-    if (f32 && !tf32 && r.mathType == dnn::kTensorOpMath) continue;
-    int m = f32 && !tf32 ? dnn::kFmaMath : r.mathType;
-    if (a.setConvolutionMathType(plan.cd, m) != dnn::kSuccess) continue;
-    size_t need = 0;
-    s = c.transpose ? a.getConvolutionBackwardDataWorkspaceSize(h, plan.wd, plan.xd, plan.cd,
-                                                                plan.yd, r.algo, &need)
-                    : a.getConvolutionForwardWorkspaceSize(h, plan.xd, plan.wd, plan.cd, plan.yd,
-                                                           r.algo, &need);
-    if (s != dnn::kSuccess || need > wsBytes) continue;
-    plan.algo = r.algo;
-    plan.ok = true;
-    plan.why.clear();
-    return;
-  }
+  // f16/bf16: a tensor-op algorithm first (the heuristic may rank a CUDA-core one higher, e.g.
+  // implicit_convolve_sgemm, several times slower), then any; f32: in the heuristic's order.
+  bool half = !f32;
+  for (int pass = half ? 0 : 1; pass < 2; ++pass)
+    for (int i = 0; i < count && i < 8; ++i) {
+      const dnn::AlgoPerf &r = perf[i];
+      if (r.status != dnn::kSuccess || r.memory > wsBytes) continue;
+      if (pass == 0 && r.mathType != dnn::kTensorOpMath) continue;
+      // Never convert f32 data to f16; TF32 tensor cores only when allowed.
+      if (r.mathType == dnn::kTensorOpMathAllowConversion) continue;
+      if (f32 && !tf32 && r.mathType == dnn::kTensorOpMath) continue;
+      int m = f32 && !tf32 ? dnn::kFmaMath : r.mathType;
+      if (a.setConvolutionMathType(plan.cd, m) != dnn::kSuccess) continue;
+      size_t need = 0;
+      s = c.transpose ? a.getConvolutionBackwardDataWorkspaceSize(h, plan.wd, plan.xd, plan.cd,
+                                                                  plan.yd, r.algo, &need)
+                      : a.getConvolutionForwardWorkspaceSize(h, plan.xd, plan.wd, plan.cd, plan.yd,
+                                                             r.algo, &need);
+      if (s != dnn::kSuccess || need > wsBytes) continue;
+      plan.algo = r.algo;
+      plan.ok = true;
+      plan.why.clear();
+      return;
+    }
 }
 
 /// With COIL_CUDNN_DEBUG=1: "coil cuDNN: <fn>: <message>" on stderr.
@@ -302,7 +315,9 @@ bool dnnSuits(const DnnConv &c) {
   if (!fitsInt(c.n) || !fitsInt(c.c) || !fitsInt(c.m) || c.group < 1 || !fitsInt(c.group) ||
       c.n == 0 || c.c == 0 || c.m == 0 || c.c % c.group || c.m % c.group)
     return false;
-  if (c.group > 1 && c.c / c.group == 1) return false; // depthwise: the direct kernel
+  if (c.nhwc && (c.transpose || !dim0Unused(c))) return false; // channels-last: 2-D forward
+  // Depthwise: the direct kernel, except channels-last (its direct kernel is only a fallback).
+  if (!c.nhwc && c.group > 1 && c.c / c.group == 1) return false;
   for (int i = 0; i < 3; ++i) {
     int64_t in = c.in[i], k = c.k[i], out = c.out[i], s = c.s[i], d = c.d[i], p = c.p[i];
     if (!fitsInt(in) || !fitsInt(k) || !fitsInt(out) || !fitsInt(s) || !fitsInt(d) || !fitsInt(p) ||
@@ -335,7 +350,7 @@ int32_t dnnConv(const coil_cuda_ctx *ctx, const char *fn, const DnnConv &c) {
   PlanKey key{};
   {
     size_t i = 0;
-    key[i++] = c.transpose ? 1 : 0, key[i++] = int64_t(c.t);
+    key[i++] = (c.transpose ? 1 : 0) | (c.nhwc ? 2 : 0), key[i++] = int64_t(c.t);
     for (int64_t v : {c.n, c.c, c.m, c.group}) key[i++] = v;
     for (int j = 0; j < 3; ++j)
       for (int64_t v : {c.in[j], c.k[j], c.out[j], c.s[j], c.d[j], c.p[j]}) key[i++] = v;

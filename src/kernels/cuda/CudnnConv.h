@@ -11,7 +11,8 @@
 /// f16 and bf16 with tensor-op math, accumulating in f32.
 ///
 /// The algorithm is cuDNN's heuristic choice (cudnnGet*Algorithm_v7, no benchmarking, so it is
-/// safe inside CUDA-graph capture), the first one whose workspace fits ctx->workspace; it is
+/// safe inside CUDA-graph capture): for f16/bf16 the first tensor-op algorithm whose workspace
+/// fits ctx->workspace, else the first one that fits (never a pseudo-half or converting one); it is
 /// chosen once per problem (geometry, dtype, workspace size, pointer alignments) and cached with
 /// the descriptors. cuDNN handles come from a pool of the state (one per concurrent call), each
 /// set to the call's stream. COIL_CUDNN_DEBUG=1 prints to stderr, once per problem, the algorithm
@@ -43,6 +44,9 @@ DnnState *dnnStateOf(const coil_cuda_ctx *ctx);
 /// begin pads.
 struct DnnConv {
   bool transpose = false;
+  /// Channels-last forward convolution (2-D only): x [n, in1, in2, c], w [m, k1, k2, c/group],
+  /// y [n, out1, out2, m] (coil_cuda_conv_nhwc_*); depthwise problems are taken too.
+  bool nhwc = false;
   Elem t = Elem::F32;
   int64_t n = 0, c = 0, m = 0, group = 1;
   int64_t in[3], k[3], out[3], s[3], d[3], p[3];

@@ -22,7 +22,8 @@ static_assert(CUDNN_DATA_FLOAT == kDataFloat && CUDNN_DATA_DOUBLE == kDataDouble
 static_assert(CUDNN_DEFAULT_MATH == kDefaultMath && CUDNN_TENSOR_OP_MATH == kTensorOpMath &&
               CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION == kTensorOpMathAllowConversion &&
               CUDNN_FMA_MATH == kFmaMath);
-static_assert(CUDNN_TENSOR_NCHW == kTensorNchw && CUDNN_CROSS_CORRELATION == kCrossCorrelation);
+static_assert(CUDNN_TENSOR_NCHW == kTensorNchw && CUDNN_TENSOR_NHWC == kTensorNhwc &&
+              CUDNN_CROSS_CORRELATION == kCrossCorrelation);
 static_assert(sizeof(cudnnStatus_t) == sizeof(Status) && sizeof(cudnnDataType_t) == sizeof(int));
 static_assert(sizeof(cudnnConvolutionFwdAlgoPerf_t) == sizeof(AlgoPerf) &&
               offsetof(cudnnConvolutionFwdAlgoPerf_t, memory) == offsetof(AlgoPerf, memory) &&

@@ -31,7 +31,7 @@ constexpr int kDataFloat = 0, kDataDouble = 1, kDataHalf = 2, kDataBfloat16 = 9;
 /// cudnnMathType_t
 constexpr int kDefaultMath = 0, kTensorOpMath = 1, kTensorOpMathAllowConversion = 2, kFmaMath = 3;
 /// cudnnTensorFormat_t
-constexpr int kTensorNchw = 0;
+constexpr int kTensorNchw = 0, kTensorNhwc = 1;
 /// cudnnConvolutionMode_t
 constexpr int kCrossCorrelation = 1;
 

@@ -270,6 +270,40 @@ Status lowerQLinearMatMul(LowerContext &ctx) {
   return okStatus();
 }
 
+/// C of an ONNX Gemm as a per-column bias vector of the GEMM extern's epilogue: a realized
+/// node of n elements when C has shape [n] or [1, n] (of the output's dtype); nullopt otherwise.
+std::optional<TensorRef> columnBias(LowerContext &ctx, const TensorRef &c, const SymInt &n,
+                                    DType dt) {
+  if (c.dtype != dt || c.rank() == 0 || c.rank() > 2 || !sameDim(ctx, c.shape.back(), n))
+    return std::nullopt;
+  if (c.rank() == 2 && c.shape[0] != SymInt(1)) return std::nullopt;
+  TensorRef v = c.map.empty() ? c : ctx.realize(c);
+  return wholeNode(ctx, v);
+}
+
+/// y [m, n] = alpha * a [m, k] * b [k, n] + bias [n] through the bias-epilogue GEMM extern.
+TensorRef gemmBiasExtern(LowerContext &ctx, const TensorRef &a, const TensorRef &b,
+                         const TensorRef &bias, const SymInt &m, const SymInt &n, const SymInt &k,
+                         double alpha) {
+  MatOperand pa = prepareOperand(ctx, a, {}), pb = prepareOperand(ctx, b, {});
+  DType dt = a.dtype;
+  std::vector<ExternArg> args{nodeArg(pa.ref),
+                              nodeArg(pb.ref),
+                              nodeArg(bias),
+                              outArg(0),
+                              intArg(1),
+                              intArg(m),
+                              intArg(n),
+                              intArg(k),
+                              intArg(pa.trans ? 1 : 0),
+                              intArg(pb.trans ? 1 : 0),
+                              intArg(pa.stride),
+                              intArg(pb.stride),
+                              floatArg(alpha),
+                              intArg(0)};
+  return ctx.externCall("coil_cpu_gemm_bias_" + suffix(dt), std::move(args), {{dt, {m, n}}})[0];
+}
+
 Status lowerGemm(LowerContext &ctx) {
   TensorRef a = ctx.input(0), b = ctx.input(1);
   if (a.rank() != 2 || b.rank() != 2)
@@ -287,7 +321,12 @@ Status lowerGemm(LowerContext &ctx) {
   std::optional<TensorRef> c = optionalInput(ctx, 2);
   std::vector<SymInt> shape{m, n};
   TensorRef y;
-  if (isGemmType(dt)) {
+  std::optional<TensorRef> bias;
+  if (isGemmType(dt) && c && beta == 1.0) bias = columnBias(ctx, *c, n, dt);
+  if (bias) {
+    // C is a per-column bias: the GEMM's epilogue adds it (f16/bf16 in f32, one rounding).
+    y = gemmBiasExtern(ctx, a, b, *bias, m, n, k, alpha);
+  } else if (isGemmType(dt)) {
     y = gemmExtern(ctx, a, b, {}, m, n, k, alpha);
     if (c) {
       // f16/bf16 add C in f32.

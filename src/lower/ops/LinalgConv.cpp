@@ -9,6 +9,7 @@
 // the interpreter does (f64 for floats, i64 for integers, zero points subtracted before the
 // padding test so that padding contributes zero).
 #include "ir/Infer.h"
+#include "lower/ChannelsLast.h"
 #include "lower/ops/LinalgLower.h"
 
 namespace coil::loop::linalg {
@@ -220,6 +221,38 @@ TensorRef addChannelBias(LowerContext &ctx, const TensorRef &y, const TensorRef 
   });
 }
 
+/// `t` [n, c, h, w] as a contiguous channels-last node [n, h, w, c]: the node itself when `t`
+/// is the channels-first view of one (a Transpose of the channels-last pass, the weights it
+/// transposed), else a realized copy.
+TensorRef channelsLastOperand(LowerContext &ctx, const TensorRef &t) {
+  TensorRef v = ctx.permute(t, {0, 2, 3, 1});
+  return layoutOf(ctx, v) == Layout::Plain ? wholeNode(ctx, v) : ctx.realize(v);
+}
+
+/// A 2-D convolution through the channels-last extern: x and w are read as [n, h, w, c] and
+/// [m, kh, kw, c/group], the extern writes y [n, oh, ow, m], the bias is added there, and the
+/// result is that node seen as [n, m, oh, ow] (a view: the readers the channels-last pass left
+/// in channels-last order read it in place).
+TensorRef channelsLastConv(LowerContext &ctx, const ConvPlan &p, const TensorRef &x,
+                           const TensorRef &w, const std::optional<TensorRef> &bias, DType dt) {
+  TensorRef xn = channelsLastOperand(ctx, x), wn = channelsLastOperand(ctx, w);
+  std::vector<ExternArg> args{nodeArg(xn), nodeArg(wn), outArg(0)};
+  auto g = geometryArgs(p.n, p.c, p.m, p.group, p.nd, p.in, p.k, p.out, p.s, p.d, p.pb);
+  args.insert(args.end(), g.begin(), g.end());
+  std::vector<SymInt> shape{p.n, p.out[0], p.out[1], p.m};
+  TensorRef y =
+      ctx.externCall("coil_cpu_conv_nhwc_" + suffix(dt), std::move(args), {{dt, shape}})[0];
+  if (bias) {
+    DType ct = computeTypeOf(dt);
+    TensorRef b = *bias;
+    y = ctx.pointwise(dt, shape, [&](BodyBuilder &bb, const std::vector<SymInt> &i) {
+      Val v = bb.cast(bb.load(y, i), ct);
+      return bb.cast(bb.op(ScalarOp::Add, v, bb.cast(bb.load(b, {i[3]}), ct)), dt);
+    });
+  }
+  return ctx.permute(y, {0, 3, 1, 2});
+}
+
 Status lowerConv(LowerContext &ctx) {
   TensorRef x = ctx.input(0), w = ctx.input(1);
   COIL_TRY(ConvPlan p, planConv(ctx, x, w));
@@ -249,6 +282,8 @@ Status lowerConv(LowerContext &ctx) {
       y = ctx.pointwise(dt, y.shape, [&](BodyBuilder &b, const std::vector<SymInt> &i) {
         return b.cast(b.load(y, i), dt);
       });
+  } else if (isExternType(dt) && p.nd == 2 && ctx.gnode().attrs.getInt(kChannelsLastAttr, 0) != 0) {
+    y = channelsLastConv(ctx, p, x, w, bias, dt);
   } else if (isExternType(dt) && p.nd <= 3) {
     x = ctx.realize(x);
     w = ctx.realize(w);

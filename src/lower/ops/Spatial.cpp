@@ -155,8 +155,7 @@ Status lowerPool(LowerContext &ctx, PoolKind kind) {
   Syms in(xt.shape.begin() + 2, xt.shape.end());
   COIL_TRY(SymWindow w, symWindow(ctx, in, *ks, true));
   // The output type is authoritative for the sizes (inference computes the same).
-  const Syms &outShape = ctx.outputType(0).shape;
-  for (size_t d = 0; d < w.nd; ++d) w.out[d] = outShape[2 + d];
+  for (size_t d = 0; d < w.nd; ++d) w.out[d] = ctx.outputType(0).shape[2 + d];
   size_t nd = w.nd;
   bool includePad = at.getInt("count_include_pad", 0) != 0;
   int64_t storageOrder = at.getInt("storage_order", 0);
@@ -169,9 +168,24 @@ Status lowerPool(LowerContext &ctx, PoolKind kind) {
   for (size_t d = 0; d < nd; ++d) mask[d] = mayLeave(ctx, w, d, 0, w.in[d]);
   TensorRef x = ctx.input(0);
   Syms rr(w.kernel.begin(), w.kernel.end());
+  // Channels-last: when x is the [N, C, H, W] view of an [N, H, W, C] node (the channels-last
+  // pass, lower/ChannelsLast.h), the pooled nodes are [N, OH, OW, C] too and the output is
+  // their channels-first view, so that both reads and writes run along the channels.
+  bool wantIndices = ctx.numOutputs() > 1 && ctx.gnode().outputs[1] != kNoValue;
+  bool channelsLast = xt.rank() == 4 && !wantIndices &&
+                      ctx.program().nodes.at(size_t(x.node)).shape.size() == 4 &&
+                      ctx.permute(x, {0, 2, 3, 1}).map.empty();
+  Syms outShape = ctx.outputType(0).shape, nodeShape = outShape;
+  if (channelsLast) nodeShape = {outShape[0], outShape[2], outShape[3], outShape[1]};
+  // The [N, C, spatial...] point of a node point.
+  auto nchw = [&](const Syms &o) -> Syms {
+    return channelsLast ? Syms{o[0], o[3], o[1], o[2]} : o;
+  };
+  auto result = [&](const TensorRef &y) { return channelsLast ? ctx.permute(y, {0, 3, 1, 2}) : y; };
 
   // Loads the tap at (outer, r), masked: returns {value, inside}.
-  auto tap = [&](BodyBuilder &b, const Syms &o, const Syms &r) -> std::pair<Val, Val> {
+  auto tap = [&](BodyBuilder &b, const Syms &on, const Syms &r) -> std::pair<Val, Val> {
+    Syms o = nchw(on);
     Syms idx{o[0], o[1]};
     std::vector<Val> conds;
     for (size_t d = 0; d < nd; ++d) {
@@ -192,7 +206,6 @@ Status lowerPool(LowerContext &ctx, PoolKind kind) {
   // the max of the taps in the reduction's order, so that its innermost loop runs along the
   // output row and vectorizes (a Reduction loops over the window per output point). The taps
   // keep the reduction's results: NaN propagates, and of equal values (+0, -0) the first stays.
-  bool wantIndices = ctx.numOutputs() > 1 && ctx.gnode().outputs[1] != kNoValue;
   int64_t taps = 1;
   std::vector<int64_t> kc;
   for (const SymInt &k : rr) {
@@ -201,7 +214,7 @@ Status lowerPool(LowerContext &ctx, PoolKind kind) {
     kc.push_back(c ? *c : 0);
   }
   if (kind == PoolKind::Max && !wantIndices && taps <= 49) {
-    TensorRef y = ctx.pointwise(dt, outShape, [&](BodyBuilder &b, const Syms &o) {
+    TensorRef y = ctx.pointwise(dt, nodeShape, [&](BodyBuilder &b, const Syms &o) {
       Val acc = kNoVal;
       Syms r(nd, SymInt(0));
       for (int64_t flat = 0; flat < taps; ++flat) {
@@ -217,21 +230,21 @@ Status lowerPool(LowerContext &ctx, PoolKind kind) {
       }
       return b.cast(acc, dt);
     });
-    ctx.setOutput(0, y);
+    ctx.setOutput(0, result(y));
     return okStatus();
   }
 
   if (kind == PoolKind::Max) {
     TensorRef y = ctx.reduce(
-        ReduceKind::Max, dt, ct, outShape, rr,
+        ReduceKind::Max, dt, ct, nodeShape, rr,
         [&](BodyBuilder &b, const Syms &o, const Syms &r, Val *) {
           auto [v, inside] = tap(b, o, r);
           v = b.cast(v, ct);
           return inside == kNoVal ? v : b.op(ScalarOp::Select, inside, v, lowestOf(b, ct));
         },
         false, "maxpool");
-    ctx.setOutput(0, y);
-    if (ctx.numOutputs() > 1 && ctx.gnode().outputs[1] != kNoValue) {
+    ctx.setOutput(0, result(y));
+    if (wantIndices) {
       // Row-major (or, with storage_order 1, column-major) flat index, in the whole input
       // tensor, of the first tap inside the input that holds the maximum (the first NaN when
       // there is one); -1 when no tap is inside the input.
@@ -269,7 +282,7 @@ Status lowerPool(LowerContext &ctx, PoolKind kind) {
   }
 
   TensorRef sum = ctx.reduce(
-      ReduceKind::Sum, ct, ct, outShape, rr,
+      ReduceKind::Sum, ct, ct, nodeShape, rr,
       [&](BodyBuilder &b, const Syms &o, const Syms &r, Val *) {
         auto [v, inside] = tap(b, o, r);
         v = b.cast(v, ct);
@@ -278,8 +291,9 @@ Status lowerPool(LowerContext &ctx, PoolKind kind) {
         return inside == kNoVal ? v : b.op(ScalarOp::Select, inside, v, b.constant(ct, 0));
       },
       false, kind == PoolKind::Lp ? "lppool_sum" : "avgpool_sum");
-  TensorRef y = ctx.pointwise(dt, outShape, [&](BodyBuilder &b, const Syms &o) {
-    Val s = b.load(sum, o);
+  TensorRef y = ctx.pointwise(dt, nodeShape, [&](BodyBuilder &b, const Syms &on) {
+    Val s = b.load(sum, on);
+    Syms o = nchw(on);
     if (kind == PoolKind::Lp)
       return storeAs(b, b.op(ScalarOp::Pow, s, b.constant(ct, 1.0 / double(p))), dt);
     // The number of taps counted along each dim: inside the input, or inside the input plus
@@ -299,7 +313,7 @@ Status lowerPool(LowerContext &ctx, PoolKind kind) {
     }
     return storeAs(b, b.op(ScalarOp::Div, s, b.index(count, ct)), dt);
   });
-  ctx.setOutput(0, y);
+  ctx.setOutput(0, result(y));
   return okStatus();
 }
 

@@ -414,6 +414,9 @@ Model *createModel(const ModelDesc &d) {
                                             " bytes of device memory for the weights (" +
                                             cuText(r) + ")"};
     COIL_CU(cuMemcpyHtoD(m->weights, d.weights, d.weightsBytes));
+    // From pageable memory the copy returns once the bytes are staged, before the DMA ends;
+    // runs launch on non-blocking streams, which do not wait for it: wait here.
+    COIL_CU(cuCtxSynchronize());
   }
   for (size_t i = 0; i < d.numConstants; ++i)
     m->constants.push_back(
@@ -958,7 +961,10 @@ int32_t tuneUpload(void *session, const void *host, size_t bytes, void **out, st
     CUdeviceptr p = 0;
     COIL_CU(cuMemAlloc(&p, std::max<size_t>(bytes, 256)));
     s.buffers.push_back(p);
-    if (host && bytes) COIL_CU(cuMemcpyHtoD(p, host, bytes));
+    if (host && bytes) {
+      COIL_CU(cuMemcpyHtoD(p, host, bytes));
+      COIL_CU(cuCtxSynchronize()); // the DMA of a pageable copy may still be running
+    }
     *out = reinterpret_cast<void *>(p);
   });
 }

@@ -1,0 +1,241 @@
+// Channels-last convolution (coil_cpu_conv_nhwc_*): x [n, in..., c], w [m, k..., c/group],
+// y [n, out..., m]. Per (image, group): an im2col whose rows are output positions and whose
+// columns are (kernel position, input channel) -- runs of c/group contiguous channels copied
+// at once --, then one GEMM against the weights read transposed. A pointwise convolution of
+// one group is a single GEMM over every image's positions, without columns. f16/bf16 are
+// widened to f32, computed as f32 and rounded once.
+#include "kernels/cpu/CpuKernels.h"
+#include "kernels/cpu/CpuKernelsImpl.h"
+
+#include <cblas.h>
+#include <climits>
+#include <cstring>
+#include <new>
+#include <type_traits>
+#include <vector>
+
+namespace coil::cpu {
+namespace {
+
+constexpr const char *kOp = "conv_nhwc";
+
+struct NhwcGeom {
+  int64_t n = 0, c = 0, m = 0, group = 1, cg = 0, mg = 0;
+  int64_t in[3], k[3], out[3], s[3], d[3], p[3];
+  int64_t inSize = 0, kSize = 0, outSize = 0, cols = 0; ///< cols = kSize * cg
+};
+
+int32_t makeNhwcGeom(NhwcGeom &g, int64_t n, int64_t c, int64_t m, int64_t group, int64_t nd,
+                     const int64_t in[3], const int64_t k[3], const int64_t out[3],
+                     const int64_t s[3], const int64_t d[3], const int64_t p[3]) {
+  if (nd < 1 || nd > 3) return fail("%s: %lld spatial dims, 1 to 3 are supported", kOp, ll(nd));
+  if (n < 0 || c < 0 || m < 0)
+    return fail("%s: sizes n %lld, c %lld, m %lld must be >= 0", kOp, ll(n), ll(c), ll(m));
+  if (group < 1 || c % group || m % group)
+    return fail("%s: group %lld must be >= 1 and divide the channels %lld and %lld", kOp, ll(group),
+                ll(c), ll(m));
+  g.n = n, g.c = c, g.m = m, g.group = group, g.cg = c / group, g.mg = m / group;
+  for (int i = 0; i < 3; ++i) {
+    int64_t j = i - (3 - nd);
+    bool used = j >= 0;
+    g.in[i] = used ? in[j] : 1, g.k[i] = used ? k[j] : 1, g.out[i] = used ? out[j] : 1;
+    g.s[i] = used ? s[j] : 1, g.d[i] = used ? d[j] : 1, g.p[i] = used ? p[j] : 0;
+    if (g.in[i] < 0 || g.k[i] < 0 || g.out[i] < 0 || g.s[i] < 1 || g.d[i] < 1 ||
+        g.p[i] < -(INT64_MAX >> 2))
+      return fail("%s: spatial dim %lld has input %lld, kernel %lld, output %lld, stride %lld, "
+                  "dilation %lld, pad %lld (sizes >= 0, strides and dilations >= 1)",
+                  kOp, ll(j), ll(g.in[i]), ll(g.k[i]), ll(g.out[i]), ll(g.s[i]), ll(g.d[i]),
+                  ll(g.p[i]));
+    int64_t a, b, e;
+    if (!mulSize(g.out[i], g.s[i], &a) || !mulSize(g.k[i], g.d[i], &b) ||
+        !mulSize(g.in[i], g.s[i], &e) || a > (INT64_MAX >> 2) || b > (INT64_MAX >> 2) ||
+        e > (INT64_MAX >> 2) || g.p[i] > (INT64_MAX >> 2) || g.out[i] > (INT64_MAX >> 2))
+      return fail("%s: the coordinates of spatial dim %lld overflow", kOp, ll(j));
+  }
+  int64_t all;
+  if (!mulSizes({g.in[0], g.in[1], g.in[2]}, &g.inSize) ||
+      !mulSizes({g.k[0], g.k[1], g.k[2]}, &g.kSize) ||
+      !mulSizes({g.out[0], g.out[1], g.out[2]}, &g.outSize) || !mulSize(g.cg, g.kSize, &g.cols) ||
+      !mulSizes({n, c, g.inSize}, &all) || !mulSizes({n, m, g.outSize}, &all) ||
+      !mulSizes({g.cols, g.outSize}, &all) || !mulSizes({m, g.cols}, &all))
+    return fail("%s: the tensor sizes overflow int64", kOp);
+  return 0;
+}
+
+/// y (rows x cols, ldy) = a (rows x k, lda) * b^T where b is (cols x k, ldb): BLAS when the
+/// sizes fit its int, else plain loops.
+template <typename T>
+void gemmNT(const T *a, int64_t lda, const T *b, int64_t ldb, T *y, int64_t ldy, int64_t rows,
+            int64_t cols, int64_t k) {
+  if (rows == 0 || cols == 0) return;
+  if (k == 0) {
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) y[i * ldy + j] = T(0);
+    return;
+  }
+  if (rows <= INT_MAX && cols <= INT_MAX && k <= INT_MAX && lda <= INT_MAX && ldb <= INT_MAX &&
+      ldy <= INT_MAX) {
+    if constexpr (std::is_same_v<T, float>)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(rows), int(cols), int(k), 1.0f, a,
+                  int(lda), b, int(ldb), 0.0f, y, int(ldy));
+    else
+      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(rows), int(cols), int(k), 1.0, a,
+                  int(lda), b, int(ldb), 0.0, y, int(ldy));
+    return;
+  }
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      T acc = 0;
+      for (int64_t q = 0; q < k; ++q) acc += a[i * lda + q] * b[j * ldb + q];
+      y[i * ldy + j] = acc;
+    }
+}
+
+bool isPointwise(const NhwcGeom &g) {
+  for (int i = 0; i < 3; ++i)
+    if (g.k[i] != 1 || g.s[i] != 1 || g.p[i] != 0 || g.out[i] != g.in[i]) return false;
+  return true;
+}
+
+/// Columns of image `b`, group `gr`: col[o][kk * cg + ic] = x[b][pos(o, kk)][gr * cg + ic].
+template <typename T>
+void im2colNhwc(const NhwcGeom &g, const T *x, T *col, int64_t b, int64_t gr) {
+  const T *xb = x + b * g.inSize * g.c + gr * g.cg;
+  for (int64_t o0 = 0; o0 < g.out[0]; ++o0)
+    for (int64_t o1 = 0; o1 < g.out[1]; ++o1)
+      for (int64_t o2 = 0; o2 < g.out[2]; ++o2) {
+        T *row = col + ((o0 * g.out[1] + o1) * g.out[2] + o2) * g.cols;
+        for (int64_t k0 = 0; k0 < g.k[0]; ++k0) {
+          int64_t i0 = o0 * g.s[0] - g.p[0] + k0 * g.d[0];
+          for (int64_t k1 = 0; k1 < g.k[1]; ++k1) {
+            int64_t i1 = o1 * g.s[1] - g.p[1] + k1 * g.d[1];
+            for (int64_t k2 = 0; k2 < g.k[2]; ++k2) {
+              int64_t i2 = o2 * g.s[2] - g.p[2] + k2 * g.d[2];
+              T *dst = row + ((k0 * g.k[1] + k1) * g.k[2] + k2) * g.cg;
+              if (i0 < 0 || i0 >= g.in[0] || i1 < 0 || i1 >= g.in[1] || i2 < 0 || i2 >= g.in[2]) {
+                for (int64_t ic = 0; ic < g.cg; ++ic) dst[ic] = T(0);
+                continue;
+              }
+              const T *src = xb + ((i0 * g.in[1] + i1) * g.in[2] + i2) * g.c;
+              std::memcpy(dst, src, size_t(g.cg) * sizeof(T));
+            }
+          }
+        }
+      }
+}
+
+/// Direct loops, when no column buffer can be had.
+template <typename T> void directNhwc(const NhwcGeom &g, const T *x, const T *w, T *y) {
+  for (int64_t b = 0; b < g.n; ++b)
+    for (int64_t o0 = 0; o0 < g.out[0]; ++o0)
+      for (int64_t o1 = 0; o1 < g.out[1]; ++o1)
+        for (int64_t o2 = 0; o2 < g.out[2]; ++o2) {
+          T *yo = y + (((b * g.out[0] + o0) * g.out[1] + o1) * g.out[2] + o2) * g.m;
+          for (int64_t oc = 0; oc < g.m; ++oc) {
+            int64_t gr = oc / g.mg;
+            T acc = 0;
+            for (int64_t k0 = 0; k0 < g.k[0]; ++k0)
+              for (int64_t k1 = 0; k1 < g.k[1]; ++k1)
+                for (int64_t k2 = 0; k2 < g.k[2]; ++k2) {
+                  int64_t i0 = o0 * g.s[0] - g.p[0] + k0 * g.d[0];
+                  int64_t i1 = o1 * g.s[1] - g.p[1] + k1 * g.d[1];
+                  int64_t i2 = o2 * g.s[2] - g.p[2] + k2 * g.d[2];
+                  if (i0 < 0 || i0 >= g.in[0] || i1 < 0 || i1 >= g.in[1] || i2 < 0 || i2 >= g.in[2])
+                    continue;
+                  const T *xs =
+                      x + (((b * g.in[0] + i0) * g.in[1] + i1) * g.in[2] + i2) * g.c + gr * g.cg;
+                  const T *ws = w + (oc * g.kSize + (k0 * g.k[1] + k1) * g.k[2] + k2) * g.cg;
+                  for (int64_t ic = 0; ic < g.cg; ++ic) acc += xs[ic] * ws[ic];
+                }
+            yo[oc] = acc;
+          }
+        }
+}
+
+template <typename T> void convNhwc(const NhwcGeom &g, const T *x, const T *w, T *y) {
+  if (g.n == 0 || g.m == 0 || g.outSize == 0) return;
+  if (g.group == 1 && isPointwise(g)) { // one GEMM: [n * positions, c] x [m, c]^T
+    gemmNT(x, g.c, w, g.c, y, g.m, g.n * g.outSize, g.m, g.c);
+    return;
+  }
+  std::vector<T> col;
+  try {
+    col.resize(size_t(g.outSize * g.cols));
+  } catch (const std::bad_alloc &) {
+    directNhwc(g, x, w, y);
+    return;
+  }
+  for (int64_t b = 0; b < g.n; ++b)
+    for (int64_t gr = 0; gr < g.group; ++gr) {
+      im2colNhwc(g, x, col.data(), b, gr);
+      gemmNT(col.data(), g.cols, w + gr * g.mg * g.cols, g.cols,
+             y + b * g.outSize * g.m + gr * g.mg, g.m, g.outSize, g.mg, g.cols);
+    }
+}
+
+template <typename T>
+int32_t runNhwc(const void *x, const void *w, void *y, int64_t n, int64_t c, int64_t m,
+                int64_t group, int64_t nd, const int64_t in[3], const int64_t k[3],
+                const int64_t out[3], const int64_t s[3], const int64_t d[3], const int64_t p[3]) {
+  NhwcGeom g;
+  if (int32_t r = makeNhwcGeom(g, n, c, m, group, nd, in, k, out, s, d, p)) return r;
+  convNhwc(g, static_cast<const T *>(x), static_cast<const T *>(w), static_cast<T *>(y));
+  return 0;
+}
+
+template <typename H>
+int32_t runNhwcHalf(const void *x, const void *w, void *y, int64_t n, int64_t c, int64_t m,
+                    int64_t group, int64_t nd, const int64_t in[3], const int64_t k[3],
+                    const int64_t out[3], const int64_t s[3], const int64_t d[3],
+                    const int64_t p[3]) {
+  NhwcGeom g;
+  if (int32_t r = makeNhwcGeom(g, n, c, m, group, nd, in, k, out, s, d, p)) return r;
+  try {
+    const auto *xs = static_cast<const uint16_t *>(x), *ws = static_cast<const uint16_t *>(w);
+    std::vector<float> xf(size_t(g.n * g.inSize * g.c)), wf(size_t(g.m * g.cols)),
+        yf(size_t(g.n * g.outSize * g.m));
+    for (size_t i = 0; i < xf.size(); ++i) xf[i] = H::load(xs[i]);
+    for (size_t i = 0; i < wf.size(); ++i) wf[i] = H::load(ws[i]);
+    convNhwc(g, xf.data(), wf.data(), yf.data());
+    auto *ys = static_cast<uint16_t *>(y);
+    for (size_t i = 0; i < yf.size(); ++i) ys[i] = H::store(yf[i]);
+  } catch (const std::bad_alloc &) {
+    return fail("%s: out of memory", kOp);
+  }
+  return 0;
+}
+
+struct HalfBitsN {
+  static float load(uint16_t v) { return halfBitsToFloat(v); }
+  static uint16_t store(float v) { return floatToHalfBits(v); }
+};
+struct Bf16BitsN {
+  static float load(uint16_t v) { return bf16BitsToFloat(v); }
+  static uint16_t store(float v) { return floatToBf16Bits(v); }
+};
+
+} // namespace
+} // namespace coil::cpu
+
+using namespace coil::cpu;
+
+extern "C" {
+
+#define COIL_CPU_DEFINE_CONV_NHWC(S, RUN)                                                          \
+  int32_t coil_cpu_conv_nhwc_##S(                                                                  \
+      const void *x, const void *w, void *y, int64_t n, int64_t c, int64_t m, int64_t group,       \
+      int64_t nd, int64_t in0, int64_t in1, int64_t in2, int64_t k0, int64_t k1, int64_t k2,       \
+      int64_t out0, int64_t out1, int64_t out2, int64_t s0, int64_t s1, int64_t s2, int64_t d0,    \
+      int64_t d1, int64_t d2, int64_t p0, int64_t p1, int64_t p2) {                                \
+    const int64_t in[3] = {in0, in1, in2}, k[3] = {k0, k1, k2}, out[3] = {out0, out1, out2};       \
+    const int64_t s[3] = {s0, s1, s2}, d[3] = {d0, d1, d2}, p[3] = {p0, p1, p2};                   \
+    return RUN(x, w, y, n, c, m, group, nd, in, k, out, s, d, p);                                  \
+  }
+
+COIL_CPU_DEFINE_CONV_NHWC(f32, runNhwc<float>)
+COIL_CPU_DEFINE_CONV_NHWC(f64, runNhwc<double>)
+COIL_CPU_DEFINE_CONV_NHWC(f16, runNhwcHalf<HalfBitsN>)
+COIL_CPU_DEFINE_CONV_NHWC(bf16, runNhwcHalf<Bf16BitsN>)
+#undef COIL_CPU_DEFINE_CONV_NHWC
+
+} // extern "C"
