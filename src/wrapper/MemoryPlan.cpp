@@ -301,6 +301,7 @@ private:
     std::vector<int32_t> order(ng);
     for (size_t i = 0; i < ng; ++i) order[i] = int32_t(i);
     std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+      if (o_.longestLivedFirst && span[a] != span[b]) return span[a] > span[b];
       if (alignedHint[a] != alignedHint[b]) return alignedHint[a] > alignedHint[b];
       return span[a] > span[b];
     });
@@ -540,6 +541,11 @@ Status planMemory(WrapperProgram &p, const MemoryPlanOptions &options) {
         }
       }
   for (const auto &[s, v] : options.hints) points.front()[s] = v; // the caller's point
+  for (size_t i = 0, n = variants.size(); i < n; ++i) {
+    MemoryPlanOptions o = variants[i];
+    o.longestLivedFirst = true;
+    variants.push_back(o);
+  }
   std::optional<WrapperProgram> best;
   double bestScore = 0;
   for (const MemoryPlanOptions &o : variants) {

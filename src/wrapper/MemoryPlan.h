@@ -19,11 +19,11 @@
 ///    largest first (sizes at the hints); each takes the lowest position that is free at the
 ///    hints among 0 and the ends of the blocks it meets in time, provided it provably (under the
 ///    symbol ranges) ends below each such block placed above it; the topmost position needs no
-///    proof. Chains dominated by another (a subset, or a provably smaller sum) are dropped and
+///    proof (or, as a variant, longest lived first). Chains dominated by another (a subset, or a provably smaller sum) are dropped and
 ///    at most 6 are kept (merging two into their union bounds both), so offsets stay small.
 ///    So two blocks live at once never overlap, whatever the symbols' values.
 /// planMemory plans several times (hints: the given ones, every symbol at 1, 16 and 1024, and
-/// points where the symbols differ; each with and without step 1) and keeps the plan whose worst
+/// points where the symbols differ; each with and without step 1, in both placement orders) and keeps the plan whose worst
 /// arena / lower-bound ratio over a set of sample points of the input-bound symbols is smallest.
 /// FreeIfNotReused lines become Free.
 #pragma once
@@ -43,6 +43,10 @@ struct MemoryPlanOptions {
   /// missing here samples as `defaultHint`; every hint is clamped to its symbol's range.
   SymBindings hints;
   int64_t defaultHint = 64;
+  /// The order blocks take their arena positions in: largest first (at the hints; the longer
+  /// lived first among equals), or longest lived first (long-lived blocks low in the arena,
+  /// short-lived ones packed above them).
+  bool longestLivedFirst = false;
 };
 
 Status planMemory(WrapperProgram &p, const MemoryPlanOptions &options);
