@@ -1,6 +1,8 @@
 // Folding of conv bias adds and clamps into the CPU conv extern (see FoldConvBias.h).
 #include "lower/FoldConvBias.h"
 
+#include "lower/LoopRewrite.h"
+
 #include <algorithm>
 #include <cmath>
 #include <optional>
@@ -17,47 +19,12 @@ std::string convSuffix(const std::string &fn, const std::string &prefix) {
   return s == "f32" || s == "f64" ? s : "";
 }
 
-/// The node that statement `v` loads when it loads it at the point `vars` of the reader.
-std::optional<NodeId> identityLoad(const Body &b, Val v, const std::vector<std::string> &vars) {
-  if (v < 0 || size_t(v) >= b.stmts.size()) return std::nullopt;
-  const Stmt &s = b.stmts[size_t(v)];
-  if (s.kind != Stmt::Kind::Load || s.index.size() != vars.size()) return std::nullopt;
-  for (size_t d = 0; d < vars.size(); ++d)
-    if (s.index[d] != SymInt::symbol(vars[d])) return std::nullopt;
-  return s.node;
-}
-
 /// The value of a finite floating constant statement.
 std::optional<double> floatConstant(const Body &b, Val v) {
   if (v < 0 || size_t(v) >= b.stmts.size()) return std::nullopt;
   const Stmt &s = b.stmts[size_t(v)];
   if (s.kind != Stmt::Kind::Constant || s.isInt || !std::isfinite(s.number)) return std::nullopt;
   return s.number;
-}
-
-/// Per node: the distinct nodes that read it (loads, extern arguments, MultiOutput sources).
-std::vector<std::vector<NodeId>> readersOf(const LoopProgram &p) {
-  std::vector<std::vector<NodeId>> r(p.nodes.size());
-  auto add = [&](NodeId src, NodeId reader) {
-    if (src < 0 || size_t(src) >= r.size()) return;
-    auto &v = r[size_t(src)];
-    if (std::find(v.begin(), v.end(), reader) == v.end()) v.push_back(reader);
-  };
-  auto body = [&](const Body &b, NodeId reader) {
-    for (const Stmt &s : b.stmts)
-      if (s.kind == Stmt::Kind::Load) add(s.node, reader);
-  };
-  for (size_t i = 0; i < p.nodes.size(); ++i) {
-    NodeId id = NodeId(i);
-    const NodeKind &k = p.nodes[i].kind;
-    if (const auto *pw = std::get_if<PointwiseNode>(&k)) body(pw->body, id);
-    if (const auto *rd = std::get_if<ReductionNode>(&k)) body(rd->body, id);
-    if (const auto *ex = std::get_if<ExternNode>(&k))
-      for (const ExternArg &a : ex->args)
-        if (a.kind == ExternArg::Kind::Node) add(a.node, id);
-    if (const auto *mo = std::get_if<MultiOutputNode>(&k)) add(mo->source, id);
-  }
-  return r;
 }
 
 bool onlyReader(const LoopProgram &p, const std::vector<std::vector<NodeId>> &readers, NodeId src,
@@ -135,50 +102,6 @@ std::optional<Clamp> matchClamp(const Node &n, const PointwiseNode &pw) {
   if (c.flags == 0 || !src) return std::nullopt;
   c.src = *src;
   return c;
-}
-
-/// Removes the nodes marked in `dead` and renumbers every reference to the others.
-void removeNodes(LoopProgram &p, const std::vector<bool> &dead) {
-  std::vector<NodeId> remap(p.nodes.size(), -1);
-  std::vector<Node> kept;
-  for (size_t i = 0; i < p.nodes.size(); ++i) {
-    if (dead[i]) continue;
-    remap[i] = NodeId(kept.size());
-    kept.push_back(std::move(p.nodes[i]));
-  }
-  auto fix = [&](NodeId &id) {
-    if (id >= 0) {
-      COIL_CHECK(remap[size_t(id)] >= 0) << "a removed node is still referenced";
-      id = remap[size_t(id)];
-    }
-  };
-  auto body = [&](Body &b) {
-    for (Stmt &s : b.stmts)
-      if (s.kind == Stmt::Kind::Load) fix(s.node);
-  };
-  for (Node &n : kept) {
-    if (auto *pw = std::get_if<PointwiseNode>(&n.kind)) body(pw->body);
-    if (auto *rd = std::get_if<ReductionNode>(&n.kind)) body(rd->body);
-    if (auto *ex = std::get_if<ExternNode>(&n.kind))
-      for (ExternArg &a : ex->args)
-        if (a.kind == ExternArg::Kind::Node) fix(a.node);
-    if (auto *mo = std::get_if<MultiOutputNode>(&n.kind)) fix(mo->source);
-  }
-  for (NodeId &id : p.inputs) fix(id);
-  for (NodeId &id : p.outputs) fix(id);
-  p.nodes = std::move(kept);
-}
-
-/// Node `into` becomes the extern `ex`, absorbing node `from` (whose origins it adds).
-void absorb(LoopProgram &p, NodeId into, NodeId from, ExternNode ex) {
-  Node &dst = p.nodes[size_t(into)];
-  const Node &src = p.nodes[size_t(from)];
-  ex.outputs = {TensorType{dst.dtype, dst.shape}};
-  std::vector<int32_t> origins = src.origins;
-  for (int32_t o : dst.origins)
-    if (std::find(origins.begin(), origins.end(), o) == origins.end()) origins.push_back(o);
-  dst.origins = std::move(origins);
-  dst.kind = std::move(ex);
 }
 
 ExternArg intArg(int64_t v) {
