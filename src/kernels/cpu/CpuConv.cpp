@@ -13,16 +13,6 @@
 #include <vector>
 
 namespace coil::cpu {
-namespace {
-
-// --- Convolution
-
-/// Geometry of a conv or transposed conv with up to 3 spatial dims, validated.
-struct ConvGeom {
-  int64_t n = 0, c = 0, m = 0, group = 1, cg = 0, mg = 0;
-  int64_t in[3], k[3], out[3], s[3], d[3], p[3];
-  int64_t inSize = 0, kSize = 0, outSize = 0, colRows = 0;
-};
 
 /// 0, or the status of fail naming `op` and the broken rule.
 int32_t makeGeom(const char *op, ConvGeom &g, int64_t n, int64_t c, int64_t m, int64_t group,
@@ -66,6 +56,10 @@ int32_t makeGeom(const char *op, ConvGeom &g, int64_t n, int64_t c, int64_t m, i
     return fail("%s: the tensor sizes overflow int64", op);
   return 0;
 }
+
+namespace {
+
+// --- Convolution
 
 /// The output positions o2 of the last dim whose input position o2 * s2 + off lies in
 /// [0, in2): [lo, hi).

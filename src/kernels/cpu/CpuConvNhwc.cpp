@@ -19,49 +19,6 @@ namespace {
 
 constexpr const char *kOp = "conv_nhwc";
 
-struct NhwcGeom {
-  int64_t n = 0, c = 0, m = 0, group = 1, cg = 0, mg = 0;
-  int64_t in[3], k[3], out[3], s[3], d[3], p[3];
-  int64_t inSize = 0, kSize = 0, outSize = 0, cols = 0; ///< cols = kSize * cg
-};
-
-int32_t makeNhwcGeom(NhwcGeom &g, int64_t n, int64_t c, int64_t m, int64_t group, int64_t nd,
-                     const int64_t in[3], const int64_t k[3], const int64_t out[3],
-                     const int64_t s[3], const int64_t d[3], const int64_t p[3]) {
-  if (nd < 1 || nd > 3) return fail("%s: %lld spatial dims, 1 to 3 are supported", kOp, ll(nd));
-  if (n < 0 || c < 0 || m < 0)
-    return fail("%s: sizes n %lld, c %lld, m %lld must be >= 0", kOp, ll(n), ll(c), ll(m));
-  if (group < 1 || c % group || m % group)
-    return fail("%s: group %lld must be >= 1 and divide the channels %lld and %lld", kOp, ll(group),
-                ll(c), ll(m));
-  g.n = n, g.c = c, g.m = m, g.group = group, g.cg = c / group, g.mg = m / group;
-  for (int i = 0; i < 3; ++i) {
-    int64_t j = i - (3 - nd);
-    bool used = j >= 0;
-    g.in[i] = used ? in[j] : 1, g.k[i] = used ? k[j] : 1, g.out[i] = used ? out[j] : 1;
-    g.s[i] = used ? s[j] : 1, g.d[i] = used ? d[j] : 1, g.p[i] = used ? p[j] : 0;
-    if (g.in[i] < 0 || g.k[i] < 0 || g.out[i] < 0 || g.s[i] < 1 || g.d[i] < 1 ||
-        g.p[i] < -(INT64_MAX >> 2))
-      return fail("%s: spatial dim %lld has input %lld, kernel %lld, output %lld, stride %lld, "
-                  "dilation %lld, pad %lld (sizes >= 0, strides and dilations >= 1)",
-                  kOp, ll(j), ll(g.in[i]), ll(g.k[i]), ll(g.out[i]), ll(g.s[i]), ll(g.d[i]),
-                  ll(g.p[i]));
-    int64_t a, b, e;
-    if (!mulSize(g.out[i], g.s[i], &a) || !mulSize(g.k[i], g.d[i], &b) ||
-        !mulSize(g.in[i], g.s[i], &e) || a > (INT64_MAX >> 2) || b > (INT64_MAX >> 2) ||
-        e > (INT64_MAX >> 2) || g.p[i] > (INT64_MAX >> 2) || g.out[i] > (INT64_MAX >> 2))
-      return fail("%s: the coordinates of spatial dim %lld overflow", kOp, ll(j));
-  }
-  int64_t all;
-  if (!mulSizes({g.in[0], g.in[1], g.in[2]}, &g.inSize) ||
-      !mulSizes({g.k[0], g.k[1], g.k[2]}, &g.kSize) ||
-      !mulSizes({g.out[0], g.out[1], g.out[2]}, &g.outSize) || !mulSize(g.cg, g.kSize, &g.cols) ||
-      !mulSizes({n, c, g.inSize}, &all) || !mulSizes({n, m, g.outSize}, &all) ||
-      !mulSizes({g.cols, g.outSize}, &all) || !mulSizes({m, g.cols}, &all))
-    return fail("%s: the tensor sizes overflow int64", kOp);
-  return 0;
-}
-
 /// y (rows x cols, ldy) = a (rows x k, lda) * b^T where b is (cols x k, ldb): BLAS when the
 /// sizes fit its int, else plain loops.
 template <typename T>
@@ -91,7 +48,7 @@ void gemmNT(const T *a, int64_t lda, const T *b, int64_t ldb, T *y, int64_t ldy,
     }
 }
 
-bool isPointwise(const NhwcGeom &g) {
+bool isPointwise(const ConvGeom &g) {
   for (int i = 0; i < 3; ++i)
     if (g.k[i] != 1 || g.s[i] != 1 || g.p[i] != 0 || g.out[i] != g.in[i]) return false;
   return true;
@@ -99,12 +56,12 @@ bool isPointwise(const NhwcGeom &g) {
 
 /// Columns of image `b`, group `gr`: col[o][kk * cg + ic] = x[b][pos(o, kk)][gr * cg + ic].
 template <typename T>
-void im2colNhwc(const NhwcGeom &g, const T *x, T *col, int64_t b, int64_t gr) {
+void im2colNhwc(const ConvGeom &g, const T *x, T *col, int64_t b, int64_t gr) {
   const T *xb = x + b * g.inSize * g.c + gr * g.cg;
   for (int64_t o0 = 0; o0 < g.out[0]; ++o0)
     for (int64_t o1 = 0; o1 < g.out[1]; ++o1)
       for (int64_t o2 = 0; o2 < g.out[2]; ++o2) {
-        T *row = col + ((o0 * g.out[1] + o1) * g.out[2] + o2) * g.cols;
+        T *row = col + ((o0 * g.out[1] + o1) * g.out[2] + o2) * g.colRows;
         for (int64_t k0 = 0; k0 < g.k[0]; ++k0) {
           int64_t i0 = o0 * g.s[0] - g.p[0] + k0 * g.d[0];
           for (int64_t k1 = 0; k1 < g.k[1]; ++k1) {
@@ -125,7 +82,7 @@ void im2colNhwc(const NhwcGeom &g, const T *x, T *col, int64_t b, int64_t gr) {
 }
 
 /// Direct loops, when no column buffer can be had.
-template <typename T> void directNhwc(const NhwcGeom &g, const T *x, const T *w, T *y) {
+template <typename T> void directNhwc(const ConvGeom &g, const T *x, const T *w, T *y) {
   for (int64_t b = 0; b < g.n; ++b)
     for (int64_t o0 = 0; o0 < g.out[0]; ++o0)
       for (int64_t o1 = 0; o1 < g.out[1]; ++o1)
@@ -152,7 +109,7 @@ template <typename T> void directNhwc(const NhwcGeom &g, const T *x, const T *w,
         }
 }
 
-template <typename T> void convNhwc(const NhwcGeom &g, const T *x, const T *w, T *y) {
+template <typename T> void convNhwc(const ConvGeom &g, const T *x, const T *w, T *y) {
   if (g.n == 0 || g.m == 0 || g.outSize == 0) return;
   if (g.group == 1 && isPointwise(g)) { // one GEMM: [n * positions, c] x [m, c]^T
     gemmNT(x, g.c, w, g.c, y, g.m, g.n * g.outSize, g.m, g.c);
@@ -160,7 +117,7 @@ template <typename T> void convNhwc(const NhwcGeom &g, const T *x, const T *w, T
   }
   std::vector<T> col;
   try {
-    col.resize(size_t(g.outSize * g.cols));
+    col.resize(size_t(g.outSize * g.colRows));
   } catch (const std::bad_alloc &) {
     directNhwc(g, x, w, y);
     return;
@@ -168,8 +125,8 @@ template <typename T> void convNhwc(const NhwcGeom &g, const T *x, const T *w, T
   for (int64_t b = 0; b < g.n; ++b)
     for (int64_t gr = 0; gr < g.group; ++gr) {
       im2colNhwc(g, x, col.data(), b, gr);
-      gemmNT(col.data(), g.cols, w + gr * g.mg * g.cols, g.cols,
-             y + b * g.outSize * g.m + gr * g.mg, g.m, g.outSize, g.mg, g.cols);
+      gemmNT(col.data(), g.colRows, w + gr * g.mg * g.colRows, g.colRows,
+             y + b * g.outSize * g.m + gr * g.mg, g.m, g.outSize, g.mg, g.colRows);
     }
 }
 
@@ -177,8 +134,8 @@ template <typename T>
 int32_t runNhwc(const void *x, const void *w, void *y, int64_t n, int64_t c, int64_t m,
                 int64_t group, int64_t nd, const int64_t in[3], const int64_t k[3],
                 const int64_t out[3], const int64_t s[3], const int64_t d[3], const int64_t p[3]) {
-  NhwcGeom g;
-  if (int32_t r = makeNhwcGeom(g, n, c, m, group, nd, in, k, out, s, d, p)) return r;
+  ConvGeom g;
+  if (int32_t r = makeGeom(kOp, g, n, c, m, group, nd, in, k, out, s, d, p)) return r;
   convNhwc(g, static_cast<const T *>(x), static_cast<const T *>(w), static_cast<T *>(y));
   return 0;
 }
@@ -188,11 +145,11 @@ int32_t runNhwcHalf(const void *x, const void *w, void *y, int64_t n, int64_t c,
                     int64_t group, int64_t nd, const int64_t in[3], const int64_t k[3],
                     const int64_t out[3], const int64_t s[3], const int64_t d[3],
                     const int64_t p[3]) {
-  NhwcGeom g;
-  if (int32_t r = makeNhwcGeom(g, n, c, m, group, nd, in, k, out, s, d, p)) return r;
+  ConvGeom g;
+  if (int32_t r = makeGeom(kOp, g, n, c, m, group, nd, in, k, out, s, d, p)) return r;
   try {
     const auto *xs = static_cast<const uint16_t *>(x), *ws = static_cast<const uint16_t *>(w);
-    std::vector<float> xf(size_t(g.n * g.inSize * g.c)), wf(size_t(g.m * g.cols)),
+    std::vector<float> xf(size_t(g.n * g.inSize * g.c)), wf(size_t(g.m * g.colRows)),
         yf(size_t(g.n * g.outSize * g.m));
     for (size_t i = 0; i < xf.size(); ++i) xf[i] = H::load(xs[i]);
     for (size_t i = 0; i < wf.size(); ++i) wf[i] = H::load(ws[i]);

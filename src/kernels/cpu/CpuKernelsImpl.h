@@ -148,6 +148,19 @@ template <typename E> bool isNonZero(typename E::S v) {
     return v != 0;
 }
 
+/// Geometry of a conv or transposed conv with up to 3 spatial dims, validated.
+struct ConvGeom {
+  int64_t n = 0, c = 0, m = 0, group = 1, cg = 0, mg = 0;
+  int64_t in[3], k[3], out[3], s[3], d[3], p[3];
+  int64_t inSize = 0, kSize = 0, outSize = 0, colRows = 0;
+};
+
+/// Validates a conv or transposed conv geometry (`nd` 1 to 3 spatial dims, right-aligned into
+/// 3 with unused leading dims of size 1): 0, or the status of fail() naming `op` and the rule.
+int32_t makeGeom(const char *op, ConvGeom &g, int64_t n, int64_t c, int64_t m, int64_t group,
+                 int64_t nd, const int64_t in[3], const int64_t k[3], const int64_t out[3],
+                 const int64_t s[3], const int64_t d[3], const int64_t p[3]);
+
 } // namespace coil::cpu
 
 // One macro application per dtype suffix and traits type.
