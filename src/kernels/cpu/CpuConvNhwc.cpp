@@ -148,28 +148,15 @@ int32_t runNhwcHalf(const void *x, const void *w, void *y, int64_t n, int64_t c,
   ConvGeom g;
   if (int32_t r = makeGeom(kOp, g, n, c, m, group, nd, in, k, out, s, d, p)) return r;
   try {
-    const auto *xs = static_cast<const uint16_t *>(x), *ws = static_cast<const uint16_t *>(w);
-    std::vector<float> xf(size_t(g.n * g.inSize * g.c)), wf(size_t(g.m * g.colRows)),
-        yf(size_t(g.n * g.outSize * g.m));
-    for (size_t i = 0; i < xf.size(); ++i) xf[i] = H::load(xs[i]);
-    for (size_t i = 0; i < wf.size(); ++i) wf[i] = H::load(ws[i]);
+    std::vector<float> xf = widen<H>(x, g.n * g.inSize * g.c), wf = widen<H>(w, g.m * g.colRows),
+                       yf(size_t(g.n * g.outSize * g.m));
     convNhwc(g, xf.data(), wf.data(), yf.data());
-    auto *ys = static_cast<uint16_t *>(y);
-    for (size_t i = 0; i < yf.size(); ++i) ys[i] = H::store(yf[i]);
+    narrow<H>(yf, y);
   } catch (const std::bad_alloc &) {
     return fail("%s: out of memory", kOp);
   }
   return 0;
 }
-
-struct HalfBitsN {
-  static float load(uint16_t v) { return halfBitsToFloat(v); }
-  static uint16_t store(float v) { return floatToHalfBits(v); }
-};
-struct Bf16BitsN {
-  static float load(uint16_t v) { return bf16BitsToFloat(v); }
-  static uint16_t store(float v) { return floatToBf16Bits(v); }
-};
 
 } // namespace
 } // namespace coil::cpu
@@ -191,8 +178,8 @@ extern "C" {
 
 COIL_CPU_DEFINE_CONV_NHWC(f32, runNhwc<float>)
 COIL_CPU_DEFINE_CONV_NHWC(f64, runNhwc<double>)
-COIL_CPU_DEFINE_CONV_NHWC(f16, runNhwcHalf<HalfBitsN>)
-COIL_CPU_DEFINE_CONV_NHWC(bf16, runNhwcHalf<Bf16BitsN>)
+COIL_CPU_DEFINE_CONV_NHWC(f16, runNhwcHalf<HalfBits>)
+COIL_CPU_DEFINE_CONV_NHWC(bf16, runNhwcHalf<Bf16Bits>)
 #undef COIL_CPU_DEFINE_CONV_NHWC
 
 } // extern "C"
