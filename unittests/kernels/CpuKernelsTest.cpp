@@ -251,6 +251,20 @@ TEST(CpuKernelsConv, ImagesInParallel) {
   checkConv<float>({1, 8, 8, 1, {40, 40}, {3, 3}, {1, 1}, {1, 1}, {-1, 1}, {1, -1}}, 1e-4);
   checkConv<float>({1, 8, 8, 1, {40, 40}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, 1e-4);
 }
+TEST(CpuKernelsConv, MaskedColumns2d) {
+  // The f32 1-D/2-D columns of masked loads (AVX-512 CPUs): rows of 1 to 40 outputs (one
+  // vector, several, a tail), strides 1 and 2 along the row (any stride between rows), pads
+  // wider than the window, negative pads, dilations, 1x1 strided and 1-D convolutions.
+  for (int64_t side : {1, 3, 4, 5, 8, 15, 16, 17, 31, 32, 33, 40})
+    for (int64_t s : {1, 2})
+      checkConv<float>({2, 3, 5, 1, {side, side}, {3, 3}, {s, s}, {1, 1}, {1, 1}, {1, 1}}, 1e-4);
+  checkConv<float>({2, 4, 6, 2, {9, 37}, {3, 3}, {1, 2}, {1, 1}, {3, 4}, {2, 5}}, 1e-4);
+  checkConv<float>({2, 4, 6, 1, {11, 35}, {3, 3}, {2, 1}, {2, 3}, {2, 3}, {1, 4}}, 1e-4);
+  checkConv<float>({2, 3, 4, 1, {9, 20}, {3, 3}, {1, 2}, {1, 1}, {-1, -2}, {1, 2}}, 1e-4);
+  checkConv<float>({3, 16, 32, 1, {16, 16}, {1, 1}, {2, 2}, {1, 1}, {0, 0}, {0, 0}}, 1e-4);
+  checkConv<float>({2, 3, 5, 1, {50}, {4}, {2}, {1}, {2}, {3}}, 1e-4);
+  checkConv<float>({2, 3, 5, 1, {50}, {4}, {1}, {3}, {5}, {0}}, 1e-4);
+}
 TEST(CpuKernelsConv, ThreeDimensional) {
   checkConv<float>({2, 4, 4, 2, {5, 4, 6}, {2, 3, 2}, {1, 2, 2}, {2, 1, 1}, {1, 1, 0}, {0, 1, 1}},
                    1e-5);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
+#include <immintrin.h>
 #include <memory>
 #include <new>
 #include <omp.h>
@@ -326,6 +327,84 @@ void im2colPadded(const ConvGeom &g, const PaddedGeom &pd, const T *xp, T *col) 
   im2colPaddedRows<T, 0>(g, pd, xp, col);
 }
 
+/// Whether the CPU runs the AVX-512 clones (F, VL, BW, DQ).
+bool hasAvx512() {
+  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
+  return yes;
+}
+
+/// Whether im2col2dAvx512 applies: at most two spatial dims (the leading one of size 1) and a
+/// stride of 1 or 2 along the row (stride 2 without dilation).
+bool isIm2col2d(const ConvGeom &g) {
+  return g.in[0] == 1 && g.k[0] == 1 && g.out[0] == 1 && g.p[0] == 0 &&
+         (g.s[2] == 1 || (g.s[2] == 2 && g.d[2] == 1)) && g.in[2] < (int64_t(1) << 40);
+}
+
+/// The lanes [lo, hi) of 16 (clamped) as a mask.
+inline __mmask16 laneRange(int64_t lo, int64_t hi) {
+  lo = std::clamp<int64_t>(lo, 0, 16), hi = std::clamp<int64_t>(hi, 0, 16);
+  if (hi <= lo) return 0;
+  return __mmask16(((1u << hi) - 1u) & ~((1u << lo) - 1u));
+}
+
+/// The address p + off (off may point before p: masked-off lanes are never read, and masked
+/// loads do not fault on them), formed without pointer arithmetic outside the object.
+inline const float *shifted(const float *p, int64_t off) {
+  return reinterpret_cast<const float *>(reinterpret_cast<uintptr_t>(p) +
+                                         uintptr_t(off) * sizeof(float));
+}
+
+/// im2col of one image and group of a 1-D or 2-D f32 convolution straight from x, 16 outputs
+/// of a column row at a time: one masked load per 16 (stride 1) or two and a permute of the
+/// even lanes (stride 2), the padding masked to zero, and a masked store. No padded copy, and
+/// no per-element bounds tests.
+__attribute__((target("avx512f,avx512vl,avx512bw,avx512dq"))) void
+im2col2dAvx512(const ConvGeom &g, const float *x, float *col) {
+  const int64_t in1 = g.in[1], in2 = g.in[2], out1 = g.out[1], out2 = g.out[2];
+  const int64_t k1n = g.k[1], k2n = g.k[2], s1 = g.s[1], s2 = g.s[2], d1 = g.d[1], d2 = g.d[2];
+  const int64_t p1 = g.p[1], p2 = g.p[2], inSize = g.inSize, O = g.outSize, cg = g.cg;
+  const __m512i evens = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512 zero = _mm512_setzero_ps();
+  float *dstRow = col;
+  for (int64_t ic = 0; ic < cg; ++ic) {
+    const float *xc = x + ic * inSize;
+    for (int64_t ky = 0; ky < k1n; ++ky)
+      for (int64_t kx = 0; kx < k2n; ++kx, dstRow += O) {
+        for (int64_t ox0 = 0; ox0 < out2; ox0 += 16) {
+          const int64_t n = std::min<int64_t>(16, out2 - ox0);
+          const __mmask16 store = laneRange(0, n);
+          const int64_t i2s = ox0 * s2 - p2 + kx * d2; // input column of lane 0
+          float *d = dstRow + ox0;
+          if (s2 == 1) {
+            const __mmask16 load = laneRange(-i2s, std::min(n, in2 - i2s));
+            for (int64_t o1 = 0; o1 < out1; ++o1, d += out2) {
+              const int64_t i1 = o1 * s1 - p1 + ky * d1;
+              __m512 v = zero;
+              if (i1 >= 0 && i1 < in1) v = _mm512_maskz_loadu_ps(load, shifted(xc + i1 * in2, i2s));
+              _mm512_mask_storeu_ps(d, store, v);
+            }
+          } else {
+            // Raw lanes r in [0, 2n) hold input columns i2s + r; the outputs take the even ones.
+            const __mmask16 lo = laneRange(-i2s, std::min(2 * n, in2 - i2s));
+            const __mmask16 hi = laneRange(-i2s - 16, std::min(2 * n, in2 - i2s) - 16);
+            for (int64_t o1 = 0; o1 < out1; ++o1, d += out2) {
+              const int64_t i1 = o1 * s1 - p1 + ky * d1;
+              __m512 v = zero;
+              if (i1 >= 0 && i1 < in1) {
+                const float *src = xc + i1 * in2;
+                __m512 a = _mm512_maskz_loadu_ps(lo, shifted(src, i2s));
+                __m512 b = _mm512_maskz_loadu_ps(hi, shifted(src, i2s + 16));
+                v = _mm512_permutex2var_ps(a, evens, b);
+              }
+              _mm512_mask_storeu_ps(d, store, v);
+            }
+          }
+        }
+      }
+  }
+}
+
 /// A 2-D depthwise 3x3 window (dilation 1, pads >= 0, stride S along rows, any stride between
 /// rows) from the zero-padded channel xp [.., P2]: the nine taps of each output in registers.
 template <typename T, int S>
@@ -592,6 +671,8 @@ void conv(const T *x, T *y, const T *w, const ConvGeom &g, const ConvEpilogue<T>
   size_t colSize = direct ? 0 : size_t(g.colRows * g.outSize);
   PaddedGeom pd;
   bool padded = !direct && makePadded(g, pd);
+  // f32 1-D/2-D columns through masked AVX-512 loads, straight from x.
+  const bool fast2d = std::is_same_v<T, float> && !direct && isIm2col2d(g) && hasAvx512();
   // One (image, group): im2col into `col` (unless 1x1), then y_g [mg, O] = w_g [mg, cg*K] *
   // col [cg*K, O].
   auto one = [&](int64_t item, bool parallel) {
@@ -614,8 +695,16 @@ void conv(const T *x, T *y, const T *w, const ConvGeom &g, const ConvEpilogue<T>
         return;
       }
       std::unique_ptr<T[]> localPad;
-      T *xp = padded ? scratch<T, 1>(size_t(pd.size), localPad) : nullptr;
-      if (xp) {
+      bool colDone = false;
+      T *xp = padded && !fast2d ? scratch<T, 1>(size_t(pd.size), localPad) : nullptr;
+      if constexpr (std::is_same_v<T, float>) {
+        if (fast2d) {
+          im2col2dAvx512(g, xg, col);
+          xp = nullptr, colDone = true;
+        }
+      }
+      if (colDone) {
+      } else if (xp) {
         padImage(g, pd, xg, xp);
         im2colPadded(g, pd, xp, col);
       } else {
