@@ -355,6 +355,93 @@ inline const float *shifted(const float *p, int64_t off) {
                                          uintptr_t(off) * sizeof(float));
 }
 
+/// Input planes of at most this many elements (four vectors) and rows of fewer than 16 outputs
+/// take the register path of im2col2dAvx512; the taps x vectors of a column row are bounded by
+/// the table on the stack.
+constexpr int64_t kSmallPlane = 64;
+constexpr int64_t kSmallPlaneEntries = 128;
+
+/// One vector of 16 column elements (flat outputs 16 v to 16 v + 15) of one tap, from a plane
+/// held in four registers: lane L takes plane element idx[L] (`lo` lanes from the first 32,
+/// `hi` lanes from the last 32; the others are padding or past the row, zero).
+struct PlaneTap {
+  __m512i idx;
+  __mmask16 lo, hi;
+};
+
+/// The permutes of im2colSmallPlaneAvx512, the same for every image and channel: taps x
+/// vectors entries.
+struct SmallPlaneTable {
+  int64_t vecs = 0;
+  PlaneTap tap[kSmallPlaneEntries];
+};
+
+/// Whether the small-plane im2col applies (f32, 1-D/2-D, AVX-512; see im2colSmallPlaneAvx512).
+bool isSmallPlane(const ConvGeom &g) {
+  const int64_t vecs = (g.outSize + 15) / 16;
+  return g.inSize <= kSmallPlane && g.out[2] < 16 && g.kSize * vecs <= kSmallPlaneEntries;
+}
+
+__attribute__((target("avx512f,avx512vl,avx512bw,avx512dq"))) void
+makeSmallPlaneTable(const ConvGeom &g, SmallPlaneTable &t) {
+  static_assert(kSmallPlane <= 64, "the plane must fit the four registers");
+  const int64_t O = g.outSize, vecs = (O + 15) / 16;
+  t.vecs = vecs;
+  alignas(64) int32_t idx[16];
+  // Taps and output positions counted without divisions.
+  const int64_t out2 = g.out[2], in1 = g.in[1], in2 = g.in[2];
+  for (int64_t ky = 0, kk = 0; ky < g.k[1]; ++ky)
+    for (int64_t kx = 0; kx < g.k[2]; ++kx, ++kk) {
+      int64_t oy = 0, ox = 0;
+      for (int64_t v = 0; v < vecs; ++v) {
+        unsigned lo = 0, hi = 0;
+        for (int L = 0; L < 16; ++L) {
+          idx[L] = 0;
+          if (16 * v + L >= O) continue;
+          const int64_t i1 = oy * g.s[1] - g.p[1] + ky * g.d[1];
+          const int64_t i2 = ox * g.s[2] - g.p[2] + kx * g.d[2];
+          if (++ox == out2) ox = 0, ++oy;
+          if (i1 < 0 || i1 >= in1 || i2 < 0 || i2 >= in2) continue;
+          const int64_t src = i1 * in2 + i2; // < inSize <= 64
+          idx[L] = int32_t(src);
+          (src < 32 ? lo : hi) |= 1u << L;
+        }
+        PlaneTap &e = t.tap[kk * vecs + v];
+        e.idx = _mm512_load_si512(idx);
+        e.lo = __mmask16(lo), e.hi = __mmask16(hi);
+      }
+    }
+}
+
+/// im2col of small planes (kSmallPlane elements or fewer) whose output rows are shorter than a
+/// vector: the vectors of a column row span several output rows, so instead of one short copy
+/// per output row, each input plane is loaded into registers once and every vector of every
+/// tap is one or two permutes of them (from `table`, the same for every channel).
+__attribute__((target("avx512f,avx512vl,avx512bw,avx512dq"))) void
+im2colSmallPlaneAvx512(const ConvGeom &g, const SmallPlaneTable &table, const float *x,
+                       float *col) {
+  const int64_t O = g.outSize, inSize = g.inSize, taps = g.kSize, vecs = table.vecs;
+  const __mmask16 tail = laneRange(0, O - 16 * (vecs - 1));
+  float *row = col;
+  for (int64_t ic = 0; ic < g.cg; ++ic) {
+    const float *plane = x + ic * inSize;
+    const __m512 p0 = _mm512_maskz_loadu_ps(laneRange(0, inSize), plane);
+    const __m512 p1 = _mm512_maskz_loadu_ps(laneRange(0, inSize - 16), shifted(plane, 16));
+    const __m512 p2 = _mm512_maskz_loadu_ps(laneRange(0, inSize - 32), shifted(plane, 32));
+    const __m512 p3 = _mm512_maskz_loadu_ps(laneRange(0, inSize - 48), shifted(plane, 48));
+    const PlaneTap *t = table.tap;
+    for (int64_t kk = 0; kk < taps; ++kk, row += O)
+      for (int64_t v = 0; v < vecs; ++v, ++t) {
+        __m512 r = _mm512_maskz_permutex2var_ps(t->lo, p0, t->idx, p1);
+        r = _mm512_mask_mov_ps(r, t->hi, _mm512_permutex2var_ps(p2, t->idx, p3));
+        if (v + 1 < vecs)
+          _mm512_storeu_ps(row + 16 * v, r);
+        else
+          _mm512_mask_storeu_ps(row + 16 * v, tail, r);
+      }
+  }
+}
+
 /// im2col of one image and group of a 1-D or 2-D f32 convolution straight from x, 16 outputs
 /// of a column row at a time: one masked load per 16 (stride 1) or two and a permute of the
 /// even lanes (stride 2), the padding masked to zero, and a masked store. No padded copy, and
@@ -673,6 +760,12 @@ void conv(const T *x, T *y, const T *w, const ConvGeom &g, const ConvEpilogue<T>
   bool padded = !direct && makePadded(g, pd);
   // f32 1-D/2-D columns through masked AVX-512 loads, straight from x.
   const bool fast2d = std::is_same_v<T, float> && !direct && isIm2col2d(g) && hasAvx512();
+  // Small planes: permutes of registers, from a table made once for all images.
+  std::unique_ptr<SmallPlaneTable> small;
+  if (fast2d && isSmallPlane(g)) {
+    small.reset(new (std::nothrow) SmallPlaneTable);
+    if (small) makeSmallPlaneTable(g, *small);
+  }
   // One (image, group): im2col into `col` (unless 1x1), then y_g [mg, O] = w_g [mg, cg*K] *
   // col [cg*K, O].
   auto one = [&](int64_t item, bool parallel) {
@@ -698,7 +791,10 @@ void conv(const T *x, T *y, const T *w, const ConvGeom &g, const ConvEpilogue<T>
       bool colDone = false;
       T *xp = padded && !fast2d ? scratch<T, 1>(size_t(pd.size), localPad) : nullptr;
       if constexpr (std::is_same_v<T, float>) {
-        if (fast2d) {
+        if (small) {
+          im2colSmallPlaneAvx512(g, *small, xg, col);
+          xp = nullptr, colDone = true;
+        } else if (fast2d) {
           im2col2dAvx512(g, xg, col);
           xp = nullptr, colDone = true;
         }
