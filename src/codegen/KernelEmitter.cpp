@@ -502,9 +502,20 @@ KernelEmitterBase::opExpr(const Stmt &s, const std::vector<std::string> &valName
   case ScalarOp::FMod:
     if (bo) return bad();
     return fl ? "std::fmod(" + a + ", " + x + ")" : tmpl("coil_rem");
-  case ScalarOp::Pow:
+  case ScalarOp::Pow: {
     if (bo) return bad();
-    return fl ? "std::pow(" + a + ", " + x + ")" : tmpl("coil_ipow");
+    if (!fl) return tmpl("coil_ipow");
+    // CPU: a constant exponent of 2 or 3 (variances, GELU's cube) as products, which vectorize
+    // where std::pow is a call per element (x * x is the correctly rounded square; the cube
+    // rounds twice, within 2 ulp). NaN, infinities, signed zeros and overflow as pow.
+    const Stmt &e = b.stmts[size_t(s.args[1])];
+    if (!cudaMath_ && e.kind == Stmt::Kind::Constant) {
+      double p = e.isInt ? double(e.intNumber) : e.number;
+      if (p == 2) return "(" + a + " * " + a + ")";
+      if (p == 3) return "(" + a + " * " + a + " * " + a + ")";
+    }
+    return "std::pow(" + a + ", " + x + ")";
+  }
   case ScalarOp::Min:
     return tmpl("coil_min");
   case ScalarOp::Max:
