@@ -424,7 +424,7 @@ Fixture buildFixture() {
   }
 
   // 8. Float ops: each unary op of kUnaryOps, then binary ops and an f64 round trip.
-  int64_t rows = int64_t(kUnaryOps.size()) + 6;
+  int64_t rows = int64_t(kUnaryOps.size()) + 8;
   fx.ux = addNode(p, "ux", DType::F32, {kUN}, true);
   fx.uy = addNode(p, "uy", DType::F32, {rows, kUN}, false);
   {
@@ -453,6 +453,10 @@ Fixture buildFixture() {
     Val sel = b.op(ScalarOp::Select,
                    {b.op(ScalarOp::IsNaN, {x}), b.cnst(DType::F32, -1), b.cast(in, DType::F32)});
     ph.stores.push_back(store(fx.uy, {row++, X0}, sel));
+    // Constant exponents 2 and 3 (printed as products), the second an integer constant.
+    ph.stores.push_back(store(fx.uy, {row++, X0}, b.op(ScalarOp::Pow, {x, b.cnst(DType::F32, 2)})));
+    ph.stores.push_back(
+        store(fx.uy, {row++, X0}, b.op(ScalarOp::Pow, {x, b.icnst(DType::F32, 3)})));
     ph.body = b.body;
     k.phases = {ph};
     k.reads = {fx.ux};
@@ -825,7 +829,7 @@ TEST_F(CpuCodegenTest, FloatOps) {
   std::copy(std::begin(special), std::end(special), x.begin());
   auto near = randomFloats(rng, kUN / 2, -2, 2); // where the piecewise approximations switch
   std::copy(near.begin(), near.end(), x.begin() + kUN / 2);
-  size_t rows = kUnaryOps.size() + 6;
+  size_t rows = kUnaryOps.size() + 8;
   auto ref = [](ScalarOp op, double v) -> double {
     switch (op) {
     case ScalarOp::Exp:
@@ -885,6 +889,8 @@ TEST_F(CpuCodegenTest, FloatOps) {
                   : (v > 0 && !(v > 5)) ? 1.0f
                                         : 0.0f,
                   0, "bool ops" + at);
+      expectClose(got(r + 6), float(std::pow(v, 2.0)), 0, "pow 2" + at);
+      expectClose(got(r + 7), float(std::pow(v, 3.0)), 3e-7f, "pow 3" + at);
     }
   }
 }
@@ -961,6 +967,12 @@ TEST_F(CpuCodegenTest, KernelInfoAndText) {
   // ArgMax stays a scalar loop.
   const std::string &arg = source("k_arg").code;
   EXPECT_EQ(arg.find("#pragma omp simd"), std::string::npos) << arg;
+  // Pow by a constant 2 or 3 is a product (vectorizes); other exponents call std::pow.
+  const std::string &un = source("k_unary").code;
+  EXPECT_EQ(un.find("std::pow(v0, 2"), std::string::npos) << un;
+  EXPECT_EQ(un.find("std::pow(v0, 3"), std::string::npos) << un;
+  EXPECT_NE(un.find("(v0 * v0 * v0)"), std::string::npos) << un;
+  EXPECT_NE(un.find("std::pow("), std::string::npos) << un;
 }
 
 TEST_F(CpuCodegenTest, Deterministic) {
