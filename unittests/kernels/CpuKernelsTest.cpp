@@ -326,6 +326,27 @@ TEST(CpuKernelsConv, BiasAndClampFused) {
   for (float v : y) EXPECT_EQ(v, 3.0f);
 }
 
+TEST(CpuKernelsConv, DepthwiseRegisterPlanesAndStridedRows) {
+  // f32 depthwise on AVX-512 CPUs: planes of up to 32 elements (64 with stride 2) as permutes
+  // of registers (strides, dilations, uneven and negative pads, a depth multiplier, 1-D, more
+  // than one output vector), and stride-2 rows of 16 outputs or more (tails, wide windows).
+  checkConv<float>({4, 24, 24, 24, {2, 2}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, 1e-5);
+  checkConv<float>({3, 6, 12, 6, {5, 6}, {3, 2}, {2, 1}, {2, 1}, {2, 0}, {1, 2}}, 1e-5);
+  checkConv<float>({2, 5, 5, 5, {8, 8}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {0, 0}}, 1e-5);
+  checkConv<float>({2, 4, 4, 4, {7, 9}, {3, 3}, {2, 2}, {1, 1}, {-1, 1}, {2, 1}}, 1e-5);
+  checkConv<float>({2, 3, 3, 3, {30}, {5}, {1}, {2}, {3}, {3}}, 1e-5);
+  checkConv<float>({2, 4, 8, 4, {4, 8}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, 1e-5);
+  checkConv<float>({2, 6, 6, 6, {32, 40}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}}, 1e-5);
+  checkConv<float>({2, 4, 8, 4, {9, 47}, {3, 5}, {1, 2}, {2, 1}, {2, 3}, {0, 2}}, 1e-5);
+  for (int64_t clamp = 0; clamp < 4; ++clamp) {
+    double lo = clamp == 2 ? -0.5 : 0.0, hi = 0.75;
+    checkConvBias<float>({2, 8, 8, 8, {4, 4}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, clamp, lo,
+                         hi);
+    checkConvBias<float>({2, 4, 4, 4, {32, 34}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}}, clamp, lo,
+                         hi);
+  }
+}
+
 TEST(CpuKernelsConv, InvalidGeometryFailsUntouched) {
   std::vector<float> x(16, 1), w(16, 1), y(16, 3);
   // group does not divide the channels; stride 0; nd 4.
