@@ -1,6 +1,8 @@
 // Tests of the CPU extern kernels (kernels/cpu) against naive loops on random data.
 #include "kernels/cpu/CpuKernels.h"
 
+#include "kernels/cpu/CpuKernelsImpl.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -251,10 +253,11 @@ TEST(CpuKernelsConv, ImagesInParallel) {
   checkConv<float>({1, 8, 8, 1, {40, 40}, {3, 3}, {1, 1}, {1, 1}, {-1, 1}, {1, -1}}, 1e-4);
   checkConv<float>({1, 8, 8, 1, {40, 40}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, 1e-4);
 }
-TEST(CpuKernelsConv, MaskedColumns2d) {
-  // The f32 1-D/2-D columns of masked loads (AVX-512 CPUs): rows of 1 to 40 outputs (one
-  // vector, several, a tail), strides 1 and 2 along the row (any stride between rows), pads
-  // wider than the window, negative pads, dilations, 1x1 strided and 1-D convolutions.
+/// The f32 1-D/2-D columns of masked loads (AVX-512 CPUs): rows of 1 to 40 outputs (one
+/// vector, several, a tail), strides 1 and 2 along the row (any stride between rows), pads
+/// wider than the window, negative pads, dilations, 1x1 strided and 1-D convolutions; small
+/// planes (permutes of registers).
+void maskedColumnCases() {
   for (int64_t side : {1, 3, 4, 5, 8, 15, 16, 17, 31, 32, 33, 40})
     for (int64_t s : {1, 2})
       checkConv<float>({2, 3, 5, 1, {side, side}, {3, 3}, {s, s}, {1, 1}, {1, 1}, {1, 1}}, 1e-4);
@@ -264,6 +267,9 @@ TEST(CpuKernelsConv, MaskedColumns2d) {
   checkConv<float>({3, 16, 32, 1, {16, 16}, {1, 1}, {2, 2}, {1, 1}, {0, 0}, {0, 0}}, 1e-4);
   checkConv<float>({2, 3, 5, 1, {50}, {4}, {2}, {1}, {2}, {3}}, 1e-4);
   checkConv<float>({2, 3, 5, 1, {50}, {4}, {1}, {3}, {5}, {0}}, 1e-4);
+}
+TEST(CpuKernelsConv, MaskedColumns2d) {
+  maskedColumnCases();
 }
 TEST(CpuKernelsConv, ThreeDimensional) {
   checkConv<float>({2, 4, 4, 2, {5, 4, 6}, {2, 3, 2}, {1, 2, 2}, {2, 1, 1}, {1, 1, 0}, {0, 1, 1}},
@@ -326,10 +332,10 @@ TEST(CpuKernelsConv, BiasAndClampFused) {
   for (float v : y) EXPECT_EQ(v, 3.0f);
 }
 
-TEST(CpuKernelsConv, DepthwiseRegisterPlanesAndStridedRows) {
-  // f32 depthwise on AVX-512 CPUs: planes of up to 32 elements (64 with stride 2) as permutes
-  // of registers (strides, dilations, uneven and negative pads, a depth multiplier, 1-D, more
-  // than one output vector), and stride-2 rows of 16 outputs or more (tails, wide windows).
+/// f32 depthwise on AVX-512 CPUs: planes of up to 32 elements (64 with stride 2) as permutes
+/// of registers (strides, dilations, uneven and negative pads, a depth multiplier, 1-D, more
+/// than one output vector), and stride-2 rows of 16 outputs or more (tails, wide windows).
+void depthwiseAvx512Cases() {
   checkConv<float>({4, 24, 24, 24, {2, 2}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, 1e-5);
   checkConv<float>({3, 6, 12, 6, {5, 6}, {3, 2}, {2, 1}, {2, 1}, {2, 0}, {1, 2}}, 1e-5);
   checkConv<float>({2, 5, 5, 5, {8, 8}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {0, 0}}, 1e-5);
@@ -345,6 +351,21 @@ TEST(CpuKernelsConv, DepthwiseRegisterPlanesAndStridedRows) {
     checkConvBias<float>({2, 4, 4, 4, {32, 34}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}}, clamp, lo,
                          hi);
   }
+}
+TEST(CpuKernelsConv, DepthwiseRegisterPlanesAndStridedRows) {
+  depthwiseAvx512Cases();
+}
+TEST(CpuKernelsConv, PortablePathsWithoutAvx512) {
+  // The same cases through the portable paths (padded im2col, flat depthwise), which CPUs
+  // without AVX-512 take.
+  struct Restore {
+    ~Restore() { coil::cpu::setConvAvx512Allowed(true); }
+  } restore;
+  coil::cpu::setConvAvx512Allowed(false);
+  maskedColumnCases();
+  depthwiseAvx512Cases();
+  for (int64_t side : {2, 4, 8, 16})
+    checkConv<float>({4, 24, 24, 24, {side, side}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}}, 1e-5);
 }
 
 TEST(CpuKernelsConv, InvalidGeometryFailsUntouched) {

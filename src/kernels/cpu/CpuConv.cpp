@@ -5,6 +5,7 @@
 #include "kernels/cpu/CpuKernelsImpl.h"
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstdlib>
 #include <immintrin.h>
@@ -14,6 +15,14 @@
 #include <vector>
 
 namespace coil::cpu {
+
+namespace {
+std::atomic<bool> avx512Allowed{true};
+} // namespace
+
+void setConvAvx512Allowed(bool allowed) {
+  avx512Allowed.store(allowed, std::memory_order_relaxed);
+}
 
 /// 0, or the status of fail naming `op` and the broken rule.
 int32_t makeGeom(const char *op, ConvGeom &g, int64_t n, int64_t c, int64_t m, int64_t group,
@@ -331,7 +340,7 @@ void im2colPadded(const ConvGeom &g, const PaddedGeom &pd, const T *xp, T *col) 
 bool hasAvx512() {
   static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
                           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
-  return yes;
+  return yes && avx512Allowed.load(std::memory_order_relaxed);
 }
 
 /// Whether im2col2dAvx512 applies: at most two spatial dims (the leading one of size 1) and a

@@ -161,6 +161,10 @@ int32_t makeGeom(const char *op, ConvGeom &g, int64_t n, int64_t c, int64_t m, i
                  int64_t nd, const int64_t in[3], const int64_t k[3], const int64_t out[3],
                  const int64_t s[3], const int64_t d[3], const int64_t p[3]);
 
+/// Whether the AVX-512 paths of the f32 convolutions may run (by default they do, where the
+/// CPU has AVX-512 F/VL/BW/DQ); false sends them to the portable paths, for the tests of those.
+void setConvAvx512Allowed(bool allowed);
+
 } // namespace coil::cpu
 
 // One macro application per dtype suffix and traits type.
