@@ -321,6 +321,12 @@ TEST(CpuKernelsConv, BiasAndClampFused) {
     checkConvBias<float>({2, 4, 8, 4, {10, 9}, {3, 3}, {2, 1}, {1, 1}, {1, 0}, {1, 2}}, clamp, lo,
                          hi);
     checkConvBias<double>({2, 3, 4, 1, {11}, {3}, {2}, {1}, {1}, {1}}, clamp, lo, hi);
+    // Output planes of 1, 2, 4 and 8 (the flat AVX-512 epilogue, channels not a multiple of
+    // the rows per vector), 3 (per row) and 20 (a masked tail).
+    for (std::vector<int64_t> plane :
+         std::vector<std::vector<int64_t>>{{1, 1}, {1, 2}, {2, 2}, {2, 4}, {1, 3}, {4, 5}})
+      checkConvBias<float>({3, 5, 7, 1, plane, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}}, clamp, lo,
+                           hi);
     checkConvBias<double>(
         {1, 2, 2, 1, {4, 3, 5}, {2, 2, 3}, {1, 1, 2}, {1, 1, 1}, {0, 1, 1}, {1, 0, 1}}, clamp, lo,
         hi);
