@@ -267,6 +267,12 @@ void maskedColumnCases() {
   checkConv<float>({3, 16, 32, 1, {16, 16}, {1, 1}, {2, 2}, {1, 1}, {0, 0}, {0, 0}}, 1e-4);
   checkConv<float>({2, 3, 5, 1, {50}, {4}, {2}, {1}, {2}, {3}}, 1e-4);
   checkConv<float>({2, 3, 5, 1, {50}, {4}, {1}, {3}, {5}, {0}}, 1e-4);
+  // Rows of whole vectors and 64+ columns (the implicit GEMM of masked loads): output channels
+  // 8 + 4 + 1, groups, row strides, dilations, wide and uneven pads, 1-D.
+  checkConv<float>({2, 8, 13, 1, {16, 16}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, 1e-4);
+  checkConv<float>({3, 16, 12, 2, {12, 32}, {3, 3}, {2, 1}, {1, 2}, {1, 2}, {2, 2}}, 1e-4);
+  checkConv<float>({1, 8, 8, 1, {5, 44}, {3, 5}, {1, 1}, {2, 1}, {2, 5}, {2, 3}}, 1e-4);
+  checkConv<float>({2, 20, 9, 1, {66}, {4}, {1}, {1}, {0}, {1}}, 1e-4);
 }
 TEST(CpuKernelsConv, MaskedColumns2d) {
   maskedColumnCases();
@@ -355,6 +361,8 @@ void depthwiseAvx512Cases() {
     checkConvBias<float>({2, 8, 8, 8, {4, 4}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, clamp, lo,
                          hi);
     checkConvBias<float>({2, 4, 4, 4, {32, 34}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}}, clamp, lo,
+                         hi);
+    checkConvBias<float>({2, 8, 13, 1, {16, 16}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, clamp, lo,
                          hi);
   }
 }

@@ -982,6 +982,11 @@ void conv(const T *x, T *y, const T *w, const ConvGeom &g, const ConvEpilogue<T>
   if (!mulSizes({g.mg, g.outSize, g.colRows}, &work)) work = INT64_MAX;
   if (g.cg == 1) return depthwise(x, y, w, g, ep);
   bool direct = isPointwiseConv(g);
+  if constexpr (std::is_same_v<T, float>) {
+    if (!direct && hasAvx512() &&
+        convImplicitF32(x, y, w, g, ep.bias, ep.lower, ep.upper, ep.lo, ep.hi))
+      return;
+  }
   int64_t items = g.n * g.group; // (image, group) pairs, each one GEMM
   size_t colSize = direct ? 0 : size_t(g.colRows * g.outSize);
   PaddedGeom pd;

@@ -161,6 +161,12 @@ int32_t makeGeom(const char *op, ConvGeom &g, int64_t n, int64_t c, int64_t m, i
                  int64_t nd, const int64_t in[3], const int64_t k[3], const int64_t out[3],
                  const int64_t s[3], const int64_t d[3], const int64_t p[3]);
 
+/// y = conv(x, w) (+ bias, then clamped below at lo when `lower` and above at hi when `upper`)
+/// for f32 as an implicit GEMM on AVX-512 CPUs (CpuConvAvx512.cpp); false, with nothing
+/// written, where that path does not apply (another CPU, geometry or sizes).
+bool convImplicitF32(const float *x, float *y, const float *w, const ConvGeom &g, const float *bias,
+                     bool lower, bool upper, float lo, float hi);
+
 /// Whether the AVX-512 paths of the f32 convolutions may run (by default they do, where the
 /// CPU has AVX-512 F/VL/BW/DQ); false sends them to the portable paths, for the tests of those.
 void setConvAvx512Allowed(bool allowed);
