@@ -118,8 +118,11 @@ TEST(CpuGemmBias, EveryDtypeTransposeBatchAndRelu) {
         check(t, 1, 7, 9, 5, tr & 1, tr & 2, false, relu, 1.0);
         check(t, 3, 4, 6, 8, tr & 1, tr & 2, false, relu, 0.5);
         check(t, 3, 5, 3, 7, tr & 1, tr & 2, true, relu, -1.25);
-        check(t, 2, 33, 70, 65, tr & 1, tr & 2, true, relu, 1.0); // parallel epilogue rows
+        check(t, 2, 33, 70, 65, tr & 1, tr & 2, true, relu, 1.0);
       }
+  // Enough rows x columns (>= 2^16) for the epilogue's rows over threads, odd row lengths.
+  for (const Dt &t : kDts)
+    for (bool relu : {false, true}) check(t, 3, 230, 97, 6, false, false, false, relu, 1.0);
 }
 
 TEST(CpuGemmBias, EmptyInnerDimensionWritesTheBias) {

@@ -265,20 +265,49 @@ int32_t gemmHalf(const void *a, const void *b, const void *c, void *y, int64_t b
 /// The bias epilogue of coil_cpu_gemm_bias_*, in place on the batch * m rows of y (n wide):
 /// y[r, j] = act(y[r, j] + bias[j]) in T (f32 for the f16/bf16 kernels, before their single
 /// rounding), act = ReLU (`v < 0 ? 0 : v`, NaN kept) when `relu`, else the identity.
-template <typename T, typename B>
-void biasEpilogue(T *y, const B &bias, int64_t rows, int64_t n, bool relu) {
-  auto row = [&](int64_t r) {
+/// Rows [r0, r1) of the epilogue, one loop per `Relu` so that each vectorizes without tests.
+template <typename T, typename B, bool Relu>
+inline __attribute__((always_inline)) void biasRows(T *y, const B &bias, int64_t r0, int64_t r1,
+                                                    int64_t n) {
+  for (int64_t r = r0; r < r1; ++r) {
     T *yr = y + r * n;
+#pragma omp simd
     for (int64_t j = 0; j < n; ++j) {
       T v = yr[j] + T(bias(j));
-      yr[j] = relu && v < T(0) ? T(0) : v;
+      yr[j] = Relu ? (v < T(0) ? T(0) : v) : v;
     }
+  }
+}
+template <typename T, typename B, bool Relu>
+__attribute__((target("avx2,fma"))) void biasRowsAvx2(T *y, const B &bias, int64_t r0, int64_t r1,
+                                                      int64_t n) {
+  biasRows<T, B, Relu>(y, bias, r0, r1, n);
+}
+template <typename T, typename B, bool Relu>
+void biasRowsBase(T *y, const B &bias, int64_t r0, int64_t r1, int64_t n) {
+  biasRows<T, B, Relu>(y, bias, r0, r1, n);
+}
+
+template <typename T, typename B>
+void biasEpilogue(T *y, const B &bias, int64_t rows, int64_t n, bool relu) {
+  // The AVX2 + FMA clone where the CPU has them (the library is built for the baseline ISA).
+  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  auto run = [&](int64_t r0, int64_t r1) {
+    if (avx2)
+      relu ? biasRowsAvx2<T, B, true>(y, bias, r0, r1, n)
+           : biasRowsAvx2<T, B, false>(y, bias, r0, r1, n);
+    else
+      relu ? biasRowsBase<T, B, true>(y, bias, r0, r1, n)
+           : biasRowsBase<T, B, false>(y, bias, r0, r1, n);
   };
   if (rows > 1 && rows * n >= (int64_t(1) << 16)) {
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) row(r);
+#pragma omp parallel
+    {
+      const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+      run(rows * t / nt, rows * (t + 1) / nt);
+    }
   } else {
-    for (int64_t r = 0; r < rows; ++r) row(r);
+    run(0, rows);
   }
 }
 
