@@ -273,6 +273,7 @@ void maskedColumnCases() {
   checkConv<float>({3, 16, 12, 2, {12, 32}, {3, 3}, {2, 1}, {1, 2}, {1, 2}, {2, 2}}, 1e-4);
   checkConv<float>({1, 8, 8, 1, {5, 44}, {3, 5}, {1, 1}, {2, 1}, {2, 5}, {2, 3}}, 1e-4);
   checkConv<float>({2, 20, 9, 1, {66}, {4}, {1}, {1}, {0}, {1}}, 1e-4);
+  checkConv<float>({2, 8, 9, 1, {10, 18}, {3, 3}, {1, 1}, {1, 1}, {-1, -1}, {1, 1}}, 1e-4);
 }
 TEST(CpuKernelsConv, MaskedColumns2d) {
   maskedColumnCases();
