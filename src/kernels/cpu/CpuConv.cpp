@@ -364,9 +364,9 @@ inline const float *shifted(const float *p, int64_t off) {
                                          uintptr_t(off) * sizeof(float));
 }
 
-/// Input planes of at most this many elements (four vectors) and rows of fewer than 16 outputs
-/// take the register path of im2col2dAvx512; the taps x vectors of a column row are bounded by
-/// the table on the stack.
+/// Input planes of at most this many elements (four vectors) with rows of fewer than 16
+/// outputs take im2colSmallPlaneAvx512; its table holds at most kSmallPlaneEntries permutes
+/// (taps x vectors of a column row).
 constexpr int64_t kSmallPlane = 64;
 constexpr int64_t kSmallPlaneEntries = 128;
 
