@@ -1020,24 +1020,22 @@ void conv(const T *x, T *y, const T *w, const ConvGeom &g, const ConvEpilogue<T>
         applyEpilogue(ep, yg, g.mg, g.outSize, gr * g.mg);
         return;
       }
-      std::unique_ptr<T[]> localPad;
       bool colDone = false;
-      T *xp = padded && !fast2d ? scratch<T, 1>(size_t(pd.size), localPad) : nullptr;
       if constexpr (std::is_same_v<T, float>) {
-        if (small) {
-          im2colSmallPlaneAvx512(g, *small, xg, col);
-          xp = nullptr, colDone = true;
-        } else if (fast2d) {
-          im2col2dAvx512(g, xg, col);
-          xp = nullptr, colDone = true;
-        }
+        if (small)
+          im2colSmallPlaneAvx512(g, *small, xg, col), colDone = true;
+        else if (fast2d)
+          im2col2dAvx512(g, xg, col), colDone = true;
       }
-      if (colDone) {
-      } else if (xp) {
-        padImage(g, pd, xg, xp);
-        im2colPadded(g, pd, xp, col);
-      } else {
-        im2col(g, xg, col, parallel);
+      if (!colDone) {
+        std::unique_ptr<T[]> localPad;
+        T *xp = padded ? scratch<T, 1>(size_t(pd.size), localPad) : nullptr;
+        if (xp) {
+          padImage(g, pd, xg, xp);
+          im2colPadded(g, pd, xp, col);
+        } else {
+          im2col(g, xg, col, parallel);
+        }
       }
       cols = col;
     }
