@@ -370,6 +370,42 @@ void depthwiseAvx512Cases() {
 TEST(CpuKernelsConv, DepthwiseRegisterPlanesAndStridedRows) {
   depthwiseAvx512Cases();
 }
+/// Random 1-D and 2-D f32 geometries (seeded): groups, depthwise, strides 1 to 3, dilations,
+/// pads from -1 to 3, windows up to 5, and rows aimed at 16 and 32 outputs for the implicit
+/// GEMM; every case against the reference, and the bias + clamp epilogue against the plain
+/// result.
+void randomConvCases(unsigned seed, int count) {
+  std::mt19937 rng(seed);
+  auto pick = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  for (int t = 0; t < count; ++t) {
+    int64_t nd = pick(1, 2), n = pick(1, 3), group = pick(1, 2), cg = pick(1, 12), mg = pick(1, 13);
+    if (pick(0, 4) == 0) cg = 1, mg = pick(1, 2), group = pick(1, 6); // depthwise
+    ConvCase cc{n, group * cg, group * mg, group, {}, {}, {}, {}, {}, {}};
+    bool ok = true;
+    for (int64_t i = 0; i < nd; ++i) {
+      int64_t k = pick(1, 5), s = pick(1, 3), d = k > 1 ? pick(1, 2) : 1, pb = pick(-1, 3),
+              pe = pick(-1, 3);
+      int64_t span = (k - 1) * d + 1, in = pick(1, 40);
+      if (i == nd - 1 && pick(0, 2) == 0) // a row of 16 or 32 outputs at stride 1
+        s = 1, in = std::max<int64_t>(1, 16 * pick(1, 2) - pb - pe + span - 1);
+      if (in + pb + pe < span || -pb >= in || -pe >= in) ok = false;
+      cc.in.push_back(in), cc.k.push_back(k), cc.s.push_back(s), cc.d.push_back(d);
+      cc.pb.push_back(pb), cc.pe.push_back(pe);
+    }
+    if (!ok) continue;
+    SCOPED_TRACE("case " + std::to_string(t));
+    checkConv<float>(cc, 1e-4);
+    if (t % 4 == 0) {
+      int64_t clamp = pick(0, 3);
+      checkConvBias<float>(cc, clamp, clamp == 2 ? -0.5 : 0.0, 0.75);
+    }
+  }
+}
+TEST(CpuKernelsConv, RandomGeometries) {
+  randomConvCases(11, 300);
+}
 TEST(CpuKernelsConv, PortablePathsWithoutAvx512) {
   // The same cases through the portable paths (padded im2col, flat depthwise), which CPUs
   // without AVX-512 take.
@@ -379,6 +415,7 @@ TEST(CpuKernelsConv, PortablePathsWithoutAvx512) {
   coil::cpu::setConvAvx512Allowed(false);
   maskedColumnCases();
   depthwiseAvx512Cases();
+  randomConvCases(11, 300);
   for (int64_t side : {2, 4, 8, 16})
     checkConv<float>({4, 24, 24, 24, {side, side}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}}, 1e-5);
 }
