@@ -129,6 +129,11 @@ private:
   /// filled by the first phase that loads them. Per config.
   std::map<RowVec::Key, std::string> rowCache_;
   std::set<RowVec::Key> rowCacheFilled_;
+  /// Row kernels with vector phases emit their row loop twice, under one test of the buffers'
+  /// alignment (`coil_rowvec_ok`): 1 while emitting the aligned copy (vector phases only), 0
+  /// the unaligned copy (element by element). A test per phase inside the loop would keep NVCC
+  /// from holding the persistent row in registers across the phases (softmax: 3.0 vs 3.5 TB/s).
+  int vecPath_ = 0;
   /// Set by emitRows: the config's kernel asks for 2048 / block threads' worth of blocks per SM
   /// (__launch_bounds__ minimum), its row being small and held in registers.
   bool fullOccupancy_ = false;
@@ -730,23 +735,31 @@ Status CudaEmitter::emitRows(CodeWriter &w, const Config &c) {
   std::string first = c.tpr == 1    ? "threadIdx.x"
                       : c.rows == 1 ? std::string("0")
                                     : "threadIdx.x / " + std::to_string(c.tpr);
-  w.open("for (int64_t row = int64_t(blockIdx.x) * " + R + " + " + first +
-         "; row < total; row += int64_t(gridDim.x) * " + R + ")");
-  emitDecompose(w, "row", true); // 32-bit division when the rows allow
-  for (const auto &[key, name] : rowCache_) {
-    // Width and steps of the run, from the phases that load it.
-    for (size_t pi = 0; pi < k_.phases.size(); ++pi) {
-      auto rv = planRowVec(pi, liveStmts(k_.phases[pi].body, &k_.phases[pi]));
-      if (!rv || !rv->loads.count(key)) continue;
-      int64_t steps = (rv->extent / rv->width + c.tpr - 1) / c.tpr;
-      w.line("coil_vec<" + std::string(cStorageType(p_.nodes[size_t(key.first)].dtype)) + ", " +
-             std::to_string(rv->width) + "> " + name + "[" + std::to_string(steps) + "];");
-      break;
+  // The row loop, once per path: aligned (vector phases) and unaligned (element by element).
+  for (int path : rowVec ? std::vector<int>{1, 0} : std::vector<int>{0}) {
+    vecPath_ = path;
+    rowCacheFilled_.clear();
+    if (rowVec) w.open(path ? "if (coil_rowvec_ok)" : "else");
+    w.open("for (int64_t row = int64_t(blockIdx.x) * " + R + " + " + first +
+           "; row < total; row += int64_t(gridDim.x) * " + R + ")");
+    emitDecompose(w, "row", true); // 32-bit division when the rows allow
+    for (const auto &[key, name] : path ? rowCache_ : decltype(rowCache_){}) {
+      // Width and steps of the run, from the phases that load it.
+      for (size_t pi = 0; pi < k_.phases.size(); ++pi) {
+        auto rv = planRowVec(pi, liveStmts(k_.phases[pi].body, &k_.phases[pi]));
+        if (!rv || !rv->loads.count(key)) continue;
+        int64_t steps = (rv->extent / rv->width + c.tpr - 1) / c.tpr;
+        w.line("coil_vec<" + std::string(cStorageType(p_.nodes[size_t(key.first)].dtype)) + ", " +
+               std::to_string(rv->width) + "> " + name + "[" + std::to_string(steps) + "];");
+        break;
+      }
     }
+    for (size_t pi = 0; pi < k_.phases.size(); ++pi) COIL_TRY_STATUS(emitPhase(w, c, pi));
+    if (c.tpr > 32) w.line("__syncthreads(); // the next row reuses the shared partials");
+    w.close();
+    if (rowVec) w.close();
   }
-  for (size_t pi = 0; pi < k_.phases.size(); ++pi) COIL_TRY_STATUS(emitPhase(w, c, pi));
-  if (c.tpr > 32) w.line("__syncthreads(); // the next row reuses the shared partials");
-  w.close();
+  vecPath_ = 0;
   return okStatus();
 }
 
@@ -1027,14 +1040,14 @@ Status CudaEmitter::emitPhase(CodeWriter &w, const Config &c, size_t pi) {
     return bufName_[st.node] + "[" + offsetText(st.node, st.index) + "]";
   };
   std::optional<RowVec> rv;
-  if (c.tpr > 1) rv = planRowVec(pi, live);
+  if (c.tpr > 1 && vecPath_ == 1) rv = planRowVec(pi, live);
   if (rv) {
     // 16-byte accesses: each thread takes V consecutive elements per step.
     std::string V = std::to_string(rv->width), j = "j" + tag;
     const std::string &var = cname_[ph.vars[0]];
     int64_t nv = rv->extent / rv->width, steps = (nv + c.tpr - 1) / c.tpr;
     bool unrolled = steps <= 8;
-    w.open("if (coil_rowvec_ok)");
+    w.open("");
     if (unrolled) {
       // Fully unrolled: the register arrays of persistent rows need constant indices.
       w.line("#pragma unroll");
@@ -1108,11 +1121,11 @@ Status CudaEmitter::emitPhase(CodeWriter &w, const Config &c, size_t pi) {
     if (unrolled) w.close();
     w.close();
     w.close();
-    w.open("else");
   }
   // The inner loop: the phase's flattened inner space strided over the row's threads.
   std::string P;
-  if (splitMode_ == 2 && pi == 0) {
+  if (rv) {
+  } else if (splitMode_ == 2 && pi == 0) {
     // The slices' partial states, strided over the row's threads.
     std::string j = "j" + tag;
     w.open("for (int64_t " + j + " = lane; " + j + " < coil_splits; " + j +
@@ -1155,11 +1168,10 @@ Status CudaEmitter::emitPhase(CodeWriter &w, const Config &c, size_t pi) {
       w.line("[[maybe_unused]] const int64_t " + cname_[ph.vars[0]] + " = t" + tag + ";");
     }
   }
-  if (!(splitMode_ == 2 && pi == 0)) {
+  if (!rv && !(splitMode_ == 2 && pi == 0)) {
     COIL_TRY_STATUS(innerBody(scalarLoad, scalarStore));
     w.close();
   }
-  if (rv) w.close();
 
   // Combining the partials of the row's threads (every thread ends with the row's result).
   // `fold(dst, src)` merges the state named by the src suffix into dst's variables.

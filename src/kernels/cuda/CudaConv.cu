@@ -544,6 +544,24 @@ int32_t convNhwc(const coil_cuda_ctx *ctx, const char *fn, const T *x, const T *
   return checkLaunch(ctx, fn, "directConvNhwcKernel");
 }
 
+// The C entry points: the geometry from the flat arguments (n, c, m, group, nd, then in, k,
+// out, strides, dilations and pads of 3 dims each), checked, then the implementation.
+using ConvArgs = int64_t[23];
+template <typename T>
+int32_t convEntry(int32_t (*impl)(const coil_cuda_ctx *, const char *, const T *, const T *, T *,
+                                  const Geom &),
+                  const char *fn, const coil_cuda_ctx *ctx, const void *x, const void *w, void *y,
+                  const ConvArgs &a) {
+  if (!ctx) return 1;
+  lastPath = COIL_CUDA_CONV_PATH_NONE;
+  Geom g;
+  if (const char *why =
+          makeGeom(g, a[0], a[1], a[2], a[3], a[4], a + 5, a + 8, a + 11, a + 14, a + 17, a + 20))
+    return geometryError(ctx, fn, why, a[0], a[1], a[2], a[3], a[4]);
+  return impl(ctx, fn, static_cast<const T *>(x), static_cast<const T *>(w), static_cast<T *>(y),
+              g);
+}
+
 } // namespace
 } // namespace coil::cuda
 
@@ -551,66 +569,27 @@ using namespace coil::cuda;
 
 extern "C" {
 
-#define COIL_CUDA_DEFINE_CONV(S, T)                                                                \
-  int32_t coil_cuda_conv_##S(                                                                      \
+#define COIL_CUDA_DEFINE_CONV_ENTRY(NAME, S, T, IMPL)                                              \
+  int32_t coil_cuda_##NAME##_##S(                                                                  \
       const coil_cuda_ctx *ctx, const void *x, const void *w, void *y, int64_t n, int64_t c,       \
       int64_t m, int64_t group, int64_t nd, int64_t in0, int64_t in1, int64_t in2, int64_t k0,     \
       int64_t k1, int64_t k2, int64_t out0, int64_t out1, int64_t out2, int64_t s0, int64_t s1,    \
       int64_t s2, int64_t d0, int64_t d1, int64_t d2, int64_t p0, int64_t p1, int64_t p2) {        \
-    if (!ctx) return 1;                                                                            \
-    lastPath = COIL_CUDA_CONV_PATH_NONE;                                                           \
-    const int64_t in[3] = {in0, in1, in2}, k[3] = {k0, k1, k2}, out[3] = {out0, out1, out2};       \
-    const int64_t s[3] = {s0, s1, s2}, d[3] = {d0, d1, d2}, p[3] = {p0, p1, p2};                   \
-    Geom g;                                                                                        \
-    if (const char *why = makeGeom(g, n, c, m, group, nd, in, k, out, s, d, p))                    \
-      return geometryError(ctx, "coil_cuda_conv_" #S, why, n, c, m, group, nd);                    \
-    return conv<T>(ctx, "coil_cuda_conv_" #S, static_cast<const T *>(x),                           \
-                   static_cast<const T *>(w), static_cast<T *>(y), g);                             \
-  }                                                                                                \
-  int32_t coil_cuda_conv_transpose_##S(                                                            \
-      const coil_cuda_ctx *ctx, const void *x, const void *w, void *y, int64_t n, int64_t c,       \
-      int64_t m, int64_t group, int64_t nd, int64_t in0, int64_t in1, int64_t in2, int64_t k0,     \
-      int64_t k1, int64_t k2, int64_t out0, int64_t out1, int64_t out2, int64_t s0, int64_t s1,    \
-      int64_t s2, int64_t d0, int64_t d1, int64_t d2, int64_t p0, int64_t p1, int64_t p2) {        \
-    if (!ctx) return 1;                                                                            \
-    lastPath = COIL_CUDA_CONV_PATH_NONE;                                                           \
-    const int64_t in[3] = {in0, in1, in2}, k[3] = {k0, k1, k2}, out[3] = {out0, out1, out2};       \
-    const int64_t s[3] = {s0, s1, s2}, d[3] = {d0, d1, d2}, p[3] = {p0, p1, p2};                   \
-    Geom g;                                                                                        \
-    if (const char *why = makeGeom(g, n, c, m, group, nd, in, k, out, s, d, p))                    \
-      return geometryError(ctx, "coil_cuda_conv_transpose_" #S, why, n, c, m, group, nd);          \
-    return convTranspose<T>(ctx, "coil_cuda_conv_transpose_" #S, static_cast<const T *>(x),        \
-                            static_cast<const T *>(w), static_cast<T *>(y), g);                    \
+    const ConvArgs a = {n,    c,    m,  group, nd, in0, in1, in2, k0, k1, k2, out0,                \
+                        out1, out2, s0, s1,    s2, d0,  d1,  d2,  p0, p1, p2};                     \
+    return convEntry<T>(IMPL<T>, "coil_cuda_" #NAME "_" #S, ctx, x, w, y, a);                      \
   }
+#define COIL_CUDA_DEFINE_CONV(S, T)                                                                \
+  COIL_CUDA_DEFINE_CONV_ENTRY(conv, S, T, conv)                                                    \
+  COIL_CUDA_DEFINE_CONV_ENTRY(conv_transpose, S, T, convTranspose)                                 \
+  COIL_CUDA_DEFINE_CONV_ENTRY(conv_nhwc, S, T, convNhwc)
 
 COIL_CUDA_DEFINE_CONV(f64, double)
 COIL_CUDA_DEFINE_CONV(f32, float)
 COIL_CUDA_DEFINE_CONV(f16, __half)
 COIL_CUDA_DEFINE_CONV(bf16, __nv_bfloat16)
 #undef COIL_CUDA_DEFINE_CONV
-
-#define COIL_CUDA_DEFINE_CONV_NHWC(S, T)                                                           \
-  int32_t coil_cuda_conv_nhwc_##S(                                                                 \
-      const coil_cuda_ctx *ctx, const void *x, const void *w, void *y, int64_t n, int64_t c,       \
-      int64_t m, int64_t group, int64_t nd, int64_t in0, int64_t in1, int64_t in2, int64_t k0,     \
-      int64_t k1, int64_t k2, int64_t out0, int64_t out1, int64_t out2, int64_t s0, int64_t s1,    \
-      int64_t s2, int64_t d0, int64_t d1, int64_t d2, int64_t p0, int64_t p1, int64_t p2) {        \
-    if (!ctx) return 1;                                                                            \
-    lastPath = COIL_CUDA_CONV_PATH_NONE;                                                           \
-    const int64_t in[3] = {in0, in1, in2}, k[3] = {k0, k1, k2}, out[3] = {out0, out1, out2};       \
-    const int64_t s[3] = {s0, s1, s2}, d[3] = {d0, d1, d2}, p[3] = {p0, p1, p2};                   \
-    Geom g;                                                                                        \
-    if (const char *why = makeGeom(g, n, c, m, group, nd, in, k, out, s, d, p))                    \
-      return geometryError(ctx, "coil_cuda_conv_nhwc_" #S, why, n, c, m, group, nd);               \
-    return convNhwc<T>(ctx, "coil_cuda_conv_nhwc_" #S, static_cast<const T *>(x),                  \
-                       static_cast<const T *>(w), static_cast<T *>(y), g);                         \
-  }
-
-COIL_CUDA_DEFINE_CONV_NHWC(f64, double)
-COIL_CUDA_DEFINE_CONV_NHWC(f32, float)
-COIL_CUDA_DEFINE_CONV_NHWC(f16, __half)
-COIL_CUDA_DEFINE_CONV_NHWC(bf16, __nv_bfloat16)
-#undef COIL_CUDA_DEFINE_CONV_NHWC
+#undef COIL_CUDA_DEFINE_CONV_ENTRY
 
 int32_t coil_cuda_conv_last_path(void) {
   return lastPath;
