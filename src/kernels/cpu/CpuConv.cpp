@@ -474,6 +474,15 @@ im2col2dAvx512(const ConvGeom &g, const float *x, float *col) {
           float *d = dstRow + ox0;
           if (s2 == 1) {
             const __mmask16 load = laneRange(-i2s, std::min(n, in2 - i2s));
+            if (load == 0xffff && n == 16) { // inside the row: plain loads and stores
+              for (int64_t o1 = 0; o1 < out1; ++o1, d += out2) {
+                const int64_t i1 = o1 * s1 - p1 + ky * d1;
+                __m512 v = zero;
+                if (i1 >= 0 && i1 < in1) v = _mm512_loadu_ps(xc + i1 * in2 + i2s);
+                _mm512_storeu_ps(d, v);
+              }
+              continue;
+            }
             for (int64_t o1 = 0; o1 < out1; ++o1, d += out2) {
               const int64_t i1 = o1 * s1 - p1 + ky * d1;
               __m512 v = zero;
@@ -484,6 +493,19 @@ im2col2dAvx512(const ConvGeom &g, const float *x, float *col) {
             // Raw lanes r in [0, 2n) hold input columns i2s + r; the outputs take the even ones.
             const __mmask16 lo = laneRange(-i2s, std::min(2 * n, in2 - i2s));
             const __mmask16 hi = laneRange(-i2s - 16, std::min(2 * n, in2 - i2s) - 16);
+            if (lo == 0xffff && hi == 0xffff && n == 16) { // inside the row
+              for (int64_t o1 = 0; o1 < out1; ++o1, d += out2) {
+                const int64_t i1 = o1 * s1 - p1 + ky * d1;
+                __m512 v = zero;
+                if (i1 >= 0 && i1 < in1) {
+                  const float *src = xc + i1 * in2 + i2s;
+                  v = _mm512_permutex2var_ps(_mm512_loadu_ps(src), evens,
+                                             _mm512_loadu_ps(src + 16));
+                }
+                _mm512_storeu_ps(d, v);
+              }
+              continue;
+            }
             for (int64_t o1 = 0; o1 < out1; ++o1, d += out2) {
               const int64_t i1 = o1 * s1 - p1 + ky * d1;
               __m512 v = zero;
@@ -991,8 +1013,10 @@ void conv(const T *x, T *y, const T *w, const ConvGeom &g, const ConvEpilogue<T>
   size_t colSize = direct ? 0 : size_t(g.colRows * g.outSize);
   PaddedGeom pd;
   bool padded = !direct && makePadded(g, pd);
-  // f32 1-D/2-D columns through masked AVX-512 loads, straight from x.
-  const bool fast2d = std::is_same_v<T, float> && !direct && isIm2col2d(g) && hasAvx512();
+  // f32 1-D/2-D columns through masked AVX-512 loads, straight from x, for rows of fewer than
+  // 64 outputs (longer ones measured as fast or faster as padded copies and row copies).
+  const bool fast2d =
+      std::is_same_v<T, float> && !direct && isIm2col2d(g) && g.out[2] < 64 && hasAvx512();
   // Small planes: permutes of registers, from a table made once for all images.
   std::unique_ptr<SmallPlaneTable> small;
   if (fast2d && isSmallPlane(g)) {
