@@ -410,8 +410,12 @@ TEST_P(CudaKernelsConv, ChannelsLastEveryDtype) {
         EXPECT_TRUE(closeTo(got, ref, mag, dtTol(t))) << "path " << pathName(path);
         bool pointwise = cc.group == 1 && cc.k[0] == 1 && cc.k[1] == 1 && cc.s[0] == 1 &&
                          cc.s[1] == 1 && cc.pb[0] == 0 && cc.pb[1] == 0;
-        if (pointwise) EXPECT_EQ(path, COIL_CUDA_CONV_PATH_GEMM);
-        if (!cudnn() || t == Dt::F64) EXPECT_NE(path, COIL_CUDA_CONV_PATH_CUDNN);
+        if (pointwise) {
+          EXPECT_EQ(path, COIL_CUDA_CONV_PATH_GEMM);
+        }
+        if (!cudnn() || t == Dt::F64) {
+          EXPECT_NE(path, COIL_CUDA_CONV_PATH_CUDNN);
+        }
         ++paths[path < 0 || path > 4 ? 0 : path];
       }
   std::cout << "[ paths    ] conv_nhwc, cudnn " << (GetParam() ? "allowed" : "disabled") << ":";

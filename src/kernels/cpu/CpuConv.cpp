@@ -1198,42 +1198,24 @@ using namespace coil::cpu;
 extern "C" {
 
 #define COIL_CPU_DEFINE_CONV(S, T)                                                                 \
-  int32_t coil_cpu_conv_##S(                                                                       \
-      const void *x, const void *w, void *y, int64_t n, int64_t c, int64_t m, int64_t group,       \
-      int64_t nd, int64_t in0, int64_t in1, int64_t in2, int64_t k0, int64_t k1, int64_t k2,       \
-      int64_t out0, int64_t out1, int64_t out2, int64_t s0, int64_t s1, int64_t s2, int64_t d0,    \
-      int64_t d1, int64_t d2, int64_t p0, int64_t p1, int64_t p2) {                                \
-    const int64_t in[3] = {in0, in1, in2}, k[3] = {k0, k1, k2}, out[3] = {out0, out1, out2};       \
-    const int64_t s[3] = {s0, s1, s2}, d[3] = {d0, d1, d2}, p[3] = {p0, p1, p2};                   \
+  int32_t coil_cpu_conv_##S(const void *x, const void *w, void *y, COIL_CPU_CONV_PARAMS) {         \
     ConvGeom g;                                                                                    \
-    if (int32_t rc = makeGeom("conv", g, n, c, m, group, nd, in, k, out, s, d, p)) return rc;      \
+    if (int32_t rc = makeGeom("conv", g, COIL_CPU_CONV_ARGS)) return rc;                           \
     conv<T>(static_cast<const T *>(x), static_cast<T *>(y), static_cast<const T *>(w), g);         \
     return 0;                                                                                      \
   }                                                                                                \
-  int32_t coil_cpu_conv_transpose_##S(                                                             \
-      const void *x, const void *w, void *y, int64_t n, int64_t c, int64_t m, int64_t group,       \
-      int64_t nd, int64_t in0, int64_t in1, int64_t in2, int64_t k0, int64_t k1, int64_t k2,       \
-      int64_t out0, int64_t out1, int64_t out2, int64_t s0, int64_t s1, int64_t s2, int64_t d0,    \
-      int64_t d1, int64_t d2, int64_t p0, int64_t p1, int64_t p2) {                                \
-    const int64_t in[3] = {in0, in1, in2}, k[3] = {k0, k1, k2}, out[3] = {out0, out1, out2};       \
-    const int64_t s[3] = {s0, s1, s2}, d[3] = {d0, d1, d2}, p[3] = {p0, p1, p2};                   \
+  int32_t coil_cpu_conv_transpose_##S(const void *x, const void *w, void *y,                       \
+                                      COIL_CPU_CONV_PARAMS) {                                      \
     ConvGeom g;                                                                                    \
-    if (int32_t rc = makeGeom("conv transpose", g, n, c, m, group, nd, in, k, out, s, d, p))       \
-      return rc;                                                                                   \
+    if (int32_t rc = makeGeom("conv transpose", g, COIL_CPU_CONV_ARGS)) return rc;                 \
     convTranspose<T>(static_cast<const T *>(x), static_cast<T *>(y), static_cast<const T *>(w),    \
                      g);                                                                           \
     return 0;                                                                                      \
   }                                                                                                \
-  int32_t coil_cpu_conv_bias_##S(                                                                  \
-      const void *x, const void *w, const void *bias, void *y, int64_t n, int64_t c, int64_t m,    \
-      int64_t group, int64_t nd, int64_t in0, int64_t in1, int64_t in2, int64_t k0, int64_t k1,    \
-      int64_t k2, int64_t out0, int64_t out1, int64_t out2, int64_t s0, int64_t s1, int64_t s2,    \
-      int64_t d0, int64_t d1, int64_t d2, int64_t p0, int64_t p1, int64_t p2, int64_t clamp,       \
-      double lo, double hi) {                                                                      \
-    const int64_t in[3] = {in0, in1, in2}, k[3] = {k0, k1, k2}, out[3] = {out0, out1, out2};       \
-    const int64_t s[3] = {s0, s1, s2}, d[3] = {d0, d1, d2}, p[3] = {p0, p1, p2};                   \
+  int32_t coil_cpu_conv_bias_##S(const void *x, const void *w, const void *bias, void *y,          \
+                                 COIL_CPU_CONV_PARAMS, int64_t clamp, double lo, double hi) {      \
     ConvGeom g;                                                                                    \
-    if (int32_t rc = makeGeom("conv bias", g, n, c, m, group, nd, in, k, out, s, d, p)) return rc; \
+    if (int32_t rc = makeGeom("conv bias", g, COIL_CPU_CONV_ARGS)) return rc;                      \
     if (clamp < 0 || clamp > 3)                                                                    \
       return fail("conv bias: clamp flags must be 0 to 3, got %lld", ll(clamp));                   \
     ConvEpilogue<T> ep;                                                                            \
@@ -1249,28 +1231,16 @@ COIL_CPU_DEFINE_CONV(f64, double)
 #undef COIL_CPU_DEFINE_CONV
 
 #define COIL_CPU_DEFINE_CONV_HALF(S, H)                                                            \
-  int32_t coil_cpu_conv_##S(                                                                       \
-      const void *x, const void *w, void *y, int64_t n, int64_t c, int64_t m, int64_t group,       \
-      int64_t nd, int64_t in0, int64_t in1, int64_t in2, int64_t k0, int64_t k1, int64_t k2,       \
-      int64_t out0, int64_t out1, int64_t out2, int64_t s0, int64_t s1, int64_t s2, int64_t d0,    \
-      int64_t d1, int64_t d2, int64_t p0, int64_t p1, int64_t p2) {                                \
-    const int64_t in[3] = {in0, in1, in2}, k[3] = {k0, k1, k2}, out[3] = {out0, out1, out2};       \
-    const int64_t s[3] = {s0, s1, s2}, d[3] = {d0, d1, d2}, p[3] = {p0, p1, p2};                   \
+  int32_t coil_cpu_conv_##S(const void *x, const void *w, void *y, COIL_CPU_CONV_PARAMS) {         \
     ConvGeom g;                                                                                    \
-    if (int32_t rc = makeGeom("conv", g, n, c, m, group, nd, in, k, out, s, d, p)) return rc;      \
+    if (int32_t rc = makeGeom("conv", g, COIL_CPU_CONV_ARGS)) return rc;                           \
     convHalf<H>(x, w, y, g);                                                                       \
     return 0;                                                                                      \
   }                                                                                                \
-  int32_t coil_cpu_conv_transpose_##S(                                                             \
-      const void *x, const void *w, void *y, int64_t n, int64_t c, int64_t m, int64_t group,       \
-      int64_t nd, int64_t in0, int64_t in1, int64_t in2, int64_t k0, int64_t k1, int64_t k2,       \
-      int64_t out0, int64_t out1, int64_t out2, int64_t s0, int64_t s1, int64_t s2, int64_t d0,    \
-      int64_t d1, int64_t d2, int64_t p0, int64_t p1, int64_t p2) {                                \
-    const int64_t in[3] = {in0, in1, in2}, k[3] = {k0, k1, k2}, out[3] = {out0, out1, out2};       \
-    const int64_t s[3] = {s0, s1, s2}, d[3] = {d0, d1, d2}, p[3] = {p0, p1, p2};                   \
+  int32_t coil_cpu_conv_transpose_##S(const void *x, const void *w, void *y,                       \
+                                      COIL_CPU_CONV_PARAMS) {                                      \
     ConvGeom g;                                                                                    \
-    if (int32_t rc = makeGeom("conv transpose", g, n, c, m, group, nd, in, k, out, s, d, p))       \
-      return rc;                                                                                   \
+    if (int32_t rc = makeGeom("conv transpose", g, COIL_CPU_CONV_ARGS)) return rc;                 \
     convTransposeHalf<H>(x, w, y, g);                                                              \
     return 0;                                                                                      \
   }

@@ -130,23 +130,17 @@ template <typename T> void convNhwc(const ConvGeom &g, const T *x, const T *w, T
     }
 }
 
-template <typename T>
-int32_t runNhwc(const void *x, const void *w, void *y, int64_t n, int64_t c, int64_t m,
-                int64_t group, int64_t nd, const int64_t in[3], const int64_t k[3],
-                const int64_t out[3], const int64_t s[3], const int64_t d[3], const int64_t p[3]) {
+template <typename T> int32_t runNhwc(const void *x, const void *w, void *y, const ConvArgs &a) {
   ConvGeom g;
-  if (int32_t r = makeGeom(kOp, g, n, c, m, group, nd, in, k, out, s, d, p)) return r;
+  if (int32_t r = makeGeom(kOp, g, a)) return r;
   convNhwc(g, static_cast<const T *>(x), static_cast<const T *>(w), static_cast<T *>(y));
   return 0;
 }
 
 template <typename H>
-int32_t runNhwcHalf(const void *x, const void *w, void *y, int64_t n, int64_t c, int64_t m,
-                    int64_t group, int64_t nd, const int64_t in[3], const int64_t k[3],
-                    const int64_t out[3], const int64_t s[3], const int64_t d[3],
-                    const int64_t p[3]) {
+int32_t runNhwcHalf(const void *x, const void *w, void *y, const ConvArgs &a) {
   ConvGeom g;
-  if (int32_t r = makeGeom(kOp, g, n, c, m, group, nd, in, k, out, s, d, p)) return r;
+  if (int32_t r = makeGeom(kOp, g, a)) return r;
   try {
     std::vector<float> xf = widen<H>(x, g.n * g.inSize * g.c), wf = widen<H>(w, g.m * g.colRows),
                        yf(size_t(g.n * g.outSize * g.m));
@@ -166,14 +160,8 @@ using namespace coil::cpu;
 extern "C" {
 
 #define COIL_CPU_DEFINE_CONV_NHWC(S, RUN)                                                          \
-  int32_t coil_cpu_conv_nhwc_##S(                                                                  \
-      const void *x, const void *w, void *y, int64_t n, int64_t c, int64_t m, int64_t group,       \
-      int64_t nd, int64_t in0, int64_t in1, int64_t in2, int64_t k0, int64_t k1, int64_t k2,       \
-      int64_t out0, int64_t out1, int64_t out2, int64_t s0, int64_t s1, int64_t s2, int64_t d0,    \
-      int64_t d1, int64_t d2, int64_t p0, int64_t p1, int64_t p2) {                                \
-    const int64_t in[3] = {in0, in1, in2}, k[3] = {k0, k1, k2}, out[3] = {out0, out1, out2};       \
-    const int64_t s[3] = {s0, s1, s2}, d[3] = {d0, d1, d2}, p[3] = {p0, p1, p2};                   \
-    return RUN(x, w, y, n, c, m, group, nd, in, k, out, s, d, p);                                  \
+  int32_t coil_cpu_conv_nhwc_##S(const void *x, const void *w, void *y, COIL_CPU_CONV_PARAMS) {    \
+    return RUN(x, w, y, COIL_CPU_CONV_ARGS);                                                       \
   }
 
 COIL_CPU_DEFINE_CONV_NHWC(f32, runNhwc<float>)

@@ -161,6 +161,26 @@ int32_t makeGeom(const char *op, ConvGeom &g, int64_t n, int64_t c, int64_t m, i
                  int64_t nd, const int64_t in[3], const int64_t k[3], const int64_t out[3],
                  const int64_t s[3], const int64_t d[3], const int64_t p[3]);
 
+/// The geometry arguments of the conv entry points of CpuKernels.h, in their order: n, c, m,
+/// group, nd, then in, k, out, strides, dilations and pads of 3 dims each.
+using ConvArgs = int64_t[23];
+inline int32_t makeGeom(const char *op, ConvGeom &g, const ConvArgs &a) {
+  return makeGeom(op, g, a[0], a[1], a[2], a[3], a[4], a + 5, a + 8, a + 11, a + 14, a + 17,
+                  a + 20);
+}
+
+/// Those arguments as a C parameter list, and (in a function declared with it) as a ConvArgs.
+#define COIL_CPU_CONV_PARAMS                                                                       \
+  int64_t n, int64_t c, int64_t m, int64_t group, int64_t nd, int64_t in0, int64_t in1,            \
+      int64_t in2, int64_t k0, int64_t k1, int64_t k2, int64_t out0, int64_t out1, int64_t out2,   \
+      int64_t s0, int64_t s1, int64_t s2, int64_t d0, int64_t d1, int64_t d2, int64_t p0,          \
+      int64_t p1, int64_t p2
+#define COIL_CPU_CONV_ARGS                                                                         \
+  {                                                                                                \
+    n, c, m, group, nd, in0, in1, in2, k0, k1, k2, out0, out1, out2, s0, s1, s2, d0, d1, d2, p0,   \
+        p1, p2                                                                                     \
+  }
+
 /// y = conv(x, w) (+ bias, then clamped below at lo when `lower` and above at hi when `upper`)
 /// for f32 as an implicit GEMM on AVX-512 CPUs (CpuConvAvx512.cpp); false, with nothing
 /// written, where that path does not apply (another CPU, geometry or sizes).
