@@ -1,6 +1,7 @@
 // CPU convolutions: im2col + GEMM (1x1 convolutions straight to GEMM), direct loops for
 // depthwise convolutions, and transposed convolutions as GEMM + col2im. f16/bf16 widen their
 // operands to f32, run the f32 kernels and round each result once.
+#include "kernels/cpu/CpuAvx512.h"
 #include "kernels/cpu/CpuKernels.h"
 #include "kernels/cpu/CpuKernelsImpl.h"
 
@@ -22,6 +23,12 @@ std::atomic<bool> avx512Allowed{true};
 
 void setConvAvx512Allowed(bool allowed) {
   avx512Allowed.store(allowed, std::memory_order_relaxed);
+}
+
+bool avx512Enabled() {
+  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
+  return yes && avx512Allowed.load(std::memory_order_relaxed);
 }
 
 /// 0, or the status of fail naming `op` and the broken rule.
@@ -336,32 +343,11 @@ void im2colPadded(const ConvGeom &g, const PaddedGeom &pd, const T *xp, T *col) 
   im2colPaddedRows<T, 0>(g, pd, xp, col);
 }
 
-/// Whether the CPU runs the AVX-512 clones (F, VL, BW, DQ).
-bool hasAvx512() {
-  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-                          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
-  return yes && avx512Allowed.load(std::memory_order_relaxed);
-}
-
 /// Whether im2col2dAvx512 applies: at most two spatial dims (the leading one of size 1) and a
 /// stride of 1 or 2 along the row (stride 2 without dilation).
 bool isIm2col2d(const ConvGeom &g) {
   return g.in[0] == 1 && g.k[0] == 1 && g.out[0] == 1 && g.p[0] == 0 &&
          (g.s[2] == 1 || (g.s[2] == 2 && g.d[2] == 1)) && g.in[2] < (int64_t(1) << 40);
-}
-
-/// The lanes [lo, hi) of 16 (clamped) as a mask.
-inline __mmask16 laneRange(int64_t lo, int64_t hi) {
-  lo = std::clamp<int64_t>(lo, 0, 16), hi = std::clamp<int64_t>(hi, 0, 16);
-  if (hi <= lo) return 0;
-  return __mmask16(((1u << hi) - 1u) & ~((1u << lo) - 1u));
-}
-
-/// The address p + off (off may point before p: masked-off lanes are never read, and masked
-/// loads do not fault on them), formed without pointer arithmetic outside the object.
-inline const float *shifted(const float *p, int64_t off) {
-  return reinterpret_cast<const float *>(reinterpret_cast<uintptr_t>(p) +
-                                         uintptr_t(off) * sizeof(float));
 }
 
 /// Input planes of at most this many elements (four vectors) with rows of fewer than 16
@@ -656,7 +642,7 @@ template <typename T>
 void applyEpilogue(const ConvEpilogue<T> &ep, T *y, int64_t rows, int64_t count, int64_t oc0) {
   if (!ep.bias) return;
   if constexpr (std::is_same_v<T, float>) {
-    if (hasAvx512() && applyRowsAvx512(ep, y, rows, count, oc0)) return;
+    if (avx512Enabled() && applyRowsAvx512(ep, y, rows, count, oc0)) return;
   }
   hasAvx2() ? applyRowsAvx2(ep, y, rows, count, oc0) : applyRowsBase(ep, y, rows, count, oc0);
 }
@@ -914,7 +900,7 @@ depthwisePlanesAvx512(const float *x, float *y, const float *w, const ConvGeom &
 /// does not apply.
 bool depthwiseAvx512(const float *x, float *y, const float *w, const ConvGeom &g,
                      const ConvEpilogue<float> &ep) {
-  if (!hasAvx512() || g.in[0] != 1 || g.k[0] != 1 || g.out[0] != 1 || g.p[0] != 0 ||
+  if (!avx512Enabled() || g.in[0] != 1 || g.k[0] != 1 || g.out[0] != 1 || g.p[0] != 0 ||
       g.in[2] >= (int64_t(1) << 40))
     return false;
   // Where each path measured faster than the flat one (4 images of MobileNetV2's planes on a
@@ -1005,7 +991,7 @@ void conv(const T *x, T *y, const T *w, const ConvGeom &g, const ConvEpilogue<T>
   if (g.cg == 1) return depthwise(x, y, w, g, ep);
   bool direct = isPointwiseConv(g);
   if constexpr (std::is_same_v<T, float>) {
-    if (!direct && hasAvx512() &&
+    if (!direct && avx512Enabled() &&
         convImplicitF32(x, y, w, g, ep.bias, ep.lower, ep.upper, ep.lo, ep.hi))
       return;
   }
@@ -1016,7 +1002,7 @@ void conv(const T *x, T *y, const T *w, const ConvGeom &g, const ConvEpilogue<T>
   // f32 1-D/2-D columns through masked AVX-512 loads, straight from x, for rows of fewer than
   // 64 outputs (longer ones measured as fast or faster as padded copies and row copies).
   const bool fast2d =
-      std::is_same_v<T, float> && !direct && isIm2col2d(g) && g.out[2] < 64 && hasAvx512();
+      std::is_same_v<T, float> && !direct && isIm2col2d(g) && g.out[2] < 64 && avx512Enabled();
   // Small planes: permutes of registers, from a table made once for all images.
   std::unique_ptr<SmallPlaneTable> small;
   if (fast2d && isSmallPlane(g)) {

@@ -3,6 +3,7 @@
 // input vectors straight from the image with masked loads (zero in the padding), so that no
 // im2col columns are written and read back, and apply the bias and clamps of
 // coil_cpu_conv_bias_* before the one store of each output.
+#include "kernels/cpu/CpuAvx512.h"
 #include "kernels/cpu/CpuKernelsImpl.h"
 
 #include <algorithm>
@@ -23,25 +24,6 @@ constexpr int64_t kMaxWeightFloats = int64_t(1) << 17;
 /// Below this many multiply-adds per output (input channels x taps), im2col + BLAS measured
 /// faster (a 3-channel 3x3 stem: the per-chunk planning and tile set-up do not pay).
 constexpr int64_t kMinColRows = 64;
-
-bool cpuHasAvx512() {
-  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-                          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
-  return yes;
-}
-
-inline __mmask16 lanes(int64_t lo, int64_t hi) {
-  lo = std::clamp<int64_t>(lo, 0, 16), hi = std::clamp<int64_t>(hi, 0, 16);
-  if (hi <= lo) return 0;
-  return __mmask16(((1u << hi) - 1u) & ~((1u << lo) - 1u));
-}
-
-/// p + off as an address (off may point outside the object: only lanes inside it are read,
-/// and masked loads do not fault on the others).
-inline const float *at(const float *p, int64_t off) {
-  return reinterpret_cast<const float *>(reinterpret_cast<uintptr_t>(p) +
-                                         uintptr_t(off) * sizeof(float));
-}
 
 /// The load of one input vector for one tap: lanes `mask` read the channel plane at off + lane.
 struct Load {
@@ -70,7 +52,7 @@ void planLoads(const ConvGeom &g, int64_t o0, int64_t n, int nv, Load *loads) {
         if (i1 < 0 || i1 >= in1) continue;               // a padding row: zeros
         const int64_t c0 = ox[v] - g.p[2] + kx * g.d[2]; // stride 1 along the row
         l->off = i1 * in2 + c0;
-        l->mask = lanes(-c0, std::min(len[v], in2 - c0));
+        l->mask = laneRange(-c0, std::min(len[v], in2 - c0));
       }
 }
 
@@ -99,7 +81,8 @@ tile(const ConvGeom &g, const float *xg, const float *w, const Load *loads, floa
     for (int64_t kk = 0; kk < taps; ++kk, ++wk, l += NV) {
       __m512 b[NV];
 #pragma GCC unroll 2
-      for (int v = 0; v < NV; ++v) b[v] = _mm512_maskz_loadu_ps(l[v].mask, at(plane, l[v].off));
+      for (int v = 0; v < NV; ++v)
+        b[v] = _mm512_maskz_loadu_ps(l[v].mask, shifted(plane, l[v].off));
 #pragma GCC unroll 8
       for (int i = 0; i < MR; ++i) {
         const __m512 a = _mm512_set1_ps(wk[i * K]);
@@ -145,7 +128,7 @@ bool convImplicitF32(const float *x, float *y, const float *w, const ConvGeom &g
   // 1-D/2-D (leading dim 1), stride 1 along rows of whole vectors (so that each vector of 16
   // outputs lies in one row and reads one contiguous run of its input row), not 1x1, not
   // depthwise; windows and weights within the bounds above.
-  if (!cpuHasAvx512() || g.in[0] != 1 || g.k[0] != 1 || g.out[0] != 1 || g.p[0] != 0 ||
+  if (!avx512Enabled() || g.in[0] != 1 || g.k[0] != 1 || g.out[0] != 1 || g.p[0] != 0 ||
       g.s[2] != 1 || g.out[2] % 16 != 0 || g.cg < 2 || g.kSize < 2 || g.kSize > kMaxTaps ||
       g.colRows < kMinColRows || g.mg * g.colRows > kMaxWeightFloats ||
       g.in[2] >= (int64_t(1) << 40))
@@ -174,7 +157,7 @@ bool convImplicitF32(const float *x, float *y, const float *w, const ConvGeom &g
       const float *wg = w + gr * g.mg * g.colRows;
       planLoads(g, o0, n, nv, loads);
       __mmask16 store[kMaxNv];
-      for (int v = 0; v < kMaxNv; ++v) store[v] = lanes(0, n - 16 * v);
+      for (int v = 0; v < kMaxNv; ++v) store[v] = laneRange(0, n - 16 * v);
       if (nv == 1)
         chunk<1>(g, xg, wg, loads, yg, gr * g.mg, store, ep);
       else
