@@ -1121,56 +1121,56 @@ Status CudaEmitter::emitPhase(CodeWriter &w, const Config &c, size_t pi) {
     if (unrolled) w.close();
     w.close();
     w.close();
-  }
-  // The inner loop: the phase's flattened inner space strided over the row's threads.
-  std::string P;
-  if (rv) {
-  } else if (splitMode_ == 2 && pi == 0) {
-    // The slices' partial states, strided over the row's threads.
-    std::string j = "j" + tag;
-    w.open("for (int64_t " + j + " = lane; " + j + " < coil_splits; " + j +
-           " += " + std::to_string(c.tpr) + ")");
-    w.line("const int64_t coil_i = row * coil_splits + " + j + ";");
-    for (const Red &red : reds)
-      foldLines(w, red, red.work + "_ws[coil_i]", red.nan.empty() ? "" : red.nan + "_ws[coil_i]",
-                red.pos.empty() ? "" : red.pos + "_ws[coil_i]",
-                red.seen.empty() ? "" : red.seen + "_ws[coil_i]");
-    w.close();
-  } else if (ph.vars.empty()) {
-    w.open("");
   } else {
-    SymInt size(1);
-    for (const SymInt &r : ph.ranges) size = size * r;
-    P = dcpp(size);
-    std::string j = "j" + tag;
-    if (splitMode_ == 1 && pi == 0) {
-      // This block's slice of the inner space.
-      w.line("const int64_t coil_chunk = (" + P + " + coil_splits - 1) / coil_splits;");
-      w.line("const int64_t coil_lo = coil_s * coil_chunk;");
-      w.line("const int64_t coil_hi = coil_imin(" + P + ", coil_lo + coil_chunk);");
-      w.open("for (int64_t " + j + " = coil_lo + lane; " + j + " < coil_hi; " + j +
+    // Element by element: the phase's flattened inner space strided over the row's threads.
+    std::string P;
+    if (splitMode_ == 2 && pi == 0) {
+      // The slices' partial states, strided over the row's threads.
+      std::string j = "j" + tag;
+      w.open("for (int64_t " + j + " = lane; " + j + " < coil_splits; " + j +
              " += " + std::to_string(c.tpr) + ")");
-    } else if (c.tpr == 1)
-      w.open("for (int64_t " + j + " = 0; " + j + " < " + P + "; ++" + j + ")");
-    else
-      w.open("for (int64_t " + j + " = lane; " + j + " < " + P + "; " + j +
-             " += " + std::to_string(c.tpr) + ")");
-    if (ph.vars.size() == 1) {
-      w.line("[[maybe_unused]] const int64_t " + cname_[ph.vars[0]] + " = " + j + ";");
+      w.line("const int64_t coil_i = row * coil_splits + " + j + ";");
+      for (const Red &red : reds)
+        foldLines(w, red, red.work + "_ws[coil_i]", red.nan.empty() ? "" : red.nan + "_ws[coil_i]",
+                  red.pos.empty() ? "" : red.pos + "_ws[coil_i]",
+                  red.seen.empty() ? "" : red.seen + "_ws[coil_i]");
+      w.close();
+    } else if (ph.vars.empty()) {
+      w.open("");
     } else {
-      w.line("int64_t t" + tag + " = " + j + ";");
-      for (size_t d = ph.vars.size(); d-- > 1;) {
-        std::string ext = "(" + dcpp(ph.ranges[d]) + ")";
-        w.line("[[maybe_unused]] const int64_t " + cname_[ph.vars[d]] + " = t" + tag + " % " + ext +
-               ";");
-        w.line("t" + tag + " /= " + ext + ";");
+      SymInt size(1);
+      for (const SymInt &r : ph.ranges) size = size * r;
+      P = dcpp(size);
+      std::string j = "j" + tag;
+      if (splitMode_ == 1 && pi == 0) {
+        // This block's slice of the inner space.
+        w.line("const int64_t coil_chunk = (" + P + " + coil_splits - 1) / coil_splits;");
+        w.line("const int64_t coil_lo = coil_s * coil_chunk;");
+        w.line("const int64_t coil_hi = coil_imin(" + P + ", coil_lo + coil_chunk);");
+        w.open("for (int64_t " + j + " = coil_lo + lane; " + j + " < coil_hi; " + j +
+               " += " + std::to_string(c.tpr) + ")");
+      } else if (c.tpr == 1)
+        w.open("for (int64_t " + j + " = 0; " + j + " < " + P + "; ++" + j + ")");
+      else
+        w.open("for (int64_t " + j + " = lane; " + j + " < " + P + "; " + j +
+               " += " + std::to_string(c.tpr) + ")");
+      if (ph.vars.size() == 1) {
+        w.line("[[maybe_unused]] const int64_t " + cname_[ph.vars[0]] + " = " + j + ";");
+      } else {
+        w.line("int64_t t" + tag + " = " + j + ";");
+        for (size_t d = ph.vars.size(); d-- > 1;) {
+          std::string ext = "(" + dcpp(ph.ranges[d]) + ")";
+          w.line("[[maybe_unused]] const int64_t " + cname_[ph.vars[d]] + " = t" + tag + " % " +
+                 ext + ";");
+          w.line("t" + tag + " /= " + ext + ";");
+        }
+        w.line("[[maybe_unused]] const int64_t " + cname_[ph.vars[0]] + " = t" + tag + ";");
       }
-      w.line("[[maybe_unused]] const int64_t " + cname_[ph.vars[0]] + " = t" + tag + ";");
     }
-  }
-  if (!rv && !(splitMode_ == 2 && pi == 0)) {
-    COIL_TRY_STATUS(innerBody(scalarLoad, scalarStore));
-    w.close();
+    if (!(splitMode_ == 2 && pi == 0)) {
+      COIL_TRY_STATUS(innerBody(scalarLoad, scalarStore));
+      w.close();
+    }
   }
 
   // Combining the partials of the row's threads (every thread ends with the row's result).
