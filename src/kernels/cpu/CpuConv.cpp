@@ -1123,13 +1123,11 @@ int64_t transposedSource(const ConvGeom &g, int64_t o, int64_t kk) {
 
 template <typename H> void convHalf(const void *x, const void *w, void *y, const ConvGeom &g) {
   int64_t xs = g.n * g.c * g.inSize, ws = g.m * g.colRows, ys = g.n * g.m * g.outSize;
-  try {
-    std::vector<float> x32 = widen<H>(x, xs), w32 = widen<H>(w, ws), y32(static_cast<size_t>(ys));
-    conv<float>(x32.data(), y32.data(), w32.data(), g);
-    narrow<H>(y32, y);
+  if (viaF32<H>(x, xs, w, ws, y, ys, [&](const float *x32, const float *w32, float *y32) {
+        conv<float>(x32, y32, w32, g);
+      }))
     return;
-  } catch (const std::bad_alloc &) { // no memory for the f32 copies: direct loops
-  }
+  // No memory for the f32 copies: direct loops.
   const auto *xh = static_cast<const uint16_t *>(x), *wh = static_cast<const uint16_t *>(w);
   auto *yh = static_cast<uint16_t *>(y);
   for (int64_t b = 0; b < g.n; ++b)
@@ -1151,13 +1149,11 @@ template <typename H> void convHalf(const void *x, const void *w, void *y, const
 template <typename H>
 void convTransposeHalf(const void *x, const void *w, void *y, const ConvGeom &g) {
   int64_t xs = g.n * g.c * g.inSize, ws = g.c * g.mg * g.kSize, ys = g.n * g.m * g.outSize;
-  try {
-    std::vector<float> x32 = widen<H>(x, xs), w32 = widen<H>(w, ws), y32(static_cast<size_t>(ys));
-    convTranspose<float>(x32.data(), y32.data(), w32.data(), g);
-    narrow<H>(y32, y);
+  if (viaF32<H>(x, xs, w, ws, y, ys, [&](const float *x32, const float *w32, float *y32) {
+        convTranspose<float>(x32, y32, w32, g);
+      }))
     return;
-  } catch (const std::bad_alloc &) { // no memory for the f32 copies: direct loops
-  }
+  // No memory for the f32 copies: direct loops.
   const auto *xh = static_cast<const uint16_t *>(x), *wh = static_cast<const uint16_t *>(w);
   auto *yh = static_cast<uint16_t *>(y);
   for (int64_t b = 0; b < g.n; ++b)

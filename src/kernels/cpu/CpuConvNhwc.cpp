@@ -141,15 +141,10 @@ template <typename H>
 int32_t runNhwcHalf(const void *x, const void *w, void *y, const ConvArgs &a) {
   ConvGeom g;
   if (int32_t r = makeGeom(kOp, g, a)) return r;
-  try {
-    std::vector<float> xf = widen<H>(x, g.n * g.inSize * g.c), wf = widen<H>(w, g.m * g.colRows),
-                       yf(size_t(g.n * g.outSize * g.m));
-    convNhwc(g, xf.data(), wf.data(), yf.data());
-    narrow<H>(yf, y);
-  } catch (const std::bad_alloc &) {
-    return fail("%s: out of memory", kOp);
-  }
-  return 0;
+  bool done =
+      viaF32<H>(x, g.n * g.inSize * g.c, w, g.m * g.colRows, y, g.n * g.outSize * g.m,
+                [&](const float *xf, const float *wf, float *yf) { convNhwc(g, xf, wf, yf); });
+  return done ? 0 : fail("%s: out of memory", kOp);
 }
 
 } // namespace

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <limits>
+#include <new>
 #include <type_traits>
 #include <vector>
 
@@ -70,6 +71,21 @@ template <typename H> std::vector<float> widen(const void *p, int64_t count) {
 template <typename H> void narrow(const std::vector<float> &v, void *p) {
   auto *d = static_cast<uint16_t *>(p);
   for (size_t i = 0; i < v.size(); ++i) d[i] = H::store(v[i]);
+}
+
+/// y = f(x, w) computed in f32 for 16-bit H: f gets widened copies of x (xs elements) and w (ws)
+/// and an f32 output of ys elements, which is then narrowed into y. False, with y untouched,
+/// when memory for the copies (or for f's own workspaces) runs out.
+template <typename H, typename F>
+bool viaF32(const void *x, int64_t xs, const void *w, int64_t ws, void *y, int64_t ys, F &&f) {
+  try {
+    std::vector<float> x32 = widen<H>(x, xs), w32 = widen<H>(w, ws), y32(static_cast<size_t>(ys));
+    f(x32.data(), w32.data(), y32.data());
+    narrow<H>(y32, y);
+    return true;
+  } catch (const std::bad_alloc &) {
+    return false;
+  }
 }
 
 /// y (m x n, ldy n) = alpha * op(a) op(b) + beta * y, one matrix, through BLAS when the sizes
