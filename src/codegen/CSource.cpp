@@ -1,5 +1,8 @@
 #include "codegen/CSource.h"
 
+#include "support/Check.h"
+
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -48,11 +51,15 @@ const char *const kKeywords[] = {
 
 NameTable::NameTable(std::set<std::string> reservedPrefixes)
     : prefixes_(std::move(reservedPrefixes)) {
+  for (const std::string &p : prefixes_) {
+    bool letters = !p.empty();
+    for (char c : p) letters = letters && std::isalpha(static_cast<unsigned char>(c));
+    COIL_CHECK(letters) << "NameTable: a reserved prefix must be letters only, not '" << p << "'";
+  }
   for (const char *k : kKeywords) used_.insert(k);
 }
 
-bool NameTable::taken(const std::string &name) const {
-  if (used_.count(name)) return true;
+bool NameTable::reservedForm(const std::string &name) const {
   if (name.rfind("coil_", 0) == 0 || name.rfind("__", 0) == 0) return true;
   for (const std::string &p : prefixes_)
     if (name.size() > p.size() && name.compare(0, p.size(), p) == 0 &&
@@ -62,10 +69,21 @@ bool NameTable::taken(const std::string &name) const {
 }
 
 std::string NameTable::fresh(const std::string &hint) {
+  // `m_` escapes a hint of reserved form: no reserved form starts with a letter and a '_'.
   std::string base = sanitizeIdentifier(hint);
-  std::string name = base;
-  for (int k = 2; taken(name); ++k) name = base + "_" + std::to_string(k);
-  used_.insert(name);
+  if (reservedForm(base)) base = "m_" + base;
+  if (used_.insert(base).second) return base;
+  // Whether `<base>_<digits>` has a reserved form does not depend on the digits (the prefixes
+  // are letters only), so testing `<base>_2` covers them all (it catches `coil` and `_`).
+  if (reservedForm(base + "_2")) {
+    base = "m_" + base;
+    if (used_.insert(base).second) return base;
+  }
+  int64_t &k = nextSuffix_[base];
+  k = std::max<int64_t>(k, 2);
+  std::string name;
+  do name = base + "_" + std::to_string(k++);
+  while (!used_.insert(name).second);
   return name;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <set>
 #include <string>
 
@@ -30,16 +31,22 @@ private:
 /// with C/C++ keywords, with helper names (`coil_*`) or with each other.
 class NameTable {
 public:
-  /// `reservedPrefixes`: prefixes of generated names (`v` reserves v0, v1, ...).
+  /// `reservedPrefixes`: prefixes of generated names (`v` reserves v0, v1, ...); each is letters
+  /// only, so that a hint's name can be kept out of their way by construction.
   explicit NameTable(std::set<std::string> reservedPrefixes);
   /// Reserves an exact name (a fixed local such as `begin`).
   void reserve(const std::string &name) { used_.insert(name); }
-  /// A fresh identifier derived from `hint`.
+  /// A fresh identifier derived from `hint`: the sanitized hint, escaped as `m_<hint>` when it
+  /// has the form of a reserved name (a prefix followed by a digit, `coil_...`, `__...`), then
+  /// numbered `<base>_2`, `<base>_3`, ... past the names already used. A base's counter is kept,
+  /// so naming N values costs O(N log N) whatever the hints are.
   std::string fresh(const std::string &hint);
 
 private:
-  bool taken(const std::string &name) const;
+  /// A generated name's form (a reserved prefix and a digit, `coil_`, `__`), or a C keyword.
+  bool reservedForm(const std::string &name) const;
   std::set<std::string> prefixes_, used_;
+  std::map<std::string, int64_t> nextSuffix_;
 };
 
 /// `[A-Za-z_][A-Za-z0-9_]*`: other characters become '_', a leading digit gets a '_' prefix.

@@ -29,17 +29,23 @@ namespace coil {
 
 namespace {
 
+/// Times the stages one after another; each finished stage is recorded in `timings` and
+/// reported to `onStage`.
 class StageTimer {
 public:
-  explicit StageTimer(Compilation &c) : c_(c), t_(std::chrono::steady_clock::now()) {}
+  StageTimer(std::vector<std::pair<std::string, double>> *timings, const CompileOptions &o)
+      : timings_(timings), o_(o), t_(std::chrono::steady_clock::now()) {}
   void done(const std::string &stage) {
     auto now = std::chrono::steady_clock::now();
-    c_.timings.emplace_back(stage, std::chrono::duration<double>(now - t_).count());
+    double s = std::chrono::duration<double>(now - t_).count();
+    if (timings_) timings_->emplace_back(stage, s);
+    if (o_.onStage) o_.onStage(stage, s);
     t_ = now;
   }
 
 private:
-  Compilation &c_;
+  std::vector<std::pair<std::string, double>> *timings_;
+  const CompileOptions &o_;
   std::chrono::steady_clock::time_point t_;
 };
 
@@ -86,7 +92,7 @@ Expected<std::unique_ptr<Compilation>> compileGraph(Graph g, const CompileOption
     return Error::user("unknown device '" + o.device + "' (supported: cpu, cuda)");
   bool cuda = o.device == "cuda";
   auto c = std::make_unique<Compilation>();
-  StageTimer timer(*c);
+  StageTimer timer(&c->timings, o);
   // Shape logic on constants (e.g. the flags and sizes of an expanded Attention function)
   // becomes constants, so that lowering sees static shapes.
   COIL_TRY(c->graph, foldConstants(g));
@@ -147,6 +153,7 @@ Expected<std::unique_ptr<Compilation>> compileGraph(Graph g, const CompileOption
 
 Expected<PackageResult> writePackage(const Compilation &c, const std::string &dir,
                                      const CompileOptions &o) {
+  StageTimer timer(nullptr, o);
   std::vector<wrapper::ConstantBlob> blobs;
   for (wrapper::BufferId b : c.wrapper.constants) {
     const wrapper::Buffer &buf = c.wrapper.buffers[size_t(b)];
@@ -180,6 +187,7 @@ Expected<PackageResult> writePackage(const Compilation &c, const std::string &di
     po.tuning = c.tuning;
   }
   COIL_TRY_STATUS(wrapper::writePackage(dir, c.wrapper, blobs, po));
+  timer.done("write");
   const wrapper::WrapperProgram *program = &c.wrapper;
   wrapper::WrapperProgram tuned; // the program with measured choices, when tuning succeeds
 
@@ -197,6 +205,7 @@ Expected<PackageResult> writePackage(const Compilation &c, const std::string &di
     }
     COIL_TRY(r.fatbin,
              buildFatbin(dir, {"src/kernels.cu", device}, "src/kernels.fatbin", o.cudaArchs, to));
+    timer.done(r.fatbin.cacheHit ? "nvcc (cached)" : "nvcc");
     to.systemIncludes.push_back(tk.includeDir);
     to.linkFlags.push_back("-L" + tk.stubLibDir);
     to.linkFlags.push_back("-lcuda");
@@ -231,6 +240,7 @@ Expected<PackageResult> writePackage(const Compilation &c, const std::string &di
         po.tuning->note = m.error().message();
         COIL_TRY_STATUS(wrapper::writePackage(dir, c.wrapper, blobs, po));
       }
+      timer.done("tune");
     }
     sources = {{"src/launchers.cpp", host}, {"src/wrapper.cpp", wrapper::emitCppWrapper(*program)}};
   } else {
@@ -240,6 +250,7 @@ Expected<PackageResult> writePackage(const Compilation &c, const std::string &di
                {"src/wrapper.cpp", wrapper::emitCppWrapper(c.wrapper)}};
   }
   COIL_TRY(r.build, buildSharedObject(dir, sources, "model.so", to));
+  timer.done(r.build.cacheHit ? "build (cached)" : "build");
   return r;
 }
 

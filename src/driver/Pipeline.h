@@ -16,6 +16,7 @@
 #include "wrapper/Package.h"
 #include "wrapper/WrapperIR.h"
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,6 +39,10 @@ struct CompileOptions {
   /// usable, the cost model's choice stands and PackageResult::tuning says why.
   bool tune = false;
   double tuneTimeoutSeconds = 300;
+  /// Called as each stage finishes, with its name and seconds (the CLI prints progress with it):
+  /// compileGraph's "fold", "lower", "schedule", "codegen", "wrapper", then writePackage's
+  /// "nvcc", "tune" and "build".
+  std::function<void(const std::string &stage, double seconds)> onStage;
   /// Recorded in metadata.json (e.g. {"dynamic", "N=1:64"}).
   std::vector<std::pair<std::string, std::string>> recordedOptions;
 };

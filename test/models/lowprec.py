@@ -175,6 +175,37 @@ def convert(model, dtype):
     return m, stats
 
 
+def lift(model):
+    """The reverse of convert, for references: a model computing in f16/bf16 as an fp32 model
+    that onnxruntime can run (every FLOAT16/BFLOAT16 initializer, constant, graph input, output,
+    value_info and Cast/dtype target becomes FLOAT, values exactly as stored). The f32 model
+    rounds nothing, so it is the ideal that a low-precision run approximates."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    g = m.graph
+    lows = set(LOW.values())
+
+    def lifted(t):
+        return numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float32), t.name)
+
+    for i, t in enumerate(g.initializer):
+        if t.data_type in lows:
+            g.initializer[i].CopyFrom(lifted(t))
+    for vi in list(g.input) + list(g.output) + list(g.value_info):
+        if vi.type.tensor_type.elem_type in lows:
+            vi.type.tensor_type.elem_type = F32
+    for n in g.node:
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.GRAPH or a.type == onnx.AttributeProto.GRAPHS:
+                raise ValueError("lowprec: %s node '%s' has a subgraph; not supported" % (n.op_type, n.name))
+            if a.name in ("to", "dtype") and a.type == onnx.AttributeProto.INT and a.i in lows:
+                a.i = F32
+            if a.type == onnx.AttributeProto.TENSOR and a.t.data_type in lows:
+                a.t.CopyFrom(lifted(a.t))
+    onnx.checker.check_model(m)
+    return m
+
+
 def describe(stats):
     kept = ", ".join("%s x%d" % (k, v) for k, v in sorted(stats["kept_f32"].items())) or "none"
     return "ops kept in f32 (not allowed by their schema): %s; %d Casts added; %d constants saturated" % (

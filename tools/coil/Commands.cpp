@@ -113,16 +113,23 @@ CompileOptions compileOptions(const Args &a) {
   return o;
 }
 
-Expected<std::unique_ptr<Compilation>> compileModel(const Args &a, const std::string &path) {
+Expected<std::unique_ptr<Compilation>> compileModel(const Args &a, const std::string &path,
+                                                    const CompileOptions &o) {
   COIL_TRY(ImportOptions io, importOptions(a));
+  auto t0 = std::chrono::steady_clock::now();
   COIL_TRY(LoadedModel m, loadModel(path, io));
-  auto c = compileGraph(std::move(m.graph), compileOptions(a));
+  if (o.onStage) o.onStage("import", secondsSince(t0));
+  auto c = compileGraph(std::move(m.graph), o);
   if (!c.ok()) {
     Error e = c.error();
     if (e.loc().file.empty()) e = e.withDefaultLoc(SourceLoc{path});
     return e;
   }
   return c;
+}
+
+Expected<std::unique_ptr<Compilation>> compileModel(const Args &a, const std::string &path) {
+  return compileModel(a, path, compileOptions(a));
 }
 
 bool isPackage(const std::string &path) {
@@ -339,12 +346,17 @@ Status cmdCompile(const Args &a) {
   if (!a.values.count("--output"))
     return Error::user("'coil compile' needs -o PKG (the package directory to write)");
   auto t0 = std::chrono::steady_clock::now();
-  COIL_TRY(std::unique_ptr<Compilation> c, compileModel(a, a.positional[0]));
   CompileOptions o = compileOptions(a);
   if (a.flags.count("--tune") && a.flags.count("--no-tune"))
     return Error::user("'coil compile' takes --tune or --no-tune, not both");
   if (a.flags.count("--tune") && o.device != "cuda")
     return Error::user("--tune measures CUDA kernel configs: use it with --device cuda");
+  // Progress: each stage on stderr as it finishes, so that a slow compile shows where it is.
+  o.onStage = [t0](const std::string &stage, double s) {
+    std::fprintf(stderr, "coil compile: %-14s %8.3f s  (%.2f s in all)\n", stage.c_str(), s,
+                 secondsSince(t0));
+  };
+  COIL_TRY(std::unique_ptr<Compilation> c, compileModel(a, a.positional[0], o));
   COIL_TRY(PackageResult r, writePackage(*c, a.values.at("--output"), o));
   if (!r.tuning.empty()) std::cerr << r.tuning << "\n";
   size_t nKernels = c->wrapper.kernels.size();
