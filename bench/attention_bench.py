@@ -13,7 +13,7 @@ torch tensors' data_ptr() and a coil_cuda_ctx (stream: torch's current stream; w
 torch buffer). --variants also times coil's other kernel configurations (COIL_CUDA_ATTN_CONFIG).
 
 usage: attention_bench.py [--lib build/lib/libcoil_cuda.so] [--iters N] [--warmup N]
-                          [--variants] [--json OUT]
+                          [--variants] [--json OUT] [--profile CONFIG]
 """
 import argparse
 import ctypes
@@ -140,7 +140,20 @@ def main():
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--variants", action="store_true")
     ap.add_argument("--json")
+    ap.add_argument("--profile", metavar="CONFIG",
+                    help="only run coil (COIL_CUDA_ATTN_CONFIG=CONFIG, '-' for the default) on the "
+                         "non-causal prefill shape 3 times, for a profiler")
     args = ap.parse_args()
+    if args.profile:
+        if args.profile != "-":
+            os.environ["COIL_CUDA_ATTN_CONFIG"] = args.profile
+        coil = Coil(args.lib)
+        q, k, v = (torch.randn(8, 16, 2048, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+        y = torch.empty_like(q)
+        for _ in range(3):
+            coil.attention(q, k, v, y, False, 1 / math.sqrt(128))
+        torch.cuda.synchronize()
+        return 0
 
     torch.manual_seed(0)
     coil = Coil(args.lib)

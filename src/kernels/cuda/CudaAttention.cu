@@ -221,10 +221,13 @@ __device__ __forceinline__ void softmaxStep(float (&s)[NT][4], float (&o)[NO][4]
       sum += s[nt][2 * hi] + s[nt][2 * hi + 1];
     }
     rowSum[hi] = rowSum[hi] * alpha + sum;
+    // O is rescaled only when some row of the warp has a new max (often none, later on).
+    if (__any_sync(0xffffffffu, alpha != 1.f)) {
 #pragma unroll
-    for (int i = 0; i < NO; ++i) {
-      o[i][2 * hi] *= alpha;
-      o[i][2 * hi + 1] *= alpha;
+      for (int i = 0; i < NO; ++i) {
+        o[i][2 * hi] *= alpha;
+        o[i][2 * hi + 1] *= alpha;
+      }
     }
   }
 }
@@ -765,25 +768,33 @@ __device__ __forceinline__ uint64_t smemDescSw128(uint32_t addr, uint32_t lbo, u
 }
 #endif
 
-/// Loads `rows` rows of D elements into the 128-byte-swizzled layout of the descriptors: the
-/// row's 16-byte chunk c lives in column block c / 8 (ROWS * 128 bytes each), at byte
-/// r * 128 + ((c % 8) ^ (r % 8)) * 16 of it. Consecutive threads load consecutive chunks of a
-/// row. The tile must be 1024-byte aligned.
-template <int D, int kThreads, int ROWS, typename T, typename RowPtr>
-__device__ __forceinline__ void loadTileSw(T *tile, RowPtr rowPtr) {
-  constexpr int kChunks = D / 8;
-  constexpr int kTotal = ROWS * kChunks, kIters = (kTotal + kThreads - 1) / kThreads;
+/// Loads ROWS rows of D elements (row r at rowBase + r * stride, zeros from rowsLeft on) into
+/// the 128-byte-swizzled layout of the descriptors: the row's 16-byte chunk c lives in column
+/// block c / 8 (ROWS * 128 bytes each), at byte r * 128 + ((c % 8) ^ (r % 8)) * 16 of it. Each
+/// thread keeps one chunk column, c = thread % (D / 8), and every (threads / (D / 8))-th row,
+/// so its shared-memory offsets are fixed (`dst0`, from swizzleDst0) and its global address
+/// moves by a constant step. The tile must be 1024-byte aligned.
+template <int D, int kThreads, int ROWS, typename T>
+__device__ __forceinline__ void loadTileSw(T *tile, uint32_t dst0, const T *rowBase,
+                                           int64_t stride, int rowsLeft, const T *dummy) {
+  constexpr int kChunks = D / 8, kRowStep = kThreads / kChunks;
+  static_assert(kThreads % kChunks == 0 && kRowStep % 8 == 0 && ROWS % kRowStep == 0, "loader");
+  const int r0 = int(threadIdx.x) / kChunks, c = int(threadIdx.x) % kChunks;
+  const T *src = rowBase + r0 * stride + c * 8;
+  const int64_t step = kRowStep * stride;
+  const uint32_t dst = smemAddr(tile) + dst0;
 #pragma unroll
-  for (int it = 0; it < kIters; ++it) {
-    const int idx = int(threadIdx.x) + it * kThreads;
-    if (kTotal % kThreads == 0 || idx < kTotal) {
-      const int r = idx / kChunks, c = idx % kChunks;
-      bool valid;
-      const T *src = rowPtr(r, valid);
-      cpAsync16(smemAddr(tile + (c / 8) * ROWS * 64 + r * 64 + ((c % 8) ^ (r % 8)) * 8),
-                valid ? src + c * 8 : src, valid);
-    }
+  for (int it = 0; it < ROWS / kRowStep; ++it) {
+    const bool valid = r0 + it * kRowStep < rowsLeft;
+    cpAsync16(dst + it * kRowStep * 128, valid ? src : dummy, valid);
+    src += step;
   }
+}
+/// This thread's byte offset in a tile of loadTileSw.
+template <int D, int kThreads, int ROWS> __device__ __forceinline__ uint32_t swizzleDst0() {
+  constexpr int kChunks = D / 8;
+  const int r0 = int(threadIdx.x) / kChunks, c = int(threadIdx.x) % kChunks;
+  return uint32_t((c / 8) * ROWS * 128 + r0 * 128 + ((c % 8) ^ (r0 % 8)) * 16);
 }
 
 /// The flash kernel on warpgroup MMA: kWG warpgroups of 4 warps, 64 rows each (16 per warp,
@@ -796,7 +807,7 @@ __device__ __forceinline__ void loadTileSw(T *tile, RowPtr rowPtr) {
 template <typename T, int D, int kWG, int BN, int kStages, bool kGeneral>
 __global__ void __launch_bounds__(128 * kWG) flashAttnWgmmaKernel(const AttnParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  static_assert(D % 64 == 0 && BN % 64 == 0 && kStages >= 3, "wgmma tiles");
+  static_assert(D % 64 == 0 && BN % 64 == 0 && kStages == 3, "wgmma tiles");
   constexpr int BM = 64 * kWG, LDQ = D + 8, kThreads = 128 * kWG;
   constexpr int kTile = BN * D; // elements of one K or V tile
   extern __shared__ __align__(16) unsigned char smemRaw[];
@@ -810,6 +821,7 @@ __global__ void __launch_bounds__(128 * kWG) flashAttnWgmmaKernel(const AttnPara
   const T *kg = static_cast<const T *>(p.k);
   const T *vg = static_cast<const T *>(p.v);
   const float scaleLog2 = p.scale * kLog2e;
+  const uint32_t dst0 = swizzleDst0<D, kThreads, BN>();
 
   for (int64_t bid = blockIdx.x; bid < p.totalBlocks; bid += gridDim.x) {
     const BlockWork w = blockWork<BM, BN>(p, bid);
@@ -821,17 +833,9 @@ __global__ void __launch_bounds__(128 * kWG) flashAttnWgmmaKernel(const AttnPara
       const int stage = tile % kStages;
       const int64_t n0 = (w.kbBegin + tile) * BN;
       const int rowsLeft = int(min(p.seqK - n0, int64_t(BN)));
-      int64_t ks = p.ksS, vs = p.vsS;
-      asm volatile("" : "+l"(ks), "+l"(vs));
-      const T *kt = kBase + n0 * ks, *vt = vBase + n0 * vs;
-      loadTileSw<D, kThreads, BN>(sK + stage * kTile, [&](int r, bool &valid) {
-        valid = r < rowsLeft;
-        return valid ? kt + r * ks : kBase;
-      });
-      loadTileSw<D, kThreads, BN>(sV + stage * kTile, [&](int r, bool &valid) {
-        valid = r < rowsLeft;
-        return valid ? vt + r * vs : vBase;
-      });
+      const int64_t ks = p.ksS, vs = p.vsS;
+      loadTileSw<D, kThreads, BN>(sK + stage * kTile, dst0, kBase + n0 * ks, ks, rowsLeft, kBase);
+      loadTileSw<D, kThreads, BN>(sV + stage * kTile, dst0, vBase + n0 * vs, vs, rowsLeft, vBase);
     };
     // S = Q K(tile)^T, issued (K is K-major: column block kk / 4, 32 bytes per k-step).
     auto issueS = [&](float (&s)[BN / 8][4], const uint32_t (&qf)[D / 16][4], int tile) {
@@ -844,21 +848,18 @@ __global__ void __launch_bounds__(128 * kWG) flashAttnWgmmaKernel(const AttnPara
                    (T *)nullptr);
       wgmmaCommit();
     };
-    // Waits for tile `tile` (committed groups: one per tile) and makes it visible.
-    auto waitTile = [&](int tile) {
-      // Groups committed so far cover tiles up to min(tile + kStages - 2, ...); the loads
-      // are committed one group per tile (empty groups past the end).
-      cpAsyncWait<kStages - 2>();
+    // Waits for every committed load (the newest is the tile needed next) and makes it
+    // visible to the tensor cores; the barrier also means every warp is done with the tiles
+    // before the one in use.
+    auto waitLoads = [&]() {
+      cpAsyncWait<0>();
       fenceProxyAsync();
       __syncthreads();
     };
 
     loadTile<D, LDQ, kThreads, BM>(sQ, [&](int r, bool &valid) { return qRowPtr<T>(p, w, r, valid); });
-#pragma unroll
-    for (int i = 0; i < kStages - 1; ++i) {
-      if (i < w.nTiles) loadKV(i);
-      cpAsyncCommit(); // group i (Q joins group 0)
-    }
+    if (w.nTiles > 0) loadKV(0);
+    cpAsyncCommit();
 
     float o[D / 8][4];
 #pragma unroll
@@ -866,7 +867,9 @@ __global__ void __launch_bounds__(128 * kWG) flashAttnWgmmaKernel(const AttnPara
     float rowMax[2] = {-INFINITY, -INFINITY}, rowSum[2] = {0.f, 0.f};
     uint32_t qf[D / 16][4];
     float s[BN / 8][4], sNext[BN / 8][4];
-    waitTile(0); // Q and tile 0
+    waitLoads(); // Q and tile 0
+    if (w.nTiles > 1) loadKV(1);
+    cpAsyncCommit();
     {
       const T *qa = sQ + (warp * 16 + (lane & 15)) * LDQ + (lane / 16) * 8;
 #pragma unroll
@@ -881,12 +884,12 @@ __global__ void __launch_bounds__(128 * kWG) flashAttnWgmmaKernel(const AttnPara
     }
 
     for (int t = 0; t < w.nTiles; ++t) {
-      // Tile t + kStages - 1 goes into the stage that tile t - 1 used (done: waited below).
-      if (t + kStages - 1 < w.nTiles) loadKV(t + kStages - 1);
-      cpAsyncCommit();
       const bool more = t + 1 < w.nTiles;
       if (more) {
-        waitTile(t + 1);
+        waitLoads(); // tile t + 1; every warp is past tile t - 1
+        // Tile t + 2 goes into the stage of tile t - 1 (3 stages).
+        if (t + 2 < w.nTiles) loadKV(t + 2);
+        cpAsyncCommit();
         issueS(sNext, qf, t + 1);
       }
 
@@ -915,7 +918,6 @@ __global__ void __launch_bounds__(128 * kWG) flashAttnWgmmaKernel(const AttnPara
 #pragma unroll
           for (int e = 0; e < 4; ++e) s[i][e] = sNext[i][e];
       }
-      __syncthreads(); // every warp is done with tile t's stage
     }
     cpAsyncWait<0>();
 #pragma unroll
