@@ -164,8 +164,10 @@ struct RowInfo {
 };
 
 /// One warp's scores of 16 rows (mma fragment layout: this thread's rows r0 = g and r1 = g + 8,
-/// keys nw + nt * 8 + 2 * tq + {0, 1}) into the log2 domain: scaled, and when `edge` or
-/// kGeneral, masked to -inf (row past the end, key past seqK, causal) with softcap and the mask.
+/// keys nw + nt * 8 + 2 * tq + {0, 1}), when `edge` or kGeneral, masked to -inf (row past the
+/// end, key past seqK, causal) with softcap and the mask. kGeneral scores end in the log2
+/// domain; the others stay raw when scaleLog2 > 0 (softmaxStep folds the scale into its
+/// exponentials: softmaxMult) and are scaled otherwise.
 template <typename T, bool kGeneral, int NT>
 __device__ __forceinline__ void maskScores(const AttnParams &p, float (&s)[NT][4],
                                            const RowInfo *r0, const RowInfo *r1, int64_t nw,
@@ -185,11 +187,11 @@ __device__ __forceinline__ void maskScores(const AttnParams &p, float (&s)[NT][4
           if constexpr (kGeneral)
             x = valid ? generalScore<T>(p, x, ri.maskBase, j) : -INFINITY;
           else
-            x = valid ? x * scaleLog2 : -INFINITY;
+            x = valid ? (scaleLog2 > 0.f ? x : x * scaleLog2) : -INFINITY;
         }
       }
     }
-  } else {
+  } else if (!(scaleLog2 > 0.f)) {
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
@@ -197,27 +199,34 @@ __device__ __forceinline__ void maskScores(const AttnParams &p, float (&s)[NT][4
   }
 }
 
-/// The online softmax step of one warp's 16 rows: new running max (over the 4 threads of a
-/// row), O and the running sum rescaled, S replaced by P = exp2(S - max). The sum stays a
+/// The multiplier softmaxStep applies to the scores maskScores leaves.
+template <bool kGeneral> __device__ __forceinline__ float softmaxMult(float scaleLog2) {
+  return !kGeneral && scaleLog2 > 0.f ? scaleLog2 : 1.f;
+}
+
+/// The online softmax step of one warp's 16 rows on scores x = mult * S (mult > 0, folded into
+/// the exponentials): new running max of x (over the 4 threads of a row; kept in the log2
+/// domain), O and the running sum rescaled, S replaced by P = exp2(x - max). The sum stays a
 /// per-thread partial until the end.
 template <int NT, int NO>
 __device__ __forceinline__ void softmaxStep(float (&s)[NT][4], float (&o)[NO][4],
-                                            float (&rowMax)[2], float (&rowSum)[2]) {
+                                            float (&rowMax)[2], float (&rowSum)[2], float mult) {
 #pragma unroll
   for (int hi = 0; hi < 2; ++hi) {
-    float mx = rowMax[hi];
+    float mx = -INFINITY;
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * hi], s[nt][2 * hi + 1]));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    mx = fmaxf(rowMax[hi], mx * mult);
     const float mUse = mx == -INFINITY ? 0.f : mx;
     const float alpha = fastExp2(rowMax[hi] - mUse);
     rowMax[hi] = mx;
     float sum = 0.f;
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
-      s[nt][2 * hi] = fastExp2(s[nt][2 * hi] - mUse);
-      s[nt][2 * hi + 1] = fastExp2(s[nt][2 * hi + 1] - mUse);
+      s[nt][2 * hi] = fastExp2(fmaf(s[nt][2 * hi], mult, -mUse));
+      s[nt][2 * hi + 1] = fastExp2(fmaf(s[nt][2 * hi + 1], mult, -mUse));
       sum += s[nt][2 * hi] + s[nt][2 * hi + 1];
     }
     rowSum[hi] = rowSum[hi] * alpha + sum;
@@ -472,7 +481,7 @@ __global__ void __launch_bounds__(32 * kRowWarps * kKeyWarps)
       for (int mt = 0; mt < kMTiles; ++mt) {
         const RowInfo *ri = rowInfo + mt * 16 * kRowWarps + rowWarp * 16 + g;
         maskScores<T, kGeneral>(p, s[mt], ri, ri + 8, n0 + keyWarp * BNW, tq, edge, scaleLog2);
-        softmaxStep(s[mt], o[mt], rowMax[mt], rowSum[mt]);
+        softmaxStep(s[mt], o[mt], rowMax[mt], rowSum[mt], softmaxMult<kGeneral>(scaleLog2));
       }
 
       // O += P V.
@@ -897,7 +906,7 @@ __global__ void __launch_bounds__(128 * kWG) flashAttnWgmmaKernel(const AttnPara
       const bool edge =
           n0 + BN > p.seqK || (p.causal && n0 + BN - 1 > w.firstQ + p.causalOffset);
       maskScores<T, kGeneral>(p, s, ri, ri + 8, n0, tq, edge, scaleLog2);
-      softmaxStep(s, o, rowMax, rowSum);
+      softmaxStep(s, o, rowMax, rowSum, softmaxMult<kGeneral>(scaleLog2));
 
       // O += P V: V is MN-major (column blocks of 64 at BN * 128 bytes, 8-key groups at 1024).
       uint32_t pa[BN / 16][4];
@@ -1092,8 +1101,8 @@ int prepareKernel(Kernel kernel, size_t smem, int device, int threads, std::atom
 }
 
 /// Environment override of the prefill kernel, for experiments and tests: mma.sync 'a' 4
-/// warps x 16 rows (BM 64), 'b' 4 warps x 32 rows (BM 128), 'c' as b with 32-key tiles, 'd' 8
-/// warps x 16 rows; on sm_90 (head dims 64 and 128) wgmma 'e' two warpgroups (BM 128, the
+/// warps x 16 rows (BM 64), 'b' 4 warps x 32 rows (BM 128) with 64-key tiles, 'c' the same with
+/// 32-key tiles (the mma.sync default), 'd' 8 warps x 16 rows; on sm_90 (head dims 64 and 128) wgmma 'e' two warpgroups (BM 128, the
 /// default), 'f' one (BM 64).
 char envConfig() {
   const char *s = std::getenv("COIL_CUDA_ATTN_CONFIG");
@@ -1201,19 +1210,20 @@ int32_t dispatchConfig(const coil_cuda_ctx *ctx, const char *fn, const AttnParam
       return launchWgmma<T, D, 2, 64, 3, kGeneral>(ctx, fn, p);
     }
   }
-  // mma.sync: 4 warps of 32 rows each (16 with a mask or softcap: registers).
+  // mma.sync: 4 warps of 32 rows each, 32-key tiles (16 rows and 64 keys with a mask or
+  // softcap: registers).
   if constexpr (kGeneral) {
     return launchFlash<T, D, 4, 1, 1, 64, true>(ctx, fn, p);
   } else {
     if constexpr (D == 128) {
       switch (cfg) {
       case 'a': return launchFlash<T, D, 4, 1, 1, 64, false>(ctx, fn, p);
-      case 'c': return launchFlash<T, D, 4, 1, 2, 32, false>(ctx, fn, p);
+      case 'b': return launchFlash<T, D, 4, 1, 2, 64, false>(ctx, fn, p);
       case 'd': return launchFlash<T, D, 8, 1, 1, 64, false>(ctx, fn, p);
       default: break;
       }
     }
-    return launchFlash<T, D, 4, 1, 2, 64, false>(ctx, fn, p);
+    return launchFlash<T, D, 4, 1, 2, 32, false>(ctx, fn, p);
   }
 }
 
