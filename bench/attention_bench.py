@@ -53,6 +53,7 @@ class Coil:
         f.argtypes = [ctypes.POINTER(CudaCtx)] + [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 30 + [
             ctypes.c_double, ctypes.c_double]
         self.lib.coil_cuda_attention_last_path.restype = ctypes.c_int32
+        self.lib.coil_cuda_attention_last_wgmma.restype = ctypes.c_int32
         self.err = ctypes.create_string_buffer(1024)
         self.ws = torch.empty(workspace_bytes, dtype=torch.uint8, device="cuda")
         dev = torch.cuda.current_device()
@@ -83,7 +84,8 @@ class Coil:
             raise RuntimeError(self.err.value.decode())
 
     def last_path(self):
-        return ["none", "plain", "flash", "split"][self.lib.coil_cuda_attention_last_path()]
+        path = ["none", "plain", "flash", "split"][self.lib.coil_cuda_attention_last_path()]
+        return path + (" wgmma" if self.lib.coil_cuda_attention_last_wgmma() else "")
 
 
 def time_median(fn, iters, warmup, flush):

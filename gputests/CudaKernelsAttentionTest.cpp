@@ -18,7 +18,7 @@ namespace {
 using AttnFn = decltype(&coil_cuda_attention_f32);
 
 AttnFn attnFn(Dt t) {
-  return t == Dt::F32 ? coil_cuda_attention_f32
+  return t == Dt::F32   ? coil_cuda_attention_f32
          : t == Dt::F16 ? coil_cuda_attention_f16
                         : coil_cuda_attention_bf16;
 }
@@ -29,7 +29,12 @@ AttnFn attnFn(Dt t) {
 enum class Layout { BHSD, BSHD, FusedQKV, Padded };
 
 /// Which dims of the mask [B, H, Sq, Sk] are real (others broadcast with stride 0).
-enum class MaskShape { Full, KeyPadding /*[B,1,1,Sk]*/, Shared /*[1,1,Sq,Sk]*/, PerRow /*[B,H,Sq,1]*/ };
+enum class MaskShape {
+  Full,
+  KeyPadding /*[B,1,1,Sk]*/,
+  Shared /*[1,1,Sq,Sk]*/,
+  PerRow /*[B,H,Sq,1]*/
+};
 
 struct AttnCase {
   Dt t = Dt::BF16;
@@ -141,8 +146,7 @@ protected:
     std::mt19937 rng(seed + 3);
     std::uniform_real_distribution<double> u(0, 1);
     auto maskIdx = [&](int64_t b, int64_t h, int64_t i, int64_t j) {
-      return size_t(m.at(mB == 1 ? 0 : b, mH == 1 ? 0 : h, mQ == 1 ? 0 : i, 0) +
-                    (mK == 1 ? 0 : j));
+      return size_t(m.at(mB == 1 ? 0 : b, mH == 1 ? 0 : h, mQ == 1 ? 0 : i, 0) + (mK == 1 ? 0 : j));
     };
     if (c.maskKind == 1) {
       for (auto &x : mBool) x = u(rng) < 0.75 ? 1 + (rng() % 200) : 0;
@@ -153,8 +157,10 @@ protected:
       // Fully masked: one row (or, for key padding, every key of the last batch; for a
       // per-row mask, its single entry of row 1).
       auto kill = [&](size_t i) {
-        if (c.maskKind == 1) mBool[i] = 0;
-        else mAdd.set(i, -INFINITY);
+        if (c.maskKind == 1)
+          mBool[i] = 0;
+        else
+          mAdd.set(i, -INFINITY);
       };
       if (c.maskShape == MaskShape::KeyPadding) {
         for (int64_t j = 0; j < Sk; ++j) kill(maskIdx(B - 1, 0, 0, j));
@@ -191,8 +197,10 @@ protected:
             if (c.softcap > 0) x = c.softcap * std::tanh(x / c.softcap);
             if (c.maskKind == 2) x += mAdd.get(maskIdx(b, h, i, j));
             s[j] = x;
-            if (x == -INFINITY) vis[j] = 0;
-            else mx = std::max(mx, x);
+            if (x == -INFINITY)
+              vis[j] = 0;
+            else
+              mx = std::max(mx, x);
           }
           const size_t row = size_t((b * H + h) * Sq + i);
           if (mx == -INFINITY) {
@@ -276,6 +284,18 @@ TEST_F(CudaKernelsAttention, EveryHeadDimOnTensorCores) {
         run(c);
         if (HasFatalFailure()) return;
       }
+}
+
+TEST_F(CudaKernelsAttention, HopperRunsWarpgroupMma) {
+  // On sm_90 the default prefill kernel of head dims 64 and 128 is the wgmma one (80 and 96:
+  // mma.sync); elsewhere never.
+  for (int64_t d : {64, 80, 96, 128}) {
+    AttnCase c;
+    c.d = c.dv = d, c.seqQ = 200, c.seqK = 250, c.causal = true;
+    run(c);
+    EXPECT_EQ(coil_cuda_attention_last_wgmma(), ctx_.sm_version == 90 && d % 64 == 0 ? 1 : 0)
+        << "head dim " << d << ", sm_" << ctx_.sm_version;
+  }
 }
 
 TEST_F(CudaKernelsAttention, EveryKernelConfiguration) {
@@ -476,9 +496,9 @@ TEST_F(CudaKernelsAttention, InvalidArgumentsFailWithAMessage) {
   auto call = [&](int64_t heads, int64_t kvHeads, int64_t seqQ, int64_t maskKind,
                   int64_t qStrideS) {
     error_[0] = 0;
-    return coil_cuda_attention_f16(&ctx_, p, p, p, p, yb.ptr(), 1, heads, kvHeads, seqQ, 4, 8, 8, 0, 0,
-                                   0, qStrideS, 0, 0, 0, 8, 0, 0, 0, 8, 0, 0, 8, maskKind, 0, 0, 0,
-                                   0, 1, 0, 0, 1.0, 0.0);
+    return coil_cuda_attention_f16(&ctx_, p, p, p, p, yb.ptr(), 1, heads, kvHeads, seqQ, 4, 8, 8, 0,
+                                   0, 0, qStrideS, 0, 0, 0, 8, 0, 0, 0, 8, 0, 0, 8, maskKind, 0, 0,
+                                   0, 0, 1, 0, 0, 1.0, 0.0);
   };
   EXPECT_NE(call(2, 2, -1, 0, 8), 0);
   EXPECT_NE(std::string(error_).find("coil_cuda_attention_f16: sizes must be >= 0"),
@@ -507,10 +527,10 @@ TEST_F(CudaKernelsAttention, CapturesIntoACudaGraph) {
     for (size_t i = 0; i < poison.size(); ++i) poison.set(i, NAN);
     DevBuf dq(hq), dk(hk), dv(hv), dy1(poison), dy2(poison);
     auto call = [&](void *y) {
-      return coil_cuda_attention_bf16(&ctx_, dq.ptr(), dk.ptr(), dv.ptr(), nullptr, y, B, H, Hk,
-                                      sq, Sk, D, D, 0, H * sq * D, sq * D, D, 0, Hk * Sk * D,
-                                      Sk * D, D, 0, Hk * Sk * D, Sk * D, D, H * sq * D, sq * D, D,
-                                      0, 0, 0, 0, 0, 0, 1, Sk - sq, 0.088, 0.0);
+      return coil_cuda_attention_bf16(&ctx_, dq.ptr(), dk.ptr(), dv.ptr(), nullptr, y, B, H, Hk, sq,
+                                      Sk, D, D, 0, H * sq * D, sq * D, D, 0, Hk * Sk * D, Sk * D, D,
+                                      0, Hk * Sk * D, Sk * D, D, H * sq * D, sq * D, D, 0, 0, 0, 0,
+                                      0, 0, 1, Sk - sq, 0.088, 0.0);
     };
     ASSERT_EQ(call(dy1.ptr()), 0) << error_;
     sync();

@@ -5,22 +5,31 @@
 // 16-byte aligned): one block owns a tile of BM "packed rows" of one (batch, kv head): the
 // group = heads / kvHeads query heads that share the kv head, interleaved row by row (packed
 // row r is query i = r / group of head hk * group + r % group), so the query heads of a GQA
-// group share every K/V tile the block loads. Each warp owns 16 rows; Q stays in registers
-// (ldmatrix fragments); K/V tiles of BN keys stream through a two-stage cp.async pipeline in
-// padded shared memory (rows of D + 8 elements: ldmatrix without bank conflicts); S = Q K^T
-// and O += P V are mma.sync m16n8k16 (f32 accumulators); the softmax is online (running max
-// and sum per row in f32, base-2 exponentials) and P goes from the S accumulators straight
-// into the A fragments of the second product. Causal blocks stop at their last visible key;
-// element masks are applied only on tiles that need them (the tail past seqK, the causal
-// diagonal, and every tile when a mask tensor or softcap is present, in a separate kernel).
-// When the blocks do not fill the GPU (decode: few query rows against many keys), the keys
-// are split across blocks (split-KV): each split writes its f32 partial output and log-sum-exp
-// into ctx->workspace and a combine kernel produces Y. Fewer splits are used when the
-// workspace is too small.
+// group share every K/V tile the block loads. Each warp owns 16-row m-tiles in the fragment
+// layout of mma m16n8k16 (which is also the per-warp layout of wgmma m64nNk16), so masking,
+// the online softmax (running max and sum per row in f32, base-2 exponentials with the scale
+// folded in) and the output stores are shared by two kernels:
+// - flashAttnWgmmaKernel (sm_90a, head dims 64 and 128; the default on sm_90): two warpgroups
+//   of 64 rows (BM 128), 64-key tiles through three cp.async stages in the 128-byte-swizzled
+//   layout; S = Q K^T is wgmma with Q fragments in registers and K from shared memory, O += P V
+//   is wgmma with P from the S registers and V (MN-major) from shared memory. The S product of
+//   tile t + 1 is issued before the softmax of tile t, so the tensor cores work while the warps
+//   compute exponentials; one barrier per tile.
+// - flashAttnKernel (mma.sync, sm_80 and up): Q fragments in registers (16 rows per warp) or
+//   re-read from padded shared memory (32 rows per warp: the default, BM 128, 32-key tiles);
+//   K/V tiles in a two-stage cp.async pipeline in padded shared memory (rows of D + 8
+//   elements: ldmatrix without bank conflicts). Decode shapes (at most 16 packed rows) run it
+//   with 4 warps on different keys of each 64-key tile, merged through shared memory.
+// Causal blocks stop at their last visible key; element masks are applied only on tiles that
+// need them (the tail past seqK, the causal diagonal), and on every tile in the kGeneral
+// instantiations (a mask tensor or softcap). When the blocks do not fill the GPU (decode: few
+// query rows against many keys), the keys are split across blocks (split-KV): each split
+// writes its f32 partial output and log-sum-exp into ctx->workspace and a combine kernel
+// produces Y. Fewer splits are used when the workspace is too small.
 //
-// The plain kernel (f32, other head dims, unaligned rows): one block of 128 threads per query
-// row, scores of 128 keys at a time (one per thread), the online softmax over the block and
-// the f32 output accumulator in shared memory (headDimV <= 8192).
+// The plain kernel (f32, other head dims, unaligned rows, seqK == 0): one block of 128 threads
+// per query row, scores of 128 keys at a time (one per thread), the online softmax over the
+// block and the f32 output accumulator in shared memory (headDimV <= 8192).
 #include "kernels/cuda/CudaKernels.h"
 #include "kernels/cuda/CudaKernelsImpl.h"
 
@@ -78,14 +87,14 @@ __device__ __forceinline__ void cpAsyncCommit() {
 template <int N> __device__ __forceinline__ void cpAsyncWait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
-__device__ __forceinline__ void ldmatrixX4(uint32_t addr, uint32_t &r0, uint32_t &r1,
-                                           uint32_t &r2, uint32_t &r3) {
+__device__ __forceinline__ void ldmatrixX4(uint32_t addr, uint32_t &r0, uint32_t &r1, uint32_t &r2,
+                                           uint32_t &r3) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
                : "r"(addr));
 }
-__device__ __forceinline__ void ldmatrixX4T(uint32_t addr, uint32_t &r0, uint32_t &r1,
-                                            uint32_t &r2, uint32_t &r3) {
+__device__ __forceinline__ void ldmatrixX4T(uint32_t addr, uint32_t &r0, uint32_t &r1, uint32_t &r2,
+                                            uint32_t &r3) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
                : "r"(addr));
@@ -152,7 +161,7 @@ template <int D, int kRowWarps, int kKeyWarps, int kMTiles, int BN> struct Flash
   static constexpr int LD = D + 8; ///< padded shared-memory row (elements)
   static constexpr size_t kRowInfo = size_t(BM) * 32;
   static constexpr size_t kTiles = size_t(BM + 4 * BN) * LD * 2; ///< Q + 2 stages of K and V
-  static constexpr size_t kMerge = kKeyWarps > 1 ? size_t(kKeyWarps) * BM * (D + 2) * 4 : 0;
+  static constexpr size_t kMerge = kKeyWarps > 1 ? size_t(kKeyWarps) * BM *(D + 2) * 4 : 0;
   static constexpr size_t kSmem = kRowInfo + (kTiles > kMerge ? kTiles : kMerge);
   static_assert(BNW % 16 == 0 && D % 16 == 0, "tiles of 16");
 };
@@ -170,8 +179,8 @@ struct RowInfo {
 /// exponentials: softmaxMult) and are scaled otherwise.
 template <typename T, bool kGeneral, int NT>
 __device__ __forceinline__ void maskScores(const AttnParams &p, float (&s)[NT][4],
-                                           const RowInfo *r0, const RowInfo *r1, int64_t nw,
-                                           int tq, bool edge, float scaleLog2) {
+                                           const RowInfo *r0, const RowInfo *r1, int64_t nw, int tq,
+                                           bool edge, float scaleLog2) {
   if (kGeneral || edge) {
 #pragma unroll
     for (int hi = 0; hi < 2; ++hi) {
@@ -255,8 +264,7 @@ __device__ __forceinline__ void pFragment(const float (&s)[NT][4], int kk, uint3
 template <typename T, int NO>
 __device__ __forceinline__ void storeRows(const AttnParams &p, const float (&o)[NO][4],
                                           const float (&rowMax)[2], const float (&rowSum)[2],
-                                          const RowInfo *r0, const RowInfo *r1, int split,
-                                          int tq) {
+                                          const RowInfo *r0, const RowInfo *r1, int split, int tq) {
 #pragma unroll
   for (int hi = 0; hi < 2; ++hi) {
     const RowInfo &ri = hi ? *r1 : *r0;
@@ -358,8 +366,7 @@ __device__ __forceinline__ void loadTile(T *tile, RowPtr rowPtr) {
 }
 
 template <typename T, int D, int kRowWarps, int kKeyWarps, int kMTiles, int BN, bool kGeneral>
-__global__ void __launch_bounds__(32 * kRowWarps * kKeyWarps)
-    flashAttnKernel(const AttnParams p) {
+__global__ void __launch_bounds__(32 * kRowWarps * kKeyWarps) flashAttnKernel(const AttnParams p) {
   using Cfg = FlashCfg<D, kRowWarps, kKeyWarps, kMTiles, BN>;
   constexpr int BM = Cfg::BM, BNW = Cfg::BNW, LD = Cfg::LD, kThreads = Cfg::kThreads;
   extern __shared__ __align__(16) unsigned char smemRaw[];
@@ -446,10 +453,12 @@ __global__ void __launch_bounds__(32 * kRowWarps * kKeyWarps)
 #pragma unroll
       for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
-        for (int i = 0; i < BNW / 8; ++i) s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.f;
+        for (int i = 0; i < BNW / 8; ++i)
+          s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.f;
       {
         // K fragment rows: key (lane & 7) + (lane / 16) * 8, column ((lane / 8) & 1) * 8.
-        const uint32_t ka = smemAddr(kt + ((lane & 7) + (lane / 16) * 8) * LD + ((lane / 8) & 1) * 8);
+        const uint32_t ka =
+            smemAddr(kt + ((lane & 7) + (lane / 16) * 8) * LD + ((lane / 8) & 1) * 8);
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk) {
           uint32_t a[kMTiles][4];
@@ -488,7 +497,8 @@ __global__ void __launch_bounds__(32 * kRowWarps * kKeyWarps)
       {
         // V fragment rows (transposed): key (lane & 7) + ((lane / 8) & 1) * 8, column
         // (lane / 16) * 8.
-        const uint32_t va = smemAddr(vt + ((lane & 7) + ((lane / 8) & 1) * 8) * LD + (lane / 16) * 8);
+        const uint32_t va =
+            smemAddr(vt + ((lane & 7) + ((lane / 8) & 1) * 8) * LD + (lane / 16) * 8);
 #pragma unroll
         for (int kk = 0; kk < BNW / 16; ++kk) {
           uint32_t a[kMTiles][4];
@@ -530,7 +540,7 @@ __global__ void __launch_bounds__(32 * kRowWarps * kKeyWarps)
       }
     } else {
       // Merge the key warps' states: O_w (unnormalized), max m_w and sum l_w per row.
-      __syncthreads(); // the K/V tiles are free
+      __syncthreads();                                                // the K/V tiles are free
       float *mO = reinterpret_cast<float *>(smemRaw + Cfg::kRowInfo); // [kKeyWarps][BM][D]
       float *mM = mO + kKeyWarps * BM * D, *mL = mM + kKeyWarps * BM; // [kKeyWarps][BM]
 #pragma unroll
@@ -541,7 +551,8 @@ __global__ void __launch_bounds__(32 * kRowWarps * kKeyWarps)
           float *dst = mO + (keyWarp * BM + r) * D + 2 * tq;
 #pragma unroll
           for (int i = 0; i < D / 8; ++i)
-            *reinterpret_cast<float2 *>(dst + i * 8) = make_float2(o[mt][i][2 * hi], o[mt][i][2 * hi + 1]);
+            *reinterpret_cast<float2 *>(dst + i * 8) =
+                make_float2(o[mt][i][2 * hi], o[mt][i][2 * hi + 1]);
           if (tq == 0) {
             mM[keyWarp * BM + r] = rowMax[mt][hi];
             mL[keyWarp * BM + r] = rowSum[mt][hi];
@@ -784,8 +795,8 @@ __device__ __forceinline__ uint64_t smemDescSw128(uint32_t addr, uint32_t lbo, u
 /// so its shared-memory offsets are fixed (`dst0`, from swizzleDst0) and its global address
 /// moves by a constant step. The tile must be 1024-byte aligned.
 template <int D, int kThreads, int ROWS, typename T>
-__device__ __forceinline__ void loadTileSw(T *tile, uint32_t dst0, const T *rowBase,
-                                           int64_t stride, int rowsLeft, const T *dummy) {
+__device__ __forceinline__ void loadTileSw(T *tile, uint32_t dst0, const T *rowBase, int64_t stride,
+                                           int rowsLeft, const T *dummy) {
   constexpr int kChunks = D / 8, kRowStep = kThreads / kChunks;
   static_assert(kThreads % kChunks == 0 && kRowStep % 8 == 0 && ROWS % kRowStep == 0, "loader");
   const int r0 = int(threadIdx.x) / kChunks, c = int(threadIdx.x) % kChunks;
@@ -847,14 +858,13 @@ __global__ void __launch_bounds__(128 * kWG) flashAttnWgmmaKernel(const AttnPara
       loadTileSw<D, kThreads, BN>(sV + stage * kTile, dst0, vBase + n0 * vs, vs, rowsLeft, vBase);
     };
     // S = Q K(tile)^T, issued (K is K-major: column block kk / 4, 32 bytes per k-step).
-    auto issueS = [&](float (&s)[BN / 8][4], const uint32_t (&qf)[D / 16][4], int tile) {
+    auto issueS = [&](float(&s)[BN / 8][4], const uint32_t(&qf)[D / 16][4], int tile) {
       const uint32_t kAddr = smemAddr(sK + (tile % kStages) * kTile);
       wgmmaFence();
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk)
-        wgmmaRS<0>(s, qf[kk],
-                   smemDescSw128(kAddr + (kk / 4) * BN * 128 + (kk % 4) * 32, 16, 1024), kk,
-                   (T *)nullptr);
+        wgmmaRS<0>(s, qf[kk], smemDescSw128(kAddr + (kk / 4) * BN * 128 + (kk % 4) * 32, 16, 1024),
+                   kk, (T *)nullptr);
       wgmmaCommit();
     };
     // Waits for every committed load (the newest is the tile needed next) and makes it
@@ -866,7 +876,8 @@ __global__ void __launch_bounds__(128 * kWG) flashAttnWgmmaKernel(const AttnPara
       __syncthreads();
     };
 
-    loadTile<D, LDQ, kThreads, BM>(sQ, [&](int r, bool &valid) { return qRowPtr<T>(p, w, r, valid); });
+    loadTile<D, LDQ, kThreads, BM>(sQ,
+                                   [&](int r, bool &valid) { return qRowPtr<T>(p, w, r, valid); });
     if (w.nTiles > 0) loadKV(0);
     cpAsyncCommit();
 
@@ -903,8 +914,7 @@ __global__ void __launch_bounds__(128 * kWG) flashAttnWgmmaKernel(const AttnPara
       }
 
       const int64_t n0 = (w.kbBegin + t) * BN;
-      const bool edge =
-          n0 + BN > p.seqK || (p.causal && n0 + BN - 1 > w.firstQ + p.causalOffset);
+      const bool edge = n0 + BN > p.seqK || (p.causal && n0 + BN - 1 > w.firstQ + p.causalOffset);
       maskScores<T, kGeneral>(p, s, ri, ri + 8, n0, tq, edge, scaleLog2);
       softmaxStep(s, o, rowMax, rowSum, softmaxMult<kGeneral>(scaleLog2));
 
@@ -942,8 +952,8 @@ __global__ void __launch_bounds__(128 * kWG) flashAttnWgmmaKernel(const AttnPara
 template <int D, int kWG, int BN, int kStages> struct WgmmaCfg {
   static constexpr int BM = 64 * kWG;
   static constexpr int kThreads = 128 * kWG;
-  static constexpr size_t kSmem = 1024 + size_t(2 * kStages) * BN * D * 2 +
-                                  size_t(BM) * (D + 8) * 2 + size_t(BM) * 32;
+  static constexpr size_t kSmem =
+      1024 + size_t(2 * kStages) * BN * D * 2 + size_t(BM) * (D + 8) * 2 + size_t(BM) * 32;
 };
 
 /// Y from the split-KV partials: per row, weights exp2(lse_s - max lse).
@@ -974,10 +984,11 @@ constexpr int kPlainThreads = 128;
 
 /// One block per query row (grid-stride): thread t scores key j0 + t, the block shares the
 /// running max and sum, and the f32 output row lives in shared memory.
-template <typename T> __global__ void __launch_bounds__(kPlainThreads) plainAttnKernel(const AttnParams p) {
+template <typename T>
+__global__ void __launch_bounds__(kPlainThreads) plainAttnKernel(const AttnParams p) {
   extern __shared__ float plainSmem[];
-  float *oAcc = plainSmem;          // dv
-  float *pSh = plainSmem + p.dv;    // kPlainThreads
+  float *oAcc = plainSmem;       // dv
+  float *pSh = plainSmem + p.dv; // kPlainThreads
   __shared__ float red[kPlainThreads / 32];
   const T *qg = static_cast<const T *>(p.q);
   const T *kg = static_cast<const T *>(p.k);
@@ -1102,8 +1113,8 @@ int prepareKernel(Kernel kernel, size_t smem, int device, int threads, std::atom
 
 /// Environment override of the prefill kernel, for experiments and tests: mma.sync 'a' 4
 /// warps x 16 rows (BM 64), 'b' 4 warps x 32 rows (BM 128) with 64-key tiles, 'c' the same with
-/// 32-key tiles (the mma.sync default), 'd' 8 warps x 16 rows; on sm_90 (head dims 64 and 128) wgmma 'e' two warpgroups (BM 128, the
-/// default), 'f' one (BM 64).
+/// 32-key tiles (the mma.sync default), 'd' 8 warps x 16 rows; on sm_90 (head dims 64 and 128)
+/// wgmma 'e' two warpgroups (BM 128, the default), 'f' one (BM 64).
 char envConfig() {
   const char *s = std::getenv("COIL_CUDA_ATTN_CONFIG");
   return s && s[0] >= 'a' && s[0] <= 'f' && !s[1] ? s[0] : 0;
@@ -1118,6 +1129,8 @@ int envSplits() {
 
 /// The path of the calling thread's last attention call (COIL_CUDA_ATTN_PATH_*).
 thread_local int32_t lastPath = COIL_CUDA_ATTN_PATH_NONE;
+/// Whether that call ran the wgmma kernel.
+thread_local int32_t lastWgmma = 0;
 
 /// Launches a flash kernel (block of `threads` threads, BM rows, BN-key tiles, `smem` bytes of
 /// dynamic shared memory) with the split count chosen here, then the combine kernel.
@@ -1138,8 +1151,8 @@ int32_t launchAttn(const coil_cuda_ctx *ctx, const char *fn, AttnParams p, Kerne
   // best wave efficiency, each split at least 2 key blocks long, bounded by the workspace.
   int splits = 1;
   if (base < capacity && keyBlocks >= 4) {
-    const int64_t maxS = std::min<int64_t>({int64_t(kMaxSplits), keyBlocks / 2,
-                                            (2 * capacity + base - 1) / base});
+    const int64_t maxS =
+        std::min<int64_t>({int64_t(kMaxSplits), keyBlocks / 2, (2 * capacity + base - 1) / base});
     double best = 0;
     double eff[kMaxSplits + 1] = {};
     for (int64_t s = 1; s <= maxS; ++s) {
@@ -1168,8 +1181,10 @@ int32_t launchAttn(const coil_cuda_ctx *ctx, const char *fn, AttnParams p, Kerne
   }
   p.splits = splits;
   p.kbPerSplit = int((keyBlocks + splits - 1) / splits);
-  if (splits > 1) p.kbPerSplit = std::max(p.kbPerSplit, 1);
-  else p.kbPerSplit = int(std::min<int64_t>(keyBlocks, INT32_MAX));
+  if (splits > 1)
+    p.kbPerSplit = std::max(p.kbPerSplit, 1);
+  else
+    p.kbPerSplit = int(std::min<int64_t>(keyBlocks, INT32_MAX));
   p.totalBlocks = base * splits;
   const unsigned grid = unsigned(std::min<int64_t>(p.totalBlocks, int64_t(1) << 30));
   kernel<<<grid, threads, smem, stream>>>(p);
@@ -1186,16 +1201,32 @@ template <typename T, int D, int kRowWarps, int kKeyWarps, int kMTiles, int BN, 
 int32_t launchFlash(const coil_cuda_ctx *ctx, const char *fn, const AttnParams &p) {
   using Cfg = FlashCfg<D, kRowWarps, kKeyWarps, kMTiles, BN>;
   static std::atomic<int> occ[64];
-  return launchAttn<T, D>(ctx, fn, p, flashAttnKernel<T, D, kRowWarps, kKeyWarps, kMTiles, BN, kGeneral>,
+  return launchAttn<T, D>(ctx, fn, p,
+                          flashAttnKernel<T, D, kRowWarps, kKeyWarps, kMTiles, BN, kGeneral>,
                           "flashAttnKernel", Cfg::BM, BN, Cfg::kThreads, Cfg::kSmem, occ);
 }
 
+/// Launches the wgmma kernel, or returns -1 when the library holds no sm_90a code for it (a
+/// build without 90a: its body would be empty).
 template <typename T, int D, int kWG, int BN, int kStages, bool kGeneral>
 int32_t launchWgmma(const coil_cuda_ctx *ctx, const char *fn, const AttnParams &p) {
   using Cfg = WgmmaCfg<D, kWG, BN, kStages>;
   static std::atomic<int> occ[64];
-  return launchAttn<T, D>(ctx, fn, p, flashAttnWgmmaKernel<T, D, kWG, BN, kStages, kGeneral>,
-                          "flashAttnWgmmaKernel", Cfg::BM, BN, Cfg::kThreads, Cfg::kSmem, occ);
+  static std::atomic<int> hasSm90a{-1};
+  if (hasSm90a.load(std::memory_order_relaxed) < 0) {
+    cudaFuncAttributes attr{};
+    const bool ok =
+        cudaFuncGetAttributes(&attr, flashAttnWgmmaKernel<T, D, kWG, BN, kStages, kGeneral>) ==
+            cudaSuccess &&
+        attr.binaryVersion == 90;
+    hasSm90a.store(ok ? 1 : 0, std::memory_order_relaxed);
+  }
+  if (hasSm90a.load(std::memory_order_relaxed) == 0) return -1;
+  const int32_t r =
+      launchAttn<T, D>(ctx, fn, p, flashAttnWgmmaKernel<T, D, kWG, BN, kStages, kGeneral>,
+                       "flashAttnWgmmaKernel", Cfg::BM, BN, Cfg::kThreads, Cfg::kSmem, occ);
+  lastWgmma = r == 0;
+  return r;
 }
 
 template <typename T, int D, bool kGeneral>
@@ -1206,8 +1237,9 @@ int32_t dispatchConfig(const coil_cuda_ctx *ctx, const char *fn, const AttnParam
   // sm_90, head dims 64 and 128: warpgroup MMA.
   if constexpr (D % 64 == 0) {
     if (ctx->sm_version == 90 && cfg != 'a' && cfg != 'b' && cfg != 'c' && cfg != 'd') {
-      if (cfg == 'f') return launchWgmma<T, D, 1, 64, 3, kGeneral>(ctx, fn, p);
-      return launchWgmma<T, D, 2, 64, 3, kGeneral>(ctx, fn, p);
+      const int32_t r = cfg == 'f' ? launchWgmma<T, D, 1, 64, 3, kGeneral>(ctx, fn, p)
+                                   : launchWgmma<T, D, 2, 64, 3, kGeneral>(ctx, fn, p);
+      if (r >= 0) return r;
     }
   }
   // mma.sync: 4 warps of 32 rows each, 32-key tiles (16 rows and 64 keys with a mask or
@@ -1217,10 +1249,14 @@ int32_t dispatchConfig(const coil_cuda_ctx *ctx, const char *fn, const AttnParam
   } else {
     if constexpr (D == 128) {
       switch (cfg) {
-      case 'a': return launchFlash<T, D, 4, 1, 1, 64, false>(ctx, fn, p);
-      case 'b': return launchFlash<T, D, 4, 1, 2, 64, false>(ctx, fn, p);
-      case 'd': return launchFlash<T, D, 8, 1, 1, 64, false>(ctx, fn, p);
-      default: break;
+      case 'a':
+        return launchFlash<T, D, 4, 1, 1, 64, false>(ctx, fn, p);
+      case 'b':
+        return launchFlash<T, D, 4, 1, 2, 64, false>(ctx, fn, p);
+      case 'd':
+        return launchFlash<T, D, 8, 1, 1, 64, false>(ctx, fn, p);
+      default:
+        break;
       }
     }
     return launchFlash<T, D, 4, 1, 2, 32, false>(ctx, fn, p);
@@ -1230,28 +1266,31 @@ int32_t dispatchConfig(const coil_cuda_ctx *ctx, const char *fn, const AttnParam
 template <typename T, bool kGeneral>
 int32_t dispatchHeadDim(const coil_cuda_ctx *ctx, const char *fn, const AttnParams &p) {
   switch (p.d) {
-  case 64: return dispatchConfig<T, 64, kGeneral>(ctx, fn, p);
-  case 80: return dispatchConfig<T, 80, kGeneral>(ctx, fn, p);
-  case 96: return dispatchConfig<T, 96, kGeneral>(ctx, fn, p);
-  default: return dispatchConfig<T, 128, kGeneral>(ctx, fn, p);
+  case 64:
+    return dispatchConfig<T, 64, kGeneral>(ctx, fn, p);
+  case 80:
+    return dispatchConfig<T, 80, kGeneral>(ctx, fn, p);
+  case 96:
+    return dispatchConfig<T, 96, kGeneral>(ctx, fn, p);
+  default:
+    return dispatchConfig<T, 128, kGeneral>(ctx, fn, p);
   }
 }
 
 template <typename T>
-int32_t attention(const coil_cuda_ctx *ctx, const char *fn, const void *q, const void *k,
-                  const void *v, const void *mask, void *y, int64_t batch, int64_t heads,
-                  int64_t kvHeads, int64_t seqQ, int64_t seqK, int64_t headDim, int64_t headDimV,
-                  int64_t qOffset, int64_t qStrideB, int64_t qStrideH, int64_t qStrideS,
-                  int64_t kOffset, int64_t kStrideB, int64_t kStrideH, int64_t kStrideS,
-                  int64_t vOffset, int64_t vStrideB, int64_t vStrideH, int64_t vStrideS,
-                  int64_t yStrideB, int64_t yStrideH, int64_t yStrideS, int64_t maskKind,
-                  int64_t maskOffset, int64_t maskStrideB, int64_t maskStrideH,
-                  int64_t maskStrideQ, int64_t maskStrideK, int64_t causal, int64_t causalOffset,
-                  double scale, double softcap) {
+int32_t
+attention(const coil_cuda_ctx *ctx, const char *fn, const void *q, const void *k, const void *v,
+          const void *mask, void *y, int64_t batch, int64_t heads, int64_t kvHeads, int64_t seqQ,
+          int64_t seqK, int64_t headDim, int64_t headDimV, int64_t qOffset, int64_t qStrideB,
+          int64_t qStrideH, int64_t qStrideS, int64_t kOffset, int64_t kStrideB, int64_t kStrideH,
+          int64_t kStrideS, int64_t vOffset, int64_t vStrideB, int64_t vStrideH, int64_t vStrideS,
+          int64_t yStrideB, int64_t yStrideH, int64_t yStrideS, int64_t maskKind,
+          int64_t maskOffset, int64_t maskStrideB, int64_t maskStrideH, int64_t maskStrideQ,
+          int64_t maskStrideK, int64_t causal, int64_t causalOffset, double scale, double softcap) {
   lastPath = COIL_CUDA_ATTN_PATH_NONE;
+  lastWgmma = 0;
   if (!ctx) return 1;
-  if (batch < 0 || heads < 0 || kvHeads < 0 || seqQ < 0 || seqK < 0 || headDim < 0 ||
-      headDimV < 0)
+  if (batch < 0 || heads < 0 || kvHeads < 0 || seqQ < 0 || seqK < 0 || headDim < 0 || headDimV < 0)
     return fail(ctx, fn,
                 "sizes must be >= 0 (batch %lld, heads %lld, kvHeads %lld, seqQ %lld, seqK %lld, "
                 "headDim %lld, headDimV %lld)",
@@ -1275,15 +1314,21 @@ int32_t attention(const coil_cuda_ctx *ctx, const char *fn, const void *q, const
   bool ok = !__builtin_mul_overflow(batch * 1, heads, &rowsTotal) &&
             !__builtin_mul_overflow(rowsTotal, seqQ, &rowsTotal) &&
             maxIndex(0, {{batch, yStrideB}, {heads, yStrideH}, {seqQ, yStrideS}, {headDimV, 1}}) &&
-            maxIndex(qOffset,
-                     {{batch, qStrideB}, {heads, qStrideH}, {seqQ, qStrideS}, {std::max<int64_t>(headDim, 1), 1}});
+            maxIndex(qOffset, {{batch, qStrideB},
+                               {heads, qStrideH},
+                               {seqQ, qStrideS},
+                               {std::max<int64_t>(headDim, 1), 1}});
   if (ok && seqK > 0)
-    ok = maxIndex(kOffset, {{batch, kStrideB}, {kvHeads, kStrideH}, {seqK, kStrideS},
+    ok = maxIndex(kOffset, {{batch, kStrideB},
+                            {kvHeads, kStrideH},
+                            {seqK, kStrideS},
                             {std::max<int64_t>(headDim, 1), 1}}) &&
-         maxIndex(vOffset, {{batch, vStrideB}, {kvHeads, vStrideH}, {seqK, vStrideS}, {headDimV, 1}});
+         maxIndex(vOffset,
+                  {{batch, vStrideB}, {kvHeads, vStrideH}, {seqK, vStrideS}, {headDimV, 1}});
   if (ok && seqK > 0 && maskKind != 0)
-    ok = maxIndex(maskOffset,
-                  {{batch, maskStrideB}, {heads, maskStrideH}, {seqQ, maskStrideQ}, {seqK, maskStrideK}});
+    ok = maxIndex(
+        maskOffset,
+        {{batch, maskStrideB}, {heads, maskStrideH}, {seqQ, maskStrideQ}, {seqK, maskStrideK}});
   if (!ok) return fail(ctx, fn, "the sizes, strides and offsets overflow int64");
   if (!y || (!q && headDim > 0 && seqK > 0) || (seqK > 0 && (!k || !v)) ||
       (maskKind != 0 && seqK > 0 && !mask))
@@ -1350,13 +1395,13 @@ using coil::cuda::attention;
       int64_t vOffset, int64_t vStrideB, int64_t vStrideH, int64_t vStrideS, int64_t yStrideB,     \
       int64_t yStrideH, int64_t yStrideS, int64_t maskKind, int64_t maskOffset,                    \
       int64_t maskStrideB, int64_t maskStrideH, int64_t maskStrideQ, int64_t maskStrideK,          \
-      int64_t causal, int64_t causalOffset, double scale, double softcap) {                       \
+      int64_t causal, int64_t causalOffset, double scale, double softcap) {                        \
     return attention<T>(ctx, "coil_cuda_attention_" #S, q, k, v, mask, y, batch, heads, kvHeads,   \
                         seqQ, seqK, headDim, headDimV, qOffset, qStrideB, qStrideH, qStrideS,      \
                         kOffset, kStrideB, kStrideH, kStrideS, vOffset, vStrideB, vStrideH,        \
-                        vStrideS, yStrideB, yStrideH, yStrideS, maskKind, maskOffset,              \
-                        maskStrideB, maskStrideH, maskStrideQ, maskStrideK, causal, causalOffset,  \
-                        scale, softcap);                                                           \
+                        vStrideS, yStrideB, yStrideH, yStrideS, maskKind, maskOffset, maskStrideB, \
+                        maskStrideH, maskStrideQ, maskStrideK, causal, causalOffset, scale,        \
+                        softcap);                                                                  \
   }
 COIL_CUDA_DEFINE_ATTENTION(f32, float)
 COIL_CUDA_DEFINE_ATTENTION(f16, __half)
@@ -1365,4 +1410,7 @@ COIL_CUDA_DEFINE_ATTENTION(bf16, __nv_bfloat16)
 
 extern "C" int32_t coil_cuda_attention_last_path(void) {
   return coil::cuda::lastPath;
+}
+extern "C" int32_t coil_cuda_attention_last_wgmma(void) {
+  return coil::cuda::lastWgmma;
 }

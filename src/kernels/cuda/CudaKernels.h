@@ -131,13 +131,14 @@ COIL_CUDA_DECLARE_GEMM_BIAS(bf16)
 /// int64, headDimV <= 8192 off the tensor-core path; a failed check returns 1 with a message.
 /// f16/bf16 with headDim == headDimV in {64, 80, 96, 128} and 16-byte aligned rows (pointer +
 /// offset, and every stride of Q, K, V and Y a multiple of 8 elements) run the flash-attention
-/// kernel (mma.sync tensor cores, f32 accumulation and softmax, no seqQ x seqK buffer); when its
-/// blocks do not fill the GPU (decode shapes), the keys are split across blocks with f32
-/// partials in ctx->workspace (fewer splits when it is too small; none without one). Everything
-/// else (f32, other head dims, unaligned rows) runs a plain kernel: correct, not fast. No
-/// cuBLAS: ctx->blas may be NULL. The environment variables COIL_CUDA_ATTN_SPLITS (a split
-/// count) and COIL_CUDA_ATTN_WARPS (4 or 8 warps per prefill block) override the heuristics,
-/// for tests and tuning.
+/// kernel (tensor cores: wgmma on sm_90 for head dims 64 and 128 when ctx->sm_version is 90,
+/// mma.sync otherwise; f32 accumulation and softmax, no seqQ x seqK buffer); when its blocks do
+/// not fill the GPU (decode shapes), the keys are split across blocks with f32 partials in
+/// ctx->workspace (fewer splits when it is too small; none without one). Everything else (f32,
+/// other head dims, unaligned rows) runs a plain kernel: correct, not fast. No cuBLAS:
+/// ctx->blas may be NULL. The environment variables COIL_CUDA_ATTN_SPLITS (a split count) and
+/// COIL_CUDA_ATTN_CONFIG (a kernel configuration, kernels/cuda/CudaAttention.cu) override the
+/// heuristics, for tests and tuning.
 #define COIL_CUDA_DECLARE_ATTENTION(S)                                                             \
   int32_t coil_cuda_attention_##S(                                                                 \
       const coil_cuda_ctx *ctx, const void *q, const void *k, const void *v, const void *mask,     \
@@ -161,6 +162,8 @@ COIL_CUDA_DECLARE_ATTENTION(bf16)
 #define COIL_CUDA_ATTN_PATH_FLASH 2
 #define COIL_CUDA_ATTN_PATH_SPLIT 3
 int32_t coil_cuda_attention_last_path(void);
+/// 1 when the calling thread's last coil_cuda_attention_* call ran the wgmma (sm_90a) kernel.
+int32_t coil_cuda_attention_last_wgmma(void);
 
 #undef COIL_CUDA_DECLARE_CONV
 #undef COIL_CUDA_DECLARE_GEMM
