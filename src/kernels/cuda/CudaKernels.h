@@ -1,5 +1,5 @@
-/// \file CUDA extern kernels (libcoil_cuda): the device twins of the GEMM and convolution
-/// functions of kernels/cpu/CpuKernels.h.
+/// \file CUDA extern kernels (libcoil_cuda): the device twins of the GEMM, convolution and
+/// attention functions of kernels/cpu/CpuKernels.h.
 ///
 /// `coil_cuda_<op>_<dtype>` takes `const coil_cuda_ctx *` first, then exactly the arguments of
 /// `coil_cpu_<op>_<dtype>` with device pointers, and has the same semantics (including the
@@ -122,6 +122,48 @@ COIL_CUDA_DECLARE_GEMM_BIAS(f32)
 COIL_CUDA_DECLARE_GEMM_BIAS(f16)
 COIL_CUDA_DECLARE_GEMM_BIAS(bf16)
 #undef COIL_CUDA_DECLARE_GEMM_BIAS
+
+/// Fused attention, as coil_cpu_attention_* (the contract: docs of kernels/cpu/CpuKernels.h;
+/// every size and stride in elements; Y[b,h,i,:] = softmax_j(softcap(scale * Q.K_j) + mask,
+/// causal: key j hidden from query i when j > i + causalOffset) V; a row with no visible key
+/// gives zeros; K/V head h / (heads / kvHeads) serves query head h). Argument checks: sizes,
+/// offsets and strides >= 0, heads a multiple of kvHeads, maskKind 0/1/2, every index within
+/// int64, headDimV <= 8192 off the tensor-core path; a failed check returns 1 with a message.
+/// f16/bf16 with headDim == headDimV in {64, 80, 96, 128} and 16-byte aligned rows (pointer +
+/// offset, and every stride of Q, K, V and Y a multiple of 8 elements) run the flash-attention
+/// kernel (tensor cores: wgmma on sm_90 for head dims 64 and 128 when ctx->sm_version is 90,
+/// mma.sync otherwise; f32 accumulation and softmax, no seqQ x seqK buffer); when its blocks do
+/// not fill the GPU (decode shapes), the keys are split across blocks with f32 partials in
+/// ctx->workspace (fewer splits when it is too small; none without one). Everything else (f32,
+/// other head dims, unaligned rows) runs a plain kernel: correct, not fast. No cuBLAS:
+/// ctx->blas may be NULL. The environment variables COIL_CUDA_ATTN_SPLITS (a split count) and
+/// COIL_CUDA_ATTN_CONFIG (a kernel configuration, kernels/cuda/CudaAttention.cu) override the
+/// heuristics, for tests and tuning.
+#define COIL_CUDA_DECLARE_ATTENTION(S)                                                             \
+  int32_t coil_cuda_attention_##S(                                                                 \
+      const coil_cuda_ctx *ctx, const void *q, const void *k, const void *v, const void *mask,     \
+      void *y, int64_t batch, int64_t heads, int64_t kvHeads, int64_t seqQ, int64_t seqK,          \
+      int64_t headDim, int64_t headDimV, int64_t qOffset, int64_t qStrideB, int64_t qStrideH,      \
+      int64_t qStrideS, int64_t kOffset, int64_t kStrideB, int64_t kStrideH, int64_t kStrideS,     \
+      int64_t vOffset, int64_t vStrideB, int64_t vStrideH, int64_t vStrideS, int64_t yStrideB,     \
+      int64_t yStrideH, int64_t yStrideS, int64_t maskKind, int64_t maskOffset,                    \
+      int64_t maskStrideB, int64_t maskStrideH, int64_t maskStrideQ, int64_t maskStrideK,          \
+      int64_t causal, int64_t causalOffset, double scale, double softcap);
+COIL_CUDA_DECLARE_ATTENTION(f32)
+COIL_CUDA_DECLARE_ATTENTION(f16)
+COIL_CUDA_DECLARE_ATTENTION(bf16)
+#undef COIL_CUDA_DECLARE_ATTENTION
+
+/// What the calling thread's last coil_cuda_attention_* call ran (for tests and diagnostics):
+/// nothing (an empty problem or invalid arguments), the plain kernel, the flash kernel, or the
+/// flash kernel with split keys and the combine kernel.
+#define COIL_CUDA_ATTN_PATH_NONE 0
+#define COIL_CUDA_ATTN_PATH_PLAIN 1
+#define COIL_CUDA_ATTN_PATH_FLASH 2
+#define COIL_CUDA_ATTN_PATH_SPLIT 3
+int32_t coil_cuda_attention_last_path(void);
+/// 1 when the calling thread's last coil_cuda_attention_* call ran the wgmma (sm_90a) kernel.
+int32_t coil_cuda_attention_last_wgmma(void);
 
 #undef COIL_CUDA_DECLARE_CONV
 #undef COIL_CUDA_DECLARE_GEMM
