@@ -1415,7 +1415,9 @@ void Importer::processUpgraded(const onnx::NodeProto &n) {
       if (!o.empty()) names_[o] = kPoisoned;
     return;
   }
-  ++stats_.upgradedNodes;
+  // (BatchNormalization-9 is also opset 13's form; only its training outputs change.)
+  if (nodes->size() != 1 || nodes->front().SerializeAsString() != n.SerializeAsString())
+    ++stats_.upgradedNodes;
   for (const onnx::NodeProto &m : *nodes) {
     upgradeAddedNodes_ += m.op_type() != "Constant";
     processNode(m);
