@@ -1,12 +1,14 @@
 /// \file Conversion of ONNX nodes of older operator versions to the forms the importer takes.
 ///
 /// The importer's node handling, and the Graph IR behind it, take each op in its form of opset
-/// 13 (with the attributes and inputs later versions added; see ir/OpSchema.h). A node of an
-/// older version whose semantics or signature differ from that form is converted, while the
-/// model is imported, into one or more opset-13 nodes that compute the same outputs
-/// (`upgradeNode`). The importer calls it for each node in topological order, after the node's
-/// inputs are imported, so a conversion can ask for the rank and dtype of an input and for the
-/// value of a constant input. Constants a conversion needs become Constant nodes.
+/// 13 (with the attributes and inputs later versions added; see ir/OpSchema.h; RoiAlign in its
+/// version-16 form, whose default coordinate mode differs from version 10's, so RoiAlign is
+/// converted up to opset 15). A node of an older version whose semantics or signature differ
+/// from that form is converted, while the model is imported, into one or more nodes of that
+/// form that compute the same outputs (`upgradeNode`). The importer calls it for each node in
+/// topological order, after the node's inputs are imported, so a conversion can ask for the
+/// rank and dtype of an input and for the value of a constant input. Constants a conversion
+/// needs become Constant nodes.
 ///
 /// Every conversion is one function in OldOpsets.cpp whose comment states the semantic
 /// difference it handles; that file also lists the ops whose versions between opsets 7 and 12
