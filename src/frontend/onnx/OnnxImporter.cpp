@@ -843,7 +843,7 @@ Status Importer::processPassThrough(const onnx::NodeProto &n, OpKind op) {
   ++stats_.removedNodes;
   if (op == OpKind::Dropout && n.output_size() > 1 && !n.output(1).empty()) {
     // The mask of an inference-mode dropout is all true, of the input's shape.
-    const TensorType &t = g_.value(in).type;
+    const TensorType t = g_.value(in).type; // a copy: adding values below reallocates them
     if (auto s = t.concreteShape()) {
       Tensor mask(DType::Bool, *s);
       for (int64_t i = 0; i < mask.numel(); ++i) mask.setInt(i, 1);
