@@ -52,6 +52,15 @@ Modes:
               matches it too) is a failure of kind 'mismatch'. onnxruntime runs in separate
               worker processes (-j of them) before coil, so that an ORT crash costs one test.
 
+Old opsets (--opsets LO-HI, e.g. 7-12): instead of the node tests at the opsets onnx writes them,
+run tests derived from them at each older opset in LO..HI where one of their ops has a different
+version, plus a few written for behaviour that exists only there (scripts/old_opset_tests.py says
+how they are made). They are generated once per onnx version under WORK/data-onnx-V-opsetsLO-HI;
+while generating, each runs through onnxruntime, and one whose onnxruntime outputs differ from the
+expectations (or that onnxruntime cannot run) is skipped with that reason, so the tests that run
+are those onnxruntime passes. WORK/data-.../report.json counts them and lists the derived tests
+left out (no equivalent form at the old opset) with their reasons. They use their own baselines.
+
 Exclusion file: 'test_name  reason' excludes a test in every mode; 'test_name@MODE  reason'
 excludes it only in mode MODE (e.g. 'test_foo@ort  onnxruntime bug ...'); 'test_name@cuda'
 excludes it in compile mode with --device cuda.
@@ -276,14 +285,16 @@ def ort_worker(list_file):
     return 0
 
 
-def run_ort_phase(args, todo):
-    """Runs onnxruntime on every test of todo in -j worker processes; a test during which a
-    worker dies is marked unavailable and the worker restarts after it."""
+def run_ort_phase(args, todo, out_root=None):
+    """Runs onnxruntime on every test of todo in -j worker processes, writing under
+    out_root/<name>/ (default WORK/out); a test during which a worker dies is marked unavailable
+    and the worker restarts after it."""
     jobs = []
+    out_root = out_root or os.path.join(args.work, "out")
     for name, d, meta in todo:
         if meta.get("unsavable"):
             continue
-        out_dir = os.path.join(args.work, "out", name)
+        out_dir = os.path.join(out_root, name)
         os.makedirs(out_dir, exist_ok=True)
         if os.path.exists(os.path.join(out_dir, "ort.json")):
             os.remove(os.path.join(out_dir, "ort.json"))
@@ -365,7 +376,7 @@ def compare_with_ort(res, got, out_dir, k, want, meta):
 
 def classify_error(rc, stderr):
     if rc == 1:
-        if re.search(r"not supported|unsupported|is older than 13|no lowering|cannot be compiled", stderr):
+        if re.search(r"not supported|unsupported|is older than \d+|is deprecated|no lowering|cannot be compiled", stderr):
             return "unsupported"
         return "user-error"
     if rc == 2:
@@ -450,6 +461,32 @@ def run_one(args, name, d, meta):
     return res
 
 
+def generate_old_opsets(args, data_dir, lo, hi):
+    """Writes the old-opset tests (once per onnx version) and runs them through onnxruntime;
+    returns the generation report."""
+    import old_opset_tests
+
+    marker = os.path.join(data_dir, ".complete")
+    if not os.path.exists(marker):
+        try:
+            import onnxruntime  # noqa: F401 - the workers use it
+        except ImportError as e:
+            raise SystemExit("error: --opsets needs the onnxruntime package to validate the tests: %s" % e)
+        if os.path.exists(data_dir):
+            shutil.rmtree(data_dir)
+        os.makedirs(data_dir)
+        t = time.time()
+        names = old_opset_tests.generate(data_dir, lo, hi, save_npz, to_numpy)
+        todo = [(n, os.path.join(data_dir, n), json.load(open(os.path.join(data_dir, n, "meta.json")))) for n in names]
+        ort_root = os.path.join(data_dir, ".ort")
+        run_ort_phase(args, todo, ort_root)
+        old_opset_tests.mark_ort(data_dir, names, ort_root, compare, load_npz)
+        shutil.rmtree(ort_root)
+        print("generated %d old-opset tests in %.0f s" % (len(names), time.time() - t))
+        open(marker, "w").close()
+    return json.load(open(os.path.join(data_dir, "report.json")))
+
+
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "--ort-worker":
         return ort_worker(sys.argv[2])
@@ -469,6 +506,10 @@ def main():
     ap.add_argument("--arch", help="compile mode, cuda: GPU architectures (e.g. sm_90a)")
     ap.add_argument("-j", type=int, default=2)
     ap.add_argument("--timeout", type=int, default=120)
+    ap.add_argument("--opsets", help="LO-HI: the node tests derived at opsets LO..HI (see above) instead of the usual ones")
+    ap.add_argument("--only-converted", action="store_true",
+                    help="with --opsets: only the tests in which coil converts a node of an older op version "
+                         "('coil inspect' says so); the others import to the graph of the test they come from")
     ap.add_argument("--table", action="store_true", help="print the per-op table")
     ap.add_argument("--failures", type=int, default=40, help="how many failures to print")
     args = ap.parse_args()
@@ -483,7 +524,13 @@ def main():
             return 1
     data_dir = os.path.join(args.work, "data-onnx-" + onnx.__version__)
     t0 = time.time()
-    generate(data_dir)
+    old_report = None
+    if args.opsets:
+        lo, _, hi = args.opsets.partition("-")
+        data_dir += "-opsets%d-%d" % (int(lo), int(hi or lo))
+        old_report = generate_old_opsets(args, data_dir, int(lo), int(hi or lo))
+    else:
+        generate(data_dir)
     excluded = {}
     if args.exclude and os.path.exists(args.exclude):
         for line in open(args.exclude):
@@ -497,6 +544,8 @@ def main():
     tests = []
     for name in sorted(os.listdir(data_dir)):
         d = os.path.join(data_dir, name)
+        if name.startswith("."):
+            continue
         if not os.path.isdir(d):
             continue
         meta = json.load(open(os.path.join(d, "meta.json")))
@@ -505,6 +554,17 @@ def main():
         if args.filter and not re.search(args.filter, name):
             continue
         tests.append((name, d, meta))
+
+    if args.only_converted:
+        def converts(t):
+            model = os.path.join(t[1], "model.onnx")
+            if not os.path.exists(model):
+                return False
+            r = subprocess.run([args.coil, "inspect", model], capture_output=True, text=True, timeout=args.timeout)
+            return r.returncode == 0 and re.search(r"; converted \d+ nodes", r.stdout) is not None
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.j)) as ex:
+            keep = list(ex.map(converts, tests))
+        tests = [t for t, k in zip(tests, keep) if k]
 
     results = []
     todo = []
@@ -559,6 +619,15 @@ def main():
     print("supported-op pass rate: %.1f%% (%d of %d tests whose ops coil supports; %d tests fail as unsupported)" % (
         100 * rate, counts["pass"], supported_total, unsupported))
     print("onnx %s, mode %s, %.0f s" % (onnx.__version__, args.mode, time.time() - t0))
+    if old_report is not None:
+        print("opsets %s: %d tests generated (%d derived from node tests, %d written for old-only behaviour), "
+              "%d pass onnxruntime; %d derived tests left out for want of an equivalent form (report.json)" % (
+                  args.opsets, old_report["generated"], old_report["derived"], old_report["handwritten"],
+                  old_report["onnxruntime_passes"], len(old_report["left_out"])))
+        by_opset = collections.defaultdict(collections.Counter)
+        for r in results:
+            by_opset[r["name"].rsplit("_opset", 1)[-1]][r["status"]] += 1
+        print("by opset: " + ", ".join("%s: %d/%d" % (o, c["pass"], c["pass"] + c["fail"]) for o, c in sorted(by_opset.items(), key=lambda kv: int(kv[0]))))
     with open(os.path.join(args.work, "results-%s.json" % args.mode), "w") as f:
         json.dump(results, f, indent=1)
     print("conformance: %d passed, %d failed, %d skipped" % (counts["pass"], counts["fail"], counts["skip"]))

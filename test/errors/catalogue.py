@@ -83,9 +83,19 @@ def cases():
     add("custom-domain-op", r"error: .*node 'r'.*(com\.example|domain)", custom_domain, ["inspect", "m.onnx"])
 
     def old_opset(d):
-        m = model([helper.make_node("Softmax", ["x"], ["y"], name="s")], [vi("x", [2, 3])], [vi("y", [2, 3])], opset=3)
+        # Add changed between opsets 3 and 7 (the oldest supported; Softmax-1 would be accepted)
+        m = model([helper.make_node("Add", ["x", "x"], ["y"], name="s")], [vi("x", [2, 3])], [vi("y", [2, 3])], opset=3)
         save(m, os.path.join(d, "m.onnx"))
-    add("unsupported-old-opset", r"error: .*m\.onnx: .*opset 3", old_opset, ["inspect", "m.onnx"])
+    add("unsupported-old-opset", r"error: .*m\.onnx: node 's' \(Add\): model opset 3 is older than 7 .*onnx\.version_converter",
+        old_opset, ["inspect", "m.onnx"])
+
+    def old_opset_form(d):
+        m = model([helper.make_node("Upsample", ["x"], ["y"], name="u", mode="foo", scales=[1.0, 2.0])],
+                  [vi("x", [2, 3])], [vi("y", [2, 6])], opset=8)
+        save(m, os.path.join(d, "m.onnx"))
+    add("unsupported-old-opset-form", r"error: .*m\.onnx: node 'u' \(Upsample\): opset 8 form \(version 7 of "
+        r"Upsample\) with mode 'foo' is not supported; re-export the model with opset >= 13", old_opset_form,
+        ["inspect", "m.onnx"])
 
     def new_opset(d):
         m = relu_model()

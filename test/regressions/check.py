@@ -29,6 +29,9 @@ import lowprec  # noqa: E402
 REGRESSIONS = {
     "bert_sdpa_small": "BERT layer with F.scaled_dot_product_attention (TorchScript exporter, "
                        "opset 17, bf16): compile hung in NameTable::fresh on the weight 'n1.weight'",
+    "torch_opset9": "CNN head exported at opset 9 (export_old_opsets.py: Upsample nearest and linear, "
+                    "Slice/Pad/Clip/TopK/Softmax of old versions): refused, opset older than 13",
+    "torch_opset10": "the same at opset 10 (Resize-10 up and down): refused, opset older than 13",
 }
 ELEM = {onnx.TensorProto.FLOAT: "f32", onnx.TensorProto.FLOAT16: "f16", onnx.TensorProto.BFLOAT16: "bf16",
         onnx.TensorProto.INT64: "i64", onnx.TensorProto.INT32: "i32", onnx.TensorProto.BOOL: "bool"}

@@ -163,7 +163,11 @@ Status cmdInspect(const Args &a) {
   if (m.fromOnnx)
     std::cout << "  onnx: opset " << m.stats.opset << ", " << m.stats.onnxNodes
               << " nodes; removed " << m.stats.removedNodes << " (Identity/Dropout), folded "
-              << m.stats.foldedNodes << " (shape computations)\n";
+              << m.stats.foldedNodes << " (shape computations)"
+              << (m.stats.upgradedNodes ? "; converted " + std::to_string(m.stats.upgradedNodes) +
+                                              " nodes of older op versions"
+                                        : std::string())
+              << "\n";
   return okStatus();
 }
 

@@ -800,13 +800,24 @@ TEST(OnnxImporter, Opsets) {
   tooNew.output("x");
   EXPECT_IMPORT_ERROR(tooNew, "model opset " + std::to_string(maxOnnxOpset() + 1) +
                                   " is newer than the newest supported opset");
-  // Opset 11 with an op changed at 13 is rejected...
+  // Opset 11 with an op changed at 13 is converted (see OldOpsetsTest.cpp)...
   ModelBuilder old(11);
   old.input("x", TensorProto::FLOAT, {"1", "2"});
   attrInts(old.node("Squeeze", {"x"}, {"y"}, "sq"), "axes", {0});
   old.output("y");
-  EXPECT_IMPORT_ERROR(old, "model opset 11 is older than 13 and op 'Squeeze' changed since");
-  // ...but accepted when every op is unchanged since.
+  auto sq = import(old);
+  ASSERT_TRUE(sq.ok()) << errorOf(sq);
+  EXPECT_EQ(sq->value(sq->outputs[0]).type.str(), "f32[2]");
+  // ...an opset older than 7 is rejected when an op changed since 7...
+  ModelBuilder older(5);
+  older.input("x", TensorProto::FLOAT, {"1", "2"});
+  attrInts(older.node("Squeeze", {"x"}, {"y"}, "sq"), "axes", {0});
+  older.output("y");
+  older.input("z", TensorProto::FLOAT, {"2"});
+  older.node("Add", {"z", "z"}, {"w"}, "add");
+  older.output("w");
+  EXPECT_IMPORT_ERROR(older, "model opset 5 is older than 7 and op 'Add' changed since");
+  // ...and accepted when every op is unchanged since.
   ModelBuilder ok(11);
   ok.initInts("shape", {1}, {3});
   ok.node("ConstantOfShape", {"shape"}, {"y"}, "c");

@@ -2,6 +2,7 @@
 // folding of shape subgraphs (see OnnxImporter.h for the contract).
 #include "frontend/onnx/OnnxImporter.h"
 
+#include "frontend/onnx/OldOpsets.h"
 #include "frontend/onnx/OnnxTensor.h"
 #include "ir/Infer.h"
 #include "ir/infer/ShapeOpsHelpers.h"
@@ -73,7 +74,7 @@ const Schema *resolveSchema(const std::string &op, int64_t opset) {
   return best;
 }
 
-constexpr int64_t kMinOpset = kMinOnnxOpset;
+constexpr int64_t kOldestOpset = kOldestOnnxOpset;
 constexpr int64_t kMaxOpset = COIL_ONNX_MAX_OPSET;
 /// Integer values with at most this many elements have their contents tracked for folding.
 constexpr int64_t kMaxKnown = 4096;
@@ -427,6 +428,7 @@ private:
   Expected<std::vector<int>> topoOrder(const onnx::GraphProto &g);
   // node processing
   void processNode(const onnx::NodeProto &n);
+  void processUpgraded(const onnx::NodeProto &n);
   Expected<Attrs> convertAttrs(const onnx::NodeProto &n);
   Status processConstant(const onnx::NodeProto &n, const Attrs &attrs);
   Status processPassThrough(const onnx::NodeProto &n, OpKind op);
@@ -464,6 +466,8 @@ private:
   std::set<std::string> usedSymbols_;
   std::set<std::string> inputSymbols_; ///< symbols bound by the graph inputs
   int64_t freshCounter_ = 0;
+  std::set<std::string> onnxNames_; ///< every tensor name of the model (for fresh names)
+  int64_t upgradeAddedNodes_ = 0;   ///< nodes that conversions added (beyond the converted)
 };
 
 Status Importer::readOpset(const onnx::ModelProto &model) {
@@ -557,7 +561,8 @@ void Importer::validateNode(const onnx::NodeProto &n) {
                        loc));
     return;
   }
-  const Schema *s = resolveSchema(n.op_type(), std::max(opset_, kMinOpset));
+  // The node's own version; one older than opset 13's is converted when processed.
+  const Schema *s = resolveSchema(n.op_type(), opset_);
   if (!s) {
     if (schemaTable().count(n.op_type()))
       report(Error::user(
@@ -566,30 +571,37 @@ void Importer::validateNode(const onnx::NodeProto &n) {
       report(Error::user("op '" + n.op_type() + "' is not supported (not an onnx op)", loc));
     return;
   }
-  auto op = opFromName(n.op_type());
-  // Identity, Dropout and Constant never reach inference (removed or turned into constants).
-  bool handledHere = op == OpKind::Identity || op == OpKind::Dropout || op == OpKind::Constant;
-  if (!op || (!handledHere && !inferFnFor(*op))) {
-    report(Error::user("op '" + n.op_type() + "' is not supported", loc));
-    return;
-  }
-  if (opset_ < kMinOpset) {
-    const Schema *old = resolveSchema(n.op_type(), opset_);
-    if (old != s) {
+  if (opset_ < kOldestOpset) {
+    const Schema *at7 = resolveSchema(n.op_type(), kOldestOpset);
+    if (at7 != s) {
       report(Error::user(
-          "model opset " + std::to_string(opset_) + " is older than " + std::to_string(kMinOpset) +
-              " and op '" + n.op_type() + "' changed since (" +
-              (old ? "version " + std::to_string(old->since) : std::string("not defined")) +
-              " at opset " + std::to_string(opset_) + ", version " + std::to_string(s->since) +
-              " at opset " + std::to_string(kMinOpset) + "): only opsets " +
-              std::to_string(kMinOpset) + ".." + std::to_string(kMaxOpset) + " are supported",
+          "model opset " + std::to_string(opset_) + " is older than " +
+              std::to_string(kOldestOpset) + " and op '" + n.op_type() + "' changed since (" +
+              "version " + std::to_string(s->since) + " at opset " + std::to_string(opset_) + ", " +
+              (at7 ? "version " + std::to_string(at7->since) : std::string("not defined")) +
+              " at opset " + std::to_string(kOldestOpset) + "): only opsets " +
+              std::to_string(kOldestOpset) + ".." + std::to_string(kMaxOpset) +
+              " are supported; convert the model with onnx.version_converter",
           loc));
       return;
     }
   }
   if (s->deprecated) {
-    report(Error::user("op '" + n.op_type() + "' is deprecated at opset " + std::to_string(opset_),
+    std::string instead = n.op_type() == "Upsample"  ? "; use Resize"
+                          : n.op_type() == "Scatter" ? "; use ScatterElements"
+                                                     : "";
+    report(Error::user("op '" + n.op_type() + "' is deprecated at opset " + std::to_string(opset_) +
+                           instead,
                        loc));
+    return;
+  }
+  // Support is decided by the op the node becomes (Upsample -> Resize, ...).
+  std::string irOp = upgradedOpType(n.op_type(), s->since);
+  auto op = opFromName(irOp);
+  // Identity, Dropout and Constant never reach inference (removed or turned into constants).
+  bool handledHere = op == OpKind::Identity || op == OpKind::Dropout || op == OpKind::Constant;
+  if (!op || (!handledHere && !inferFnFor(*op))) {
+    report(Error::user("op '" + n.op_type() + "' is not supported", loc));
     return;
   }
   int nIn = n.input_size(), nOut = n.output_size();
@@ -831,7 +843,7 @@ Status Importer::processPassThrough(const onnx::NodeProto &n, OpKind op) {
   ++stats_.removedNodes;
   if (op == OpKind::Dropout && n.output_size() > 1 && !n.output(1).empty()) {
     // The mask of an inference-mode dropout is all true, of the input's shape.
-    const TensorType &t = g_.value(in).type;
+    const TensorType t = g_.value(in).type; // a copy: adding values below reallocates them
     if (auto s = t.concreteShape()) {
       Tensor mask(DType::Bool, *s);
       for (int64_t i = 0; i < mask.numel(); ++i) mask.setInt(i, 1);
@@ -1362,6 +1374,57 @@ void Importer::processNode(const onnx::NodeProto &n) {
   }
 }
 
+void Importer::processUpgraded(const onnx::NodeProto &n) {
+  const Schema *s = resolveSchema(n.op_type(), opset_);
+  if (!s || !needsUpgrade(n.op_type(), s->since)) return processNode(n);
+  for (const std::string &in : n.input()) {
+    if (!in.empty() && names_.at(in) == kPoisoned) { // an earlier error covers this node
+      for (const std::string &o : n.output())
+        if (!o.empty()) names_[o] = kPoisoned;
+      return;
+    }
+  }
+  UpgradeContext ctx;
+  ctx.opset = opset_;
+  ctx.typeOf = [this](const std::string &name) -> std::optional<TensorType> {
+    auto it = names_.find(name);
+    if (it == names_.end() || it->second < 0) return std::nullopt;
+    return g_.value(it->second).type;
+  };
+  ctx.constantOf = [this](const std::string &name) -> std::optional<Tensor> {
+    auto it = names_.find(name);
+    if (it == names_.end() || it->second < 0) return std::nullopt;
+    if (g_.isConstant(it->second)) return g_.constant(it->second);
+    const Known *k = known(it->second);
+    if (!k || !k->allConstant()) return std::nullopt;
+    Tensor t(g_.value(it->second).type.dtype, k->shape);
+    for (size_t i = 0; i < k->v.size(); ++i) t.setInt(int64_t(i), k->v[i].constant());
+    return t;
+  };
+  ctx.freshName = [this](const std::string &hint) {
+    std::string name = hint;
+    for (int i = 1; onnxNames_.count(name) || g_.findValue(name); ++i)
+      name = hint + "_" + std::to_string(i);
+    onnxNames_.insert(name);
+    return name;
+  };
+  auto nodes = upgradeNode(n, s->since, ctx);
+  if (!nodes.ok()) {
+    report(nodes.error().withDefaultLoc(locOf(n)));
+    for (const std::string &o : n.output())
+      if (!o.empty()) names_[o] = kPoisoned;
+    return;
+  }
+  // (BatchNormalization-9 is also opset 13's form; only its training outputs change.)
+  if (nodes->size() != 1 || nodes->front().SerializeAsString() != n.SerializeAsString())
+    ++stats_.upgradedNodes;
+  for (const onnx::NodeProto &m : *nodes) {
+    upgradeAddedNodes_ += m.op_type() != "Constant";
+    processNode(m);
+  }
+  --upgradeAddedNodes_;
+}
+
 Status Importer::addOutputs(const onnx::GraphProto &g) {
   std::set<ValueId> used;
   for (const auto &o : g.output()) {
@@ -1438,6 +1501,10 @@ Expected<Graph> Importer::run(const onnx::ModelProto &model, ImportStats *stats)
   g_.name = g.name();
   stats_.onnxNodes = g.node_size();
   stats_.opset = opset_;
+  for (const auto &in : g.input()) onnxNames_.insert(in.name());
+  for (const auto &t : g.initializer()) onnxNames_.insert(t.name());
+  for (const auto &n : g.node())
+    for (const std::string &o : n.output()) onnxNames_.insert(o);
   // Reserve every dim_param's symbol before any fresh symbol is named.
   for (const auto &in : g.input())
     if (in.type().has_tensor_type())
@@ -1485,7 +1552,7 @@ Expected<Graph> Importer::run(const onnx::ModelProto &model, ImportStats *stats)
   for (const auto &n : g.node()) validateNode(n);
   if (diags_.hasErrors()) return diags_.combined();
   COIL_TRY(std::vector<int> order, topoOrder(g));
-  for (int i : order) processNode(g.node(i));
+  for (int i : order) processUpgraded(g.node(i));
   COIL_TRY_STATUS(addOutputs(g));
   if (diags_.hasErrors()) return diags_.combined();
   Graph out = g_.compacted();
@@ -1497,7 +1564,7 @@ Expected<Graph> Importer::run(const onnx::ModelProto &model, ImportStats *stats)
   // Nodes gone at import other than Identity/Dropout were folded (or left dead by folding).
   int64_t kept = 0;
   for (const Node &n : out.nodes()) kept += n.loc.op == opName(n.op) && n.op != OpKind::Identity;
-  stats_.foldedNodes = stats_.onnxNodes - stats_.removedNodes - kept;
+  stats_.foldedNodes = stats_.onnxNodes + upgradeAddedNodes_ - stats_.removedNodes - kept;
   if (stats) *stats = stats_;
   return out;
 }

@@ -1,6 +1,7 @@
 /// \file Imports an ONNX model file into a Graph.
 ///
-/// Accepts opsets 13 through the newest the build's onnx defines (default domain only).
+/// Accepts opsets 7 through the newest the build's onnx defines (default domain only); nodes of
+/// op versions older than opset 13's are converted to their opset-13 form (OldOpsets.h).
 /// Initializers become constants (external data is read relative to the model's folder);
 /// graph inputs that also have an initializer become constants; `dim_param`s become symbols
 /// (a missing dim becomes a fresh symbol); Identity and Dropout (inference mode) are removed;
@@ -32,8 +33,9 @@ struct ImportStats {
   /// Nodes gone at import other than Identity/Dropout: folded into (symbolic) constants, or
   /// left dead by folding (e.g. a Cast to float whose only user folded).
   int64_t foldedNodes = 0;
-  int64_t removedNodes = 0; ///< Identity / Dropout removed
-  int64_t opset = 0;        ///< default-domain opset of the model
+  int64_t removedNodes = 0;  ///< Identity / Dropout removed
+  int64_t opset = 0;         ///< default-domain opset of the model
+  int64_t upgradedNodes = 0; ///< nodes of versions older than opset 13's, converted
 };
 
 Expected<Graph> importOnnxFile(const std::string &path, const ImportOptions &opts = {},
@@ -42,9 +44,13 @@ Expected<Graph> importOnnxFile(const std::string &path, const ImportOptions &opt
 Expected<Graph> importOnnxBytes(const std::string &bytes, const std::string &path,
                                 const ImportOptions &opts = {}, ImportStats *stats = nullptr);
 
-/// The opsets the importer accepts: kMinOnnxOpset through maxOnnxOpset() (the newest the
-/// build's onnx package defines). Older models are accepted when no op changed since 13.
+/// The opset whose op forms the importer's node handling takes (see OldOpsets.h): nodes of
+/// older versions are converted to these forms while importing.
 constexpr int64_t kMinOnnxOpset = 13;
+/// The opsets the importer accepts: kOldestOnnxOpset through maxOnnxOpset() (the newest the
+/// build's onnx package defines). Older models are accepted when each op has the version it
+/// has at kOldestOnnxOpset.
+constexpr int64_t kOldestOnnxOpset = 7;
 int64_t maxOnnxOpset();
 
 /// Reads a serialized onnx.TensorProto file (the backend test-data format) into a Tensor.
