@@ -268,10 +268,24 @@ private:
         if (!sameShape(type(s).shape, ct.shape)) continue;
         std::optional<Parsed> r = sub(s, scaled);
         if (!r) continue;
+        if (allZero(m)) return r; // adds nothing (e.g. ViT's mask of no padding)
         MaskTerm t;
         t.kind = MaskTerm::kAdditive;
         t.value = m;
         t.dtype = ct.dtype;
+        if (const Node *w = prod(m); w && w->op == OpKind::Where) {
+          // Where(C, 0, -inf) added (the SDPA exporters' boolean mask) is the boolean mask C.
+          std::optional<double> a = scalar(w->inputs[1]), b = scalar(w->inputs[2]);
+          if (a && b && ((*a == 0 && *b == -kInf) || (*a == -kInf && *b == 0))) {
+            t.kind = MaskTerm::kKeep;
+            t.value = w->inputs[0];
+            t.negate = *a != 0;
+            std::optional<Tri> tri = causalPolarity(t.value);
+            t.causal = tri && (t.negate ? flip(*tri) : *tri) == Tri::kKeep;
+            r->terms.push_back(t);
+            return r;
+          }
+        }
         std::optional<double> neg = additiveCausal(m);
         t.causal = neg.has_value();
         if (neg) t.neg = *neg;
@@ -307,6 +321,7 @@ private:
         }
         std::optional<Parsed> r = sub(s, scaled);
         if (!r) return std::nullopt;
+        if (!t.negate && nonzeroFill(c)) return r; // keeps every key
         r->terms.push_back(t);
         return r;
       }
@@ -410,6 +425,7 @@ private:
             k.shape.assign(t.shape.begin(), t.shape.end() - 2);
             k.shape.push_back(t.shape[r - 1]);
             k.shape.push_back(t.shape[r - 2]);
+            if (sameShape(xt.shape, k.shape)) k.kind = KPlan::kExisting; // X is K already
             return k;
           }
         }
@@ -476,6 +492,30 @@ private:
   }
 
   // --- mask classification
+
+  /// Whether every element of `v` is zero.
+  bool allZero(ValueId v, int depth = 0) const {
+    if (depth > 16) return false;
+    if (g_.isConstant(v)) {
+      for (double x : g_.constant(v).toDoubles())
+        if (x != 0) return false;
+      return true;
+    }
+    const Node *n = prod(v);
+    if (!n) return false;
+    switch (n->op) {
+    case OpKind::Expand:
+    case OpKind::Identity:
+      return allZero(n->inputs[0], depth + 1);
+    case OpKind::Cast:
+      return isFloat(type(v).dtype) && allZero(n->inputs[0], depth + 1);
+    case OpKind::Where:
+      return (allZero(n->inputs[1], depth + 1) && allZero(n->inputs[2], depth + 1)) ||
+             (nonzeroFill(n->inputs[0]) && allZero(n->inputs[1], depth + 1));
+    default:
+      return false;
+    }
+  }
 
   /// Whether every element of `v` is nonzero (a fill).
   bool nonzeroFill(ValueId v) const {
