@@ -212,7 +212,7 @@ void runAllPaths(const Case &c, unsigned seed) {
             if (m == -inf) keep = false;
             s += m;
           }
-          if (c.causal && j > i + c.causalOffset) keep = false;
+          if (c.causal && j - i > c.causalOffset) keep = false;
           live[size_t(j)] = keep;
           sc[size_t(j)] = keep ? s : -inf;
           mx = std::max(mx, sc[size_t(j)]);
@@ -367,6 +367,18 @@ TEST(CpuAttention, LongSequenceCausal) {
   c.S = 1; // decode: one query against the whole cache, bottom-right aligned
   c.causalOffset = c.T - c.S;
   runAllPaths(c, 32);
+}
+
+TEST(CpuAttention, ExtremeCausalOffsets) {
+  // Offsets far beyond the sizes: every key kept, or every key masked (zeros).
+  for (int64_t off : {std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min(),
+                      int64_t(1) << 62, -(int64_t(1) << 62)}) {
+    Case c;
+    c.B = 1, c.H = 2, c.HK = 2, c.S = 5, c.T = 7, c.D = 8, c.DV = 8;
+    c.causal = 1;
+    c.causalOffset = off;
+    runAllPaths(c, 41);
+  }
 }
 
 TEST(CpuAttention, NaNPropagates) {

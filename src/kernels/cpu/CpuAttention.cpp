@@ -407,6 +407,10 @@ int32_t attention(const char *fn, const void *q, const void *k, const void *v, c
   if (p.maskKind > 2) return fail("%s: maskKind must be 0, 1 or 2, got %lld", fn, ll(p.maskKind));
   if (p.B == 0 || p.H == 0 || p.S == 0 || p.DV == 0) return 0;
   p.G = p.H / p.HK;
+  // Offsets beyond the sizes mask every key or none: clamped, so that i + offset cannot overflow.
+  p.causalOffset =
+      std::clamp<int64_t>(p.causalOffset, -std::min<int64_t>(p.S, int64_t(1) << 60) - 1,
+                          std::min<int64_t>(p.T, int64_t(1) << 60) + 1);
   int64_t last, nqb = (p.S + kBr - 1) / kBr, tasks;
   bool ok = lastIndex(p.qOff, {{p.B, p.qSB}, {p.H, p.qSH}, {p.S, p.qSS}}, std::max<int64_t>(p.D, 1),
                       &last) &&
