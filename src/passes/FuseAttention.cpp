@@ -1008,8 +1008,9 @@ private:
                  "mask");
       } else if (g_.value(t.value).type.dtype != p.dt) {
         const Tensor &c = g_.constant(t.value);
-        m = g_.addConstant(g_.uniqueName(g_.value(t.value).name + "_" + std::string(dtypeName(p.dt))),
-                           Tensor::fromDoubles(p.dt, c.shape(), c.toDoubles()));
+        m = g_.addConstant(
+            g_.uniqueName(g_.value(t.value).name + "_" + std::string(dtypeName(p.dt))),
+            Tensor::fromDoubles(p.dt, c.shape(), c.toDoubles()));
       } else {
         m = t.value;
       }

@@ -414,6 +414,17 @@ TEST(CpuAttention, ArgumentErrors) {
   EXPECT_NE(call(1, 1, 2, 0, std::numeric_limits<int64_t>::max()), 0);
   EXPECT_NE(std::string(coil_cpu_last_error()).find("sizes overflow"), std::string::npos);
   EXPECT_EQ(call(1, 1, 2, 0, 4), 0) << coil_cpu_last_error();
+  // Without a mask its offset and strides are not read, negative or not.
+  EXPECT_EQ(coil_cpu_attention_f32(buf, buf, buf, nullptr, buf, 1, 1, 1, 2, 2, 4, 4, 0, 0, 4, 4, 0,
+                                   0, 4, 4, 0, 0, 4, 4, 0, 4, 4, 0, -1, -1, -1, -1, -1, 0, 0, 1.0,
+                                   0),
+            0)
+      << coil_cpu_last_error();
+  EXPECT_NE(coil_cpu_attention_f32(buf, buf, buf, buf, buf, 1, 1, 1, 2, 2, 4, 4, 0, 0, 4, 4, 0, 0,
+                                   4, 4, 0, 0, 4, 4, 0, 4, 4, 2, 0, 0, 0, -1, 1, 0, 0, 1.0, 0),
+            0);
+  EXPECT_NE(std::string(coil_cpu_last_error()).find("maskStrideQ is negative"), std::string::npos)
+      << coil_cpu_last_error();
 }
 
 } // namespace

@@ -400,7 +400,8 @@ int32_t attention(const char *fn, const void *q, const void *k, const void *v, c
       "kStrideB",    "kStrideH",    "kStrideS",    "vOffset",    "vStrideB", "vStrideH",
       "vStrideS",    "yStrideB",    "yStrideH",    "yStrideS",   "maskKind", "maskOffset",
       "maskStrideB", "maskStrideH", "maskStrideQ", "maskStrideK"};
-  for (int i = 0; i < 28; ++i)
+  // The mask's offset and strides matter only with a mask.
+  for (int i = 0; i < (a[22] != 0 ? 28 : 23); ++i)
     if (a[i] < 0) return fail("%s: %s is negative (%lld)", fn, kNames[i], ll(a[i]));
   if (p.HK == 0 ? p.H != 0 : p.H % p.HK != 0)
     return fail("%s: heads (%lld) is not a multiple of kvHeads (%lld)", fn, ll(p.H), ll(p.HK));

@@ -428,12 +428,14 @@ COIL_CPU_DECLARE_CONV_NHWC(bf16)
 ///  - p = softmax over the unmasked keys of s_j (max-subtracted, in f32 / f64); a row with every
 ///    key masked, or whose scores are all -inf, gives Y[b,h,i,:] = 0, never NaN; NaN inputs
 ///    propagate. Y[b,h,i,e] = sum_j p_j * V[b,hk,j,e], accumulated in f32 (f64), rounded once.
-/// Fails when a size, offset or stride is negative, kvHeads is 0 while heads is not, heads is
-/// not a multiple of kvHeads, maskKind is not 0, 1 or 2, or the largest element index of a
-/// tensor overflows int64. Zero-size outputs are a no-op; seqK == 0 writes zeros.
+/// Fails when a size, an offset or stride of Q, K, V or Y, or (maskKind != 0) of the mask is
+/// negative, kvHeads is 0 while heads is not, heads is not a multiple of kvHeads, maskKind is
+/// not 0, 1 or 2, or the largest element index of a tensor overflows int64. A causalOffset
+/// beyond the sizes is clamped (it keeps every key or none). Zero-size outputs are a no-op;
+/// seqK == 0 writes zeros.
 #define COIL_CPU_DECLARE_ATTENTION(S)                                                              \
   int32_t coil_cpu_attention_##S(                                                                  \
-      const void *q, const void *k, const void *v, const void *mask, void *y, int64_t batch,      \
+      const void *q, const void *k, const void *v, const void *mask, void *y, int64_t batch,       \
       int64_t heads, int64_t kvHeads, int64_t seqQ, int64_t seqK, int64_t headDim,                 \
       int64_t headDimV, int64_t qOffset, int64_t qStrideB, int64_t qStrideH, int64_t qStrideS,     \
       int64_t kOffset, int64_t kStrideB, int64_t kStrideH, int64_t kStrideS, int64_t vOffset,      \
