@@ -8,6 +8,7 @@
 #include "lower/FoldGemmBias.h"
 #include "lower/Lower.h"
 #include "passes/FoldConstants.h"
+#include "passes/FuseAttention.h"
 #include "passes/RefineShapes.h"
 #include "sched/Schedule.h"
 #include "wrapper/CppBackend.h"
@@ -97,6 +98,17 @@ Expected<std::unique_ptr<Compilation>> compileGraph(Graph g, const CompileOption
   // becomes constants, so that lowering sees static shapes.
   COIL_TRY(c->graph, foldConstants(g));
   COIL_TRY_STATUS(refineShapes(c->graph));
+  // Attention spelled out as MatMul / Softmax / MatMul becomes one Attention node, which lowers
+  // to the fused extern (COIL_FUSE_ATTENTION=0 keeps the explicit graph). Masks built on
+  // constants by the pass fold once more.
+  const char *fa = std::getenv("COIL_FUSE_ATTENTION");
+  if (!fa || std::string(fa) != "0") {
+    int fused = 0;
+    COIL_TRY(c->graph, fuseAttention(c->graph, &fused));
+    if (fused > 0) {
+      COIL_TRY(c->graph, foldConstants(c->graph));
+    }
+  }
   // Channels-last convolutions: on for CUDA, off for the CPU; COIL_CHANNELS_LAST=0/1 decides.
   const char *cl = std::getenv("COIL_CHANNELS_LAST");
   if (cl && *cl ? std::string(cl) != "0" : cuda) {

@@ -371,10 +371,12 @@ EvalExternFn reduceDynAdapter(ReduceDynFn fn) {
 
 void registerCpuShapeEvalExterns();
 void registerCpuGemmBiasEvalExterns();
+void registerCpuAttentionEvalExterns();
 
 void registerCpuKernelEvalExterns() {
   registerCpuShapeEvalExterns();
   registerCpuGemmBiasEvalExterns();
+  registerCpuAttentionEvalExterns();
   registerEvalExtern("coil_cpu_gemm_f32", gemmAdapter(coil_cpu_gemm_f32));
   registerEvalExtern("coil_cpu_gemm_f64", gemmAdapter(coil_cpu_gemm_f64));
   registerEvalExtern("coil_cpu_conv_f32", convAdapter(coil_cpu_conv_f32, false));
@@ -508,6 +510,68 @@ void registerCpuGemmBiasEvalExterns() {
   registerEvalExtern("coil_cpu_gemm_bias_f64", gemmBiasAdapter(coil_cpu_gemm_bias_f64));
   registerEvalExtern("coil_cpu_gemm_bias_f16", gemmBiasAdapter(coil_cpu_gemm_bias_f16));
   registerEvalExtern("coil_cpu_gemm_bias_bf16", gemmBiasAdapter(coil_cpu_gemm_bias_bf16));
+}
+
+// --- Fused attention (kernels/cpu/CpuAttention.cpp): q, k, v, mask, y, batch, heads, kvHeads,
+// seqQ, seqK, headDim, headDimV, (offset, strideB, strideH, strideS) of q, k and v, y's three
+// strides, maskKind, mask offset and four strides, causal, causalOffset, scale, softcap
+
+namespace {
+using AttentionFn = int32_t (*)(const void *, const void *, const void *, const void *, void *,
+                                int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                                int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                                int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                                int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                                int64_t, int64_t, double, double);
+
+EvalExternFn attentionAdapter(AttentionFn fn) {
+  return [fn](const ExternNode &en, Args &a) -> Status {
+    COIL_TRY_STATUS(checkSignature(en, a, "NNNNOIIIIIIIIIIIIIIIIIIIIIIIIIIIIIIFF"));
+    auto v = [&](size_t i) { return a[i].i; };
+    int64_t B = v(5), H = v(6), HK = v(7), S = v(8), T = v(9), D = v(10), DV = v(11);
+    // Every element read or written must lie inside its tensor (the kernel checks the rest).
+    auto inside = [&](const Tensor &t, int64_t off,
+                      std::initializer_list<std::pair<int64_t, int64_t>> dims, int64_t last) {
+      int64_t hi = off;
+      for (auto [extent, stride] : dims) {
+        if (extent == 0) return true;
+        int64_t p = prod({extent - 1, stride});
+        if (p < 0 || __builtin_add_overflow(hi, p, &hi)) return false;
+      }
+      if (last == 0) return true;
+      return off >= 0 && hi + last <= t.numel();
+    };
+    DType dt = a[4].output->dtype();
+    for (size_t i = 0; i < 3; ++i)
+      if (a[i].tensor->dtype() != dt)
+        return Error::internal("extern '" + en.function + "': Q, K, V and Y differ in dtype");
+    int64_t kind = v(27);
+    if (kind == 1 && a[3].tensor->dtype() != DType::Bool)
+      return Error::internal("extern '" + en.function + "': a bool mask must be bool");
+    if (kind == 2 && a[3].tensor->dtype() != dt)
+      return Error::internal("extern '" + en.function + "': an additive mask has Y's dtype");
+    bool ok = B >= 0 && H >= 0 && HK >= 0 && S >= 0 && T >= 0 && D >= 0 && DV >= 0 &&
+              inside(*a[0].tensor, v(12), {{B, v(13)}, {H, v(14)}, {S, v(15)}}, D) &&
+              inside(*a[1].tensor, v(16), {{B, v(17)}, {HK, v(18)}, {T, v(19)}}, D) &&
+              inside(*a[2].tensor, v(20), {{B, v(21)}, {HK, v(22)}, {T, v(23)}}, DV) &&
+              inside(*a[4].output, 0, {{B, v(24)}, {H, v(25)}, {S, v(26)}}, DV) &&
+              (kind == 0 ||
+               inside(*a[3].tensor, v(28), {{B, v(29)}, {H, v(30)}, {S, v(31)}, {T, v(32)}}, 1));
+    if (!ok)
+      return Error::internal("extern '" + en.function + "': operands smaller than their sizes");
+    return kernelStatus(fn(in(a, 0), in(a, 1), in(a, 2), in(a, 3), out(a, 4), B, H, HK, S, T, D, DV,
+                           v(12), v(13), v(14), v(15), v(16), v(17), v(18), v(19), v(20), v(21),
+                           v(22), v(23), v(24), v(25), v(26), kind, v(28), v(29), v(30), v(31),
+                           v(32), v(33), v(34), a[35].number, a[36].number));
+  };
+}
+} // namespace
+
+void registerCpuAttentionEvalExterns() {
+  registerEvalExtern("coil_cpu_attention_f64", attentionAdapter(coil_cpu_attention_f64));
+  registerEvalExtern("coil_cpu_attention_f32", attentionAdapter(coil_cpu_attention_f32));
+  registerEvalExtern("coil_cpu_attention_f16", attentionAdapter(coil_cpu_attention_f16));
+  registerEvalExtern("coil_cpu_attention_bf16", attentionAdapter(coil_cpu_attention_bf16));
 }
 
 } // namespace coil::loop

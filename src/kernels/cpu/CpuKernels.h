@@ -407,6 +407,48 @@ COIL_CPU_DECLARE_CONV_NHWC(f16)
 COIL_CPU_DECLARE_CONV_NHWC(bf16)
 #undef COIL_CPU_DECLARE_CONV_NHWC
 
+// --- Fused attention (CpuAttention.cpp) -------------------------------------------------------
+
+/// Scaled dot-product attention over strided Q, K, V, fused: rows of queries against blocks of
+/// keys with an online softmax, so no seqQ x seqK matrix is ever stored (the contract shared
+/// with the CUDA twin coil_cuda_attention_*, /work/ATTENTION-ABI.md). Every size and stride is
+/// in elements; for b < batch, h < heads, i < seqQ, with g = heads / kvHeads and hk = h / g:
+///  - Q[b,h,i,d] = q[qOffset + b*qStrideB + h*qStrideH + i*qStrideS + d] (d < headDim; the
+///    last dim is contiguous), K[b,hk,j,d] and V[b,hk,j,e] (e < headDimV) likewise with their
+///    own offsets and strides, for j < seqK; Y[b,h,i,e] = y[b*yStrideB + h*yStrideH +
+///    i*yStrideS + e]. Strides are non-negative; 0 broadcasts.
+///  - s_j = scale * dot(Q[b,h,i,:], K[b,hk,j,:]), accumulated in f32 (f64 for f64); when
+///    softcap > 0, s_j = softcap * tanh(s_j / softcap).
+///  - maskKind 0: no mask (`mask` is not read); 1: a bool mask of 1-byte elements, key j masked
+///    where mask[maskOffset + b*maskStrideB + h*maskStrideH + i*maskStrideQ + j*maskStrideK] is
+///    0; 2: an additive mask of the tensors' type at the same place, added to s_j (a -inf
+///    element masks the key, whatever s_j is).
+///  - causal != 0: key j is masked where j > i + causalOffset (0: top-left aligned as
+///    PyTorch's is_causal; seqK - seqQ: bottom-right aligned).
+///  - p = softmax over the unmasked keys of s_j (max-subtracted, in f32 / f64); a row with every
+///    key masked, or whose scores are all -inf, gives Y[b,h,i,:] = 0, never NaN; NaN inputs
+///    propagate. Y[b,h,i,e] = sum_j p_j * V[b,hk,j,e], accumulated in f32 (f64), rounded once.
+/// Fails when a size, an offset or stride of Q, K, V or Y, or (maskKind != 0) of the mask is
+/// negative, kvHeads is 0 while heads is not, heads is not a multiple of kvHeads, maskKind is
+/// not 0, 1 or 2, or the largest element index of a tensor overflows int64. A causalOffset
+/// beyond the sizes is clamped (it keeps every key or none). Zero-size outputs are a no-op;
+/// seqK == 0 writes zeros.
+#define COIL_CPU_DECLARE_ATTENTION(S)                                                              \
+  int32_t coil_cpu_attention_##S(                                                                  \
+      const void *q, const void *k, const void *v, const void *mask, void *y, int64_t batch,       \
+      int64_t heads, int64_t kvHeads, int64_t seqQ, int64_t seqK, int64_t headDim,                 \
+      int64_t headDimV, int64_t qOffset, int64_t qStrideB, int64_t qStrideH, int64_t qStrideS,     \
+      int64_t kOffset, int64_t kStrideB, int64_t kStrideH, int64_t kStrideS, int64_t vOffset,      \
+      int64_t vStrideB, int64_t vStrideH, int64_t vStrideS, int64_t yStrideB, int64_t yStrideH,    \
+      int64_t yStrideS, int64_t maskKind, int64_t maskOffset, int64_t maskStrideB,                 \
+      int64_t maskStrideH, int64_t maskStrideQ, int64_t maskStrideK, int64_t causal,               \
+      int64_t causalOffset, double scale, double softcap);
+COIL_CPU_DECLARE_ATTENTION(f64)
+COIL_CPU_DECLARE_ATTENTION(f32)
+COIL_CPU_DECLARE_ATTENTION(f16)
+COIL_CPU_DECLARE_ATTENTION(bf16)
+#undef COIL_CPU_DECLARE_ATTENTION
+
 #ifdef __cplusplus
 } // extern "C"
 #endif

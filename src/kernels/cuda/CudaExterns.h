@@ -26,6 +26,8 @@ inline constexpr std::string_view kCudaExterns[] = {
     "coil_cpu_gemm_bias_f16",      "coil_cpu_gemm_bias_bf16",
     "coil_cpu_conv_nhwc_f64",      "coil_cpu_conv_nhwc_f32",
     "coil_cpu_conv_nhwc_f16",      "coil_cpu_conv_nhwc_bf16",
+    "coil_cpu_attention_f32",      "coil_cpu_attention_f16",
+    "coil_cpu_attention_bf16",
 };
 
 inline bool hasCudaExtern(std::string_view cpuName) {

@@ -61,6 +61,16 @@ Layout layoutOf(LowerContext &ctx, const TensorRef &t) {
     std::swap(order[r - 2], order[r - 1]);
     if (matches(order)) return Layout::Transposed;
   }
+  // A reshape of a contiguous node (e.g. [B, S, H, D] seen as [B, S, H*D]) is contiguous too.
+  if (auto vs = viewStrides(ctx, t); vs && vs->offset == SymInt(0)) {
+    SymInt want = 1;
+    bool plain = true;
+    for (size_t i = r; i-- > 0 && plain;) {
+      plain = t.shape[i] == SymInt(1) || vs->strides[i] == want;
+      want = want * t.shape[i];
+    }
+    if (plain) return Layout::Plain;
+  }
   return Layout::Other;
 }
 

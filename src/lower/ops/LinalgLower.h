@@ -56,6 +56,16 @@ enum class Layout { Plain, Transposed, Other };
 Layout layoutOf(LowerContext &ctx, const TensorRef &t);
 /// The node of `t` as an identity TensorRef (its whole, contiguous buffer).
 TensorRef wholeNode(LowerContext &ctx, const TensorRef &t);
+/// Where a view lies in its node's row-major buffer when its index map is affine: element
+/// (i_0, i_1, ...) of the view is element offset + sum_k i_k * strides[k] of the buffer
+/// (strides of extent-1 dims are 0; offset and strides provably non-negative). Found per node
+/// dim, or on the flattened index with split-and-merged dims recombined
+/// ((a*c) * (x // c) + a * (x % c) = a * x). nullopt otherwise (LinalgAttention.cpp).
+struct ViewStrides {
+  SymInt offset;
+  std::vector<SymInt> strides;
+};
+std::optional<ViewStrides> viewStrides(LowerContext &ctx, const TensorRef &t);
 
 /// Loads `v` of dtype `t` converted to `acc`.
 inline Val loadAs(BodyBuilder &b, const TensorRef &t, const std::vector<SymInt> &idx, DType acc) {
