@@ -17,7 +17,9 @@ NaN fails. With --dtype f16 / bf16 the model is converted by test/models/lowprec
 tensor in the low type, ops whose schema does not allow it in f32 between Casts), the float
 inputs are rounded to the low type, coil runs the converted model on them and onnxruntime runs the
 fp32 model on the same rounded values; the tolerance is then 1e-2 (of the fp32 result's largest
-magnitude).
+magnitude). Each such run also prints, for information, the error of onnxruntime emulating the
+low-precision model node by node (check_models.emulation: weights rounded, every float node
+output rounded): the error that rounding alone makes, which no implementation avoids.
 
 Every model prints one line with its compile time (and the time of the C++/CUDA build within
 it) and its errors; at the end, a table of the five slowest compiles. Exit status 1 if any model
@@ -46,6 +48,7 @@ import onnxruntime as ort
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "models"))
 import lowprec  # noqa: E402
+from check_models import emulation  # noqa: E402
 
 LOW_TOLERANCE = 1e-2
 VOCAB = 100
@@ -186,6 +189,7 @@ def check_one(args, name, entry, dtype):
             res.problems.append("coil compile: exit %d: %s" % (r.returncode, first_error(r.stderr + r.stdout)))
             return res
     sess = None
+    floor_sess = emulation(model, dtype) if dtype != "f32" else None
     output_names = [o["name"] for o in entry["outputs"]]
     runs = [("stored", None)]
     if second_sizes(entry):
@@ -231,7 +235,12 @@ def check_one(args, name, entry, dtype):
             res.problems.append("%s: coil %s: exit %d: %s" % (label, verb, r.returncode, first_error(r.stderr + r.stdout)))
             continue
         err, problems = compare(out, want, output_names, dtype, tolerance)
-        res.errors.append("%s %.1e" % (label, err))
+        note = ""
+        if floor_sess is not None:
+            floor = max(float(np.max(np.abs(f.astype(np.float64) - w))) / (float(np.max(np.abs(w))) or 1.0)
+                        for f, w in zip(floor_sess.run(output_names, feeds), want))
+            note = " (%s rounding alone %.1e)" % (dtype, floor)
+        res.errors.append("%s %.1e%s" % (label, err, note))
         res.problems += ["%s: %s" % (label, p) for p in problems]
     if args.mode == "compile" and not args.keep:
         shutil.rmtree(os.path.join(work, "cache"), ignore_errors=True)
