@@ -563,7 +563,7 @@ class VisionWrap(nn.Module):
 
 
 def vision(m, gen, size=32):
-    return Spec(VisionWrap(m), [("pixel_values", image(gen, 2, 3, size), "normal")], ["hidden"],
+    return Spec(VisionWrap(m), [("pixel_values", image(gen, 1, 3, size), "normal")], ["hidden"],
                 batch_dyn(["pixel_values", "hidden"]))
 
 
@@ -583,7 +583,9 @@ def _(gen):
 
 @zoo("hf_swin", "vision-transformer", "transformers")
 def _(gen):
-    cfg = transformers.SwinConfig(image_size=32, patch_size=2, embed_dim=16, depths=[2, 1], num_heads=[2, 4], window_size=4,
+    # One stage of two blocks: windows and shifted windows (torchvision's tv_swin has the patch
+    # merging between stages).
+    cfg = transformers.SwinConfig(image_size=32, patch_size=2, embed_dim=16, depths=[2], num_heads=[2], window_size=4,
                                   initializer_range=0.1, **HF)
     return vision(transformers.SwinModel(cfg, add_pooling_layer=False), gen)
 
