@@ -149,8 +149,12 @@ Expected<BuildResult> buildSharedObject(const std::string &dir,
     const char *env = std::getenv("CXX");
     cxx = env && *env ? env : "c++";
   }
-  std::string flags = "-std=c++17 -fPIC -fopenmp -O" + std::to_string(opts.optLevel) + " " +
-                      targetFlags() + " -fno-math-errno -w";
+  // The flags but the optimization level, which is per source file.
+  std::string flags = "-std=c++17 -fPIC -fopenmp " + targetFlags() + " -fno-math-errno -w";
+  auto optFlag = [&](const SourceFile &s) {
+    int level = s.optLevel < 0 ? opts.optLevel : std::min(s.optLevel, opts.optLevel);
+    return "-O" + std::to_string(level);
+  };
   for (const std::string &inc : opts.includes) flags += " -I" + shellQuote(inc);
   for (const std::string &inc : opts.systemIncludes) flags += " -isystem " + shellQuote(inc);
   for (const std::string &f : opts.extraFlags) flags += " " + f;
@@ -158,7 +162,8 @@ Expected<BuildResult> buildSharedObject(const std::string &dir,
   for (const std::string &f : opts.linkFlags) linkFlags += " " + f;
 
   std::string keyText = compilerIdentity(cxx) + "\n" + flags + "\n" + linkFlags + "\n";
-  for (const SourceFile &s : sources) keyText += s.name + "\n" + contentHash(s.text) + "\n";
+  for (const SourceFile &s : sources)
+    keyText += s.name + " " + optFlag(s) + "\n" + contentHash(s.text) + "\n";
   // Headers included from the -I directories are part of the build too.
   for (const std::string &inc : opts.includes) {
     if (!fs::is_directory(inc)) continue;
@@ -184,31 +189,37 @@ Expected<BuildResult> buildSharedObject(const std::string &dir,
     }
   }
 
-  // Compile each translation unit in its own process, then link.
+  // Compile each translation unit in its own process, at most one per processor at a time
+  // (in source order, each next one started when the oldest running one ends), then link.
   fs::path objDir = fs::path(dir) / "obj";
   fs::create_directories(objDir, ec);
   struct Job {
     pid_t pid;
     std::string log, source;
   };
-  std::vector<Job> jobs;
-  std::string objects;
+  size_t slots = std::max<long>(1, sysconf(_SC_NPROCESSORS_ONLN));
+  std::vector<Job> running;
+  std::string objects, failures;
+  auto finishOldest = [&]() {
+    Job j = running.front();
+    running.erase(running.begin());
+    if (waitFor(j.pid) != 0)
+      failures += "\ncompiling " + j.source + " failed (log: " + j.log + ")" +
+                  firstLines(readFile(j.log), 12);
+  };
   for (const SourceFile &s : sources) {
     if (fs::path(s.name).extension() != ".cpp") continue;
     std::string stem = fs::path(s.name).stem().string();
     std::string obj = (objDir / (stem + ".o")).string();
     std::string log = (objDir / (stem + ".log")).string();
-    std::string cmd = shellQuote(cxx) + " " + flags + " -c " +
+    std::string cmd = shellQuote(cxx) + " " + flags + " " + optFlag(s) + " -c " +
                       shellQuote((fs::path(dir) / s.name).string()) + " -o " + shellQuote(obj);
     if (opts.verbose) std::fprintf(stderr, "coil: %s\n", cmd.c_str());
-    jobs.push_back({spawn(cmd, log), log, s.name});
+    if (running.size() >= slots) finishOldest();
+    running.push_back({spawn(cmd, log), log, s.name});
     objects += " " + shellQuote(obj);
   }
-  std::string failures;
-  for (Job &j : jobs)
-    if (waitFor(j.pid) != 0)
-      failures += "\ncompiling " + j.source + " failed (log: " + j.log + ")" +
-                  firstLines(readFile(j.log), 12);
+  while (!running.empty()) finishOldest();
   if (!failures.empty()) return Error::internal("the generated code does not compile:" + failures);
 
   std::string tmp = outPath.string() + ".tmp";

@@ -17,6 +17,9 @@ namespace coil {
 struct SourceFile {
   std::string name; ///< relative path, e.g. "src/kernels.cpp"
   std::string text;
+  /// The optimization level of this file: -1 for the toolchain's optLevel, else the lower of
+  /// the two (host glue without loops, like the wrapper, compiles much faster at -O1).
+  int optLevel = -1;
 };
 
 struct ToolchainOptions {
@@ -40,8 +43,9 @@ struct BuildResult {
 };
 
 /// Writes `sources` under `dir` (creating subdirectories) and builds `dir/<output>` from those
-/// ending in ".cpp" (compiled in parallel, one process per file). A compiler failure is an
-/// internal error that quotes the compiler's first lines of output and names the log file.
+/// ending in ".cpp" (compiled in parallel, one process per file, at most as many at a time as
+/// the machine has processors). A compiler failure is an internal error that quotes the
+/// compiler's first lines of output and names the log file.
 Expected<BuildResult> buildSharedObject(const std::string &dir,
                                         const std::vector<SourceFile> &sources,
                                         const std::string &output, const ToolchainOptions &opts);

@@ -152,6 +152,50 @@ EvalExternFn detAdapter(DetFn fn) {
   };
 }
 
+// --- recurrent ops: xw, r, b, lens, h0, c0, p, acts, y, yh, yc, cell, seq, batch, hidden, dirs,
+//     reverse, linear_before_reset, input_forget, has_clip, clip
+
+using RecurrentFn = int32_t (*)(const void *, const void *, const void *, const void *,
+                                const void *, const void *, const void *, const void *, void *,
+                                void *, void *, int64_t, int64_t, int64_t, int64_t, int64_t,
+                                int64_t, int64_t, int64_t, int64_t, double);
+EvalExternFn recurrentAdapter(RecurrentFn fn, DType t) {
+  return [fn, t](const ExternNode &en, Args &a) -> Status {
+    COIL_TRY_STATUS(checkSignature(en, a, "NNNNNNNNOOOIIIIIIIIIF"));
+    int64_t cell = a[11].i, seq = a[12].i, batch = a[13].i, hid = a[14].i, dirs = a[15].i;
+    int64_t gates = cell == 0 ? 1 : cell == 1 ? 3 : 4;
+    bool lstm = cell == 2;
+    // Buffers the kernel does not read (initial_c and P of RNN and GRU) are not checked.
+    struct Want {
+      size_t arg;
+      int64_t numel;
+      DType dtype;
+      const char *what;
+    } wants[] = {{0, prod({dirs, seq, batch, gates, hid}), t, "xw"},
+                 {1, prod({dirs, gates, hid, hid}), t, "R"},
+                 {2, prod({dirs, 2, gates, hid}), t, "B"},
+                 {3, batch, DType::I64, "sequence_lens"},
+                 {4, prod({dirs, batch, hid}), t, "initial_h"},
+                 {5, lstm ? prod({dirs, batch, hid}) : -2, t, "initial_c"},
+                 {6, lstm ? prod({dirs, 3, hid}) : -2, t, "P"},
+                 {7, prod({dirs, 3, 3}), DType::F64, "the activations"},
+                 {8, prod({seq, dirs, batch, hid}), t, "Y"},
+                 {9, prod({dirs, batch, hid}), t, "Y_h"},
+                 {10, prod({dirs, batch, hid}), t, "Y_c"}};
+    for (const Want &w : wants) {
+      if (w.numel == -2) continue;
+      const Tensor &x = w.arg < 8 ? *a[w.arg].tensor : *a[w.arg].output;
+      COIL_TRY_STATUS(checkNumel(en, x, w.numel, w.what));
+      if (x.dtype() != w.dtype)
+        return Error::internal("extern '" + en.function + "': " + w.what + " has dtype " +
+                               std::string(dtypeName(x.dtype())));
+    }
+    return kernelStatus(fn(in(a, 0), in(a, 1), in(a, 2), in(a, 3), in(a, 4), in(a, 5), in(a, 6),
+                           in(a, 7), out(a, 8), out(a, 9), out(a, 10), cell, seq, batch, hid, dirs,
+                           a[16].i, a[17].i, a[18].i, a[19].i, a[20].number));
+  };
+}
+
 // --- scans: x, y, outer, len, inner, exclusive, reverse
 
 using ScanFn = int32_t (*)(const void *, void *, int64_t, int64_t, int64_t, int64_t, int64_t);
@@ -397,6 +441,10 @@ void registerCpuKernelEvalExterns() {
   registerEvalExtern("coil_cpu_conv_nhwc_f64", convAdapter(coil_cpu_conv_nhwc_f64, false));
   registerEvalExtern("coil_cpu_conv_nhwc_f16", convAdapter(coil_cpu_conv_nhwc_f16, false));
   registerEvalExtern("coil_cpu_conv_nhwc_bf16", convAdapter(coil_cpu_conv_nhwc_bf16, false));
+  registerEvalExtern("coil_cpu_recurrent_f32",
+                     recurrentAdapter(coil_cpu_recurrent_f32, DType::F32));
+  registerEvalExtern("coil_cpu_recurrent_f64",
+                     recurrentAdapter(coil_cpu_recurrent_f64, DType::F64));
   registerEvalExtern("coil_cpu_det_f32", detAdapter(coil_cpu_det_f32));
   registerEvalExtern("coil_cpu_det_f64", detAdapter(coil_cpu_det_f64));
 #define COIL_REGISTER_NUMERIC(S)                                                                   \

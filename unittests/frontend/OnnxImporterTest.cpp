@@ -502,6 +502,42 @@ TEST(OnnxImporter, TorchExpandPatternFolds) {
   EXPECT_EQ(never.toInts(), (std::vector<int64_t>{0}));
 }
 
+TEST(OnnxImporter, TorchPadPatternFolds) {
+  // torch.onnx exports F.pad(x, pads) with computed pads (Hugging Face Swin pads to whole
+  // windows) as: pads [0, 1, n, 2] -> Reshape [-1, 2] -> Slice of step -1 over axis 0 (the
+  // pairs reversed) -> Transpose -> Reshape [-1]: ONNX's [begins..., ends...] order. The 2-D
+  // Slice and the Transpose fold, so the Pad has known pads [n, 0, 2, 1] and a typed output.
+  ModelBuilder b(17);
+  b.input("x", TensorProto::FLOAT, {"n", "5"});
+  b.input("y", TensorProto::FLOAT, {"3", "4"});
+  b.initInts("i0", {1}, {0});
+  b.initInts("p01", {2}, {0, 1});
+  b.initInts("p2", {1}, {2});
+  b.initInts("pairs", {2}, {-1, 2});
+  b.initInts("flat", {1}, {-1});
+  b.initInts("start", {1}, {-1});
+  b.initInts("end", {1}, {INT64_MIN + 1});
+  b.initInts("axis", {1}, {0});
+  b.initInts("step", {1}, {-1});
+  b.node("Shape", {"x"}, {"s"});
+  b.node("Gather", {"s", "i0"}, {"ndim"});
+  attrInt(b.node("Concat", {"p01", "ndim", "p2"}, {"pads"}), "axis", 0);
+  b.node("Reshape", {"pads", "pairs"}, {"p2d"});
+  b.node("Slice", {"p2d", "start", "end", "axis", "step"}, {"rev"});
+  attrInts(b.node("Transpose", {"rev"}, {"tr"}), "perm", {1, 0});
+  b.node("Reshape", {"tr", "flat"}, {"onnxpads"});
+  b.node("Pad", {"y", "onnxpads"}, {"out"}, "pad");
+  b.output("out");
+  auto g = import(b);
+  ASSERT_TRUE(g.ok()) << errorOf(g);
+  ASSERT_EQ(g->nodes().size(), 1u);
+  EXPECT_EQ(g->nodes()[0].op, OpKind::Pad);
+  const TensorType &t = g->value(g->outputs[0]).type;
+  ASSERT_EQ(t.rank(), 2);
+  EXPECT_SYM_EQ(t.shape[0], SymInt::symbol("n") + 5);
+  EXPECT_EQ(t.shape[1], SymInt(5));
+}
+
 TEST(OnnxImporter, UndecidableComparisonIsNotFolded) {
   // batch == seq cannot be decided: the Equal stays (and needs inference to be typed).
   ModelBuilder b(17);

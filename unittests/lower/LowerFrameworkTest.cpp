@@ -254,18 +254,18 @@ TEST(LowerFramework, SymbolicConstantsAsInputs) {
 }
 
 TEST(LowerFramework, EveryLoweringErrorIsReportedInOneRun) {
-  // Two nodes that cannot be compiled (an RNN needs a compile-time sequence length): both are
+  // Two nodes that cannot be compiled (RoiAlign with an adaptive sampling ratio): both are
   // reported, each with its node name, from one lowerGraph call.
-  Graph g = parseOrDie(R"(graph @g(%x: f32[T, 2, 3], %w: f32[1, 4, 3], %r: f32[1, 4, 4]) -> (%y1, %y2) {
-    %y1 = RNN(%x, %w, %r) {hidden_size = 4} : f32[T, 1, 2, 4] name "rnn_a"
-    %y2 = RNN(%x, %w, %r) {hidden_size = 4} : f32[T, 1, 2, 4] name "rnn_b"
+  Graph g = parseOrDie(R"(graph @g(%x: f32[1, 2, 5, 5], %r: f32[2, 4], %b: i64[2]) -> (%y1, %y2) {
+    %y1 = RoiAlign(%x, %r, %b) {output_height = 2, output_width = 2} : f32[2, 2, 2, 2] name "roi_a"
+    %y2 = RoiAlign(%x, %r, %b) {output_height = 2, output_width = 2} : f32[2, 2, 2, 2] name "roi_b"
   })");
   auto p = lowerGraph(g);
   ASSERT_FALSE(p.ok());
   std::string msg = p.error().render();
-  EXPECT_NE(msg.find("rnn_a"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("rnn_b"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("dynamic sequence length"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("roi_a"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("roi_b"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("sampling_ratio 0"), std::string::npos) << msg;
 }
 
 TEST(LowerFramework, LoweringErrorsNameTheNode) {

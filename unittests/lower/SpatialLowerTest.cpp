@@ -445,14 +445,42 @@ TEST(SpatialLower, LstmPeepholesInitialStatesLayoutInputForget) {
        randomTensor(DType::F32, {1, 8, 2}, 99), ints(DType::I32, {1}, {1})});
 }
 
-TEST(SpatialLower, RecurrentDynamicSequenceLengthIsReported) {
-  std::string err =
-      lowerError(R"(graph @g(%x: f32[T, 2, 3], %w: f32[1, 2, 3], %r: f32[1, 2, 2]) -> (%y) {
-    %y = RNN(%x, %w, %r) {hidden_size = 2} : ?
+TEST(SpatialLower, RecurrentDynamicSequenceLength) {
+  // The sequence length is a symbol: the recurrence is a loop of the extern, bounded at run
+  // time (it was refused while the lowering unrolled the steps).
+  std::string rnn = R"(graph @g(%x: f32[T, 2, 3], %w: f32[1, 2, 3], %r: f32[1, 2, 2]) -> (%y, %yh) {
+    %y, %yh = RNN(%x, %w, %r) {hidden_size = 2} : ?
+  })";
+  for (int64_t t : {1, 5})
+    expectMatches(rnn, {randomTensor(DType::F32, {t, 2, 3}, 100 + uint32_t(t)),
+                        randomTensor(DType::F32, {1, 2, 3}, 102),
+                        randomTensor(DType::F32, {1, 2, 2}, 103)});
+  std::string gru = R"(graph @g(%x: f32[B, T, 3], %w: f32[2, 6, 3], %r: f32[2, 6, 2]) -> (%y, %yh) {
+    %y, %yh = GRU(%x, %w, %r) {hidden_size = 2, layout = 1, direction = "bidirectional"} : ?
+  })";
+  for (int64_t t : {2, 7})
+    expectMatches(gru, {randomTensor(DType::F32, {3, t, 3}, 110 + uint32_t(t)),
+                        randomTensor(DType::F32, {2, 6, 3}, 112),
+                        randomTensor(DType::F32, {2, 6, 2}, 113)});
+}
+
+TEST(SpatialLower, RecurrentSequenceLengthOutOfRangeIsReported) {
+  // sequence_lens past the sequence length: the extern's run-time check, with the op's name.
+  auto g = parseUntyped(
+      R"(graph @g(%x: f32[3, 2, 1], %w: f32[1, 8, 1], %r: f32[1, 8, 2], %len: i32[2]) -> (%y) {
+    %y = LSTM(%x, %w, %r, _, %len) {hidden_size = 2} : ?
   })");
-  EXPECT_NE(err.find("RNN with a dynamic sequence length (T) is not supported by the compiler yet"),
-            std::string::npos)
-      << err;
+  ASSERT_TRUE(g.ok()) << g.error().render();
+  auto prog = loop::lowerGraph(*g);
+  ASSERT_TRUE(prog.ok()) << prog.error().render();
+  auto r = loop::evaluateLoopProgram(
+      *prog, {randomTensor(DType::F32, {3, 2, 1}, 120), randomTensor(DType::F32, {1, 8, 1}, 121),
+              randomTensor(DType::F32, {1, 8, 2}, 122), ints(DType::I32, {2}, {3, 4})});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(
+      r.error().render().find("lstm: sequence length 4 of batch entry 1 is out of range [0, 3]"),
+      std::string::npos)
+      << r.error().render();
 }
 
 // ------------------------------------------------------------------ rotary, grids, Col2Im
@@ -614,12 +642,6 @@ TEST(SpatialLower, UnsupportedFormsAreReported) {
     %y = RoiAlign(%x, %r, %b) {output_height = 2, output_width = 2} : ?
   })");
   EXPECT_NE(err.find("RoiAlign with sampling_ratio 0"), std::string::npos) << err;
-  err = lowerError(R"(graph @g(%x: f32[2, T, 3], %w: f32[1, 6, 3], %r: f32[1, 6, 2]) -> (%y) {
-    %y = GRU(%x, %w, %r) {hidden_size = 2, layout = 1} : ?
-  })");
-  EXPECT_NE(err.find("GRU with a dynamic sequence length (T) is not supported by the compiler yet"),
-            std::string::npos)
-      << err;
 }
 
 TEST(SpatialLower, GridSample3dAndDynamicViews) {

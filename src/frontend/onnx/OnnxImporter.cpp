@@ -926,25 +926,82 @@ std::optional<std::vector<Folded>> Importer::fold(const Node &node, const onnx::
     return one(dtypeIn(0), k);
   }
   case OpKind::Slice: {
+    // Any rank (a pads vector reshaped to [-1, 2] and reversed by a Slice of step -1 is the
+    // TorchScript export of F.pad with computed pads).
     const Known *d = in(0);
     auto starts = constVec(1), ends = constVec(2);
-    if (!d || d->shape.size() != 1 || !starts || !ends || starts->size() != 1 || ends->size() != 1)
+    if (!d || d->shape.empty() || !starts || !ends || starts->size() != ends->size())
       return std::nullopt;
-    int64_t step = 1;
+    int64_t rank = int64_t(d->shape.size());
+    std::vector<int64_t> axes(starts->size()), steps(starts->size(), 1);
+    for (size_t i = 0; i < axes.size(); ++i) axes[i] = int64_t(i);
     if (nIn > 3 && node.inputs[3] >= 0) {
-      auto axes = constVec(3);
-      if (!axes || axes->size() != 1 || ((*axes)[0] != 0 && (*axes)[0] != -1)) return std::nullopt;
+      auto a = constVec(3);
+      if (!a || a->size() != axes.size()) return std::nullopt;
+      axes = *a;
     }
     if (nIn > 4 && node.inputs[4] >= 0) {
-      auto steps = constVec(4);
-      if (!steps || steps->size() != 1 || (*steps)[0] == 0) return std::nullopt;
-      step = (*steps)[0];
+      auto st = constVec(4);
+      if (!st || st->size() != steps.size()) return std::nullopt;
+      steps = *st;
     }
-    SliceRange r = sliceAxis(d->shape[0], (*starts)[0], (*ends)[0], step);
-    if (!r.start.isConstant() || !r.length.isConstant()) return std::nullopt;
-    Known k{{r.length.constant()}, {}};
-    for (int64_t i = 0; i < r.length.constant(); ++i)
-      k.v.push_back(d->v[size_t(r.start.constant() + i * step)]);
+    std::vector<int64_t> first(size_t(rank), 0), step(size_t(rank), 1);
+    Shape shape = d->shape;
+    std::vector<bool> seen(size_t(rank), false);
+    for (size_t i = 0; i < axes.size(); ++i) {
+      int64_t ax = axes[i] < 0 ? axes[i] + rank : axes[i];
+      if (ax < 0 || ax >= rank || seen[size_t(ax)] || steps[i] == 0) return std::nullopt;
+      seen[size_t(ax)] = true;
+      SliceRange r = sliceAxis(d->shape[size_t(ax)], (*starts)[i], (*ends)[i], steps[i]);
+      if (!r.start.isConstant() || !r.length.isConstant()) return std::nullopt;
+      first[size_t(ax)] = r.start.constant();
+      step[size_t(ax)] = steps[i];
+      shape[size_t(ax)] = r.length.constant();
+    }
+    Known k{shape, {}};
+    int64_t n = numelOf(shape);
+    for (int64_t flat = 0; flat < n; ++flat) {
+      int64_t rest = flat, src = 0, stride = 1;
+      for (int64_t ax = rank - 1; ax >= 0; --ax) {
+        int64_t i = rest % shape[size_t(ax)];
+        rest /= shape[size_t(ax)];
+        src += (first[size_t(ax)] + i * step[size_t(ax)]) * stride;
+        stride *= d->shape[size_t(ax)];
+      }
+      k.v.push_back(d->v[size_t(src)]);
+    }
+    return one(dtypeIn(0), k);
+  }
+  case OpKind::Transpose: {
+    const Known *x = in(0);
+    if (!x) return std::nullopt;
+    int64_t rank = int64_t(x->shape.size());
+    std::vector<int64_t> perm = attrs.getInts("perm");
+    if (perm.empty())
+      for (int64_t i = rank - 1; i >= 0; --i) perm.push_back(i);
+    if (int64_t(perm.size()) != rank) return std::nullopt; // inference reports it
+    std::vector<bool> seen(size_t(rank), false);
+    Shape shape(static_cast<size_t>(rank), 0);
+    for (int64_t i = 0; i < rank; ++i) {
+      if (perm[size_t(i)] < 0 || perm[size_t(i)] >= rank || seen[size_t(perm[size_t(i)])])
+        return std::nullopt;
+      seen[size_t(perm[size_t(i)])] = true;
+      shape[size_t(i)] = x->shape[size_t(perm[size_t(i)])];
+    }
+    std::vector<int64_t> inStride(size_t(rank), 1);
+    for (int64_t ax = rank - 2; ax >= 0; --ax)
+      inStride[size_t(ax)] = inStride[size_t(ax + 1)] * x->shape[size_t(ax + 1)];
+    Known k{shape, {}};
+    int64_t n = numelOf(shape);
+    for (int64_t flat = 0; flat < n; ++flat) {
+      int64_t rest = flat, src = 0;
+      for (int64_t ax = rank - 1; ax >= 0; --ax) {
+        int64_t i = rest % shape[size_t(ax)];
+        rest /= shape[size_t(ax)];
+        src += i * inStride[size_t(perm[size_t(ax)])];
+      }
+      k.v.push_back(x->v[size_t(src)]);
+    }
     return one(dtypeIn(0), k);
   }
   case OpKind::Cast: {

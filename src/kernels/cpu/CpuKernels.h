@@ -165,6 +165,59 @@ COIL_CPU_DECLARE_CONV_HALF(bf16)
 int32_t coil_cpu_det_f32(const void *x, void *y, int64_t batch, int64_t n);
 int32_t coil_cpu_det_f64(const void *x, void *y, int64_t batch, int64_t n);
 
+// --- Recurrent ops (RNN, GRU, LSTM) ---------------------------------------------------------
+
+#define COIL_CPU_RNN_CELL_RNN 0
+#define COIL_CPU_RNN_CELL_GRU 1
+#define COIL_CPU_RNN_CELL_LSTM 2
+// Activation codes (ONNX names: Tanh, Sigmoid, Relu, Affine, LeakyRelu, ThresholdedRelu,
+// ScaledTanh, HardSigmoid, Elu, Softsign, Softplus).
+#define COIL_CPU_RNN_ACT_TANH 0
+#define COIL_CPU_RNN_ACT_SIGMOID 1
+#define COIL_CPU_RNN_ACT_RELU 2
+#define COIL_CPU_RNN_ACT_AFFINE 3
+#define COIL_CPU_RNN_ACT_LEAKY_RELU 4
+#define COIL_CPU_RNN_ACT_THRESHOLDED_RELU 5
+#define COIL_CPU_RNN_ACT_SCALED_TANH 6
+#define COIL_CPU_RNN_ACT_HARD_SIGMOID 7
+#define COIL_CPU_RNN_ACT_ELU 8
+#define COIL_CPU_RNN_ACT_SOFTSIGN 9
+#define COIL_CPU_RNN_ACT_SOFTPLUS 10
+
+/// The recurrence of one ONNX RNN (cell 0), GRU (1) or LSTM (2) layer of `dirs` directions
+/// (1 or 2), with G = 1, 3, 4 gates and H = `hidden`, in the layout of ONNX's layout 0 and with
+/// every optional input present:
+///   xw    [dirs, seq, batch, G*H]  X_t W^T of every time step (no bias)
+///   r     [dirs, G*H, H]           R
+///   b     [dirs, 2*G*H]            B (Wb then Rb)
+///   lens  [batch] int64            sequence_lens, each in [0, seq]
+///   h0    [dirs, batch, H]         initial_h
+///   c0    [dirs, batch, H]         initial_c (LSTM; not read otherwise)
+///   p     [dirs, 3*H]              P (LSTM peepholes; not read otherwise)
+///   acts  [dirs, 3, 3] double      per direction the activations f, g, h (those the cell
+///                                  uses): code (COIL_CPU_RNN_ACT_*), alpha, beta
+///   y     [seq, dirs, batch, H]    Y; 0 at the steps past an entry's length
+///   yh    [dirs, batch, H]         Y_h
+///   yc    [dirs, batch, H]         Y_c (LSTM; zeros otherwise)
+/// Direction 1 of two runs in reverse; with one direction, `reverse` != 0 makes it run in
+/// reverse. A reverse direction's step s reads time len - 1 - s. `linear_before_reset` and
+/// `input_forget` are the GRU and LSTM attributes; `has_clip` != 0 clips every gate's input to
+/// [-clip, clip]. The state and gate arithmetic is in double, the states are stored in the
+/// element type. Fails on negative or overflowing sizes, a length out of range, an unknown cell
+/// or activation code, or a negative clip.
+int32_t coil_cpu_recurrent_f32(const void *xw, const void *r, const void *b, const void *lens,
+                               const void *h0, const void *c0, const void *p, const void *acts,
+                               void *y, void *yh, void *yc, int64_t cell, int64_t seq,
+                               int64_t batch, int64_t hidden, int64_t dirs, int64_t reverse,
+                               int64_t linear_before_reset, int64_t input_forget, int64_t has_clip,
+                               double clip);
+int32_t coil_cpu_recurrent_f64(const void *xw, const void *r, const void *b, const void *lens,
+                               const void *h0, const void *c0, const void *p, const void *acts,
+                               void *y, void *yh, void *yc, int64_t cell, int64_t seq,
+                               int64_t batch, int64_t hidden, int64_t dirs, int64_t reverse,
+                               int64_t linear_before_reset, int64_t input_forget, int64_t has_clip,
+                               double clip);
+
 // --- Scans and sorting (one function per dtype: f64 f32 f16 bf16 i64 i32 i16 i8 u64 u32 u16
 //     u8; TopK, CumSum and CumProd are not defined for bool) --------------------------------
 

@@ -1,6 +1,8 @@
-// Lowerings of the recurrent ops RNN, GRU and LSTM (unrolled over a compile-time sequence
-// length; the GEMMs are reductions) and of RotaryEmbedding. Semantics:
+// Lowerings of the recurrent ops RNN, GRU and LSTM (an extern call for the recurrence) and of
+// RotaryEmbedding. Semantics:
 // interp/kernels/LinalgRnn.cpp.
+#include "kernels/cpu/CpuKernels.h"
+#include "lower/ops/LinalgLower.h"
 #include "lower/ops/SpatialUtil.h"
 
 #include <algorithm>
@@ -17,35 +19,6 @@ struct Activation {
   std::string name;
   double alpha = 0, beta = 0;
 };
-
-/// The interpreter's activation functions, on a value of type t.
-Val applyActivation(BodyBuilder &b, const Activation &a, Val x) {
-  DType t = b.dtypeOf(x);
-  auto c = [&](double v) { return b.constant(t, v); };
-  const std::string &n = a.name;
-  if (n == "Tanh") return b.op(ScalarOp::Tanh, x);
-  if (n == "Sigmoid") return b.op(ScalarOp::Sigmoid, x);
-  if (n == "Relu") return b.op(ScalarOp::Max, x, c(0));
-  if (n == "Affine") return b.op(ScalarOp::Add, b.op(ScalarOp::Mul, c(a.alpha), x), c(a.beta));
-  if (n == "LeakyRelu")
-    return b.op(ScalarOp::Select, b.op(ScalarOp::Ge, x, c(0)), x,
-                b.op(ScalarOp::Mul, c(a.alpha), x));
-  if (n == "ThresholdedRelu")
-    return b.op(ScalarOp::Select, b.op(ScalarOp::Gt, x, c(a.alpha)), x, c(0));
-  if (n == "ScaledTanh")
-    return b.op(ScalarOp::Mul, c(a.alpha), b.op(ScalarOp::Tanh, b.op(ScalarOp::Mul, c(a.beta), x)));
-  if (n == "HardSigmoid") {
-    Val v = b.op(ScalarOp::Add, b.op(ScalarOp::Mul, c(a.alpha), x), c(a.beta));
-    return b.op(ScalarOp::Min, b.op(ScalarOp::Max, v, c(0)), c(1));
-  }
-  if (n == "Elu")
-    return b.op(ScalarOp::Select, b.op(ScalarOp::Ge, x, c(0)), x,
-                b.op(ScalarOp::Mul, c(a.alpha), b.op(ScalarOp::Sub, b.op(ScalarOp::Exp, x), c(1))));
-  if (n == "Softsign")
-    return b.op(ScalarOp::Div, x, b.op(ScalarOp::Add, c(1), b.op(ScalarOp::Abs, x)));
-  // Softplus: log(1 + exp(x))
-  return b.op(ScalarOp::Log, b.op(ScalarOp::Add, c(1), b.op(ScalarOp::Exp, x)));
-}
 
 Expected<std::vector<Activation>> readActivations(const LowerContext &ctx, Cell cell,
                                                   int64_t dirs) {
@@ -87,12 +60,26 @@ const char *cellName(Cell c) {
   return c == Cell::Rnn ? "RNN" : c == Cell::Gru ? "GRU" : "LSTM";
 }
 
-/// Unrolls the recurrence over the (compile-time) sequence length. Per direction: one
-/// reduction projects every time step of X (X W^T); per step, a reduction over the hidden size
-/// (h R^T), for GRU without linear_before_reset one more ((r * h) R_h^T), and Pointwise nodes
-/// for the new hidden (and cell) state. sequence_lens masks the steps past each batch entry's
-/// length (the state is kept, Y is 0) and, for the reverse direction, indexes X indirectly.
+/// The activation code of the extern (COIL_CPU_RNN_ACT_*) for a name readActivations accepted.
+int64_t activationCode(const std::string &n) {
+  static const char *names[] = {"Tanh",      "Sigmoid",         "Relu",       "Affine",
+                                "LeakyRelu", "ThresholdedRelu", "ScaledTanh", "HardSigmoid",
+                                "Elu",       "Softsign",        "Softplus"};
+  static_assert(COIL_CPU_RNN_ACT_TANH == 0 && COIL_CPU_RNN_ACT_SOFTPLUS == 10);
+  return std::find(std::begin(names), std::end(names), n) - std::begin(names);
+}
+
+/// RNN, GRU and LSTM as one extern call (kernels/cpu coil_cpu_recurrent_*: the recurrence, a
+/// loop over the time steps that the sequence length bounds at run time, so a dynamic or long
+/// sequence costs no code) around Loop IR nodes: the input projections X W^T of every step
+/// (one reduction, [dirs, seq, batch, gates * hidden]), every operand in the compute type and
+/// ONNX's layout 0 (absent optional inputs as zeros, sequence_lens as the sequence length),
+/// the activations as a small f64 tensor, and views (layout 1) and casts of the results.
 Status lowerRecurrent(LowerContext &ctx, Cell cell) {
+  using linalg::floatArg;
+  using linalg::intArg;
+  using linalg::nodeArg;
+  using linalg::outArg;
   const TensorType &xt = ctx.inputType(0), &wt = ctx.inputType(1), &rt = ctx.inputType(2);
   const Attrs &at = attrsOf(ctx);
   int64_t layout = at.getInt("layout", 0);
@@ -103,216 +90,138 @@ Status lowerRecurrent(LowerContext &ctx, Cell cell) {
   int64_t gates = cell == Cell::Rnn ? 1 : cell == Cell::Gru ? 3 : 4;
   if (xt.rank() != 3 || wt.rank() != 3 || rt.rank() != 3)
     return ctx.error("X, W and R must have rank 3");
-  SymInt seqS = layout ? xt.shape[1] : xt.shape[0];
-  auto seqC = seqS.maybeConstant();
-  if (!seqC)
-    return ctx.error(std::string(cellName(cell)) + " with a dynamic sequence length (" +
-                     seqS.str() + ") is not supported by the compiler yet");
-  int64_t seq = *seqC;
+  SymInt seq = layout ? xt.shape[1] : xt.shape[0];
   SymInt batch = layout ? xt.shape[0] : xt.shape[1], in = xt.shape[2];
   SymInt hid = at.has("hidden_size") ? SymInt(at.getInt("hidden_size", 0)) : rt.shape[2];
   COIL_TRY(auto acts, readActivations(ctx, cell, dirs));
-  std::optional<double> clip;
-  if (at.has("clip")) clip = at.getFloat("clip", 0.0);
+  bool hasClip = at.has("clip");
+  double clip = hasClip ? at.getFloat("clip", 0.0) : 0.0;
   bool linearBeforeReset = at.getInt("linear_before_reset", 0) != 0;
   bool inputForget = at.getInt("input_forget", 0) != 0;
   DType dt = xt.dtype, ct = calcType(dt);
-  TensorRef x = ctx.input(0), w = ctx.input(1), r = ctx.input(2);
-  std::optional<TensorRef> bias, lens, h0, c0, peep;
-  if (ctx.hasInput(3)) bias = ctx.input(3);
-  if (ctx.hasInput(4)) lens = ctx.input(4);
-  if (ctx.hasInput(5)) h0 = ctx.input(5);
-  if (cell == Cell::Lstm && ctx.hasInput(6)) c0 = ctx.input(6);
-  if (cell == Cell::Lstm && ctx.hasInput(7)) peep = ctx.input(7);
+  if (ct != DType::F32 && ct != DType::F64)
+    return ctx.error(std::string(cellName(cell)) + " computes in f32 or f64, not " +
+                     std::string(dtypeName(ct)));
+  TensorRef x = ctx.input(0), w = ctx.input(1);
   SymInt gh = hid * gates;
-
-  auto loadX = [&](BodyBuilder &b, const SymInt &t, const SymInt &bi, const SymInt &k) {
-    return b.cast(b.load(x, layout ? Syms{bi, t, k} : Syms{t, bi, k}), ct);
+  auto zeros = [&](std::vector<SymInt> shape, const char *hint) {
+    return ctx.pointwise(
+        ct, std::move(shape), [&](BodyBuilder &b, const Syms &) { return b.constant(ct, 0); },
+        hint);
   };
-  auto clipped = [&](BodyBuilder &b, Val v) {
-    if (!clip) return v;
-    return b.op(ScalarOp::Min, b.op(ScalarOp::Max, v, b.constant(ct, -*clip)),
-                b.constant(ct, *clip));
+  // Input i (present) in the compute type, realized, of the given layout-0 shape, reading
+  // element o at index(o).
+  auto operand = [&](size_t i, std::vector<SymInt> shape,
+                     const std::function<Syms(const Syms &)> &index, const char *hint) {
+    TensorRef t = ctx.input(i);
+    return ctx.realize(ctx.pointwise(
+        ct, std::move(shape),
+        [&](BodyBuilder &b, const Syms &o) { return b.cast(b.load(t, index(o)), ct); }, hint));
   };
-  // Length of batch entry bi (i64), or nullopt without sequence_lens.
-  auto lenOf = [&](BodyBuilder &b, const SymInt &bi) -> Val {
-    return b.cast(b.load(*lens, {bi}), DType::I64);
-  };
-
-  std::vector<std::vector<TensorRef>> hs(static_cast<size_t>(dirs)), cs(static_cast<size_t>(dirs));
-  for (int64_t d = 0; d < dirs; ++d) {
-    bool reverse = dir == "reverse" || d == 1;
-    const Activation *f = &acts[size_t(d) * acts.size() / size_t(dirs)];
-    // X W^T for every time step: [seq, batch, gates * hidden].
-    TensorRef xw = ctx.reduce(
-        ReduceKind::Sum, ct, ct, {seqS, batch, gh}, {in},
-        [&](BodyBuilder &b, const Syms &o, const Syms &rv, Val *) {
-          return b.op(ScalarOp::Mul, loadX(b, o[0], o[1], rv[0]),
-                      b.cast(b.load(w, {d, o[2], rv[0]}), ct));
+  auto same = [](const Syms &o) { return o; };
+  // [dirs, batch, hidden] from initial_h / initial_c ([batch, dirs, hidden] with layout 1).
+  auto state = [&](size_t i, const char *hint) {
+    if (!ctx.hasInput(i)) return zeros({dirs, batch, hid}, hint);
+    return operand(
+        i, {dirs, batch, hid},
+        [&](const Syms &o) {
+          return layout ? Syms{o[1], o[0], o[2]} : o;
         },
-        false, "xw");
-    auto initial = [&](const std::optional<TensorRef> &init) {
-      return ctx.pointwise(ct, {batch, hid}, [&](BodyBuilder &b, const Syms &o) {
-        if (!init) return b.constant(ct, 0);
-        return b.cast(b.load(*init, layout ? Syms{o[0], d, o[1]} : Syms{d, o[0], o[1]}), ct);
-      });
-    };
-    hs[size_t(d)].push_back(initial(h0));
-    if (cell == Cell::Lstm) cs[size_t(d)].push_back(initial(c0));
-    for (int64_t s = 0; s < seq; ++s) {
-      TensorRef h = hs[size_t(d)].back();
-      TensorRef hr = ctx.reduce(
-          ReduceKind::Sum, ct, ct, {batch, gh}, {hid},
-          [&](BodyBuilder &b, const Syms &o, const Syms &rv, Val *) {
-            return b.op(ScalarOp::Mul, b.load(h, {o[0], rv[0]}),
-                        b.cast(b.load(r, {d, o[1], rv[0]}), ct));
-          },
-          false, "hr");
-      // The time step read at batch entry bi.
-      auto timeOf = [&](BodyBuilder &b, const SymInt &bi) -> SymInt {
-        if (!reverse) return s;
-        if (!lens) return seq - 1 - s;
-        Val t = b.op(ScalarOp::Sub, lenOf(b, bi), b.intConstant(DType::I64, s + 1));
-        return b.indirect(t, seqS, false);
-      };
-      auto biasAt = [&](BodyBuilder &b, const SymInt &g, int64_t which) {
-        if (!bias) return b.constant(ct, 0);
-        return b.cast(b.load(*bias, {d, g + gh * which}), ct);
-      };
-      // Gate g (0-based) at (bi, k): X W^T + Wb and h R^T + Rb.
-      auto gateXw = [&](BodyBuilder &b, const SymInt &t, const SymInt &bi, int64_t g,
-                        const SymInt &k) {
-        SymInt gi = hid * g + k;
-        return b.op(ScalarOp::Add, b.load(xw, {t, bi, gi}), biasAt(b, gi, 0));
-      };
-      auto gateHr = [&](BodyBuilder &b, const SymInt &bi, int64_t g, const SymInt &k) {
-        SymInt gi = hid * g + k;
-        return b.op(ScalarOp::Add, b.load(hr, {bi, gi}), biasAt(b, gi, 1));
-      };
-      auto gateSum = [&](BodyBuilder &b, const SymInt &t, const SymInt &bi, int64_t g,
-                         const SymInt &k) {
-        return b.op(ScalarOp::Add, gateXw(b, t, bi, g, k), gateHr(b, bi, g, k));
-      };
-      auto peepAt = [&](BodyBuilder &b, int64_t which, const SymInt &k) {
-        if (!peep) return b.constant(ct, 0);
-        return b.cast(b.load(*peep, {d, hid * which + k}), ct);
-      };
-      auto masked = [&](BodyBuilder &b, const SymInt &bi, Val nv, Val old) {
-        if (!lens) return nv;
-        Val valid = b.op(ScalarOp::Lt, b.intConstant(DType::I64, s), lenOf(b, bi));
-        return b.op(ScalarOp::Select, valid, nv, old);
-      };
-      std::optional<TensorRef> q;
-      if (cell == Cell::Gru && !linearBeforeReset) {
-        // (r * h) R_h^T with the reset gate recomputed per j, as the interpreter does.
-        q = ctx.reduce(
-            ReduceKind::Sum, ct, ct, {batch, hid}, {hid},
-            [&](BodyBuilder &b, const Syms &o, const Syms &rv, Val *) {
-              SymInt t = timeOf(b, o[0]);
-              Val rj = applyActivation(b, f[0], clipped(b, gateSum(b, t, o[0], 1, rv[0])));
-              Val hj = b.load(h, {o[0], rv[0]});
-              return b.op(ScalarOp::Mul, b.op(ScalarOp::Mul, rj, hj),
-                          b.cast(b.load(r, {d, hid * 2 + o[1], rv[0]}), ct));
-            },
-            false, "gru_rh");
-      }
-      std::optional<TensorRef> cNew;
-      if (cell == Cell::Lstm) {
-        TensorRef c = cs[size_t(d)].back();
-        cNew = ctx.pointwise(ct, {batch, hid}, [&](BodyBuilder &b, const Syms &o) {
-          SymInt t = timeOf(b, o[0]);
-          Val cv = b.load(c, o);
-          Val ig = applyActivation(b, f[0],
-                                   clipped(b, b.op(ScalarOp::Add, gateSum(b, t, o[0], 0, o[1]),
-                                                   b.op(ScalarOp::Mul, peepAt(b, 0, o[1]), cv))));
-          Val fg =
-              inputForget
-                  ? b.op(ScalarOp::Sub, b.constant(ct, 1), ig)
-                  : applyActivation(b, f[0],
-                                    clipped(b, b.op(ScalarOp::Add, gateSum(b, t, o[0], 2, o[1]),
-                                                    b.op(ScalarOp::Mul, peepAt(b, 2, o[1]), cv))));
-          Val cg = applyActivation(b, f[1], clipped(b, gateSum(b, t, o[0], 3, o[1])));
-          Val cn = b.op(ScalarOp::Add, b.op(ScalarOp::Mul, fg, cv), b.op(ScalarOp::Mul, ig, cg));
-          return masked(b, o[0], cn, cv);
-        });
-        cs[size_t(d)].push_back(*cNew);
-      }
-      TensorRef hNew = ctx.pointwise(ct, {batch, hid}, [&](BodyBuilder &b, const Syms &o) {
-        SymInt t = timeOf(b, o[0]);
-        // The previous state, read only where the cell or the masking needs it.
-        Val hv = cell == Cell::Gru || lens ? b.load(h, o) : kNoVal;
-        Val nh;
-        if (cell == Cell::Rnn) {
-          nh = applyActivation(b, f[0], clipped(b, gateSum(b, t, o[0], 0, o[1])));
-        } else if (cell == Cell::Gru) {
-          Val z = applyActivation(b, f[0], clipped(b, gateSum(b, t, o[0], 0, o[1])));
-          Val pre;
-          if (linearBeforeReset) {
-            Val rg = applyActivation(b, f[0], clipped(b, gateSum(b, t, o[0], 1, o[1])));
-            pre = b.op(ScalarOp::Add, gateXw(b, t, o[0], 2, o[1]),
-                       b.op(ScalarOp::Mul, rg, gateHr(b, o[0], 2, o[1])));
-          } else {
-            pre = b.op(ScalarOp::Add, gateXw(b, t, o[0], 2, o[1]),
-                       b.op(ScalarOp::Add, biasAt(b, hid * 2 + o[1], 1), b.load(*q, o)));
-          }
-          Val hh = applyActivation(b, f[1], clipped(b, pre));
-          nh = b.op(ScalarOp::Add,
-                    b.op(ScalarOp::Mul, b.op(ScalarOp::Sub, b.constant(ct, 1), z), hh),
-                    b.op(ScalarOp::Mul, z, hv));
-        } else {
-          Val cn = b.load(*cNew, o);
-          Val og = applyActivation(b, f[0],
-                                   clipped(b, b.op(ScalarOp::Add, gateSum(b, t, o[0], 1, o[1]),
-                                                   b.op(ScalarOp::Mul, peepAt(b, 1, o[1]), cn))));
-          nh = b.op(ScalarOp::Mul, og, applyActivation(b, f[2], cn));
-        }
-        return masked(b, o[0], nh, hv);
-      });
-      hs[size_t(d)].push_back(hNew);
-    }
-  }
-
-  // Y: [seq, dirs, batch, hidden] (layout 1: [batch, seq, dirs, hidden]); Y[t] of a direction
-  // is the state after the step that read time t, 0 past the batch entry's length.
-  if (ctx.numOutputs() > 0 && ctx.gnode().outputs[0] != kNoValue) {
-    ctx.setOutput(0, ctx.pointwise(dt, ctx.outputType(0).shape, [&](BodyBuilder &b, const Syms &o) {
-      SymInt t = layout ? o[1] : o[0], dv = layout ? o[2] : o[1], bi = layout ? o[0] : o[2],
-             k = o[3];
-      Val tv = b.index(t), dvv = b.index(dv);
-      Val len = lens ? lenOf(b, bi) : b.intConstant(DType::I64, seq);
-      Val res = b.constant(ct, 0);
-      for (int64_t d = 0; d < dirs; ++d) {
-        bool reverse = dir == "reverse" || d == 1;
-        // The step s that read time t.
-        Val step = reverse ? b.op(ScalarOp::Sub,
-                                  b.op(ScalarOp::Sub, len, b.intConstant(DType::I64, 1)), tv)
-                           : tv;
-        for (int64_t s = 0; s < seq; ++s) {
-          Val hit = b.op(ScalarOp::And, b.op(ScalarOp::Eq, dvv, b.intConstant(DType::I64, d)),
-                         b.op(ScalarOp::Eq, step, b.intConstant(DType::I64, s)));
-          res = b.op(ScalarOp::Select, hit, b.load(hs[size_t(d)][size_t(s + 1)], {bi, k}), res);
-        }
-      }
-      Val valid = b.op(ScalarOp::Lt, tv, len);
-      return b.cast(b.op(ScalarOp::Select, valid, res, b.constant(ct, 0)), dt);
-    }));
-  }
-  // Y_h and Y_c: the final states, [dirs, batch, hidden] (layout 1: [batch, dirs, hidden]).
-  auto finalState = [&](size_t out, std::vector<std::vector<TensorRef>> &states) {
-    if (ctx.numOutputs() <= out || ctx.gnode().outputs[out] == kNoValue) return;
-    ctx.setOutput(out,
-                  ctx.pointwise(dt, ctx.outputType(out).shape, [&](BodyBuilder &b, const Syms &o) {
-                    SymInt dv = layout ? o[1] : o[0], bi = layout ? o[0] : o[1], k = o[2];
-                    Val res = b.load(states[0].back(), {bi, k});
-                    if (dirs == 2)
-                      res = b.op(ScalarOp::Select,
-                                 b.op(ScalarOp::Eq, b.index(dv), b.intConstant(DType::I64, 1)),
-                                 b.load(states[1].back(), {bi, k}), res);
-                    return b.cast(res, dt);
-                  }));
+        hint);
   };
-  finalState(1, hs);
-  if (cell == Cell::Lstm) finalState(2, cs);
+
+  TensorRef xw = ctx.reduce(
+      ReduceKind::Sum, ct, ct, {dirs, seq, batch, gh}, {in},
+      [&](BodyBuilder &b, const Syms &o, const Syms &rv, Val *) {
+        Syms xi = layout ? Syms{o[2], o[1], rv[0]} : Syms{o[1], o[2], rv[0]};
+        return b.op(ScalarOp::Mul, b.cast(b.load(x, xi), ct),
+                    b.cast(b.load(w, {o[0], o[3], rv[0]}), ct));
+      },
+      false, "xw");
+  TensorRef r = operand(2, {dirs, gh, hid}, same, "r");
+  TensorRef bias =
+      ctx.hasInput(3) ? operand(3, {dirs, gh * 2}, same, "bias") : zeros({dirs, gh * 2}, "bias");
+  TensorRef lens;
+  if (ctx.hasInput(4)) {
+    TensorRef l = ctx.input(4);
+    lens = ctx.pointwise(
+        DType::I64, {batch},
+        [&](BodyBuilder &b, const Syms &o) { return b.cast(b.load(l, o), DType::I64); }, "lens");
+  } else {
+    lens = ctx.pointwise(
+        DType::I64, {batch}, [&](BodyBuilder &b, const Syms &) { return b.index(seq); }, "lens");
+  }
+  TensorRef h0 = state(5, "h0");
+  // initial_c and P are read only by LSTM; the others pass buffers the call ignores.
+  TensorRef c0 = cell == Cell::Lstm ? state(6, "c0") : h0;
+  TensorRef peep = bias;
+  if (cell == Cell::Lstm)
+    peep = ctx.hasInput(7) ? operand(7, {dirs, hid * 3}, same, "peep")
+                           : zeros({dirs, hid * 3}, "peep");
+  // Per direction f, g, h: code, alpha, beta (unused slots Tanh).
+  std::vector<double> table(size_t(dirs * 9), 0.0);
+  size_t per = acts.size() / size_t(dirs);
+  for (int64_t d = 0; d < dirs; ++d)
+    for (size_t k = 0; k < per; ++k) {
+      const Activation &a = acts[size_t(d) * per + k];
+      double *e = &table[size_t(d * 9) + k * 3];
+      e[0] = double(activationCode(a.name));
+      e[1] = a.alpha;
+      e[2] = a.beta;
+    }
+  TensorRef actT = ctx.pointwise(
+      DType::F64, {dirs * 9},
+      [&](BodyBuilder &b, const Syms &o) {
+        Val v = b.constant(DType::F64, 0);
+        Val i = b.index(o[0]);
+        for (size_t k = 0; k < table.size(); ++k)
+          if (table[k] != 0)
+            v = b.op(ScalarOp::Select, b.op(ScalarOp::Eq, i, b.intConstant(DType::I64, int64_t(k))),
+                     b.constant(DType::F64, table[k]), v);
+        return v;
+      },
+      "activations");
+  int64_t cellCode = cell == Cell::Rnn   ? COIL_CPU_RNN_CELL_RNN
+                     : cell == Cell::Gru ? COIL_CPU_RNN_CELL_GRU
+                                         : COIL_CPU_RNN_CELL_LSTM;
+  std::vector<TensorRef> outs = ctx.externCall(
+      std::string("coil_cpu_recurrent_") + (ct == DType::F64 ? "f64" : "f32"),
+      {nodeArg(xw),
+       nodeArg(r),
+       nodeArg(bias),
+       nodeArg(ctx.realize(lens)),
+       nodeArg(h0),
+       nodeArg(c0),
+       nodeArg(peep),
+       nodeArg(ctx.realize(actT)),
+       outArg(0),
+       outArg(1),
+       outArg(2),
+       intArg(cellCode),
+       intArg(seq),
+       intArg(batch),
+       intArg(hid),
+       intArg(dirs),
+       intArg(dir == "reverse" ? 1 : 0),
+       intArg(linearBeforeReset ? 1 : 0),
+       intArg(inputForget ? 1 : 0),
+       intArg(hasClip ? 1 : 0),
+       floatArg(clip)},
+      {{ct, {seq, dirs, batch, hid}}, {ct, {dirs, batch, hid}}, {ct, {dirs, batch, hid}}});
+
+  // Y [seq, dirs, batch, hidden] (layout 1: [batch, seq, dirs, hidden]); Y_h and Y_c
+  // [dirs, batch, hidden] (layout 1: [batch, dirs, hidden]); in the op's dtype.
+  auto result = [&](size_t i, TensorRef v, const std::vector<int64_t> &perm1) {
+    if (ctx.numOutputs() <= i || ctx.gnode().outputs[i] == kNoValue) return;
+    if (layout) v = ctx.permute(v, perm1);
+    if (dt != ct)
+      v = ctx.pointwise(dt, v.shape,
+                        [&](BodyBuilder &b, const Syms &o) { return b.cast(b.load(v, o), dt); });
+    ctx.setOutput(i, v);
+  };
+  result(0, outs[0], {2, 0, 1, 3});
+  result(1, outs[1], {1, 0, 2});
+  if (cell == Cell::Lstm) result(2, outs[2], {1, 0, 2});
   return okStatus();
 }
 
