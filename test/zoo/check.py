@@ -17,9 +17,12 @@ NaN fails. With --dtype f16 / bf16 the model is converted by test/models/lowprec
 tensor in the low type, ops whose schema does not allow it in f32 between Casts), the float
 inputs are rounded to the low type, coil runs the converted model on them and onnxruntime runs the
 fp32 model on the same rounded values; the tolerance is then 1e-2 (of the fp32 result's largest
-magnitude). Each such run also prints, for information, the error of onnxruntime emulating the
-low-precision model node by node (check_models.emulation: weights rounded, every float node
-output rounded): the error that rounding alone makes, which no implementation avoids.
+magnitude). Each such run also computes the error of onnxruntime emulating the low-precision
+model node by node (check_models.emulation: weights rounded, every float node output rounded):
+the error that rounding alone makes, which no implementation avoids. Where that error is itself
+above 1e-2 (deep random-weight networks amplify rounding), 1e-2 cannot be met by anyone; the
+model is then held to 1.5x that error instead, and is reported as "rounding-limited" (listed at
+the end and counted apart from the models within 1e-2), never silently.
 
 Every model prints one line with its compile time (and the time of the C++/CUDA build within
 it) and its errors; at the end, a table of the five slowest compiles. Exit status 1 if any model
@@ -51,6 +54,7 @@ import lowprec  # noqa: E402
 from check_models import emulation  # noqa: E402
 
 LOW_TOLERANCE = 1e-2
+ROUNDING_LIMITED_FACTOR = 1.5
 VOCAB = 100
 DTYPES = {"float32": np.float32, "int64": np.int64, "int32": np.int32, "bool": np.bool_}
 
@@ -149,6 +153,7 @@ def first_error(text):
 class Result:
     def __init__(self, label):
         self.label, self.compile_s, self.build_s, self.problems, self.errors = label, None, None, [], []
+        self.limited = False  # passed only under the rounding-limited bound (see the docstring)
 
 
 def check_one(args, name, entry, dtype):
@@ -234,12 +239,20 @@ def check_one(args, name, entry, dtype):
         if r.returncode != 0:
             res.problems.append("%s: coil %s: exit %d: %s" % (label, verb, r.returncode, first_error(r.stderr + r.stdout)))
             continue
-        err, problems = compare(out, want, output_names, dtype, tolerance)
         note = ""
+        bound = tolerance
         if floor_sess is not None:
             floor = max(float(np.max(np.abs(f.astype(np.float64) - w))) / (float(np.max(np.abs(w))) or 1.0)
                         for f, w in zip(floor_sess.run(output_names, feeds), want))
             note = " (%s rounding alone %.1e)" % (dtype, floor)
+            if floor > tolerance:
+                # Rounding alone misses the tolerance: no implementation can meet it on this
+                # model; coil must then be no worse than ROUNDING_LIMITED_FACTOR x that floor.
+                bound = ROUNDING_LIMITED_FACTOR * floor
+        err, problems = compare(out, want, output_names, dtype, bound)
+        if bound != tolerance and err > tolerance and not problems:
+            res.limited = True
+            note += " rounding-limited"
         res.errors.append("%s %.1e%s" % (label, err, note))
         res.problems += ["%s: %s" % (label, p) for p in problems]
     if args.mode == "compile" and not args.keep:
@@ -314,9 +327,13 @@ def main():
         for r in timed[:5]:
             print("  %-30s %6.1f s%s" % (r.label, r.compile_s, " (build %.1f s)" % r.build_s if r.build_s is not None else ""))
         print("compile time in all: %.1f s over %d models" % (sum(r.compile_s for r in timed), len(timed)))
-    print("zoo: %d checked, %d failed%s, %d excepted; %.0f s" % (
+    limited = sorted(r.label for r in results if r.limited and not r.problems)
+    if limited:
+        print("rounding-limited (passed within %.1fx of onnxruntime's own low-precision error, which "
+              "exceeds %.0e): %s" % (ROUNDING_LIMITED_FACTOR, LOW_TOLERANCE, ", ".join(limited)))
+    print("zoo: %d checked, %d failed%s, %d rounding-limited, %d excepted; %.0f s" % (
         len(results), len(failures), (" (" + ", ".join(sorted(failures)) + ")") if failures else "",
-        sum(1 for r in results if r.label.split("[")[0] in exceptions), time.monotonic() - t0))
+        len(limited), sum(1 for r in results if r.label.split("[")[0] in exceptions), time.monotonic() - t0))
     return 1 if failures else 0
 
 
