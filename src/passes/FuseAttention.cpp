@@ -897,7 +897,13 @@ public:
     ValueId mask = buildMask(p);
     if (mask != kNoValue) {
       std::vector<SymInt> ms = dims(mask);
-      if (r == 3 && ms.size() == 3) mask = reshape(mask, {ms[0], SymInt(1), ms[1], ms[2]});
+      // Right-aligned against the 4-D scores; a rank-3 problem's batch is the mask's first dim.
+      if (r == 3 && ms.size() == 3) {
+        mask = reshape(mask, {ms[0], SymInt(1), ms[1], ms[2]});
+      } else if (ms.size() < 4) {
+        ms.insert(ms.begin(), 4 - ms.size(), SymInt(1));
+        mask = reshape(mask, ms);
+      }
       ms = dims(mask);
       if (ms.back() != s[r - 1]) {
         ms.back() = s[r - 1];

@@ -157,6 +157,10 @@ class Explicit(torch.nn.Module):
             s = s + self.tri
         elif self.mask == "wide":
             s = s + m
+        elif self.mask == "scalar":  # FlexAttention's score_mod expanded: a constant bias
+            s = s + 0.5
+        elif self.mask == "keys":  # a float bias per key, rank 1
+            s = s + m
         elif self.mask == "under_scale":
             s = (q @ k.transpose(-2, -1) + m) * 0.25
         p = torch.softmax(s, dim=self.axis)
@@ -229,6 +233,10 @@ explicit_form("gqa_expand", "grouped-query attention 4:2, K/V heads repeated by 
               "Unsqueeze/Expand/Reshape (dynamo exporter)", rep=2, exporter="dyn")
 explicit_form("gqa_tile", "grouped-query attention 4:1, K/V heads repeated by "
               "repeat_interleave (Unsqueeze/Tile/Reshape)", rep=4, scale="mul")
+explicit_form("explicit_scalar_bias", "q k^T / sqrt(d) + 0.5: a constant scalar bias, the form of "
+              "ONNX's expanded FlexAttention score_mod", mask="scalar")
+explicit_form("explicit_key_bias", "q k^T / sqrt(d) + a float bias [T] per key (rank 1)",
+              mask="keys", mask_input="floatmask", mask_shape=(S + 3,), mask_dyn={0: "T"})
 # Near misses: each must keep the decomposition.
 explicit_form("nm_softmax_axis", "near miss: softmax over the query axis", fused=False, axis=-2)
 explicit_form("nm_scores_used", "near miss: the scores are also an output", fused=False,
