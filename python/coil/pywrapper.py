@@ -26,6 +26,7 @@ hook(when, launch, [(name, value), ...]). Without a hook (debug=None, COIL_DEBUG
 or 0) a DebugPrint line costs one attribute test.
 """
 import ctypes
+import hashlib
 import importlib.util
 import json
 import os
@@ -596,13 +597,67 @@ def _check_dim(text, value, symbols, where):
         raise Error(f"{where} must be {text} = {expected}, got {value}")
 
 
+_INTEGRITY = ',\n  "integrity": '
+_MARKER = b"coil-metadata-sha256:"
+
+
+def check_integrity(path):
+    """The runtime's integrity checks (src/wrapper/Package.h) in Python, before anything of the
+    package is used: metadata.json's body against its digest, every file of the integrity
+    record against its digest, and model.so naming this metadata. Returns the body's text;
+    raises coil.Error naming the file."""
+    pkg = f"package '{path}'"
+    try:
+        text = open(os.path.join(path, "metadata.json"), encoding="utf-8").read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise Error(f"{pkg}: cannot read metadata.json: {e}") from None
+    at = text.rfind(_INTEGRITY)
+    if at < 0 or not text.endswith("\n}\n"):
+        raise Error(f"{pkg}: metadata.json has no integrity record (or was truncated): the package "
+                    "was written by an older coil, or metadata.json was edited; recompile the model")
+    body = text[:at] + "\n}\n"
+    try:
+        record = json.loads("{" + text[at + 1:])
+        (key, rec), = record.items()
+        digest, files = rec["metadata"], rec["files"]
+        assert key == "integrity" and rec["algorithm"] == "sha256" and isinstance(files, dict)
+    except (ValueError, KeyError, TypeError, AssertionError):
+        raise Error(f"{pkg}: metadata.json's integrity record is malformed") from None
+    got = hashlib.sha256(body.encode("utf-8")).hexdigest()
+    if got != digest:
+        raise Error(f"{pkg}: metadata.json was modified after it was written: the SHA-256 of its "
+                    f"contents is {got}, its integrity record says {digest}")
+    library = json.loads(body).get("library", "model.so")
+    for name, want in files.items():
+        full = os.path.join(path, name)
+        if os.path.isabs(name) or ".." in name.split("/"):
+            raise Error(f"{pkg}: metadata.json's integrity record names '{name}', outside the package")
+        try:
+            data = open(full, "rb").read()
+        except OSError as e:
+            raise Error(f"{pkg}: cannot open {name} (listed in metadata.json's integrity record): "
+                        f"{e.strerror}") from None
+        got = hashlib.sha256(data).hexdigest()
+        if got != want:
+            raise Error(f"{pkg}: {name} does not match metadata.json (modified, truncated or from "
+                        f"another package): its SHA-256 is {got}, the integrity record says {want}")
+        if name == library:
+            i = data.rfind(_MARKER)
+            named = data[i + len(_MARKER):i + len(_MARKER) + 64].decode("ascii", "replace") if i >= 0 else ""
+            if named != digest:
+                raise Error(f"{pkg}: {name} was not built for this metadata.json")
+    return body
+
+
 class PythonWrapper:
     """A package run through src/wrapper.py."""
 
     def __init__(self, path, debug="environment"):
-        self.path = str(path)
-        with open(os.path.join(self.path, "metadata.json")) as f:
-            self.meta = json.load(f)
+        self.path = os.fsdecode(os.fspath(path))
+        if "\0" in self.path:
+            raise Error(f"package path {self.path!r} contains a NUL character")
+        # wrapper.py and model.so are code: nothing runs before the package is checked.
+        self.meta = json.loads(check_integrity(self.path))
         self.device = self.meta.get("device", "cpu")
         if self.device not in ("cpu", "cuda"):
             raise Error(f"package '{self.path}' is a {self.device} package; the Python wrapper "

@@ -628,6 +628,36 @@ def test_api(mlp_pkg, nz_pkg):
                 os.environ[k] = v
 
 
+def test_tampered_packages(work, mlp_pkg):
+    """Issue 15: coil.load and coil.pywrapper.load refuse a package whose files do not match
+    metadata.json's integrity record, before running any of it."""
+    cases = [
+        ("weights.bin", 17, r"weights\.bin does not match metadata\.json"),
+        ("model.so", 4097, r"model\.so does not match metadata\.json"),
+        ("src/wrapper.py", 30, r"src/wrapper\.py does not match metadata\.json"),
+        ("metadata.json", 200, r"metadata\.json was modified after it was written"),
+    ]
+    for name, at, pattern in cases:
+        pkg = os.path.join(work, "tampered.pkg")
+        shutil.rmtree(pkg, ignore_errors=True)
+        shutil.copytree(mlp_pkg, pkg)
+        path = os.path.join(pkg, name)
+        data = bytearray(open(path, "rb").read())
+        data[at] ^= 0x01
+        open(path, "wb").write(bytes(data))
+        expect_error(lambda: coil.load(pkg), pattern)
+        expect_error(lambda: pw.load(pkg, debug=None), pattern)
+    # An output's dtype changed to f64 (ran with garbage before).
+    shutil.rmtree(pkg)
+    shutil.copytree(mlp_pkg, pkg)
+    meta = open(os.path.join(pkg, "metadata.json")).read()
+    at = meta.index('"outputs"')
+    meta = meta[:at] + meta[at:].replace('"dtype": "f32"', '"dtype": "f64"', 1)
+    open(os.path.join(pkg, "metadata.json"), "w").write(meta)
+    expect_error(lambda: coil.load(pkg), r"metadata\.json was modified")
+    expect_error(lambda: pw.load(pkg, debug=None), r"metadata\.json was modified")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--coil", required=True)
@@ -655,6 +685,7 @@ def main():
         ("unique (MultiOutput lines)",
          lambda: test_package(uq, [{"N": 1}, {"N": 20}, {"N": 64}], repeated_values)),
         ("module API", lambda: test_api(mlp, nz)),
+        ("tampered packages", lambda: test_tampered_packages(a.work, mlp)),
         ("extern failure in wrapper.py", lambda: test_extern_failure(a.coil, a.work)),
         ("CUDA wrapper.py on a simulated device", lambda: test_cuda_simulated(a.coil, a.work, [
             ("mlp", os.path.join(ROOT, "examples", "mlp.onnx"), [], [{"batch": 1}, {"batch": 7}],

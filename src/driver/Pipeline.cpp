@@ -19,7 +19,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 
 #ifndef COIL_INCLUDE_DIR
 #error "COIL_INCLUDE_DIR must name the include directory of coil"
@@ -52,6 +54,14 @@ private:
 /// coil's public headers (include/coil/*.h), which generated code includes: $COIL_INCLUDE_DIR,
 /// else the source tree coil was built from, else `include/` beside the executable's directory
 /// (a relocated build: bin/coil and include/coil/ side by side).
+Expected<std::string> readTextFile(const std::string &path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return Error::runtime("cannot read '" + path + "'");
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
 std::string coilIncludeDir() {
   namespace fs = std::filesystem;
   if (const char *env = std::getenv("COIL_INCLUDE_DIR"); env && *env) return env;
@@ -242,15 +252,20 @@ Expected<PackageResult> writePackage(const Compilation &c, const std::string &di
       }
       timer.done("tune");
     }
-    sources = {{"src/launchers.cpp", host}, {"src/wrapper.cpp", wrapper::emitCppWrapper(*program)}};
+    sources = {{"src/launchers.cpp", host}};
   } else {
     std::string kernels = codegen::cpuKernelPrelude();
     for (const codegen::CpuKernelSource &k : c.kernels) kernels += "\n" + k.code;
-    sources = {{"src/kernels.cpp", kernels},
-               {"src/wrapper.cpp", wrapper::emitCppWrapper(c.wrapper)}};
+    sources = {{"src/kernels.cpp", kernels}};
   }
+  (void)program; // src/wrapper.cpp as writePackage wrote it: the last program, with the
+                 // SHA-256 of its metadata.json
+  COIL_TRY(std::string wrapperCpp,
+           readTextFile((std::filesystem::path(dir) / "src" / "wrapper.cpp").string()));
+  sources.push_back({"src/wrapper.cpp", std::move(wrapperCpp)});
   COIL_TRY(r.build, buildSharedObject(dir, sources, "model.so", to));
   timer.done(r.build.cacheHit ? "build (cached)" : "build");
+  COIL_TRY_STATUS(wrapper::sealPackage(dir, wrapper::sealedFiles(po)));
   return r;
 }
 

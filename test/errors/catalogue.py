@@ -12,6 +12,7 @@ usage: catalogue.py --coil BIN --work DIR [--filter REGEX]
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -207,7 +208,10 @@ def cases():
 
     # --- compiled packages: bad inputs and damaged packages (coil compile / coil run)
     def package(d, damage=None):
-        m = model([helper.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", ["N", 3])], [vi("y", ["N", 3])])
+        # y = Relu(x + w): a constant, so that weights.bin is not empty
+        w = numpy_helper.from_array(np.arange(3, dtype=np.float32) - 1, "w")
+        m = model([helper.make_node("Add", ["x", "w"], ["t"], name="a"), helper.make_node("Relu", ["t"], ["y"], name="r")],
+                  [vi("x", ["N", 3])], [vi("y", ["N", 3])], [w])
         save(m, os.path.join(d, "m.onnx"))
         subprocess.run([COIL, "compile", "m.onnx", "-o", "p.pkg", "--dynamic", "N=1:8"], cwd=d, check=True, capture_output=True)
         if damage:
@@ -234,8 +238,50 @@ def cases():
         return setup
     add("package-corrupt-metadata", r"error: .*p\.pkg.*(invalid json|metadata)", damaged(lambda p: open(os.path.join(p, "metadata.json"), "w").write("garbage")), ["run", "p.pkg", "--inputs", "in.npz"])
     add("package-missing-model-so", r"error: .*p\.pkg.*model\.so", damaged(lambda p: os.remove(os.path.join(p, "model.so"))), ["run", "p.pkg", "--inputs", "in.npz"])
-    add("package-truncated-model-so", r"error: .*p\.pkg.*cannot load model\.so",
+    # Issue 15: metadata.json, weights.bin and model.so are tied by SHA-256 digests; any change is
+    # refused before model.so is loaded or a weight read (these crashed or ran on garbage).
+    add("package-truncated-model-so", r"error: .*p\.pkg.*model\.so does not match metadata\.json \(modified, truncated or from another package\)",
         damaged(lambda p: open(os.path.join(p, "model.so"), "r+b").truncate(100)), ["run", "p.pkg", "--inputs", "in.npz"])
+
+    def flip(name, at):
+        def damage(p):
+            path = os.path.join(p, name)
+            b = bytearray(open(path, "rb").read())
+            b[at % len(b)] ^= 0x10
+            open(path, "wb").write(bytes(b))
+        return damage
+
+    def edit_meta(old, new):
+        def damage(p):
+            path = os.path.join(p, "metadata.json")
+            text = open(path).read()
+            assert old in text, old
+            open(path, "w").write(text.replace(old, new, 1))
+        return damage
+
+    def swap_model_so(p):  # another package's model.so (a model of another weight)
+        d = os.path.dirname(p)
+        m = model([helper.make_node("Neg", ["x"], ["y"], name="r")], [vi("x", ["N", 3])], [vi("y", ["N", 3])])
+        save(m, os.path.join(d, "other.onnx"))
+        subprocess.run([COIL, "compile", "other.onnx", "-o", "other.pkg", "--dynamic", "N=1:8"], cwd=d, check=True, capture_output=True)
+        shutil.copy(os.path.join(d, "other.pkg", "model.so"), os.path.join(p, "model.so"))
+
+    add("package-flipped-weights-byte", r"error: .*p\.pkg.*weights\.bin does not match metadata\.json", damaged(flip("weights.bin", 0)),
+        ["run", "p.pkg", "--inputs", "in.npz"])
+    add("package-flipped-model-so-byte", r"error: .*p\.pkg.*model\.so does not match metadata\.json", damaged(flip("model.so", 5000)),
+        ["run", "p.pkg", "--inputs", "in.npz"])
+    add("package-swapped-model-so", r"error: .*p\.pkg.*model\.so does not match metadata\.json", damaged(swap_model_so),
+        ["run", "p.pkg", "--inputs", "in.npz"])
+    add("package-output-dtype-f64", r"error: .*p\.pkg.*metadata\.json was modified after it was written",
+        damaged(edit_meta('"outputs": [\n    {"name": "y", "dtype": "f32"', '"outputs": [\n    {"name": "y", "dtype": "f64"')),
+        ["run", "p.pkg", "--inputs", "in.npz"])
+    add("package-output-dropped", r"error: .*p\.pkg.*metadata\.json was modified after it was written",
+        damaged(edit_meta('"outputs": [\n    {"name": "y", "dtype": "f32", "shape": ["N", "3"]}\n  ]', '"outputs": []')),
+        ["run", "p.pkg", "--inputs", "in.npz"])
+    add("package-integrity-removed", r"error: .*p\.pkg.*metadata\.json has no integrity record",
+        damaged(lambda p: open(os.path.join(p, "metadata.json"), "w").write(
+            open(os.path.join(p, "metadata.json")).read().split(',\n  "integrity": ')[0] + "\n}\n")),
+        ["run", "p.pkg", "--inputs", "in.npz"])
     add("package-not-a-package", r"error: .*nopkg: not a coil package", lambda d: os.makedirs(os.path.join(d, "nopkg"), exist_ok=True), ["run", "nopkg", "--inputs", "in.npz"])
     # --- run-time values that break an op's rule inside an extern kernel (shape tensors, K,
     #     axes read from inputs): `coil run` on the compiled package fails naming the node, and
