@@ -21,6 +21,7 @@
 #pragma once
 
 #include "support/Expected.h"
+#include "support/Version.h"
 #include "wrapper/WrapperIR.h"
 
 #include <cstdint>
@@ -85,7 +86,7 @@ struct TuningRecord {
 };
 
 struct PackageOptions {
-  std::string coilVersion = "0.1.0";
+  std::string coilVersion = kCoilVersion;
   std::string device = "cpu";
   std::optional<CudaPackageInfo> cuda; ///< set for device "cuda"
   /// Compile options as given (e.g. {"dynamic", "N=1:64"}), recorded in order.
