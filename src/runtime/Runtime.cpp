@@ -646,6 +646,18 @@ coil_status coil_model_set_debug_hooks(coil_model *model, const coil_debug_hooks
   return COIL_OK;
 }
 
+coil_status coil_debug_read_value(const coil_debug_launch *launch, const coil_debug_value *value,
+                                  void *dst, size_t bytes) {
+  if (!launch || !value) return fail(COIL_ERROR_INVALID_ARGUMENT, "coil_debug_read_value: null");
+  return guarded([&] {
+    Status st = readDebugValue(*launch, *value, dst, bytes);
+    if (st.ok()) return COIL_OK;
+    return fail(st.error().kind() == ErrorKind::User ? COIL_ERROR_INVALID_ARGUMENT
+                                                     : COIL_ERROR_RUNTIME,
+                st.error().message());
+  });
+}
+
 void coil_output_release(coil_output *output) {
   if (!output || !output->owned) return;
   if (output->owned == 2)

@@ -452,12 +452,6 @@ private:
     for (int32_t i = 0; i < l->num_values; ++i) {
       const coil_debug_value &v = l->values[i];
       if (v.kind != COIL_DEBUG_TENSOR || !v.written) continue;
-      if (v.on_device) {
-        std::snprintf(l->error, l->error_size,
-                      "verify --kernels reads host memory only; launch '%s' wrote device memory",
-                      l->name);
-        return 1;
-      }
       if (v.dtype < 0 || v.dtype > int(DType::Bool) || v.rank < 0 || v.rank > COIL_MAX_RANK) {
         std::snprintf(l->error, l->error_size, "malformed debug value '%s' of launch '%s'", v.name,
                       l->name);
@@ -470,7 +464,13 @@ private:
       c.bufferName = v.buffer ? v.buffer : "";
       c.buffer = v.buffer_id;
       c.value = Tensor(DType(v.dtype), Shape(v.shape, v.shape + v.rank));
-      if (c.value.nbytes() && v.data) std::memcpy(c.value.data(), v.data, c.value.nbytes());
+      // Host or device memory (CUDA packages: read after the run's stream is synchronized).
+      if (c.value.nbytes() && v.data &&
+          coil_debug_read_value(l, &v, c.value.data(), c.value.nbytes()) != COIL_OK) {
+        std::snprintf(l->error, l->error_size, "verify --kernels: launch '%s', value '%s': %s",
+                      l->name, v.name ? v.name : "?", coil_last_error());
+        return 1;
+      }
       self->values.push_back(std::move(c));
     }
     return 0;
