@@ -7,6 +7,9 @@
 // The model: x [N, 4] f32, constant w [4]; t = x + w (arena), u = 2 t + 0.5 (a buffer from the
 // run's allocator), y = u [N, 4] and s = row sums of u [N]. model.so counts calls of
 // coil_model_run in `coil_test_run_calls`: a graph replay does not call it.
+#include "support/Sha256.h"
+#include "wrapper/Package.h"
+
 #include <cmath>
 #include <coil/coil.h>
 #include <cuda.h>
@@ -149,7 +152,7 @@ int32_t coil_model_run(const coil_model_run_args *a) {
 )";
 
 std::string metadata(const std::string &functions, bool hostFallback) {
-  return R"({"format": "coil-package", "format_version": 1, "model_abi_version": 2,
+  return R"({"format": "coil-package", "format_version": 2, "model_abi_version": 2,
   "coil_version": "test", "name": "cuda_tiny", "device": "cuda", "library": "model.so",
   "weights": "weights.bin", "weights_bytes": 16,
   "symbols": [{"name": "N", "min": 0, "max": 100000}],
@@ -160,7 +163,9 @@ std::string metadata(const std::string &functions, bool hostFallback) {
   "constants": [{"name": "w", "dtype": "f32", "shape": [4], "offset": 0, "bytes": 16}],
   "cuda": {"fatbin": "src/kernels.fatbin", "functions": )" +
          functions + R"(, "archs": ["sm_80", "sm_90a"], "host_fallback": )" +
-         (hostFallback ? "true" : "false") + R"(, "workspace_bytes": 1024}})";
+         (hostFallback ? "true" : "false") + R"(, "workspace_bytes": 1024}
+}
+)";
 }
 
 const char *kFunctions = R"(["k_add", "k_scale", "k_rows"])";
@@ -256,7 +261,15 @@ struct Package {
     std::filesystem::create_directories(dir + "/src");
     for (const char *f : {"model.so", "weights.bin", "src/kernels.fatbin"})
       std::filesystem::copy_file(b.dir + "/" + f, dir + "/" + f);
-    writeFile(dir + "/metadata.json", metadata(functions, hostFallback));
+    std::string body = metadata(functions, hostFallback);
+    writeFile(dir + "/metadata.json", body);
+    // One model.so serves packages of several metadata: each copy gets the mark of its own
+    // (appended after the ELF contents, which dlopen ignores), and the package is sealed.
+    writeFile(dir + "/model.so",
+              readFile(dir + "/model.so") + coil::wrapper::kMetadataMarker + coil::sha256Hex(body));
+    coil::Status st =
+        coil::wrapper::sealPackage(dir, {"weights.bin", "model.so", "src/kernels.fatbin"});
+    EXPECT_TRUE(st.ok()) << st.error().render();
   }
   ~Package() {
     std::error_code ec;
@@ -398,7 +411,7 @@ TEST_F(CudaRuntime, DeviceRuns) {
   for (int rep = 0; rep < 3; ++rep) {
     x = randomInput(n, 22 + rep);
     ASSERT_EQ(cuMemcpyHtoD(dx, x.data(), x.size() * 4), CUDA_SUCCESS);
-  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS); // the pageable copy's DMA
+    ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS); // the pageable copy's DMA
     coil_output out[2] = {};
     ASSERT_EQ(coil_model_run_device(l.m, &in, 1, out, 2, nullptr), COIL_OK) << coil_last_error();
     EXPECT_EQ(out[0].owned, 2);

@@ -14,6 +14,9 @@
 #             input and the first kernel's output are the true ones
 #   pywrapper the Python wrapper (src/wrapper.py) of the CUDA package with COIL_DEBUG_PRINTER=print
 #             and names: device values printed, launches in order
+#   verify    `coil verify --kernels --device cuda`: every launch's device outputs against the Loop
+#             IR evaluator, all ok; then a package whose k1_max launch is followed by a write of
+#             element 1 (test/cli/Inputs/corrupt_cuda_launch.py): verify names k1_max
 #   python-gpu python/tests/test_python_gpu.py (ctest python-gpu): wrapper.py against model.so on
 #             CUDA packages (mlp with its extern GEMM, a dynamic batch, NonZero and Unique as
 #             host-fallback externs, every dtype), outputs bit for bit equal; an extern failure
@@ -140,13 +143,33 @@ check_pywrapper() {
   local out
   out=$(COIL_DEBUG_PRINTER=print COIL_DEBUG_KERNELS=k1_max "$PY" "$GPU_PKG/src/wrapper.py" "$IN" 2>&1) || { echo "$out"; return 1; }
   echo "$out"
-  grep -q '^\[after_launch - k1_max - softmax\] dtype float32, shape \[4, 10\], strides \[40, 4\], device cuda' <<<"$out" ||
+  grep -q '^\[after_launch - k1_max - softmax\] dtype float32, shape \[4, 10\], strides \[10, 1\], device cuda' <<<"$out" ||
     { echo "print: k1_max's output"; return 1; }
   grep -q 'k0_sum' <<<"$out" && { echo "print: the filter let k0_sum through"; return 1; }
   out=$(COIL_DEBUG_PRINTER=names "$PY" "$GPU_PKG/src/wrapper.py" "$IN" 2>&1) || { echo "$out"; return 1; }
   echo "$out"
   [ "$(grep -c '_launch: ' <<<"$out")" = 8 ] || { echo "names: 8 lines expected"; return 1; }
   grep -q '^\[after_launch: coil_cuda_gemm_bias_f32_1\]' <<<"$out" || { echo "names: the second GEMM"; return 1; }
+}
+
+check_verify() { # issue 15: coil verify --kernels reads device memory on CUDA packages
+  local out rc
+  out=$("$COIL" verify "$MLP" --inputs "$IN" --kernels --device cuda 2>&1) || { echo "$out"; return 1; }
+  echo "$out"
+  for k in k0_sum coil_cuda_gemm_bias_f32_0 coil_cuda_gemm_bias_f32_1 k1_max; do
+    grep -q "^  ok       launch $k: " <<<"$out" || { echo "verify --kernels: launch $k not ok"; return 1; }
+  done
+  grep -qx 'every launch matches the Loop IR evaluator' <<<"$out" || return 1
+  # The softmax's element 1 overwritten after its launch (on the stream): verify names k1_max.
+  "$PY" test/cli/Inputs/corrupt_cuda_launch.py "$GPU_PKG" "$WORK/mlp-cuda-bad.pkg" k1_max include || return 1
+  out=$("$COIL" verify "$MLP" --inputs "$IN" --device cuda --package "$WORK/mlp-cuda-bad.pkg" 2>&1)
+  rc=$?
+  echo "$out"
+  [ "$rc" -eq 3 ] || { echo "verify of the broken package: exit $rc, want 3"; return 1; }
+  grep -q '^  ok       launch coil_cuda_gemm_bias_f32_1: ' <<<"$out" || return 1
+  grep -q '^  DIVERGES launch k1_max: softmax relative error' <<<"$out" || return 1
+  grep -qx 'first diverging launch: k1_max' <<<"$out" || return 1
+  grep -q 'max abs error .* at \[0, 1\] (got 12345' <<<"$out" || { echo "the statistics do not show element [0, 1]"; return 1; }
 }
 
 step compile check_compile
@@ -157,6 +180,7 @@ if nvidia-smi -L >/dev/null 2>&1; then
   step values check_values
   step nan check_nan
   step pywrapper check_pywrapper
+  step verify check_verify
   step python-gpu "$PY" python/tests/test_python_gpu.py --coil "$COIL" --work "$WORK/python-gpu"
   gpu="GPU steps run"
 else

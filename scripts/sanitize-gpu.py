@@ -373,6 +373,10 @@ def make_broken(args, good, dst, code):
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError("self-test: nvcc: " + r.stderr.strip()[:500])
+    # The broken fatbin is deliberate: record it in the integrity record, or loading refuses it.
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from reseal_package import reseal
+    reseal(dst)
 
 
 def selftest_packages(args, h):

@@ -18,6 +18,13 @@ const char *coil_model_launch_name(const coil_model *model, int64_t index);
 /* Installs `hooks` for the model's later runs (NULL: back to what the environment chose at
  * load time). The hooks must outlive those runs; their num_launches must be the model's. */
 coil_status coil_model_set_debug_hooks(coil_model *model, const coil_debug_hooks *hooks);
+/* From inside a hook: copies the `bytes` bytes of TENSOR value `value` of `launch` into host
+ * memory at `dst`. Host data is copied; device data (CUDA packages: value->on_device) is read
+ * after the run's stream (launch->device_ctx) is synchronized, through the CUDA runtime's
+ * reader. COIL_OK, or COIL_ERROR_INVALID_ARGUMENT (not a tensor, NULL data with bytes > 0) /
+ * COIL_ERROR_RUNTIME (no device reader, a driver error) with coil_last_error(). */
+coil_status coil_debug_read_value(const coil_debug_launch *launch, const coil_debug_value *value,
+                                  void *dst, size_t bytes);
 
 #ifdef __cplusplus
 }

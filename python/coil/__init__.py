@@ -15,6 +15,7 @@ cupy.from_dlpack) for device runs. Errors raise coil.Error with the runtime's me
 
 coil.pywrapper runs the same package through its Python wrapper (src/wrapper.py).
 """
+import os
 from collections import namedtuple
 
 import numpy as np
@@ -56,7 +57,10 @@ def as_host_array(x, coil_dtype=None):
     """x as a C-contiguous numpy array whose bytes coil reads (bf16 as its uint16 bits)."""
     if not isinstance(x, np.ndarray) and hasattr(x, "__dlpack__"):
         x = np.from_dlpack(x)
-    a = np.ascontiguousarray(x)
+    # np.asarray keeps rank 0 (np.ascontiguousarray would make a scalar rank 1).
+    a = np.asarray(x, order="C")
+    if not a.dtype.isnative:  # big-endian data: coil reads the machine's byte order
+        a = a.astype(a.dtype.newbyteorder("="))
     if _BFLOAT16 is not None and a.dtype == _BFLOAT16:
         a = a.view(np.uint16)
     if coil_dtype == "bf16" and a.dtype != np.uint16:
@@ -110,7 +114,9 @@ class Model:
     """A loaded package (coil_model_load)."""
 
     def __init__(self, path):
-        self.path = str(path)
+        self.path = os.fsdecode(os.fspath(path))
+        if "\0" in self.path:  # C would read the path only up to it: another file
+            raise Error(f"package path {self.path!r} contains a NUL character")
         self._m = NativeModel(self.path)
         self.inputs = [TensorInfo(n, d, tuple(s)) for n, d, s in self._m.signature(True)]
         self.outputs = [TensorInfo(n, d, tuple(s)) for n, d, s in self._m.signature(False)]

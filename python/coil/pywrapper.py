@@ -26,6 +26,7 @@ hook(when, launch, [(name, value), ...]). Without a hook (debug=None, COIL_DEBUG
 or 0) a DebugPrint line costs one attribute test.
 """
 import ctypes
+import hashlib
 import importlib.util
 import json
 import os
@@ -133,6 +134,24 @@ def storage_dtype(name):
         return np.dtype(_STORAGE[name])
     except KeyError:
         raise Error(f"unknown coil dtype '{name}'") from None
+
+
+class BFloat16Bits(np.ndarray):
+    """The storage of a coil bf16 buffer in the Python wrapper: its uint16 bit patterns (numpy
+    has no bfloat16), marked as bf16 so that the debug printer and hooks can tell it from u16.
+    Every bf16 buffer of a run (inputs, constants, arena views, allocations, device copies) is
+    one; outputs are handed back as ml_dtypes.bfloat16 when installed, else plain uint16."""
+
+    def as_float32(self):
+        """The values: each 16-bit pattern is the top half of an f32."""
+        bits = np.asarray(self, np.uint16).astype(np.uint32) << np.uint32(16)
+        return bits.view(np.float32)
+
+
+def as_storage(a, dtype):
+    """`a` (an array of bytes or of the storage type) viewed as coil dtype `dtype`'s storage."""
+    v = a.view(storage_dtype(dtype))
+    return v.view(BFloat16Bits) if dtype == "bf16" else v
 
 
 def aligned_bytes(nbytes):
@@ -247,10 +266,10 @@ class Runtime:
         if offset < 0 or offset + n > arena.nbytes:
             raise Error(f"buffer at arena offset {offset} ({n} bytes) exceeds the arena "
                         f"({arena.nbytes} bytes)")
-        return arena[offset:offset + n].view(storage_dtype(dtype)).reshape(shape)
+        return as_storage(arena[offset:offset + n], dtype).reshape(shape)
 
     def empty(self, dtype, shape):
-        return aligned_bytes(_nbytes(dtype, shape)).view(storage_dtype(dtype)).reshape(shape)
+        return as_storage(aligned_bytes(_nbytes(dtype, shape)), dtype).reshape(shape)
 
     output = empty
 
@@ -260,7 +279,7 @@ class Runtime:
         if offset < 0 or offset + n > raw.nbytes:
             raise Error(f"view of {n} bytes at offset {offset} exceeds its base "
                         f"({raw.nbytes} bytes)")
-        return raw[offset:offset + n].view(storage_dtype(dtype)).reshape(shape)
+        return as_storage(raw[offset:offset + n], dtype).reshape(shape)
 
     def cells(self, n):
         return Cells(n)
@@ -295,7 +314,7 @@ class Runtime:
             raise Error(f"an extern call returned storage {ptr:#x} the allocator never gave out")
         if block.nbytes < n:
             raise Error(f"an extern call allocated {block.nbytes} bytes for a buffer of {n}")
-        return block[:n].view(storage_dtype(dtype)).reshape(shape)
+        return as_storage(block[:n], dtype).reshape(shape)
 
     def result(self, buf, dtype, shape):
         if buf is None:
@@ -503,7 +522,7 @@ class CudaRuntime:
 
     # -- the debug printer: device values copied to the host after a synchronization
     def host_copy(self, buf):
-        out = np.empty(buf.shape, storage_dtype(buf.dtype))
+        out = as_storage(np.empty(buf.shape, storage_dtype(buf.dtype)), buf.dtype)
         if out.nbytes and buf.ptr:
             self.synchronize(None, "debug printer")
             self._driver.check(self._driver.dtoh(out.ctypes.data, buf.ptr, out.nbytes),
@@ -576,17 +595,27 @@ class DebugPrinter:
 
 
 def describe(v, device="cpu"):
-    """One line of statistics of a debug value (`device`: where the buffer lives)."""
+    """One line of statistics of a debug value (`device`: where the buffer lives), as the C++
+    printer gives them: strides in elements, bf16 as its values (not its bits), NaN and Inf
+    counts of floats."""
     if not isinstance(v, np.ndarray):
         return f"{type(v).__name__} {v!r}"
-    a = v.astype(np.float64)
-    s = (f"dtype {v.dtype}, shape {list(v.shape)}, strides {list(v.strides)}, device {device}, "
-         f"numel {v.size}")
-    if v.size:
-        s += (f", min {float(a.min())!r}, max {float(a.max())!r}, mean {float(a.mean())!r}, "
-              f"nan {int(np.isnan(a).sum())}, inf {int(np.isinf(a).sum())}")
+    if isinstance(v, BFloat16Bits):
+        name, a = "bfloat16", v.as_float32()
+    else:
+        name, a = str(v.dtype), np.asarray(v)
+    strides = [s // v.itemsize for s in v.strides] if v.itemsize else list(v.strides)
+    s = f"dtype {name}, shape {list(v.shape)}, strides {strides}, device {device}, numel {v.size}"
+    if v.size:  # over the values that are not NaN, as the C++ printer
+        f = a.astype(np.float64)
+        num = f[~np.isnan(f)]
+        nan = float("nan")
+        s += (f", min {float(num.min()) if num.size else nan!r}, "
+              f"max {float(num.max()) if num.size else nan!r}, "
+              f"mean {float(num.mean()) if num.size else nan!r}, "
+              f"nan {int(np.isnan(f).sum())}, inf {int(np.isinf(f).sum())}")
     if v.size <= 64:
-        s += f", values {v.reshape(-1).tolist()}"
+        s += f", values {a.reshape(-1).tolist()}"
     return s
 
 
@@ -596,13 +625,67 @@ def _check_dim(text, value, symbols, where):
         raise Error(f"{where} must be {text} = {expected}, got {value}")
 
 
+_INTEGRITY = ',\n  "integrity": '
+_MARKER = b"coil-metadata-sha256:"
+
+
+def check_integrity(path):
+    """The runtime's integrity checks (src/wrapper/Package.h) in Python, before anything of the
+    package is used: metadata.json's body against its digest, every file of the integrity
+    record against its digest, and model.so naming this metadata. Returns the body's text;
+    raises coil.Error naming the file."""
+    pkg = f"package '{path}'"
+    try:
+        text = open(os.path.join(path, "metadata.json"), encoding="utf-8").read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise Error(f"{pkg}: cannot read metadata.json: {e}") from None
+    at = text.rfind(_INTEGRITY)
+    if at < 0 or not text.endswith("\n}\n"):
+        raise Error(f"{pkg}: metadata.json has no integrity record (or was truncated): the package "
+                    "was written by an older coil, or metadata.json was edited; recompile the model")
+    body = text[:at] + "\n}\n"
+    try:
+        record = json.loads("{" + text[at + 1:])
+        (key, rec), = record.items()
+        digest, files = rec["metadata"], rec["files"]
+        assert key == "integrity" and rec["algorithm"] == "sha256" and isinstance(files, dict)
+    except (ValueError, KeyError, TypeError, AssertionError):
+        raise Error(f"{pkg}: metadata.json's integrity record is malformed") from None
+    got = hashlib.sha256(body.encode("utf-8")).hexdigest()
+    if got != digest:
+        raise Error(f"{pkg}: metadata.json was modified after it was written: the SHA-256 of its "
+                    f"contents is {got}, its integrity record says {digest}")
+    library = json.loads(body).get("library", "model.so")
+    for name, want in files.items():
+        full = os.path.join(path, name)
+        if os.path.isabs(name) or ".." in name.split("/"):
+            raise Error(f"{pkg}: metadata.json's integrity record names '{name}', outside the package")
+        try:
+            data = open(full, "rb").read()
+        except OSError as e:
+            raise Error(f"{pkg}: cannot open {name} (listed in metadata.json's integrity record): "
+                        f"{e.strerror}") from None
+        got = hashlib.sha256(data).hexdigest()
+        if got != want:
+            raise Error(f"{pkg}: {name} does not match metadata.json (modified, truncated or from "
+                        f"another package): its SHA-256 is {got}, the integrity record says {want}")
+        if name == library:
+            i = data.rfind(_MARKER)
+            named = data[i + len(_MARKER):i + len(_MARKER) + 64].decode("ascii", "replace") if i >= 0 else ""
+            if named != digest:
+                raise Error(f"{pkg}: {name} was not built for this metadata.json")
+    return body
+
+
 class PythonWrapper:
     """A package run through src/wrapper.py."""
 
     def __init__(self, path, debug="environment"):
-        self.path = str(path)
-        with open(os.path.join(self.path, "metadata.json")) as f:
-            self.meta = json.load(f)
+        self.path = os.fsdecode(os.fspath(path))
+        if "\0" in self.path:
+            raise Error(f"package path {self.path!r} contains a NUL character")
+        # wrapper.py and model.so are code: nothing runs before the package is checked.
+        self.meta = json.loads(check_integrity(self.path))
         self.device = self.meta.get("device", "cpu")
         if self.device not in ("cpu", "cuda"):
             raise Error(f"package '{self.path}' is a {self.device} package; the Python wrapper "
@@ -636,7 +719,7 @@ class PythonWrapper:
             n = _nbytes(c["dtype"], shape)
             raw = aligned_bytes(n)  # 64-aligned copy, as the runtime's mapping is
             raw[:] = blob[c["offset"]:c["offset"] + n]
-            self.constants.append(raw.view(storage_dtype(c["dtype"])).reshape(shape))
+            self.constants.append(as_storage(raw, c["dtype"]).reshape(shape))
         # The launch names of the DebugPrint lines (unique: `<function>_<k>` where several
         # launches call one kernel or extern).
         self.launches = self.meta.get("launches", [])
@@ -706,12 +789,14 @@ class PythonWrapper:
             args = list(args[0])
         arrays = [as_host_array(x, t[1]) for x, t in zip(args, self.module.INPUTS)]
         self._check(arrays)
+        arrays = [a.view(BFloat16Bits) if t[1] == "bf16" else a
+                  for a, t in zip(arrays, self.module.INPUTS)]
         if self.device == "cuda":
             outs = self._run_cuda(arrays)
         else:
             rt = Runtime(self._functions, self.debug)
             outs = self.module.run(rt, arrays, self.constants)
-        return [o.view(numpy_dtype(t[1])) if t[1] == "bf16" else o
+        return [np.asarray(o).view(numpy_dtype(t[1])) if t[1] == "bf16" else o
                 for o, t in zip(outs, self.module.OUTPUTS)]
 
 

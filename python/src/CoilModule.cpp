@@ -132,6 +132,8 @@ using Array = nb::ndarray<nb::ro, nb::c_contig>;
 class Model {
 public:
   explicit Model(const std::string &path) : h_(std::make_shared<ModelHandle>()) {
+    if (path.find('\0') != std::string::npos) // c_str() would name another file
+      raise("package path contains a NUL character");
     check(coil_model_load(path.c_str(), &h_->m));
   }
 

@@ -628,6 +628,99 @@ def test_api(mlp_pkg, nz_pkg):
                 os.environ[k] = v
 
 
+SCALAR = """graph @scalar(%s: f32[], %y: f32[N]) -> (%z, %t) {
+  symbol N in [1, 16]
+  %z = Mul(%s, %y) : f32[N]
+  %t = Neg(%s) : f32[]
+}
+"""
+
+
+def test_inputs_and_paths(work, mlp_pkg):
+    """Issue 15: a rank-0 input stays rank 0 (np.ascontiguousarray made it rank 1), big-endian
+    arrays run (a raw TypeError before), a path with a NUL is refused (C read it only up to the
+    NUL: another file)."""
+    pkg = compile_model(COIL, work, "scalar", SCALAR)
+    m = coil.load(pkg)
+    check(m.inputs[0].shape == (), f"rank-0 input signature {m.inputs[0].shape}")
+    s = np.array(1.5, np.float32)
+    y = RNG.standard_normal(5).astype(np.float32)
+    for run in (m.run, pw.load(pkg, debug=None).run):
+        z, t = run(s, y)
+        check(same(z, (s * y).astype(np.float32)) and t.shape == () and t == -1.5,
+              f"rank-0 input and output: {z} {t!r}")
+        z2, _ = run({"s": np.float32(1.5), "y": y})  # a numpy scalar is rank 0 too
+        check(same(z2, z), "numpy scalar input")
+    expect_error(lambda: m.run(np.array([1.5], np.float32), y), r"input 0 's' must have rank 0, got 1")
+    # Big-endian (and byte-swapped views) give the same results as native arrays.
+    mm = coil.load(mlp_pkg)
+    x = RNG.standard_normal((3, 16)).astype(np.float32)
+    (ref,) = mm.run(x)
+    (big,) = mm.run(x.astype(">f4"))
+    check(same(big, ref), "big-endian input")
+    (wbig,) = pw.load(mlp_pkg, debug=None).run(x.astype(">f4"))
+    check(same(wbig, ref), "big-endian input through wrapper.py")
+    for bad in (mlp_pkg + "\0/../elsewhere", mlp_pkg + "\0"):
+        expect_error(lambda: coil.load(bad), r"contains a NUL character")
+        expect_error(lambda: pw.load(bad), r"contains a NUL character")
+    check(coil.load(os.fsencode(mlp_pkg)).path == mlp_pkg, "bytes paths")
+
+
+def test_tampered_packages(work, mlp_pkg):
+    """Issue 15: coil.load and coil.pywrapper.load refuse a package whose files do not match
+    metadata.json's integrity record, before running any of it."""
+    cases = [
+        ("weights.bin", 17, r"weights\.bin does not match metadata\.json"),
+        ("model.so", 4097, r"model\.so does not match metadata\.json"),
+        ("src/wrapper.py", 30, r"src/wrapper\.py does not match metadata\.json"),
+        ("metadata.json", 200, r"metadata\.json was modified after it was written"),
+    ]
+    for name, at, pattern in cases:
+        pkg = os.path.join(work, "tampered.pkg")
+        shutil.rmtree(pkg, ignore_errors=True)
+        shutil.copytree(mlp_pkg, pkg)
+        path = os.path.join(pkg, name)
+        data = bytearray(open(path, "rb").read())
+        data[at] ^= 0x01
+        open(path, "wb").write(bytes(data))
+        expect_error(lambda: coil.load(pkg), pattern)
+        expect_error(lambda: pw.load(pkg, debug=None), pattern)
+    # An output's dtype changed to f64 (ran with garbage before).
+    shutil.rmtree(pkg)
+    shutil.copytree(mlp_pkg, pkg)
+    meta = open(os.path.join(pkg, "metadata.json")).read()
+    at = meta.index('"outputs"')
+    meta = meta[:at] + meta[at:].replace('"dtype": "f32"', '"dtype": "f64"', 1)
+    open(os.path.join(pkg, "metadata.json"), "w").write(meta)
+    expect_error(lambda: coil.load(pkg), r"metadata\.json was modified")
+    expect_error(lambda: pw.load(pkg, debug=None), r"metadata\.json was modified")
+
+
+def test_printer_values(dt_pkg):
+    """Issue 15: the Python wrapper's printer shows bf16 buffers as values (not the statistics
+    of their bits) with NaN and Inf counts, and strides in elements as the C++ printer does."""
+    vals = np.array([1.0, -2.5, np.nan, np.inf, 0.5, 3.0], np.float32)
+    bits = (vals.view(np.uint32) >> 16).astype(np.uint16).view(pw.BFloat16Bits)
+    text = pw.describe(bits)
+    check(text.startswith("dtype bfloat16, shape [6], strides [1]"), text)
+    check("min -2.5, max inf, mean inf, nan 1, inf 1" in text, text)
+    check("values [1.0, -2.5, nan, inf, 0.5, 3.0]" in text, text)
+    f = np.arange(12, dtype=np.float32).reshape(3, 4)
+    check("strides [4, 1]" in pw.describe(f), pw.describe(f))
+    check("strides [4, 2]" in pw.describe(f[:, ::2]), pw.describe(f[:, ::2]))
+    check("nan 0, inf 0" in pw.describe(np.arange(3, dtype=np.int64)), "integer counts")
+    # bf16 buffers of a run (input %b, output %bsum of the DTYPES model) reach hooks marked.
+    seen = []
+    w = pw.load(dt_pkg, debug=lambda when, launch, values: seen.extend(values))
+    xs = random_inputs(coil.load(dt_pkg), {"N": 3})
+    w.run(*xs)
+    marked = [v for _, v in seen if isinstance(v, pw.BFloat16Bits)]
+    check(marked, "bf16 buffers reach the hook as BFloat16Bits")
+    check(all(pw.describe(v).startswith("dtype bfloat16") for v in marked), "bf16 described")
+    check(not any(isinstance(v, np.ndarray) and v.dtype == np.uint16 and
+                  not isinstance(v, pw.BFloat16Bits) for _, v in seen), "no bf16 as plain uint16")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--coil", required=True)
@@ -655,6 +748,9 @@ def main():
         ("unique (MultiOutput lines)",
          lambda: test_package(uq, [{"N": 1}, {"N": 20}, {"N": 64}], repeated_values)),
         ("module API", lambda: test_api(mlp, nz)),
+        ("rank-0, big-endian and NUL inputs", lambda: test_inputs_and_paths(a.work, mlp)),
+        ("tampered packages", lambda: test_tampered_packages(a.work, mlp)),
+        ("printer values", lambda: test_printer_values(dt)),
         ("extern failure in wrapper.py", lambda: test_extern_failure(a.coil, a.work)),
         ("CUDA wrapper.py on a simulated device", lambda: test_cuda_simulated(a.coil, a.work, [
             ("mlp", os.path.join(ROOT, "examples", "mlp.onnx"), [], [{"batch": 1}, {"batch": 7}],

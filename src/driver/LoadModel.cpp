@@ -3,8 +3,12 @@
 
 #include "ir/Parser.h"
 #include "ir/Verifier.h"
+#include "onnx/onnx.pb.h"
+#include "support/Sha256.h"
 
 #include <fstream>
+#include <set>
+#include <sstream>
 
 namespace coil {
 
@@ -33,6 +37,38 @@ Expected<LoadedModel> loadModel(const std::string &path, const ImportOptions &op
       return Error::user(path + ": --dynamic names symbol '" + name +
                          "', which the model does not have");
   return m;
+}
+
+Expected<std::string> modelDigest(const std::string &path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return Error::user("cannot open '" + path + "'");
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  std::string bytes = ss.str();
+  Sha256 h;
+  h.update("coil-model 1\n" + sha256Hex(bytes) + "\n");
+  onnx::ModelProto model;
+  if (endsWith(path, ".onnx") && model.ParseFromString(bytes)) {
+    std::set<std::string> files;
+    auto note = [&](const onnx::TensorProto &t) {
+      if (t.data_location() != onnx::TensorProto::EXTERNAL) return;
+      for (const auto &kv : t.external_data())
+        if (kv.key() == "location") files.insert(kv.value());
+    };
+    for (const auto &t : model.graph().initializer()) note(t);
+    for (const auto &n : model.graph().node())
+      for (const auto &a : n.attribute())
+        if (a.has_t()) note(a.t());
+    size_t slash = path.find_last_of('/');
+    std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+    for (const std::string &file : files) {
+      std::ifstream ef(dir + "/" + file, std::ios::binary);
+      std::ostringstream es;
+      if (ef) es << ef.rdbuf();
+      h.update(file + "\n" + (ef ? sha256Hex(es.str()) : std::string("missing")) + "\n");
+    }
+  }
+  return h.hex();
 }
 
 Expected<std::vector<Tensor>> matchInputs(const Graph &g,

@@ -19,6 +19,12 @@ struct LoadedModel {
 /// ranges in `opts` apply to both formats.
 Expected<LoadedModel> loadModel(const std::string &path, const ImportOptions &opts = {});
 
+/// The SHA-256 of everything a model consists of: its file's bytes and, for ONNX, the bytes of
+/// each external data file its tensors name (the compile cache of `coil run MODEL` keys on it).
+/// A user error when the model file cannot be read; external files that cannot be read are
+/// keyed as missing (importing reports them).
+Expected<std::string> modelDigest(const std::string &path);
+
 /// Orders the arrays of an input file by the graph's inputs: every input must be present
 /// exactly once and no other array may be, or a user error lists what is wrong.
 Expected<std::vector<Tensor>> matchInputs(const Graph &g,

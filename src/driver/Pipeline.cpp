@@ -20,7 +20,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 
 #ifndef COIL_INCLUDE_DIR
 #error "COIL_INCLUDE_DIR must name the include directory of coil"
@@ -53,6 +55,14 @@ private:
 /// coil's public headers (include/coil/*.h), which generated code includes: $COIL_INCLUDE_DIR,
 /// else the source tree coil was built from, else `include/` beside the executable's directory
 /// (a relocated build: bin/coil and include/coil/ side by side).
+Expected<std::string> readTextFile(const std::string &path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return Error::runtime("cannot read '" + path + "'");
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
 std::string coilIncludeDir() {
   namespace fs = std::filesystem;
   if (const char *env = std::getenv("COIL_INCLUDE_DIR"); env && *env) return env;
@@ -279,8 +289,7 @@ Expected<PackageResult> writePackage(const Compilation &c, const std::string &di
     }
     // Host glue (grid computations, calls in sequence): -O1 builds it several times faster
     // than -O3 and it has no loops that -O3 would make faster.
-    sources = {{"src/launchers.cpp", host, 1},
-               {"src/wrapper.cpp", wrapper::emitCppWrapper(*program), 1}};
+    sources = {{"src/launchers.cpp", host, 1}};
   } else {
     // The kernel files (assignKernelFiles), each the prelude and its kernels in order, then the
     // wrapper (host glue, at -O1 as above).
@@ -290,10 +299,15 @@ Expected<PackageResult> writePackage(const Compilation &c, const std::string &di
       sources.back().text += "\n" + k.code;
     }
     if (sources.empty()) sources.push_back({"src/kernels.cpp", codegen::cpuKernelPrelude()});
-    sources.push_back({"src/wrapper.cpp", wrapper::emitCppWrapper(c.wrapper), 1});
   }
+  (void)program; // src/wrapper.cpp as writePackage wrote it: the last program, with the
+                 // SHA-256 of its metadata.json
+  COIL_TRY(std::string wrapperCpp,
+           readTextFile((std::filesystem::path(dir) / "src" / "wrapper.cpp").string()));
+  sources.push_back({"src/wrapper.cpp", std::move(wrapperCpp), 1});
   COIL_TRY(r.build, buildSharedObject(dir, sources, "model.so", to));
   timer.done(r.build.cacheHit ? "build (cached)" : "build");
+  COIL_TRY_STATUS(wrapper::sealPackage(dir, wrapper::sealedFiles(po)));
   return r;
 }
 

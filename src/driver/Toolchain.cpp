@@ -1,5 +1,8 @@
 #include "driver/Toolchain.h"
 
+#include "support/Sha256.h"
+#include "support/Version.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -13,26 +16,6 @@
 namespace coil {
 
 namespace fs = std::filesystem;
-
-std::string contentHash(const std::string &data) {
-  uint64_t a = 0xcbf29ce484222325ull, b = 0x84222325cbf29ce4ull;
-  for (unsigned char c : data) {
-    a = (a ^ c) * 0x100000001b3ull;
-    b = (b ^ (c + 0x5bu)) * 0x100000001b3ull;
-    b ^= b >> 29;
-  }
-  char buf[33];
-  std::snprintf(buf, sizeof buf, "%016llx%016llx", (unsigned long long)a, (unsigned long long)b);
-  return buf;
-}
-
-std::string cacheDirectory() {
-  if (const char *d = std::getenv("COIL_CACHE_DIR"))
-    return std::string(d) == "off" ? "" : std::string(d);
-  if (const char *x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/coil";
-  if (const char *h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/coil";
-  return "";
-}
 
 namespace {
 
@@ -79,18 +62,6 @@ std::string firstLines(const std::string &text, int n) {
   return out;
 }
 
-/// The compiler's identity, part of the cache key.
-std::string compilerIdentity(const std::string &cxx) {
-  std::string cmd = shellQuote(cxx) + " --version 2>/dev/null";
-  FILE *f = popen(cmd.c_str(), "r");
-  if (!f) return cxx;
-  char buf[256];
-  std::string out;
-  if (fgets(buf, sizeof buf, f)) out = buf;
-  pclose(f);
-  return cxx + "|" + out;
-}
-
 /// Target flags: AVX2+FMA when this CPU has them (generated loops vectorize for it).
 std::string targetFlags() {
   std::string cpu = readFile("/proc/cpuinfo");
@@ -117,16 +88,27 @@ std::string onPath(const std::string &name) {
   return "";
 }
 
-/// Copies `from` into the cache under `cached`, atomically; failures only lose the entry.
-void storeInCache(const fs::path &from, const fs::path &cached) {
-  std::error_code ec;
-  fs::create_directories(cached.parent_path(), ec);
-  std::string part = cached.string() + ".part" + std::to_string(getpid());
-  fs::copy_file(from, part, fs::copy_options::overwrite_existing, ec);
-  if (!ec) fs::rename(part, cached, ec);
+/// The text every cache key starts with: the key format and coil's version.
+std::string keyPrefix(const char *what) {
+  return std::string("coil-") + what + " 2\ncoil " + kCoilVersion + "\n";
 }
 
 } // namespace
+
+std::string compilerIdentity(const std::string &compiler) {
+  std::string cmd = shellQuote(compiler) + " --version 2>/dev/null";
+  std::string out;
+  if (FILE *f = popen(cmd.c_str(), "r")) {
+    char buf[512];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+    pclose(f);
+  }
+  std::string path = compiler.find('/') == std::string::npos ? onPath(compiler) : compiler;
+  std::error_code ec;
+  fs::path real = path.empty() ? fs::path() : fs::canonical(path, ec);
+  return compiler + "|" + (ec ? path : real.string()) + "|" + out;
+}
 
 Expected<BuildResult> buildSharedObject(const std::string &dir,
                                         const std::vector<SourceFile> &sources,
@@ -161,9 +143,12 @@ Expected<BuildResult> buildSharedObject(const std::string &dir,
   std::string linkFlags;
   for (const std::string &f : opts.linkFlags) linkFlags += " " + f;
 
-  std::string keyText = compilerIdentity(cxx) + "\n" + flags + "\n" + linkFlags + "\n";
+  COIL_TRY(CompileCache cache, opts.useCache ? CompileCache::fromEnvironment()
+                                             : Expected<CompileCache>(CompileCache()));
+  std::string keyText =
+      keyPrefix("build") + compilerIdentity(cxx) + "\n" + flags + "\n" + linkFlags + "\n";
   for (const SourceFile &s : sources)
-    keyText += s.name + " " + optFlag(s) + "\n" + contentHash(s.text) + "\n";
+    keyText += s.name + " " + optFlag(s) + "\n" + sha256Hex(s.text) + "\n";
   // Headers included from the -I directories are part of the build too.
   for (const std::string &inc : opts.includes) {
     if (!fs::is_directory(inc)) continue;
@@ -172,21 +157,23 @@ Expected<BuildResult> buildSharedObject(const std::string &dir,
       if (e.is_regular_file() && e.path().extension() == ".h") headers.push_back(e.path());
     std::sort(headers.begin(), headers.end());
     for (const fs::path &h : headers)
-      keyText += h.string() + "\n" + contentHash(readFile(h.string())) + "\n";
+      keyText += h.string() + "\n" + sha256Hex(readFile(h.string())) + "\n";
   }
-  result.key = contentHash(keyText);
+  // System include directories (the CUDA toolkit) by path and, where it has one, by cuda.h
+  // (which names the toolkit's version): hashing every header would cost more than compiling.
+  for (const std::string &inc : opts.systemIncludes) {
+    fs::path cudaH = fs::path(inc) / "cuda.h";
+    keyText += inc + "\n" + (fs::exists(cudaH) ? sha256Hex(readFile(cudaH.string())) : "") + "\n";
+  }
+  result.key = sha256Hex(keyText);
 
   fs::path outPath = fs::path(dir) / output;
-  std::string cache = opts.useCache ? cacheDirectory() : "";
-  fs::path cached = cache.empty() ? fs::path() : fs::path(cache) / (result.key + ".so");
-  if (!cache.empty() && fs::exists(cached)) {
-    fs::copy_file(cached, outPath, fs::copy_options::overwrite_existing, ec);
-    if (!ec) {
-      result.cacheHit = true;
-      result.seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      return result;
-    }
+  std::string entry = result.key + ".so";
+  if (cache.fetch(entry, outPath.string())) {
+    result.cacheHit = true;
+    result.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return result;
   }
 
   // Compile each translation unit in its own process, at most one per processor at a time
@@ -233,7 +220,7 @@ Expected<BuildResult> buildSharedObject(const std::string &dir,
   fs::rename(tmp, outPath, ec);
   if (ec) return Error::user("cannot write '" + outPath.string() + "': " + ec.message());
 
-  if (!cache.empty()) storeInCache(outPath, cached);
+  cache.storeFile(entry, outPath.string());
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }
@@ -296,19 +283,18 @@ Expected<BuildResult> buildFatbin(const std::string &dir, const SourceFile &cu,
     flags += " -gencode arch=compute_" + num + ",code=sm_" + num;
   }
   for (const std::string &f : opts.extraFlags) flags += " " + f;
-  result.key = contentHash(compilerIdentity(tk.nvcc) + "\n" + flags + "\n" + contentHash(cu.text));
+  COIL_TRY(CompileCache cache, opts.useCache ? CompileCache::fromEnvironment()
+                                             : Expected<CompileCache>(CompileCache()));
+  result.key = sha256Hex(keyPrefix("fatbin") + compilerIdentity(tk.nvcc) + "\n" + flags + "\n" +
+                         sha256Hex(cu.text));
 
   fs::path outPath = fs::path(dir) / output;
-  std::string cache = opts.useCache ? cacheDirectory() : "";
-  fs::path cached = cache.empty() ? fs::path() : fs::path(cache) / (result.key + ".fatbin");
-  if (!cache.empty() && fs::exists(cached)) {
-    fs::copy_file(cached, outPath, fs::copy_options::overwrite_existing, ec);
-    if (!ec) {
-      result.cacheHit = true;
-      result.seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      return result;
-    }
+  std::string entry = result.key + ".fatbin";
+  if (cache.fetch(entry, outPath.string())) {
+    result.cacheHit = true;
+    result.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return result;
   }
   fs::path objDir = fs::path(dir) / "obj";
   fs::create_directories(objDir, ec);
@@ -322,7 +308,7 @@ Expected<BuildResult> buildFatbin(const std::string &dir, const SourceFile &cu,
                            firstLines(readFile(log), 12));
   fs::rename(tmp, outPath, ec);
   if (ec) return Error::user("cannot write '" + outPath.string() + "': " + ec.message());
-  if (!cache.empty()) storeInCache(outPath, cached);
+  cache.storeFile(entry, outPath.string());
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }

@@ -1,11 +1,11 @@
-/// \file The host toolchain: compiles generated C++ sources into a shared object, through a
-/// compile cache keyed by a content hash of the sources, the flags and the compiler's identity.
-///
-/// The cache lives in `$COIL_CACHE_DIR`, else `$XDG_CACHE_HOME/coil`, else `~/.cache/coil`
-/// (`COIL_CACHE_DIR=off` disables it). An entry is written atomically (rename), so concurrent
-/// compiles of the same model never see a partial file.
+/// \file The host toolchain: compiles generated C++ sources into a shared object, through the
+/// compile cache (driver/CompileCache.h: where it lives, its size bound, its entries), keyed by
+/// the SHA-256 of the sources, the headers they include from the -I directories, the flags, the
+/// compiler's identity (its resolved path and `--version`), the CUDA toolkit's cuda.h for
+/// system include directories that have one, and coil's version.
 #pragma once
 
+#include "driver/CompileCache.h"
 #include "support/Expected.h"
 
 #include <string>
@@ -38,7 +38,7 @@ struct ToolchainOptions {
 
 struct BuildResult {
   bool cacheHit = false;
-  std::string key; ///< content hash (hex)
+  std::string key; ///< the cache key: SHA-256 (hex)
   double seconds = 0;
 };
 
@@ -65,10 +65,7 @@ Expected<BuildResult> buildFatbin(const std::string &dir, const SourceFile &cu,
                                   const std::string &output, const std::vector<std::string> &archs,
                                   const ToolchainOptions &opts);
 
-/// A 128-bit content hash (two independent 64-bit FNV-1a lanes), as 32 hex digits.
-std::string contentHash(const std::string &data);
-
-/// The directory of the compile cache, or "" when disabled.
-std::string cacheDirectory();
+/// The identity of a compiler for cache keys: its resolved path and its `--version` output.
+std::string compilerIdentity(const std::string &compiler);
 
 } // namespace coil

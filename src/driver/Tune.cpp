@@ -3,6 +3,8 @@
 #include "ir/DType.h"
 #include "runtime/cuda/CudaTune.h"
 #include "support/Check.h"
+#include "support/Sha256.h"
+#include "support/Version.h"
 
 #include <algorithm>
 #include <chrono>
@@ -619,17 +621,20 @@ Expected<MeasureResult> measureConfigs(const WrapperProgram &p, const std::vecto
     if (!f) return Error::runtime("cannot write '" + request + "'");
   }
   // The cache key: what runs (the launchers, the fatbin, the jobs; not their paths) and where.
-  std::string cacheFile;
-  if (std::string cache = cacheDirectory(); !cache.empty()) {
+  COIL_TRY(CompileCache cache, in.toolchain.useCache ? CompileCache::fromEnvironment()
+                                                     : Expected<CompileCache>(CompileCache()));
+  std::string cacheEntry;
+  if (cache.enabled()) {
     std::ifstream fb(fs::path(in.packageDir) / in.fatbin, std::ios::binary);
     std::string fatbin((std::istreambuf_iterator<char>(fb)), std::istreambuf_iterator<char>());
     std::string jobs = body.substr(std::min(body.find("\nworkspace "), body.size()));
-    std::string key = contentHash("coil-tune-1\n" + built->key + "\n" + contentHash(fatbin) + "\n" +
-                                  gpuList() + jobs);
-    cacheFile = (fs::path(cache) / ("tune-" + key + ".txt")).string();
-    std::ifstream cached(cacheFile);
-    std::string text((std::istreambuf_iterator<char>(cached)), std::istreambuf_iterator<char>());
-    if (!text.empty()) {
+    cacheEntry = "tune-" +
+                 sha256Hex("coil-tune 2\ncoil " + std::string(kCoilVersion) + "\n" + built->key +
+                           "\n" + sha256Hex(fatbin) + "\n" + gpuList() + jobs) +
+                 ".txt";
+    std::optional<std::string> cached = cache.load(cacheEntry);
+    if (cached && !cached->empty()) {
+      const std::string &text = *cached;
       Expected<MeasureResult> r = parseWorkerOutput(p, tasks, text);
       if (r) {
         std::error_code ec;
@@ -695,16 +700,7 @@ Expected<MeasureResult> measureConfigs(const WrapperProgram &p, const std::vecto
                           (WIFSIGNALED(status)
                                ? "died of signal " + std::to_string(WTERMSIG(status))
                                : "exited with status " + std::to_string(WEXITSTATUS(status))));
-  if (!cacheFile.empty()) {
-    // Atomically, so that concurrent compiles never read a partial entry.
-    std::string part = cacheFile + ".part" + std::to_string(getpid());
-    {
-      std::ofstream f(part);
-      f << text;
-    }
-    fs::rename(part, cacheFile, ec);
-    if (ec) fs::remove(part, ec);
-  }
+  if (!cacheEntry.empty()) cache.store(cacheEntry, text); // atomic, verified when read
   return res;
 }
 

@@ -162,6 +162,7 @@ Status runEvtCommand(int argc, char **argv) {
   if (!inputsS.empty()) {
     COIL_TRY(eo.inputs, dtypeArg(inputsS, "--inputs"));
   }
+  co.inputs = eo.inputs;
   COIL_TRY(eo.k, positiveInt(kS, "--k"));
   if (kernel && eo.k % 16 != 0) return Error::user("--k must be a multiple of 16, got " + kS);
 

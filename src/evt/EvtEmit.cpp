@@ -1,5 +1,7 @@
 #include "evt/EvtEmit.h"
 
+#include "evt/EvtBudget.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -677,6 +679,32 @@ private:
             "    cutlass::arch::OpMultiplyAdd, EpilogueStages>::GemmKernel;\n";
     }
     os << "using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;\n\n";
+    os << smemChecks();
+    return os.str();
+  }
+
+  /// coil's shared-memory model (evt/EvtBudget.h) as static_asserts on CUTLASS's types: an upper
+  /// bound always, equality under COIL_EVT_CHECK_SMEM_EXACT (the corpus compile).
+  std::string smemChecks() const {
+    SmemBudget b = smemBudget(p_, plan_, o_.arch, o_.inputs);
+    std::ostringstream os;
+    std::string what = sm90_ ? "typename CollectiveEpilogue::SharedStorage"
+                             : "typename GemmKernel::Epilogue::SharedStorage";
+    os << "// Shared memory, as coil's budget computed it (src/evt/EvtBudget.h): the epilogue "
+       << b.epilogueBytes << " bytes; the mainloop " << b.stages << " stages of " << b.stageBytes
+       << " bytes; the block " << b.totalBytes << " of " << b.capacityBytes << ".\n";
+    os << "static_assert(sizeof(" << what << ") <= " << b.epilogueBytes
+       << ", \"the epilogue uses more shared memory than coil's budget allowed (a coil bug)\");\n";
+    os << "#ifdef COIL_EVT_CHECK_SMEM_EXACT\n";
+    os << "static_assert(sizeof(" << what << ") == " << b.epilogueBytes
+       << ", \"coil's epilogue shared-memory model differs from CUTLASS\");\n";
+    if (sm90_)
+      os << "static_assert(CollectiveMainloop::DispatchPolicy::Stages == " << b.stages
+         << ", \"coil's mainloop stage count differs from CUTLASS\");\n";
+    else
+      os << "static_assert(sizeof(typename GemmKernel::SharedStorage) == " << b.totalBytes
+         << ", \"coil's kernel shared-memory model differs from CUTLASS\");\n";
+    os << "#endif\n\n";
     return os.str();
   }
 

@@ -1,5 +1,7 @@
 #include "evt/EvtPasses.h"
 
+#include "evt/EvtBudget.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -716,7 +718,9 @@ Expected<VisitorPlan> compileEpilogue(Program &p, const CompileOptions &o,
   COIL_TRY_STATUS(verify(p, true));
   dce(p);
   COIL_TRY_STATUS(verify(p, true));
-  return planVisitors(p);
+  COIL_TRY(VisitorPlan plan, planVisitors(p));
+  COIL_TRY_STATUS(checkSmemBudget(p, plan, o.arch, o.inputs));
+  return plan;
 }
 
 } // namespace coil::evt

@@ -17,6 +17,7 @@ namespace coil::evt {
 
 struct CompileOptions {
   Arch arch = Arch::Sm90;
+  DType inputs = DType::BF16; ///< A and B of the GEMM (the mainloop's share of shared memory)
   std::map<std::string, DType> dtypes; ///< output dtype overrides
 };
 
@@ -53,7 +54,8 @@ Status spliceStores(Program &p, const CompileOptions &o, std::vector<std::string
 Status verify(const Program &p, bool spliced);
 Expected<VisitorPlan> planVisitors(const Program &p);
 
-/// All of the above; `notes` receives one line per rewrite the validator made.
+/// All of the above, then the shared-memory budget (evt/EvtBudget.h); `notes` receives one
+/// line per rewrite the validator made.
 Expected<VisitorPlan> compileEpilogue(Program &p, const CompileOptions &o,
                                       std::vector<std::string> *notes = nullptr);
 

@@ -30,6 +30,14 @@ KernelFn kernelFor(OpKind op) {
   return r.get(op);
 }
 
+Status checkOutputSize(const KernelContext &ctx, const Shape &shape) {
+  long double n = 1;
+  for (int64_t d : shape) n *= (long double)d;
+  if (n > (long double)kMaxInterpElements)
+    return ctx.error("output shape " + shapeStr(shape) + " is too large (more than 2^36 elements)");
+  return okStatus();
+}
+
 Expected<Shape> broadcastConcrete(const Shape &a, const Shape &b) {
   size_t rank = std::max(a.size(), b.size());
   Shape out(rank);

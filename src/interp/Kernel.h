@@ -53,6 +53,13 @@ void registerShapeOpsKernels(KernelRegistry &r);
 
 // --- helpers shared by kernels
 
+/// Outputs larger than this many elements are refused: the interpreter holds every value in
+/// memory, and a shape this large comes from a malformed shape input, not a model.
+constexpr int64_t kMaxInterpElements = int64_t(1) << 36;
+/// A user error naming `shape` when it has more than kMaxInterpElements elements; kernels whose
+/// output shape comes from run-time values (Expand, Tile, Pad, ...) call it before allocating.
+Status checkOutputSize(const KernelContext &ctx, const Shape &shape);
+
 /// Numpy broadcasting of concrete shapes; error names both shapes.
 Expected<Shape> broadcastConcrete(const Shape &a, const Shape &b);
 /// For each element of `out` (row-major), the flat index of the element of a tensor of shape

@@ -4,6 +4,7 @@
 #include "support/Check.h"
 
 #include <mutex>
+#include <set>
 
 namespace coil {
 
@@ -50,7 +51,36 @@ Expected<std::vector<TensorType>> inferNode(InferContext &ctx) {
   if (!r.ok()) return r.error().withDefaultLoc(ctx.node.loc);
   if (r->size() > ctx.node.outputs.size())
     r->resize(ctx.node.outputs.size()); // optional trailing outputs not requested
+  for (size_t i = 0; i < r->size(); ++i)
+    if (Status st = checkElementCount((*r)[i]); !st.ok())
+      return Error::user("output " + std::to_string(i) + " " + st.error().message(), ctx.node.loc);
   return r;
+}
+
+Status checkElementCount(const TensorType &t) {
+  __int128 n = 1;
+  for (size_t d = 0; d < t.shape.size(); ++d) {
+    const SymInt &dim = t.shape[d];
+    int64_t v = 1;
+    if (dim.isConstant()) {
+      v = dim.constant();
+    } else {
+      // A dim without symbols is a constant whose folding overflowed int64.
+      std::set<std::string> syms;
+      dim.collectSymbols(syms);
+      if (!syms.empty()) continue; // bounded when the symbols are bound (at run time)
+      auto e = dim.evaluate({});
+      if (!e.ok())
+        return Error::user("of type " + t.str() + ": dim " + std::to_string(d) + " (" + dim.str() +
+                           ") overflows int64");
+      v = *e;
+    }
+    if (v < 0) continue; // a placeholder (-1: unknown), not a size
+    n *= v;
+    if (n > kMaxTensorElements)
+      return Error::user("of type " + t.str() + " has more than 2^59 elements");
+  }
+  return okStatus();
 }
 
 Expected<std::vector<SymInt>> broadcastShapes(const std::vector<SymInt> &a,
@@ -92,12 +122,10 @@ Expected<int64_t> normalizeAxis(int64_t axis, int64_t rank, const char *what) {
 }
 
 bool isPermutation(const std::vector<int64_t> &perm, int64_t rank) {
-  if (int64_t(perm.size()) != rank)
-    return false;
+  if (int64_t(perm.size()) != rank) return false;
   std::vector<bool> seen(perm.size(), false);
   for (int64_t p : perm) {
-    if (p < 0 || p >= rank || seen[size_t(p)])
-      return false;
+    if (p < 0 || p >= rank || seen[size_t(p)]) return false;
     seen[size_t(p)] = true;
   }
   return true;

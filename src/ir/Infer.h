@@ -45,8 +45,13 @@ using InferFn = Expected<std::vector<TensorType>> (*)(InferContext &);
 
 /// The inference function of `op`, or nullptr when coil does not support it.
 InferFn inferFnFor(OpKind op);
-/// Runs the op's inference; errors carry the node's location.
+/// Runs the op's inference; errors carry the node's location. An output whose constant dims
+/// multiply to more than kMaxTensorElements (or whose dim overflows int64) is a user error.
 Expected<std::vector<TensorType>> inferNode(InferContext &ctx);
+/// A user error ("of type f32[...] has more than 2^59 elements") when the dims of `t` known at
+/// compile time (constants, and symbol-free expressions) multiply to more than
+/// kMaxTensorElements or one of them overflows int64; symbolic dims are checked at run time.
+Status checkElementCount(const TensorType &t);
 
 class InferRegistry {
 public:

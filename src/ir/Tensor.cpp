@@ -27,8 +27,13 @@ std::string shapeStr(const Shape &shape) {
 }
 
 Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
-  for (int64_t d : shape_)
+  __int128 n = 1;
+  for (int64_t d : shape_) {
     COIL_CHECK(d >= 0) << "negative dimension in tensor shape " << shapeStr(shape_);
+    n *= d;
+    COIL_CHECK(n <= kMaxTensorElements)
+        << "tensor shape " << shapeStr(shape_) << " has more than 2^59 elements";
+  }
   buf_ = std::make_shared<std::vector<uint8_t>>(nbytes(), 0);
 }
 

@@ -17,6 +17,12 @@ namespace coil {
 
 using Shape = std::vector<int64_t>;
 
+/// The most elements a tensor may have: 2^59, so that its byte size (at most 8 bytes per
+/// element) stays within 2^62 and sums of a few such sizes within int64. Type inference
+/// rejects larger shapes known at compile time; the run-time shape kernels
+/// (kernels/cpu/CpuShape.cpp) and the runtime's input validation apply the same bound.
+constexpr int64_t kMaxTensorElements = int64_t(1) << 59;
+
 /// Product of dims (1 for rank 0).
 int64_t numelOf(const Shape &shape);
 /// Row-major strides in elements.

@@ -327,6 +327,33 @@ void setDebugDeviceReader(DeviceReader reader) {
   g_reader = reader;
 }
 
+Status readDebugValue(const coil_debug_launch &launch, const coil_debug_value &value, void *dst,
+                      size_t bytes) {
+  if (value.kind != COIL_DEBUG_TENSOR)
+    return Error::user("coil_debug_read_value: value '" +
+                       std::string(value.name ? value.name : "?") + "' is not a tensor");
+  if (bytes == 0) return okStatus();
+  if (!value.data || !dst)
+    return Error::user("coil_debug_read_value: value '" +
+                       std::string(value.name ? value.name : "?") +
+                       "' has no data, or dst is null");
+  if (!value.on_device) {
+    std::memcpy(dst, value.data, bytes);
+    return okStatus();
+  }
+  DeviceReader r = deviceReader();
+  if (!r.streamSynchronize || !r.memcpyDtoH)
+    return Error::runtime("coil_debug_read_value: device memory, and no device reader is "
+                          "registered (the CUDA runtime is not loaded)");
+  void *stream =
+      launch.device_ctx ? static_cast<const coil_cuda_ctx *>(launch.device_ctx)->stream : nullptr;
+  if (int rc = r.streamSynchronize(stream); rc != 0)
+    return Error::runtime("coil_debug_read_value: cuStreamSynchronize: " + cudaResultText(r, rc));
+  if (int rc = r.memcpyDtoH(dst, uint64_t(uintptr_t(value.data)), bytes); rc != 0)
+    return Error::runtime("coil_debug_read_value: cuMemcpyDtoH: " + cudaResultText(r, rc));
+  return okStatus();
+}
+
 Expected<std::vector<LaunchSig>> parseLaunches(std::string_view text) {
   COIL_TRY(json::Value root, json::parse(text));
   std::vector<LaunchSig> out;

@@ -54,6 +54,11 @@ struct DeviceReader {
   int (*errorName)(int result, const char **name) = nullptr;          ///< cuGetErrorName (optional)
 };
 void setDebugDeviceReader(DeviceReader reader);
+/// coil_debug_read_value (include/coil/debug.h): `bytes` bytes of a TENSOR value into `dst`,
+/// device memory through the registered reader after synchronizing the launch's stream.
+/// User errors for a bad value, runtime errors for a missing reader or a driver failure.
+Status readDebugValue(const coil_debug_launch &launch, const coil_debug_value &value, void *dst,
+                      size_t bytes);
 
 struct DebugConfig {
   DebugMode mode = DebugMode::Off;

@@ -1,6 +1,7 @@
 #include "runtime/Metadata.h"
 
 #include "runtime/Json.h"
+#include "support/Sha256.h"
 
 #include <coil/coil.h>
 
@@ -258,6 +259,58 @@ Expected<Metadata> parseMetadata(std::string_view text) {
     m.cuda = std::move(cuda);
   }
   return m;
+}
+
+const std::string *PackageIntegrity::digestOf(const std::string &file) const {
+  for (const auto &[f, d] : files)
+    if (f == file) return &d;
+  return nullptr;
+}
+
+Expected<SealedMetadata> splitSealedMetadata(std::string_view text) {
+  static constexpr std::string_view sep = ",\n  \"integrity\": ";
+  size_t pos = text.rfind(sep);
+  if (pos == std::string_view::npos)
+    return Error::user("metadata.json has no integrity record: the package was written by an "
+                       "older coil, or metadata.json was edited; recompile the model");
+  if (text.size() < 3 || text.substr(text.size() - 3) != "\n}\n")
+    return Error::user("metadata.json does not end as coil writes it (\"\\n}\\n\"): it was "
+                       "truncated or edited");
+  SealedMetadata out;
+  out.body = std::string(text.substr(0, pos)) + "\n}\n";
+  // The record is the last member: `{` + the rest must be an object with that member only.
+  auto tail = json::parse("{" + std::string(text.substr(pos + 1)));
+  if (!tail) return Error::user("metadata.json: the integrity record: " + tail.error().message());
+  if (!tail->isObject() || tail->members.size() != 1)
+    return bad("integrity", "must be the last member of metadata.json");
+  const json::Value &rec = tail->members[0].second;
+  if (!rec.isObject()) return bad("integrity", "must be an object");
+  COIL_TRY(std::string algorithm, strMember(rec, "algorithm", "integrity"));
+  if (algorithm != "sha256")
+    return bad("integrity.algorithm", "must be \"sha256\", got \"" + algorithm + "\"");
+  COIL_TRY(out.integrity.abiVersion, intMember(rec, "model_abi_version", "integrity"));
+  COIL_TRY(out.integrity.metadata, strMember(rec, "metadata", "integrity"));
+  if (!isSha256Hex(out.integrity.metadata))
+    return bad("integrity.metadata", "must be a SHA-256 digest (64 lowercase hex digits)");
+  COIL_TRY(const Value *files, member(rec, "files", Value::Kind::Object, "integrity"));
+  for (const auto &[file, digest] : files->members) {
+    std::string field = "integrity.files." + file;
+    if (!isPackagePath(file)) return bad(field, "must name a file inside the package");
+    if (!digest.isString() || !isSha256Hex(digest.text))
+      return bad(field, "must be a SHA-256 digest (64 lowercase hex digits)");
+    if (out.integrity.digestOf(file)) return bad(field, "is given twice");
+    out.integrity.files.emplace_back(file, digest.text);
+  }
+  return out;
+}
+
+Status checkBody(const SealedMetadata &sealed) {
+  std::string got = sha256Hex(sealed.body);
+  if (got != sealed.integrity.metadata)
+    return Error::user("metadata.json was modified after it was written: the SHA-256 of its "
+                       "contents is " +
+                       got + ", its integrity record says " + sealed.integrity.metadata);
+  return okStatus();
 }
 
 } // namespace coil::runtime

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace coil::runtime {
@@ -59,6 +60,29 @@ struct Metadata {
 /// COIL_MAX_RANK, bindings naming existing input dims, constants inside the weights and
 /// 64-byte aligned, for device "cuda" the "cuda" object); user errors name the field.
 Expected<Metadata> parseMetadata(std::string_view text);
+
+/// The "integrity" record that ends metadata.json (src/wrapper/Package.h): SHA-256 digests.
+struct PackageIntegrity {
+  int64_t abiVersion = 0;
+  std::string metadata;                                   ///< of metadata.json's body
+  std::vector<std::pair<std::string, std::string>> files; ///< package-relative path, digest
+  /// The digest recorded for `file`, or nullptr.
+  const std::string *digestOf(const std::string &file) const;
+};
+
+/// metadata.json split into its body (what parseMetadata reads) and its integrity record.
+struct SealedMetadata {
+  std::string body;
+  PackageIntegrity integrity;
+};
+
+/// Splits metadata.json's text at the integrity record and parses the record (the algorithm
+/// "sha256", the ABI version, 64-hex digests of the body and of package-relative files). User
+/// errors name the field; a text without the record is a package written by an older coil or
+/// edited. Nothing is compared here: see checkBody.
+Expected<SealedMetadata> splitSealedMetadata(std::string_view text);
+/// A user error unless SHA-256(`sealed.body`) is the digest the record holds for it.
+Status checkBody(const SealedMetadata &sealed);
 
 /// Runtime copies of ir/DType facts (the runtime does not link the ir library).
 std::string_view rtDTypeName(DType t);

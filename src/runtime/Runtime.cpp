@@ -10,6 +10,7 @@
 #include "runtime/CudaHost.h"
 #include "runtime/DebugPrinter.h"
 #include "runtime/Metadata.h"
+#include "support/Sha256.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -152,27 +153,96 @@ coil_status loadModel(const char *pathC, coil_model **out) {
   if (!f) return fail(COIL_ERROR_PACKAGE, pkg + ": cannot open metadata.json: " + errnoText());
   std::stringstream ss;
   ss << f.rdbuf();
-  auto meta = parseMetadata(ss.str());
+  // Integrity first (src/wrapper/Package.h): metadata.json as written, then each file against
+  // its digest before it is used.
+  auto sealed = splitSealedMetadata(ss.str());
+  if (!sealed) return fail(COIL_ERROR_PACKAGE, pkg + ": " + sealed.error().message());
+  if (Status st = checkBody(*sealed); !st.ok())
+    return fail(COIL_ERROR_PACKAGE, pkg + ": " + st.error().message());
+  const std::string &body = sealed->body;
+  auto meta = parseMetadata(body);
   if (!meta) return fail(COIL_ERROR_PACKAGE, pkg + ": " + meta.error().message());
   m->meta = std::move(meta).value();
   const Metadata &md = m->meta;
-  auto launches = parseLaunches(ss.str());
+  if (md.formatVersion != 2)
+    return fail(COIL_ERROR_PACKAGE, pkg + ": package format version " +
+                                        std::to_string(md.formatVersion) +
+                                        ", this runtime reads version 2: recompile the model");
+  if (md.abiVersion != COIL_MODEL_ABI_VERSION || sealed->integrity.abiVersion != md.abiVersion)
+    return fail(COIL_ERROR_PACKAGE,
+                pkg + ": metadata.json says model ABI version " + std::to_string(md.abiVersion) +
+                    " (its integrity record " + std::to_string(sealed->integrity.abiVersion) +
+                    "), this runtime has " + std::to_string(COIL_MODEL_ABI_VERSION));
+  auto launches = parseLaunches(body);
   if (!launches) return fail(COIL_ERROR_PACKAGE, pkg + ": " + launches.error().message());
   m->launches = std::move(launches).value();
   auto printer = DebugPrinter::fromEnvironment(m->launches, md.name);
   if (!printer) return fail(COIL_ERROR_INVALID_ARGUMENT, pkg + ": " + printer.error().message());
   m->debug = std::move(printer).value();
-  if (md.formatVersion != 1)
-    return fail(COIL_ERROR_PACKAGE, pkg + ": package format version " +
-                                        std::to_string(md.formatVersion) +
-                                        ", this runtime reads version 1");
-  if (md.abiVersion != COIL_MODEL_ABI_VERSION)
-    return fail(COIL_ERROR_PACKAGE, pkg + ": model ABI version " + std::to_string(md.abiVersion) +
-                                        ", this runtime has " +
-                                        std::to_string(COIL_MODEL_ABI_VERSION));
   if (md.device != "cpu" && md.device != "cuda")
     return fail(COIL_ERROR_PACKAGE, pkg + ": compiled for device '" + md.device +
                                         "', this runtime runs cpu and cuda packages");
+  /// The digest the record holds for `file` against that of `bytes`.
+  auto checkDigest = [&](const std::string &file, const void *bytes, size_t size) -> coil_status {
+    const std::string *want = sealed->integrity.digestOf(file);
+    if (!want)
+      return fail(COIL_ERROR_PACKAGE,
+                  pkg + ": metadata.json's integrity record has no digest of " + file);
+    std::string got = sha256Hex(bytes, size);
+    if (got != *want)
+      return fail(COIL_ERROR_PACKAGE, pkg + ": " + file +
+                                          " does not match metadata.json (modified, truncated "
+                                          "or from another package): its SHA-256 is " +
+                                          got + ", the integrity record says " + *want);
+    return COIL_OK;
+  };
+
+  // The record covers the whole package: files this runtime does not read (src/wrapper.py,
+  // which coil.pywrapper runs) are checked too, so that no byte of the record goes unchecked.
+  for (const auto &[file, digest] : sealed->integrity.files) {
+    if (file == md.library || file == md.weights || (md.cuda && file == md.cuda->fatbin)) continue;
+    std::ifstream xf(m->path + "/" + file, std::ios::binary);
+    if (!xf)
+      return fail(COIL_ERROR_PACKAGE,
+                  pkg + ": cannot open " + file +
+                      " (listed in metadata.json's integrity record): " + errnoText());
+    std::stringstream xs;
+    xs << xf.rdbuf();
+    std::string bytes = xs.str();
+    if (coil_status s = checkDigest(file, bytes.data(), bytes.size()); s != COIL_OK) return s;
+  }
+
+  // model.so, read and checked (never loaded yet): its digest, and the metadata it names.
+  std::string libPath = m->path + "/" + md.library;
+  std::string library;
+  {
+    std::ifstream lf(libPath, std::ios::binary);
+    if (!lf)
+      return fail(COIL_ERROR_PACKAGE, pkg + ": cannot open " + md.library + ": " + errnoText());
+    std::stringstream ls;
+    ls << lf.rdbuf();
+    library = ls.str();
+  }
+  if (coil_status s = checkDigest(md.library, library.data(), library.size()); s != COIL_OK)
+    return s;
+  {
+    static const std::string marker = "coil-metadata-sha256:";
+    std::string named;
+    for (size_t at = library.find(marker); at != std::string::npos;
+         at = library.find(marker, at + 1)) {
+      std::string_view hex(library.data() + at + marker.size(),
+                           std::min<size_t>(64, library.size() - at - marker.size()));
+      if (isSha256Hex(hex)) named = std::string(hex);
+    }
+    if (named != sealed->integrity.metadata)
+      return fail(
+          COIL_ERROR_PACKAGE,
+          pkg + ": " + md.library + " was not built for this metadata.json (" +
+              (named.empty() ? std::string("it names no metadata") : "it names metadata " + named) +
+              ", metadata.json is " + sealed->integrity.metadata + ")");
+  }
+  library.clear();
+  library.shrink_to_fit();
   for (const SymbolSig &s : md.symbols) m->ranges[s.name] = {s.min, s.max};
   for (const TensorSig &t : md.inputs) {
     m->inputDims.emplace_back();
@@ -209,6 +279,18 @@ coil_status loadModel(const char *pathC, coil_model **out) {
     m->weightsSize = size_t(md.weightsBytes);
   }
   close(fd);
+  if (coil_status s = checkDigest(md.weights, m->weights, m->weightsSize); s != COIL_OK) return s;
+  if (md.cuda) { // the fatbin, which CudaModel::load hands to the driver
+    std::ifstream ff(m->path + "/" + md.cuda->fatbin, std::ios::binary);
+    if (!ff)
+      return fail(COIL_ERROR_PACKAGE, pkg + ": cannot open " + md.cuda->fatbin +
+                                          " (metadata.json cuda.fatbin): " + errnoText());
+    std::stringstream fs;
+    fs << ff.rdbuf();
+    std::string fatbin = fs.str();
+    if (coil_status s = checkDigest(md.cuda->fatbin, fatbin.data(), fatbin.size()); s != COIL_OK)
+      return s;
+  }
   for (const ConstantSig &c : md.constants)
     m->constants.push_back(static_cast<const char *>(m->weights) + c.offset);
 
@@ -220,9 +302,6 @@ coil_status loadModel(const char *pathC, coil_model **out) {
 
   // model.so
   promoteRuntimeToGlobal();
-  std::string libPath = m->path + "/" + md.library;
-  if (access(libPath.c_str(), R_OK) != 0)
-    return fail(COIL_ERROR_PACKAGE, pkg + ": cannot open " + md.library + ": " + errnoText());
   m->library = dlopen(libPath.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!m->library) {
     const char *e = dlerror();
@@ -271,6 +350,8 @@ coil_status validateInputs(const coil_model &m, const coil_tensor *inputs, int64
                                                    std::to_string(sig.dims.size()) + ", got " +
                                                    std::to_string(t.rank));
     if (t.rank > 0 && !t.shape) return fail(COIL_ERROR_INVALID_ARGUMENT, in() + ": shape is null");
+    // Bytes, not only elements: [2^58, 16] f32 has 2^62 elements but 2^64 bytes, which wraps
+    // in every size the wrapper computes. At most 2^59 elements (ir/Tensor.h) and 2^62 bytes.
     __int128 numel = 1;
     for (int64_t d = 0; d < t.rank; ++d) {
       if (t.shape[d] < 0)
@@ -278,9 +359,12 @@ coil_status validateInputs(const coil_model &m, const coil_tensor *inputs, int64
                                                      " must be >= 0, got " +
                                                      std::to_string(t.shape[d]));
       numel *= t.shape[d];
-      if (numel > (__int128(1) << 62))
-        return fail(COIL_ERROR_INVALID_ARGUMENT,
-                    in() + " is too large: shape " + dimsText(t.shape, t.rank));
+      if (numel > (__int128(1) << 59) ||
+          numel * __int128(rtDTypeSize(sig.dtype)) > (__int128(1) << 62))
+        return fail(COIL_ERROR_INVALID_ARGUMENT, in() + " is too large: shape " +
+                                                     dimsText(t.shape, t.rank) + " of " +
+                                                     std::string(rtDTypeName(sig.dtype)) +
+                                                     " has more than 2^59 elements or 2^62 bytes");
     }
     if (numel > 0 && !t.data) return fail(COIL_ERROR_INVALID_ARGUMENT, in() + ": data is null");
   }
@@ -560,6 +644,18 @@ coil_status coil_model_set_debug_hooks(coil_model *model, const coil_debug_hooks
                     std::to_string(model->launches.size()) + " launches, enabled and report");
   model->userHooks = hooks;
   return COIL_OK;
+}
+
+coil_status coil_debug_read_value(const coil_debug_launch *launch, const coil_debug_value *value,
+                                  void *dst, size_t bytes) {
+  if (!launch || !value) return fail(COIL_ERROR_INVALID_ARGUMENT, "coil_debug_read_value: null");
+  return guarded([&] {
+    Status st = readDebugValue(*launch, *value, dst, bytes);
+    if (st.ok()) return COIL_OK;
+    return fail(st.error().kind() == ErrorKind::User ? COIL_ERROR_INVALID_ARGUMENT
+                                                     : COIL_ERROR_RUNTIME,
+                st.error().message());
+  });
 }
 
 void coil_output_release(coil_output *output) {

@@ -1,6 +1,7 @@
 #include "wrapper/Package.h"
 
 #include "support/JsonQuote.h"
+#include "support/Sha256.h"
 #include "wrapper/CppBackend.h"
 #include "wrapper/DebugInstrument.h"
 #include "wrapper/GraphExport.h"
@@ -11,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <unistd.h>
 
 namespace coil::wrapper {
 
@@ -248,13 +250,73 @@ Status writePackage(const std::string &dir, const WrapperProgram &p,
     if (!f) return Error::runtime("cannot write '" + path.string() + "'");
     return okStatus();
   };
-  COIL_TRY_STATUS(
-      writeText(fs::path(dir) / "metadata.json", metadataJson(p, layout, total, options)));
-  COIL_TRY_STATUS(writeText(fs::path(dir) / "src" / "wrapper.cpp", emitCppWrapper(p)));
+  std::string body = metadataJson(p, layout, total, options);
+  // model.so names its metadata (see Package.h); metadata.json is sealed after the build.
+  std::string wrapperCpp = emitCppWrapper(p) + metadataMarkerSource(sha256Hex(body));
+  fs::remove(fs::path(dir) / "model.so", ec); // a stale one would not match the new metadata
+  COIL_TRY_STATUS(writeText(fs::path(dir) / "metadata.json", body));
+  COIL_TRY_STATUS(writeText(fs::path(dir) / "src" / "wrapper.cpp", wrapperCpp));
   // The other backends of the same program: Python twin, JSON and Graphviz exports.
   COIL_TRY_STATUS(writeText(fs::path(dir) / "src" / "wrapper.py", emitPyWrapper(p)));
   COIL_TRY_STATUS(writeText(fs::path(dir) / "src" / "wrapper.json", emitWrapperJson(p)));
   COIL_TRY_STATUS(writeText(fs::path(dir) / "src" / "wrapper.dot", emitWrapperDot(p)));
+  return okStatus();
+}
+
+std::string metadataMarkerSource(const std::string &bodySha256) {
+  return "\n// The SHA-256 of metadata.json's body: the runtime finds it in model.so before "
+         "loading\n"
+         "// it and checks that it names this package's metadata (src/wrapper/Package.h).\n"
+         "extern \"C\" __attribute__((visibility(\"default\"), used)) const char\n"
+         "    coil_model_metadata_sha256[] = \"" +
+         std::string(kMetadataMarker) + bodySha256 + "\";\n";
+}
+
+std::vector<std::string> sealedFiles(const PackageOptions &options) {
+  std::vector<std::string> files = {"weights.bin", "model.so", "src/wrapper.py"};
+  if (options.cuda) files.push_back(options.cuda->fatbin);
+  return files;
+}
+
+Status sealPackage(const std::string &dir, const std::vector<std::string> &files) {
+  namespace fs = std::filesystem;
+  fs::path metaPath = fs::path(dir) / "metadata.json";
+  auto readAll = [](const fs::path &path, std::string &out) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) return false;
+    std::ostringstream ss;
+    ss << f.rdbuf();
+    out = ss.str();
+    return !f.bad();
+  };
+  std::string body;
+  if (!readAll(metaPath, body)) return Error::runtime("cannot read '" + metaPath.string() + "'");
+  if (body.find(kIntegritySeparator) != std::string::npos)
+    return Error::internal("package: '" + metaPath.string() + "' is already sealed");
+  if (body.size() < 3 || body.compare(body.size() - 3, 3, "\n}\n") != 0)
+    return Error::internal("package: '" + metaPath.string() + "' does not end with \"\\n}\\n\"");
+  std::ostringstream os;
+  os << body.substr(0, body.size() - 3) << kIntegritySeparator
+     << "{\"algorithm\": \"sha256\", \"model_abi_version\": " << kModelAbiVersion
+     << ",\n    \"metadata\": " << q(sha256Hex(body)) << ",\n    \"files\": {";
+  for (size_t i = 0; i < files.size(); ++i) {
+    std::string bytes;
+    if (!readAll(fs::path(dir) / files[i], bytes))
+      return Error::runtime("cannot read '" + (fs::path(dir) / files[i]).string() +
+                            "' to seal the package");
+    os << (i ? ",\n      " : "\n      ") << q(files[i]) << ": " << q(sha256Hex(bytes));
+  }
+  os << (files.empty() ? "}}" : "\n    }}") << "\n}\n";
+  std::string tmp = metaPath.string() + ".seal" + std::to_string(::getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f << os.str();
+    f.flush();
+    if (!f) return Error::runtime("cannot write '" + tmp + "'");
+  }
+  std::error_code ec;
+  fs::rename(tmp, metaPath, ec);
+  if (ec) return Error::runtime("cannot replace '" + metaPath.string() + "': " + ec.message());
   return okStatus();
 }
 

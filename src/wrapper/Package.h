@@ -10,9 +10,18 @@
 ///   model.so       the compiled wrapper and kernels (include/coil/model_abi.h), built by the
 ///                  driver from src/;
 ///   src/           wrapper.cpp and the kernel sources.
+///
+/// Integrity (format version 2): metadata.json ends with an "integrity" member that records the
+/// SHA-256 of the rest of metadata.json (its "body": the text before `,\n  "integrity": `,
+/// closed by `\n}\n`), of weights.bin, model.so, src/wrapper.py and (CUDA) the fatbin, and the
+/// model ABI version. model.so holds the body's SHA-256 too (the string
+/// `coil-metadata-sha256:<hex>` in its data, emitted into wrapper.cpp), so a metadata.json and
+/// a model.so of different packages do not pass as one even when both are intact. The runtime
+/// checks all of it before dlopen and before any weight is read (docs/PACKAGE.md).
 #pragma once
 
 #include "support/Expected.h"
+#include "support/Version.h"
 #include "wrapper/WrapperIR.h"
 
 #include <cstdint>
@@ -23,7 +32,7 @@
 
 namespace coil::wrapper {
 
-constexpr int32_t kPackageFormatVersion = 1;
+constexpr int32_t kPackageFormatVersion = 2;
 constexpr int64_t kWeightAlignment = 64;
 /// COIL_MODEL_ABI_VERSION of include/coil/model_abi.h (a test keeps them equal).
 constexpr int32_t kModelAbiVersion = 2;
@@ -77,7 +86,7 @@ struct TuningRecord {
 };
 
 struct PackageOptions {
-  std::string coilVersion = "0.1.0";
+  std::string coilVersion = kCoilVersion;
   std::string device = "cpu";
   std::optional<CudaPackageInfo> cuda; ///< set for device "cuda"
   /// Compile options as given (e.g. {"dynamic", "N=1:64"}), recorded in order.
@@ -96,9 +105,28 @@ std::string metadataJson(const WrapperProgram &p, const std::vector<ConstantEntr
 /// Checks that `constants` matches the program's constant buffers (count, names, dtypes, shapes,
 /// byte sizes); an internal error names the first mismatch.
 Status checkConstants(const WrapperProgram &p, const std::vector<ConstantBlob> &constants);
-/// Writes metadata.json, weights.bin and src/wrapper.cpp into `dir` (created if missing).
-/// The driver adds the kernel sources and builds model.so.
+/// Writes metadata.json (its body, without the integrity record), weights.bin and src/ (the
+/// wrapper in C++, with the body's SHA-256 marker, and in Python, the JSON and DOT exports) into
+/// `dir` (created if missing). The driver adds the kernel sources, builds model.so from
+/// src/wrapper.cpp as written, then calls sealPackage.
 Status writePackage(const std::string &dir, const WrapperProgram &p,
                     const std::vector<ConstantBlob> &constants, const PackageOptions &options);
+
+/// The text model.so carries to name its metadata.json: "coil-metadata-sha256:" then the
+/// SHA-256 of metadata.json's body.
+constexpr const char *kMetadataMarker = "coil-metadata-sha256:";
+/// A C++ definition that puts kMetadataMarker + `bodySha256` into the object's data (appended
+/// to wrapper.cpp by writePackage).
+std::string metadataMarkerSource(const std::string &bodySha256);
+/// The text that separates metadata.json's body from its integrity record.
+constexpr const char *kIntegritySeparator = ",\n  \"integrity\": ";
+/// The package files the integrity record covers, relative to the package: weights.bin,
+/// model.so, src/wrapper.py and, for CUDA packages, the fatbin.
+std::vector<std::string> sealedFiles(const PackageOptions &options);
+/// Appends the integrity record to `dir`/metadata.json (which must hold a body only): the
+/// SHA-256 of the body and of each of `files`, and the model ABI version. metadata.json is
+/// replaced atomically. Runtime errors for I/O; an internal error when metadata.json is
+/// already sealed.
+Status sealPackage(const std::string &dir, const std::vector<std::string> &files);
 
 } // namespace coil::wrapper

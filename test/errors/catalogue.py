@@ -12,6 +12,7 @@ usage: catalogue.py --coil BIN --work DIR [--filter REGEX]
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -217,7 +218,10 @@ def cases():
 
     # --- compiled packages: bad inputs and damaged packages (coil compile / coil run)
     def package(d, damage=None):
-        m = model([helper.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", ["N", 3])], [vi("y", ["N", 3])])
+        # y = Relu(x + w): a constant, so that weights.bin is not empty
+        w = numpy_helper.from_array(np.arange(3, dtype=np.float32) - 1, "w")
+        m = model([helper.make_node("Add", ["x", "w"], ["t"], name="a"), helper.make_node("Relu", ["t"], ["y"], name="r")],
+                  [vi("x", ["N", 3])], [vi("y", ["N", 3])], [w])
         save(m, os.path.join(d, "m.onnx"))
         subprocess.run([COIL, "compile", "m.onnx", "-o", "p.pkg", "--dynamic", "N=1:8"], cwd=d, check=True, capture_output=True)
         if damage:
@@ -244,8 +248,50 @@ def cases():
         return setup
     add("package-corrupt-metadata", r"error: .*p\.pkg.*(invalid json|metadata)", damaged(lambda p: open(os.path.join(p, "metadata.json"), "w").write("garbage")), ["run", "p.pkg", "--inputs", "in.npz"])
     add("package-missing-model-so", r"error: .*p\.pkg.*model\.so", damaged(lambda p: os.remove(os.path.join(p, "model.so"))), ["run", "p.pkg", "--inputs", "in.npz"])
-    add("package-truncated-model-so", r"error: .*p\.pkg.*cannot load model\.so",
+    # Issue 15: metadata.json, weights.bin and model.so are tied by SHA-256 digests; any change is
+    # refused before model.so is loaded or a weight read (these crashed or ran on garbage).
+    add("package-truncated-model-so", r"error: .*p\.pkg.*model\.so does not match metadata\.json \(modified, truncated or from another package\)",
         damaged(lambda p: open(os.path.join(p, "model.so"), "r+b").truncate(100)), ["run", "p.pkg", "--inputs", "in.npz"])
+
+    def flip(name, at):
+        def damage(p):
+            path = os.path.join(p, name)
+            b = bytearray(open(path, "rb").read())
+            b[at % len(b)] ^= 0x10
+            open(path, "wb").write(bytes(b))
+        return damage
+
+    def edit_meta(old, new):
+        def damage(p):
+            path = os.path.join(p, "metadata.json")
+            text = open(path).read()
+            assert old in text, old
+            open(path, "w").write(text.replace(old, new, 1))
+        return damage
+
+    def swap_model_so(p):  # another package's model.so (a model of another weight)
+        d = os.path.dirname(p)
+        m = model([helper.make_node("Neg", ["x"], ["y"], name="r")], [vi("x", ["N", 3])], [vi("y", ["N", 3])])
+        save(m, os.path.join(d, "other.onnx"))
+        subprocess.run([COIL, "compile", "other.onnx", "-o", "other.pkg", "--dynamic", "N=1:8"], cwd=d, check=True, capture_output=True)
+        shutil.copy(os.path.join(d, "other.pkg", "model.so"), os.path.join(p, "model.so"))
+
+    add("package-flipped-weights-byte", r"error: .*p\.pkg.*weights\.bin does not match metadata\.json", damaged(flip("weights.bin", 0)),
+        ["run", "p.pkg", "--inputs", "in.npz"])
+    add("package-flipped-model-so-byte", r"error: .*p\.pkg.*model\.so does not match metadata\.json", damaged(flip("model.so", 5000)),
+        ["run", "p.pkg", "--inputs", "in.npz"])
+    add("package-swapped-model-so", r"error: .*p\.pkg.*model\.so does not match metadata\.json", damaged(swap_model_so),
+        ["run", "p.pkg", "--inputs", "in.npz"])
+    add("package-output-dtype-f64", r"error: .*p\.pkg.*metadata\.json was modified after it was written",
+        damaged(edit_meta('"outputs": [\n    {"name": "y", "dtype": "f32"', '"outputs": [\n    {"name": "y", "dtype": "f64"')),
+        ["run", "p.pkg", "--inputs", "in.npz"])
+    add("package-output-dropped", r"error: .*p\.pkg.*metadata\.json was modified after it was written",
+        damaged(edit_meta('"outputs": [\n    {"name": "y", "dtype": "f32", "shape": ["N", "3"]}\n  ]', '"outputs": []')),
+        ["run", "p.pkg", "--inputs", "in.npz"])
+    add("package-integrity-removed", r"error: .*p\.pkg.*metadata\.json has no integrity record",
+        damaged(lambda p: open(os.path.join(p, "metadata.json"), "w").write(
+            open(os.path.join(p, "metadata.json")).read().split(',\n  "integrity": ')[0] + "\n}\n")),
+        ["run", "p.pkg", "--inputs", "in.npz"])
     add("package-not-a-package", r"error: .*nopkg: not a coil package", lambda d: os.makedirs(os.path.join(d, "nopkg"), exist_ok=True), ["run", "nopkg", "--inputs", "in.npz"])
     # --- run-time values that break an op's rule inside an extern kernel (shape tensors, K,
     #     axes read from inputs): `coil run` on the compiled package fails naming the node, and
@@ -305,6 +351,68 @@ def cases():
     run_and_interpret("reduce-axis-repeated", "rd", "ReduceSum", r"reduce: axis -1 appears more than once in axes",
                       [helper.make_node("ReduceSum", ["x", "a"], ["y"], name="rd", keepdims=1)], [vi("x", [2, 3]), vi("a", [2], I64)], [vi("y", None)],
                       dict(x=rnd(2, 3), a=i64(1, -1)))
+
+    # Issue 15: element counts that overflow (the shape reported did not match the data).
+    big = (1 << 62) + 1
+    run_and_interpret("expand-overflow", "ex", "Expand", r"expand: the output shape \[4611686018427387905, 4\] has more than 2\^59 elements",
+                      [helper.make_node("Expand", ["x", "s"], ["y"], name="ex")], [vi("x", [1, 4]), vi("s", [2], I64)], [vi("y", None)],
+                      dict(x=rnd(1, 4), s=i64(big, 4)))
+    run_and_interpret("tile-overflow", "ti", "Tile", r"tile: the output shape \[2147483648, 4294967296\] has more than 2\^59 elements",
+                      [helper.make_node("Tile", ["x", "r"], ["y"], name="ti")], [vi("x", [2, 4]), vi("r", [2], I64)], [vi("y", None)],
+                      dict(x=rnd(2, 4), r=i64(1 << 30, 1 << 30)))
+    run_and_interpret("pad-overflow", "pd", "Pad", r"pad: the output shape \[2305843009213693954, 2305843009213693956\] has more than 2\^59 elements",
+                      [helper.make_node("Pad", ["x", "p"], ["y"], name="pd")], [vi("x", [2, 4]), vi("p", [4], I64)], [vi("y", None)],
+                      dict(x=rnd(2, 4), p=i64(1 << 60, 1 << 60, 1 << 60, 1 << 60)))
+
+    def const_shape(op, shape_values, x_shape):
+        def setup(d):
+            s = numpy_helper.from_array(np.array(shape_values, np.int64), "s")
+            save(model([helper.make_node(op, ["x", "s"], ["y"], name="n")], [vi("x", x_shape)], [vi("y", None)], [s]), os.path.join(d, "m.onnx"))
+        return setup
+    add("expand-constant-overflow", r"error: .*m\.onnx: node 'n' \(Expand\): output 0 of type f32\[4611686018427387905, 4\] has more than 2\^59 elements",
+        const_shape("Expand", [big, 4], [1, 4]), ["compile", "m.onnx", "-o", "p.pkg"])
+    add("tile-constant-overflow", r"error: .*m\.onnx: node 'n' \(Tile\): .*dim 0 \(2\*4611686018427387905\) overflows int64",
+        const_shape("Tile", [big, 1], [2, 4]), ["inspect", "m.onnx"])
+    add("pad-constant-overflow", r"error: .*m\.onnx: node 'n' \(Pad\): output 0 of type f32\[4611686018427387905, 4\] has more than 2\^59 elements",
+        const_shape("Pad", [big - 2, 0, 0, 0], [2, 4]), ["inspect", "m.onnx"])
+
+    def int_fold(op, a, b):
+        def setup(d):
+            inits = [numpy_helper.from_array(np.array(a, np.int64), "a"), numpy_helper.from_array(np.array(b, np.int64), "b")]
+            save(model([helper.make_node(op, ["a", "b"], ["y"], name="n")], [], [vi("y", None, I64)], inits), os.path.join(d, "m.onnx"))
+            np.savez(os.path.join(d, "in.npz"))
+        return setup
+    # Not errors: integer overflow wraps as in the kernels (the importer used to die of SIGFPE).
+    add("div-int64-min-by-minus-one", r"^$", int_fold("Div", -(1 << 63), -1), ["inspect", "m.onnx"], code=0)
+    add("mod-int64-min-by-minus-one", r"^$", int_fold("Mod", -(1 << 63), -1), ["inspect", "m.onnx"], code=0)
+
+    def slice_step(d):
+        inits = [numpy_helper.from_array(np.array([v], np.int64), n) for n, v in (("s", 3), ("e", -100), ("a", 0), ("st", -(1 << 63)))]
+        save(model([helper.make_node("Slice", ["x", "s", "e", "a", "st"], ["y"], name="sl")], [vi("x", [4])], [vi("y", None)], inits), os.path.join(d, "m.onnx"))
+    add("slice-step-int64-min", r"error: .*m\.onnx: node 'sl' \(Slice\): slice step -9223372036854775808 of axis 0 is out of range", slice_step, ["inspect", "m.onnx"])
+
+    def no_data(d):  # 57 bytes declaring 4 GiB: rejected before anything is allocated
+        t = TensorProto()
+        t.name, t.data_type = "w", F
+        t.dims.extend([32768, 32768])
+        save(model([helper.make_node("Add", ["x", "w"], ["y"], name="a")], [vi("x", [1])], [vi("y", None)], [t]), os.path.join(d, "m.onnx"))
+    add("initializer-without-data", r"error: .*m\.onnx: tensor 'w' of shape \[32768, 32768\] has 0 elements in float_data, expected 1073741824",
+        no_data, ["inspect", "m.onnx"])
+
+    def ext_symlink(d):
+        open(os.path.join(d, "..", "secret-outside.bin"), "wb").write(b"0123456789abcdef")
+        link = os.path.join(d, "weights.bin")
+        if os.path.lexists(link):
+            os.remove(link)
+        os.symlink(os.path.abspath(os.path.join(d, "..", "secret-outside.bin")), link)
+        t = numpy_helper.from_array(np.ones((4,), np.float32), "w")
+        t.ClearField("raw_data")
+        t.data_location = TensorProto.EXTERNAL
+        e = t.external_data.add()
+        e.key, e.value = "location", "weights.bin"
+        save(model([helper.make_node("Add", ["x", "w"], ["y"], name="a")], [vi("x", [4])], [vi("y", [4])], [t]), os.path.join(d, "m.onnx"))
+    add("external-data-symlink-escape", r"error: .*m\.onnx: tensor 'w' has external data location 'weights\.bin', which resolves \(through symbolic links\) to .*secret-outside\.bin', outside the model's folder",
+        ext_symlink, ["inspect", "m.onnx"])
 
     add("compile-needs-output", r"error: 'coil compile' needs -o PKG", lambda d: None, ["compile", "x.onnx"])
     add("compile-unknown-device", r"error: .*(--device tpu is not supported|unknown device 'tpu' \(supported: cpu, cuda\))", lambda d: save(relu_model(), os.path.join(d, "m.onnx")), ["compile", "m.onnx", "-o", "p.pkg", "--device", "tpu"])

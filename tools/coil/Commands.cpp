@@ -9,6 +9,8 @@
 #include "lower/LoopEval.h"
 #include "lower/Lower.h"
 #include "sched/Schedule.h"
+#include "support/Sha256.h"
+#include "support/Version.h"
 #include "wrapper/CppBackend.h"
 #include "wrapper/DebugInstrument.h"
 #include "wrapper/GraphExport.h"
@@ -136,31 +138,49 @@ bool isPackage(const std::string &path) {
   return fs::is_directory(path) && fs::exists(fs::path(path) / "metadata.json");
 }
 
-/// The package of `path`: itself when it is a package directory, else the model compiled into a
-/// directory keyed by the model's content and the options (through the compile cache).
+/// True when `dir` holds a package that loads (its integrity checked by the runtime).
+bool packageLoads(const std::string &dir) {
+  coil_model *m = nullptr;
+  if (coil_model_load(dir.c_str(), &m) != COIL_OK) return false;
+  coil_model_free(m);
+  return true;
+}
+
+/// The package of `path`: itself when it is a package directory, else the model compiled into
+/// $TMPDIR/coil-run-<key>, the key the SHA-256 of the model (its bytes and its external data:
+/// modelDigest), the compile options, coil's version and the identity of this executable (path,
+/// size, modification time). A package there is reused only when it loads, and a new one is
+/// compiled beside it and renamed into place, so a crashed or concurrent compile never leaves a
+/// package that is used half-written.
 Expected<std::string> packageFor(const Args &a, const std::string &path) {
   if (isPackage(path)) return path;
   if (fs::is_directory(path)) return Error::user(path + ": not a coil package (no metadata.json)");
-  std::error_code ec;
-  auto size = fs::file_size(path, ec);
-  if (ec) return Error::user(path + ": cannot read: " + ec.message());
+  COIL_TRY(std::string model, modelDigest(path));
+  CompileOptions o = compileOptions(a);
   std::ostringstream key;
-  key << fs::absolute(path).string() << "|" << size << "|"
-      << fs::last_write_time(path, ec).time_since_epoch().count();
-  for (const std::string &d : a.dynamic) key << "|" << d;
-  // A different coil binary may compile differently.
-  std::error_code selfEc;
-  fs::path self = fs::read_symlink("/proc/self/exe", selfEc);
-  if (!selfEc)
-    key << "|" << self.string() << "|" << fs::file_size(self, selfEc) << "|"
-        << fs::last_write_time(self, selfEc).time_since_epoch().count();
+  key << "coil-run 2\ncoil " << kCoilVersion << "\nmodel " << model << "\n";
+  for (const auto &[k, v] : o.recordedOptions) key << k << "=" << v << "\n";
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec)
+    key << "exe " << self.string() << "|" << fs::file_size(self, ec) << "|"
+        << fs::last_write_time(self, ec).time_since_epoch().count() << "\n";
   const char *tmp = std::getenv("TMPDIR");
   std::string dir =
-      std::string(tmp && *tmp ? tmp : "/tmp") + "/coil-run-" + contentHash(key.str()).substr(0, 16);
-  if (isPackage(dir) && fs::exists(fs::path(dir) / "model.so")) return dir;
+      std::string(tmp && *tmp ? tmp : "/tmp") + "/coil-run-" + sha256Hex(key.str()).substr(0, 32);
+  if (isPackage(dir) && packageLoads(dir)) return dir;
+  std::string fresh = dir + ".tmp-" + std::to_string(getpid());
+  fs::remove_all(fresh, ec);
   COIL_TRY(std::unique_ptr<Compilation> c, compileModel(a, path));
-  COIL_TRY(PackageResult r, writePackage(*c, dir, compileOptions(a)));
-  return r.dir;
+  COIL_TRY(PackageResult r, writePackage(*c, fresh, o));
+  (void)r;
+  if (fs::exists(dir) && !packageLoads(dir)) fs::remove_all(dir, ec); // damaged: replaced
+  fs::rename(fresh, dir, ec);
+  if (ec) { // another coil renamed its package into place first: use it when it loads
+    fs::remove_all(fresh, ec);
+    if (!packageLoads(dir)) return Error::runtime("cannot create the package '" + dir + "'");
+  }
+  return dir;
 }
 
 Error runtimeError(const std::string &what, coil_status st) {
@@ -432,12 +452,6 @@ private:
     for (int32_t i = 0; i < l->num_values; ++i) {
       const coil_debug_value &v = l->values[i];
       if (v.kind != COIL_DEBUG_TENSOR || !v.written) continue;
-      if (v.on_device) {
-        std::snprintf(l->error, l->error_size,
-                      "verify --kernels reads host memory only; launch '%s' wrote device memory",
-                      l->name);
-        return 1;
-      }
       if (v.dtype < 0 || v.dtype > int(DType::Bool) || v.rank < 0 || v.rank > COIL_MAX_RANK) {
         std::snprintf(l->error, l->error_size, "malformed debug value '%s' of launch '%s'", v.name,
                       l->name);
@@ -450,7 +464,13 @@ private:
       c.bufferName = v.buffer ? v.buffer : "";
       c.buffer = v.buffer_id;
       c.value = Tensor(DType(v.dtype), Shape(v.shape, v.shape + v.rank));
-      if (c.value.nbytes() && v.data) std::memcpy(c.value.data(), v.data, c.value.nbytes());
+      // Host or device memory (CUDA packages: read after the run's stream is synchronized).
+      if (c.value.nbytes() && v.data &&
+          coil_debug_read_value(l, &v, c.value.data(), c.value.nbytes()) != COIL_OK) {
+        std::snprintf(l->error, l->error_size, "verify --kernels: launch '%s', value '%s': %s",
+                      l->name, v.name ? v.name : "?", coil_last_error());
+        return 1;
+      }
       self->values.push_back(std::move(c));
     }
     return 0;

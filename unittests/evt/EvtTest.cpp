@@ -1,8 +1,10 @@
+#include "evt/EvtBudget.h"
 #include "evt/EvtEmit.h"
 #include "evt/EvtParser.h"
 #include "evt/EvtPasses.h"
 
 #include <gtest/gtest.h>
+#include <map>
 #include <random>
 
 using namespace coil;
@@ -346,4 +348,115 @@ TEST(EvtEmit, ReductionsAccumulateInFloatUnderANarrowComputeType) {
         << code;
     EXPECT_NE(code.find("float(0)"), std::string::npos) << code;
   }
+}
+
+// ---- the shared-memory budget (issue 15, defect 9; src/evt/EvtBudget.h)
+
+namespace {
+
+const char *kFiveAux = R"(def epi(accum, C, bias: "1,N", s: "M,1"):
+    a = accum + bias
+    b = a * s
+    c = relu(a) + C
+    d = b - bias
+    e = c * s
+    D = a + b
+    return D, a, b, c, d, e
+)";
+
+Expected<VisitorPlan> compileWith(Program &p, Arch arch, const std::map<std::string, DType> &dt,
+                                  DType inputs = DType::BF16) {
+  CompileOptions o;
+  o.arch = arch;
+  o.dtypes = dt;
+  o.inputs = inputs;
+  return compileEpilogue(p, o);
+}
+
+} // namespace
+
+TEST(EvtBudget, Sm90SizesAreCutlasss) {
+  // Sizes nvcc reported for these programs' CollectiveEpilogue::SharedStorage and mainloop
+  // stages (CUTLASS 4.2, test/evt/compile_corpus.py checks every corpus program so).
+  auto p = parse("def epi(accum):\n    E = accum + 1\n    D = E * 2\n    return D, E\n");
+  ASSERT_TRUE(p.ok());
+  auto plan = compileWith(*p, Arch::Sm90, {});
+  ASSERT_TRUE(plan.ok()) << plan.error().render();
+  SmemBudget b = smemBudget(*p, *plan, Arch::Sm90, DType::BF16);
+  EXPECT_EQ(b.epilogueBytes, 33280); // D's 2 stages, E's 2 stages, barriers, 512-aligned
+  EXPECT_EQ(b.collectiveBytes, 16384);
+  EXPECT_EQ(b.stageBytes, 32784);
+  EXPECT_EQ(b.stages, 6);
+  EXPECT_TRUE(b.fits());
+  auto q = parse(kFiveAux);
+  ASSERT_TRUE(q.ok());
+  std::map<std::string, DType> near = {{"a", DType::F32},
+                                       {"b", DType::BF16},
+                                       {"c", DType::BF16},
+                                       {"d", DType::F32},
+                                       {"e", DType::BF16}};
+  auto qplan = compileWith(*q, Arch::Sm90, near);
+  ASSERT_TRUE(qplan.ok()) << qplan.error().render();
+  SmemBudget qb = smemBudget(*q, *qplan, Arch::Sm90, DType::BF16);
+  EXPECT_EQ(qb.epilogueBytes, 150528); // corpus a67
+  EXPECT_EQ(qb.stages, 2);
+  ASSERT_FALSE(qb.nodes.empty());
+  EXPECT_EQ(q->at(qb.nodes[0].first).dtype, DType::F32); // largest first
+  EXPECT_EQ(qb.nodes[0].second, 32768);
+}
+
+TEST(EvtBudget, EpilogueThatLeavesTheMainloopOneStageIsRejectedOnSm90Only) {
+  std::map<std::string, DType> f32 = {{"a", DType::F32},
+                                      {"b", DType::F32},
+                                      {"c", DType::F32},
+                                      {"d", DType::F32},
+                                      {"e", DType::F32}};
+  auto p = parse(kFiveAux);
+  ASSERT_TRUE(p.ok());
+  auto plan = compileWith(*p, Arch::Sm90, f32);
+  ASSERT_FALSE(plan.ok());
+  std::string e = plan.error().render();
+  EXPECT_EQ(plan.error().kind(), ErrorKind::User);
+  EXPECT_NE(e.find("error: t.py: the epilogue needs "), std::string::npos) << e;
+  EXPECT_NE(e.find("leaves the GEMM's mainloop 0 stage(s) of 32784 bytes"), std::string::npos) << e;
+  EXPECT_NE(e.find("CUTLASS needs at least 2 (shared-memory budget)"), std::string::npos) << e;
+  EXPECT_NE(e.find("aux_store 'a' (f32, 32768 bytes)"), std::string::npos) << e;
+  // The same program fits sm80 (its visitors store without shared memory)...
+  auto q = parse(kFiveAux);
+  auto qplan = compileWith(*q, Arch::Sm80, f32);
+  ASSERT_TRUE(qplan.ok()) << qplan.error().render();
+  SmemBudget b = smemBudget(*q, *qplan, Arch::Sm80, DType::BF16);
+  EXPECT_EQ(b.epilogueBytes, 8720);
+  EXPECT_EQ(b.totalBytes, 49152);
+  EXPECT_TRUE(b.fits());
+  // ... and on sm90 with f32 A and B the tile is 128x128x32: the same bytes per stage.
+  auto r = parse(kFiveAux);
+  EXPECT_FALSE(compileWith(*r, Arch::Sm90, f32, DType::F32).ok());
+}
+
+TEST(EvtBudget, Sm80RowReductionsUseSharedMemory) {
+  auto p = parse("def epi(accum):\n    D = accum\n    r = sum(accum, dim=0)\n    return D, r\n");
+  ASSERT_TRUE(p.ok());
+  auto plan = compileWith(*p, Arch::Sm80, {});
+  ASSERT_TRUE(plan.ok()) << plan.error().render();
+  SmemBudget b = smemBudget(*p, *plan, Arch::Sm80, DType::BF16);
+  EXPECT_EQ(b.epilogueBytes, 12800); // nvcc: GemmKernel::Epilogue::SharedStorage
+  EXPECT_EQ(b.totalBytes, 49152);
+}
+
+TEST(EvtBudget, KernelProgramAssertsTheModel) {
+  Compiled c =
+      compile("def epi(accum):\n    E = accum + 1\n    D = E * 2\n    return D, E\n", Arch::Sm90);
+  EmitOptions eo;
+  eo.arch = Arch::Sm90;
+  eo.kernel = true;
+  auto text = emitCutlass(c.p, c.plan, eo);
+  ASSERT_TRUE(text.ok());
+  EXPECT_NE(text->find("static_assert(sizeof(typename CollectiveEpilogue::SharedStorage) <= 33280"),
+            std::string::npos);
+  EXPECT_NE(text->find("#ifdef COIL_EVT_CHECK_SMEM_EXACT\nstatic_assert(sizeof(typename "
+                       "CollectiveEpilogue::SharedStorage) == 33280"),
+            std::string::npos);
+  EXPECT_NE(text->find("static_assert(CollectiveMainloop::DispatchPolicy::Stages == 6"),
+            std::string::npos);
 }

@@ -5,6 +5,7 @@
 #include "ir/Infer.h"
 #include "onnx/onnx.pb.h"
 
+#include <climits>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -345,6 +346,205 @@ TEST(OnnxImporter, ExternalDataOutsideModelFolderRejected) {
   b.output("w");
   EXPECT_IMPORT_ERROR(b, "tensor 'w' has external data location '../secret.bin' outside the "
                          "model's folder");
+}
+
+TEST(OnnxImporter, ExternalDataThroughSymlinkOutsideFolderRejected) {
+  // Issue 15: the location text is inside the folder, but a symbolic link leads out of it.
+  TempDir outside, dir;
+  {
+    std::ofstream f(outside.path() + "/secret.bin", std::ios::binary);
+    f << "0123456789abcdef";
+  }
+  std::filesystem::create_symlink(outside.path() + "/secret.bin", dir.path() + "/weights");
+  std::filesystem::create_directories(dir.path() + "/sub");
+  std::filesystem::create_symlink(outside.path(), dir.path() + "/sub/up");
+  ModelBuilder b;
+  auto *t = b.g->add_initializer();
+  t->set_name("w");
+  t->set_data_type(TensorProto::FLOAT);
+  t->add_dims(4);
+  setExternal(t, "weights", 0, 16);
+  b.output("w");
+  for (const char *location : {"weights", "sub/up/secret.bin"}) {
+    t->clear_external_data();
+    setExternal(t, location, 0, 16);
+    auto bad = import(b, nullptr, dir.path() + "/model.onnx");
+    ASSERT_FALSE(bad.ok()) << location;
+    EXPECT_EQ(bad.error().kind(), ErrorKind::User);
+    EXPECT_NE(errorOf(bad).find("which resolves (through symbolic links) to '"), std::string::npos)
+        << errorOf(bad);
+    EXPECT_NE(errorOf(bad).find("outside the model's folder"), std::string::npos) << errorOf(bad);
+  }
+  // A link that stays inside the folder is fine.
+  {
+    std::ofstream f(dir.path() + "/real.bin", std::ios::binary);
+    float v[4] = {1, 2, 3, 4};
+    f.write(reinterpret_cast<const char *>(v), sizeof v);
+  }
+  std::filesystem::create_symlink("real.bin", dir.path() + "/alias.bin");
+  t->clear_external_data();
+  setExternal(t, "alias.bin", 0, 16);
+  auto good = import(b, nullptr, dir.path() + "/model.onnx");
+  ASSERT_TRUE(good.ok()) << errorOf(good);
+  EXPECT_EQ(outputConstant(*good, 0).toDoubles(), (std::vector<double>{1, 2, 3, 4}));
+  // A folder is not a data file.
+  t->clear_external_data();
+  setExternal(t, "sub", 0, 16);
+  auto folder = import(b, nullptr, dir.path() + "/model.onnx");
+  ASSERT_FALSE(folder.ok());
+  EXPECT_NE(errorOf(folder).find("is not a regular file"), std::string::npos) << errorOf(folder);
+}
+
+TEST(OnnxImporter, ExternalDataOffsetAndLengthCannotOverflow) {
+  // Issue 15: offset + length overflowed int64 and passed the end-of-file check.
+  TempDir dir;
+  {
+    std::ofstream f(dir.path() + "/w.bin", std::ios::binary);
+    f << std::string(16, 'x');
+  }
+  ModelBuilder b;
+  auto *t = b.g->add_initializer();
+  t->set_name("w");
+  t->set_data_type(TensorProto::FLOAT);
+  t->add_dims(4);
+  setExternal(t, "w.bin", INT64_MAX, 16);
+  b.output("w");
+  auto bad = import(b, nullptr, dir.path() + "/model.onnx");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(errorOf(bad).find("starts at offset 9223372036854775807, past the end"),
+            std::string::npos)
+      << errorOf(bad);
+  t->clear_external_data();
+  setExternal(t, "w.bin", 8, 16);
+  bad = import(b, nullptr, dir.path() + "/model.onnx");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(errorOf(bad).find("runs past the end"), std::string::npos) << errorOf(bad);
+  // An offset beyond int64 is a bad value, not a wrapped one.
+  t->clear_external_data();
+  setExternal(t, "w.bin", 0, 16);
+  t->mutable_external_data(1)->set_value("99999999999999999999");
+  bad = import(b, nullptr, dir.path() + "/model.onnx");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(errorOf(bad).find("bad external data offset '99999999999999999999'"), std::string::npos)
+      << errorOf(bad);
+}
+
+TEST(OnnxImporter, InitializerWithoutDataRejectedBeforeAllocating) {
+  // Issue 15: a [32768, 32768] (4 GiB) or [2^20, 2^20] (4 TiB) f32 initializer declared
+  // without data was allocated and zero-filled before the count check; now the count is checked
+  // first (this test would take seconds and gigabytes, or fail with out of memory, otherwise).
+  for (int64_t d : {int64_t(32768), int64_t(1) << 20}) {
+    for (int type : {TensorProto::FLOAT, TensorProto::INT64, TensorProto::FLOAT16}) {
+      ModelBuilder b;
+      auto *t = b.g->add_initializer();
+      t->set_name("w");
+      t->set_data_type(type);
+      t->add_dims(d);
+      t->add_dims(d);
+      b.output("w");
+      auto r = import(b);
+      ASSERT_FALSE(r.ok());
+      EXPECT_EQ(r.error().kind(), ErrorKind::User);
+      EXPECT_NE(errorOf(r).find("has 0 elements in"), std::string::npos) << errorOf(r);
+      EXPECT_NE(errorOf(r).find("expected " + std::to_string(d * d)), std::string::npos)
+          << errorOf(r);
+    }
+  }
+}
+
+TEST(OnnxImporter, ConstantFoldingWrapsInsteadOfTrapping) {
+  // Issue 15: Div(INT64_MIN, -1) killed the importer with SIGFPE. Integer Div and Mod fold as the
+  // kernels compute them (two's complement: INT64_MIN / -1 wraps to INT64_MIN, x % -1 is 0,
+  // |INT64_MIN| is INT64_MIN); arithmetic that overflows is not folded but left to the kernels.
+  ModelBuilder b;
+  b.initInts("min", {}, {INT64_MIN});
+  b.initInts("max", {}, {INT64_MAX});
+  b.initInts("m1", {}, {-1});
+  b.initInts("one", {}, {1});
+  b.node("Div", {"min", "m1"}, {"q"}, "div");
+  b.node("Mod", {"min", "m1"}, {"r"}, "mod");
+  auto *fm = b.node("Mod", {"min", "m1"}, {"rf"}, "fmod");
+  attrInt(fm, "fmod", 1);
+  b.node("Abs", {"min"}, {"a"}, "abs");
+  b.node("Add", {"max", "one"}, {"sum"}, "add");
+  b.node("Neg", {"min"}, {"neg"}, "neg");
+  for (const char *o : {"q", "r", "rf", "a", "sum", "neg"}) b.output(o);
+  auto g = import(b);
+  ASSERT_TRUE(g.ok()) << errorOf(g);
+  EXPECT_EQ(outputConstant(*g, 0).toInts(), (std::vector<int64_t>{INT64_MIN}));
+  EXPECT_EQ(outputConstant(*g, 1).toInts(), (std::vector<int64_t>{0}));
+  EXPECT_EQ(outputConstant(*g, 2).toInts(), (std::vector<int64_t>{0}));
+  EXPECT_EQ(outputConstant(*g, 3).toInts(), (std::vector<int64_t>{INT64_MIN}));
+  // The overflowing Add and Neg stay nodes (no symbolic constant of an overflowed value).
+  for (size_t i : {size_t(4), size_t(5)}) {
+    EXPECT_FALSE(g->isConstant(g->outputs[i]));
+    EXPECT_FALSE(g->isSymConstant(g->outputs[i]));
+  }
+  EXPECT_EQ(g->nodes().size(), 2u);
+}
+
+TEST(OnnxImporter, SliceStepOutOfRangeRejected) {
+  // Issue 15: -step overflowed for step INT64_MIN (a wrong, empty result); steps beyond +-2^62
+  // are user errors, as in the run-time kernels.
+  for (int64_t step : {INT64_MIN, INT64_MAX, -(int64_t(1) << 62) - 1}) {
+    ModelBuilder b;
+    b.input("x", TensorProto::FLOAT, {"4"});
+    b.initInts("s", {1}, {3});
+    b.initInts("e", {1}, {-100});
+    b.initInts("a", {1}, {0});
+    b.initInts("st", {1}, {step});
+    b.node("Slice", {"x", "s", "e", "a", "st"}, {"y"}, "sl");
+    b.output("y");
+    EXPECT_IMPORT_ERROR(b, "node 'sl' (Slice): slice step " + std::to_string(step) +
+                               " of axis 0 is out of range (|step| <= 2^62)");
+  }
+  // The largest step allowed takes one element.
+  ModelBuilder b;
+  b.input("x", TensorProto::FLOAT, {"4"});
+  b.initInts("s", {1}, {3});
+  b.initInts("e", {1}, {-100});
+  b.initInts("a", {1}, {0});
+  b.initInts("st", {1}, {-(int64_t(1) << 62)});
+  b.node("Slice", {"x", "s", "e", "a", "st"}, {"y"}, "sl");
+  b.output("y");
+  auto g = import(b);
+  ASSERT_TRUE(g.ok()) << errorOf(g);
+  EXPECT_EQ(g->value(g->outputs[0]).type.str(), "f32[1]");
+}
+
+TEST(OnnxImporter, ElementCountOverflowRejected) {
+  // Issue 15: Expand, Tile and Pad whose constant shape inputs overflow the element count gave
+  // tensors whose shape did not match their data (exit 0). Inference now rejects them.
+  struct Case {
+    const char *op;
+    std::vector<int64_t> dims, values;
+    const char *message;
+  };
+  const int64_t big = (int64_t(1) << 62) + 1;
+  std::vector<Case> cases = {
+      {"Expand", {2}, {big, 4}, "output 0 of type f32[4611686018427387905, 4] has more than 2^59"},
+      {"Tile",
+       {2},
+       {big, 1},
+       "output 0 of type f32[2*4611686018427387905, 4]: dim 0 "
+       "(2*4611686018427387905) overflows int64"},
+      {"Tile",
+       {2},
+       {int64_t(1) << 30, int64_t(1) << 30},
+       "output 0 of type f32[2147483648, 4294967296] has more than 2^59 elements"},
+      {"Pad",
+       {4},
+       {big - 3, 0, 0, 0},
+       "output 0 of type f32[4611686018427387904, 4] has more than 2^59 elements"},
+  };
+  for (const Case &c : cases) {
+    ModelBuilder b;
+    b.input("x", TensorProto::FLOAT, {c.op == std::string("Expand") ? "1" : "2", "4"});
+    b.initInts("s", c.dims, c.values);
+    b.node(c.op, {"x", "s"}, {"y"}, "n");
+    b.output("y");
+    EXPECT_IMPORT_ERROR(b, std::string("node 'n' (") + c.op + "): " + c.message);
+  }
 }
 
 // --- inputs and symbols

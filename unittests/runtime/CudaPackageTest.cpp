@@ -3,6 +3,7 @@
 // missing (a package error with a message, never a crash). The GPU side is gputests/.
 #include "../wrapper/WrapperTestUtil.h"
 #include "runtime/Metadata.h"
+#include "support/Sha256.h"
 
 #include <coil/coil.h>
 #include <cstdlib>
@@ -21,7 +22,7 @@ const char *kCuda =
 /// A metadata.json of a one-input, one-output, one-constant model for `device`, with `cuda`
 /// (JSON text) as its "cuda" member unless empty.
 std::string metadata(const std::string &device, const std::string &cuda) {
-  std::string s = R"({"format": "coil-package", "format_version": 1, "model_abi_version": 2,
+  std::string s = R"({"format": "coil-package", "format_version": 2, "model_abi_version": 2,
   "name": "tiny", "device": ")" +
                   device + R"(", "library": "model.so", "weights": "weights.bin",
   "weights_bytes": 16, "symbols": [{"name": "N", "min": 1, "max": 64}],
@@ -30,7 +31,7 @@ std::string metadata(const std::string &device, const std::string &cuda) {
   "outputs": [{"name": "y", "dtype": "f32", "shape": ["N", "4"]}],
   "constants": [{"name": "w", "dtype": "f32", "shape": [4], "offset": 0, "bytes": 16}])";
   if (!cuda.empty()) s += ", \"cuda\": " + cuda;
-  return s + "}";
+  return s + "\n}\n";
 }
 
 /// metadata.json with the member `key` of the cuda object replaced by `value` (JSON text).
@@ -123,13 +124,21 @@ TEST(CudaMetadata, ErrorsNameTheField) {
   }
 }
 
-/// A CUDA package that cannot run: metadata.json, weights.bin, a fatbin that is not one and no
-/// model.so (loading must stop at the CUDA library or the fatbin).
+/// A CUDA package that cannot run: metadata.json, weights.bin, a fatbin that is not one and a
+/// model.so that is no shared object, only the mark of this metadata (loading must stop at the
+/// CUDA library or the fatbin, before model.so). Sealed, so that the integrity checks pass.
 struct FakeCudaPackage {
-  FakeCudaPackage() {
-    writeFile(dir.path + "/metadata.json", metadata("cuda", kCuda));
+  FakeCudaPackage(const std::string &device = "cuda") {
+    std::string body = metadata(device, device == "cuda" ? kCuda : "");
+    writeFile(dir.path + "/metadata.json", body);
     writeFile(dir.path + "/weights.bin", std::string(16, '\1'));
     writeFile(dir.path + "/src/kernels.fatbin", "not a fatbin");
+    writeFile(dir.path + "/model.so", std::string("\x7f"
+                                                  "ELF?") +
+                                          wrapper::kMetadataMarker + sha256Hex(body) +
+                                          std::string(8, '\0'));
+    Status st = wrapper::sealPackage(dir.path, {"weights.bin", "model.so", "src/kernels.fatbin"});
+    EXPECT_TRUE(st.ok()) << st.error().render();
   }
   TempDir dir;
 };
@@ -191,8 +200,7 @@ TEST(CudaPackage, MissingFatbinIsAPackageError) {
 }
 
 TEST(CudaPackage, UnknownDeviceIsAPackageError) {
-  FakeCudaPackage pkg;
-  writeFile(pkg.dir.path + "/metadata.json", metadata("tpu", ""));
+  FakeCudaPackage pkg("tpu");
   coil_model *m = nullptr;
   EXPECT_EQ(coil_model_load(pkg.dir.path.c_str(), &m), COIL_ERROR_PACKAGE);
   EXPECT_NE(std::string(coil_last_error()).find("compiled for device 'tpu'"), std::string::npos)

@@ -295,6 +295,49 @@ TEST(DebugPrinter, DeviceMemoryGoesThroughTheReaderWithTheRunsStream) {
   setDebugDeviceReader({});
 }
 
+// coil_debug_read_value, what `coil verify --kernels` reads every launch's outputs with (issue 15:
+// it refused device memory, so it did not work on CUDA packages): host values are copied,
+// device values go through the reader after the launch's stream is synchronized.
+TEST(DebugPrinter, ReadValueCopiesHostAndDeviceMemory) {
+  std::vector<int64_t> shape{3};
+  float x[3] = {1.5f, -2, 4};
+  coil_debug_value v = tensor("x", COIL_DTYPE_F32, shape, x);
+  coil_cuda_ctx ctx{};
+  int streamObject = 23;
+  ctx.stream = &streamObject;
+  coil_debug_launch l{};
+  l.name = "k0_add";
+  l.device_ctx = &ctx;
+  float got[3] = {0, 0, 0};
+  g_calls.clear();
+  setDebugDeviceReader({&fakeSync, &fakeCopy, &errorName});
+  ASSERT_EQ(coil_debug_read_value(&l, &v, got, sizeof got), COIL_OK) << coil_last_error();
+  EXPECT_EQ(std::memcmp(got, x, sizeof x), 0);
+  EXPECT_TRUE(g_calls.empty()); // host memory: no driver call
+  v.on_device = 1;
+  float dev[3] = {0, 0, 0};
+  ASSERT_EQ(coil_debug_read_value(&l, &v, dev, sizeof dev), COIL_OK) << coil_last_error();
+  EXPECT_EQ(std::memcmp(dev, x, sizeof x), 0);
+  EXPECT_EQ(g_calls, (std::vector<std::string>{"sync 23", "copy 12"}));
+  // Failures are errors with a message, never a crash.
+  setDebugDeviceReader({&failingSync, &fakeCopy, &errorName});
+  EXPECT_EQ(coil_debug_read_value(&l, &v, dev, sizeof dev), COIL_ERROR_RUNTIME);
+  EXPECT_NE(std::string(coil_last_error()).find("cuStreamSynchronize: CUDA_ERROR_ILLEGAL_ADDRESS"),
+            std::string::npos)
+      << coil_last_error();
+  setDebugDeviceReader({});
+  EXPECT_EQ(coil_debug_read_value(&l, &v, dev, sizeof dev), COIL_ERROR_RUNTIME);
+  EXPECT_NE(std::string(coil_last_error()).find("no device reader is registered"),
+            std::string::npos);
+  coil_debug_value size = v;
+  size.kind = COIL_DEBUG_SIZE;
+  EXPECT_EQ(coil_debug_read_value(&l, &size, dev, sizeof dev), COIL_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(coil_debug_read_value(&l, nullptr, dev, sizeof dev), COIL_ERROR_INVALID_ARGUMENT);
+  v.data = nullptr;
+  EXPECT_EQ(coil_debug_read_value(&l, &v, dev, sizeof dev), COIL_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(coil_debug_read_value(&l, &v, dev, 0), COIL_OK); // nothing to read
+}
+
 // A real package: instrumented by the pass, run with hooks of the test's own.
 const char *kKernels = R"(
 #include <coil/model_abi.h>

@@ -10,6 +10,7 @@
 #include <coil/coil.hpp>
 #include <coil/model_abi.h>
 #include <dlfcn.h>
+#include <map>
 #include <thread>
 
 namespace coil::wrapper::testing {
@@ -352,17 +353,31 @@ TEST(Runtime, PackageErrors) {
     EXPECT_NE(std::string(coil_last_error()).find(msg), std::string::npos) << coil_last_error();
   };
   writeFile(d + "/metadata.json", meta.substr(0, meta.size() / 2));
-  expectLoadError("invalid json at byte");
+  expectLoadError("metadata.json has no integrity record");
   writeFile(d + "/metadata.json", "{\"format\": \"coil-package\"}");
-  expectLoadError("'format_version' is missing");
+  expectLoadError("metadata.json has no integrity record");
+  // Any edit of the body is caught by its digest before a field is read.
   std::string badDtype = meta;
   badDtype.replace(badDtype.find("\"dtype\": \"f32\""), 14, "\"dtype\": \"f33\"");
   writeFile(d + "/metadata.json", badDtype);
+  expectLoadError("metadata.json was modified after it was written");
+  // The field checks still hold for a body sealed as it is (a coil bug, or a forged package).
+  auto resealed = [&](const std::string &text) {
+    writeFile(d + "/metadata.json", metadataBody(text));
+    Status st = sealPackage(d, sealedFiles(PackageOptions{}));
+    ASSERT_TRUE(st.ok()) << st.error().render();
+  };
+  resealed(badDtype);
   expectLoadError("is not a dtype: 'f33'");
   std::string badOffset = meta;
   badOffset.replace(badOffset.find("\"offset\": 0"), 11, "\"offset\": 8");
-  writeFile(d + "/metadata.json", badOffset);
+  resealed(badOffset);
   expectLoadError("constants[0].offset' must be 64-byte aligned and inside weights");
+  // A body sealed anew is not the one model.so was built for.
+  std::string renamed = meta;
+  renamed.replace(renamed.find("\"name\": \"add_scale\""), 19, "\"name\": \"add_scalf\"");
+  resealed(renamed);
+  expectLoadError("model.so was not built for this metadata.json (it names metadata ");
   writeFile(d + "/metadata.json", meta);
   writeFile(d + "/weights.bin", weights.substr(0, 8));
   expectLoadError("weights.bin has 8 bytes, metadata.json says 16");
@@ -370,9 +385,117 @@ TEST(Runtime, PackageErrors) {
   std::filesystem::remove(d + "/model.so");
   expectLoadError("cannot open model.so");
   writeFile(d + "/model.so", "not an elf file");
-  expectLoadError("cannot load model.so");
+  expectLoadError("model.so does not match metadata.json (modified, truncated or from another "
+                  "package)");
   writeFile(d + "/model.so", lib);
   ASSERT_EQ(coil_model_load(d.c_str(), &m), COIL_OK) << coil_last_error();
+  coil_model_free(m);
+}
+
+/// Issue 15: tampering with any byte of weights.bin or model.so, or any field of metadata.json,
+/// is a package error with a message naming the file, before model.so is loaded (a truncated
+/// model.so used to die of SIGBUS in dlopen, a dropped output of SIGSEGV, an f64 output dtype
+/// read past a buffer) -- never a crash and never a load.
+TEST(Runtime, TamperedPackagesAreRejected) {
+  Package pkg;
+  buildAddScale(pkg, true);
+  Package other; // another package: its model.so must not pass as this one's
+  buildAddScale(other, false, 0);
+  const std::string d = pkg.dir.path;
+  const std::string files[] = {"metadata.json", "weights.bin", "model.so"};
+  std::map<std::string, std::string> original;
+  for (const std::string &f : files) original[f] = readFile(d + "/" + f);
+  ASSERT_NE(original["model.so"], readFile(other.dir.path + "/model.so"));
+  int rejected = 0;
+  auto expectRejected = [&](const std::string &file, const std::string &what,
+                            const std::string &message) {
+    coil_model *m = nullptr;
+    coil_status st = coil_model_load(d.c_str(), &m);
+    EXPECT_EQ(st, COIL_ERROR_PACKAGE) << file << ": " << what;
+    EXPECT_EQ(m, nullptr);
+    if (m) coil_model_free(m);
+    std::string e = coil_last_error();
+    EXPECT_NE(e.find("package '" + d + "'"), std::string::npos) << e;
+    EXPECT_NE(e.find(message), std::string::npos) << file << " " << what << ": " << e;
+    rejected += st == COIL_ERROR_PACKAGE;
+  };
+  // Every byte of metadata.json and weights.bin, and bytes all over model.so, one at a time.
+  for (const std::string &f : files) {
+    const std::string &bytes = original[f];
+    size_t step = f == "model.so" ? std::max<size_t>(1, bytes.size() / 97) : 1;
+    for (size_t i = 0; i < bytes.size(); i += step) {
+      std::string t = bytes;
+      t[i] = char(t[i] ^ 1); // never turns one JSON whitespace character into another
+      writeFile(d + "/" + f, t);
+      expectRejected(f, "byte " + std::to_string(i) + " flipped",
+                     f == "metadata.json" ? "metadata.json" : f + " does not match metadata.json");
+    }
+    for (size_t keep : {size_t(0), bytes.size() / 2, bytes.size() - 1}) {
+      writeFile(d + "/" + f, bytes.substr(0, keep));
+      expectRejected(f, "truncated to " + std::to_string(keep) + " bytes",
+                     f == "metadata.json" ? "metadata.json"
+                     : f == "weights.bin" ? "weights.bin has " + std::to_string(keep) + " bytes"
+                                          : "model.so does not match metadata.json");
+    }
+    writeFile(d + "/" + f, bytes);
+  }
+  // Fields dropped or changed as the issue did it: an output removed, a constant removed, an
+  // output's dtype changed to f64.
+  std::string meta = original["metadata.json"];
+  std::string noConstant = meta;
+  size_t c0 = noConstant.find("\"constants\": [");
+  size_t c1 = noConstant.find("]", noConstant.find("\"bytes\"", c0));
+  noConstant.replace(c0, c1 + 1 - c0, "\"constants\": []");
+  std::string f64 = meta;
+  size_t out = f64.find("\"outputs\": [");
+  f64.replace(f64.find("\"dtype\": \"f32\"", out), 14, "\"dtype\": \"f64\"");
+  std::string noOutput = meta;
+  size_t o0 = noOutput.find("\"outputs\": [");
+  noOutput.replace(o0, noOutput.find("]", noOutput.find("\"shape\"", o0) + 9) + 1 - o0,
+                   "\"outputs\": []");
+  for (const std::string *t : {&noConstant, &f64, &noOutput}) {
+    ASSERT_NE(*t, meta);
+    writeFile(d + "/metadata.json", *t);
+    expectRejected("metadata.json", "a field changed",
+                   "metadata.json was modified after it was written");
+  }
+  writeFile(d + "/metadata.json", meta);
+  // Another package's model.so in place of this one's, then also recorded in the integrity
+  // record: the first fails the digest, the second names another metadata.
+  writeFile(d + "/model.so", readFile(other.dir.path + "/model.so"));
+  expectRejected("model.so", "swapped", "model.so does not match metadata.json");
+  writeFile(d + "/metadata.json", metadataBody(meta));
+  ASSERT_TRUE(sealPackage(d, sealedFiles(PackageOptions{})).ok());
+  expectRejected("model.so", "swapped and resealed", "model.so was not built for this metadata");
+  for (const std::string &f : files) writeFile(d + "/" + f, original[f]);
+  coil_model *m = nullptr;
+  ASSERT_EQ(coil_model_load(d.c_str(), &m), COIL_OK) << coil_last_error();
+  coil_model_free(m);
+  EXPECT_GT(rejected, int(original["metadata.json"].size() + original["weights.bin"].size()));
+}
+
+TEST(Runtime, InputByteSizeOverflowIsRejected) {
+  // Issue 15: [2^58, 16] f32 has 2^62 elements (allowed before) but 2^64 bytes, which wrapped
+  // in the sizes the wrapper computes; the run crashed. Now every input has at most 2^59
+  // elements and 2^62 bytes, checked before any dim is bound or any byte read.
+  Package pkg;
+  buildAddScale(pkg, true);
+  coil_model *m = nullptr;
+  ASSERT_EQ(coil_model_load(pkg.dir.path.c_str(), &m), COIL_OK) << coil_last_error();
+  float dummy = 0;
+  for (std::vector<int64_t> shape :
+       {std::vector<int64_t>{int64_t(1) << 58, 16}, std::vector<int64_t>{int64_t(1) << 57, 8},
+        std::vector<int64_t>{int64_t(1) << 62, 4}}) {
+    coil_tensor in = {&dummy, COIL_DTYPE_F32, 2, shape.data()};
+    coil_output out = {};
+    EXPECT_EQ(coil_model_run(m, &in, 1, &out, 1), COIL_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(coil_last_error())
+                  .find("input 0 'x' is too large: shape [" + std::to_string(shape[0]) + ", " +
+                        std::to_string(shape[1]) + "] of f32"),
+              std::string::npos)
+        << coil_last_error();
+    EXPECT_EQ(out.data, nullptr);
+  }
   coil_model_free(m);
 }
 

@@ -151,14 +151,23 @@ inline std::string readFile(const std::string &path) {
 }
 
 /// Compiles `sources` (package-relative) of package `dir` into dir/model.so the way the driver
-/// does: `c++ -O2 -std=c++17 -fPIC -shared -I<repo>/include`. Returns the compiler's output
-/// on failure, "" on success.
+/// does: `c++ -O2 -std=c++17 -fPIC -shared -I<repo>/include`, then seals the package
+/// (sealPackage over weights.bin, model.so and src/wrapper.py) as the driver does after its
+/// build. Returns the compiler's output on failure, "" on success.
 inline std::string compileModel(const std::string &dir, const std::vector<std::string> &sources) {
   std::string cmd = "c++ -O2 -std=c++17 -fPIC -shared -I" COIL_SOURCE_DIR "/include";
   for (const std::string &s : sources) cmd += " '" + dir + "/" + s + "'";
   cmd += " -o '" + dir + "/model.so' > '" + dir + "/cc.log' 2>&1";
   if (std::system(cmd.c_str()) != 0) return "compile failed:\n" + readFile(dir + "/cc.log");
+  Status st = sealPackage(dir, sealedFiles(PackageOptions{}));
+  if (!st) return st.error().render();
   return "";
+}
+
+/// metadata.json's body: its text without the integrity record (src/wrapper/Package.h).
+inline std::string metadataBody(const std::string &metadata) {
+  size_t at = metadata.rfind(kIntegritySeparator);
+  return at == std::string::npos ? metadata : metadata.substr(0, at) + "\n}\n";
 }
 
 /// writePackage + the fixture sources + model.so.

@@ -10,8 +10,11 @@
 #include "support/Diagnostics.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -317,8 +320,9 @@ Expected<Tensor> tensorFromProto(const onnx::TensorProto &tp, const std::string 
         location = kv.value();
       } else if (kv.key() == "offset" || kv.key() == "length") {
         char *end = nullptr;
+        errno = 0;
         long long v = std::strtoll(kv.value().c_str(), &end, 10);
-        if (kv.value().empty() || *end != '\0' || v < 0)
+        if (kv.value().empty() || *end != '\0' || v < 0 || errno == ERANGE)
           return Error::user("tensor '" + name + "' has a bad external data " + kv.key() + " '" +
                              kv.value() + "'");
         (kv.key() == "offset" ? offset : length) = v;
@@ -333,17 +337,40 @@ Expected<Tensor> tensorFromProto(const onnx::TensorProto &tp, const std::string 
       return Error::user("tensor '" + name + "' has external data location '" + location +
                          "' outside the model's folder");
     std::string file = baseDir + "/" + location;
-    std::ifstream f(file, std::ios::binary);
+    // The text is inside the folder; the file it names must be too, after symbolic links.
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    fs::path real = fs::canonical(file, ec);
+    if (ec)
+      return Error::user("external data file '" + file + "' of tensor '" + name +
+                         "' cannot be opened: " + ec.message());
+    fs::path folder = fs::canonical(baseDir, ec);
+    if (ec)
+      return Error::user("the folder '" + baseDir + "' of tensor '" + name +
+                         "' cannot be resolved: " + ec.message());
+    auto rel = real.lexically_relative(folder);
+    if (rel.empty() || *rel.begin() == "..")
+      return Error::user("tensor '" + name + "' has external data location '" + location +
+                         "', which resolves (through symbolic links) to '" + real.string() +
+                         "', outside the model's folder '" + folder.string() + "'");
+    if (!fs::is_regular_file(real, ec))
+      return Error::user("external data file '" + file + "' of tensor '" + name +
+                         "' is not a regular file");
+    std::ifstream f(real, std::ios::binary);
     if (!f)
       return Error::user("external data file '" + file + "' of tensor '" + name +
                          "' cannot be opened");
     f.seekg(0, std::ios::end);
     int64_t fileSize = int64_t(f.tellg());
+    if (offset > fileSize)
+      return Error::user("external data of tensor '" + name + "' starts at offset " +
+                         std::to_string(offset) + ", past the end of '" + file + "' (" +
+                         std::to_string(fileSize) + " bytes)");
     if (length < 0) length = fileSize - offset;
     if (length != int64_t(nbytes))
       return Error::user("tensor '" + name + "' needs " + std::to_string(nbytes) +
                          " bytes of external data, got length " + std::to_string(length));
-    if (offset + length > fileSize)
+    if (length > fileSize - offset) // offset <= fileSize: no overflow
       return Error::user("external data of tensor '" + name + "' (offset " +
                          std::to_string(offset) + ", length " + std::to_string(length) +
                          ") runs past the end of '" + file + "' (" + std::to_string(fileSize) +
@@ -361,33 +388,46 @@ Expected<Tensor> tensorFromProto(const onnx::TensorProto &tp, const std::string 
                          " bytes of raw_data, got " + std::to_string(tp.raw_data().size()));
     return Tensor::fromBytes(dt, shape, tp.raw_data().data(), nbytes);
   }
+  // Typed fields: the count is checked before the tensor is allocated, so a declared shape
+  // without its data costs nothing.
+  auto typedCount = [&]() -> std::pair<const char *, int64_t> {
+    switch (dt) {
+    case DType::F32:
+      return {"float_data", tp.float_data_size()};
+    case DType::F64:
+      return {"double_data", tp.double_data_size()};
+    case DType::I64:
+      return {"int64_data", tp.int64_data_size()};
+    case DType::U32:
+    case DType::U64:
+      return {"uint64_data", tp.uint64_data_size()};
+    default: // f16 bf16 i32 i16 i8 u16 u8 bool
+      return {"int32_data", tp.int32_data_size()};
+    }
+  };
+  auto [field, count] = typedCount();
+  if (count != numel) return sizeError(field, count);
   Tensor t(dt, shape);
   switch (dt) {
   case DType::F32:
-    if (tp.float_data_size() != numel) return sizeError("float_data", tp.float_data_size());
     for (int64_t i = 0; i < numel; ++i) t.dataAs<float>()[i] = tp.float_data(int(i));
     break;
   case DType::F64:
-    if (tp.double_data_size() != numel) return sizeError("double_data", tp.double_data_size());
     for (int64_t i = 0; i < numel; ++i) t.dataAs<double>()[i] = tp.double_data(int(i));
     break;
   case DType::I64:
-    if (tp.int64_data_size() != numel) return sizeError("int64_data", tp.int64_data_size());
     for (int64_t i = 0; i < numel; ++i) t.dataAs<int64_t>()[i] = tp.int64_data(int(i));
     break;
   case DType::U32:
   case DType::U64:
-    if (tp.uint64_data_size() != numel) return sizeError("uint64_data", tp.uint64_data_size());
     for (int64_t i = 0; i < numel; ++i) t.setInt(i, int64_t(tp.uint64_data(int(i))));
     break;
   case DType::F16:
   case DType::BF16:
-    if (tp.int32_data_size() != numel) return sizeError("int32_data", tp.int32_data_size());
     for (int64_t i = 0; i < numel; ++i) // the 16 bits of each value
       t.dataAs<uint16_t>()[i] = uint16_t(tp.int32_data(int(i)) & 0xffff);
     break;
   default: // i32 i16 i8 u16 u8 bool
-    if (tp.int32_data_size() != numel) return sizeError("int32_data", tp.int32_data_size());
     for (int64_t i = 0; i < numel; ++i)
       t.setInt(i, dt == DType::Bool ? int64_t(tp.int32_data(int(i)) != 0)
                                     : int64_t(tp.int32_data(int(i))));
@@ -877,8 +917,16 @@ std::optional<std::vector<Folded>> Importer::fold(const Node &node, const onnx::
     }
     return r;
   };
-  auto one = [](DType dt, Known k) {
-    return std::optional<std::vector<Folded>>(std::vector<Folded>{Folded{dt, std::move(k), {}}});
+  auto one = [](DType dt, Known k) -> std::optional<std::vector<Folded>> {
+    // A value without symbols that is not a constant is one whose int64 arithmetic overflowed:
+    // not folded here; the node stays and the reference kernels define the result.
+    for (const SymInt &v : k.v) {
+      if (v.isConstant()) continue;
+      std::set<std::string> syms;
+      v.collectSymbols(syms);
+      if (syms.empty()) return std::nullopt;
+    }
+    return std::vector<Folded>{Folded{dt, std::move(k), {}}};
   };
   auto constVec = [&](size_t i) -> std::optional<std::vector<int64_t>> {
     const Known *k = in(i);
@@ -943,6 +991,9 @@ std::optional<std::vector<Folded>> Importer::fold(const Node &node, const onnx::
     if (nIn > 4 && node.inputs[4] >= 0) {
       auto st = constVec(4);
       if (!st || st->size() != steps.size()) return std::nullopt;
+      // Steps beyond +-2^62 are left to inference, which rejects them.
+      for (int64_t v : *st)
+        if (v < -kMaxSliceStep || v > kMaxSliceStep) return std::nullopt;
       steps = *st;
     }
     std::vector<int64_t> first(size_t(rank), 0), step(size_t(rank), 1);
@@ -1049,15 +1100,19 @@ std::optional<std::vector<Folded>> Importer::fold(const Node &node, const onnx::
         return x * y;
       case OpKind::Div:
         if (y.isConstant() && y.constant() == 0) return std::nullopt;
-        if (x.isConstant() && y.isConstant() && !fl)
+        if (x.isConstant() && y.isConstant() && !fl) {
+          if (x.constant() == INT64_MIN && y.constant() == -1)
+            return SymInt(INT64_MIN); // wraps, as the kernels do (interp/kernels/Elementwise.cpp)
           return SymInt(x.constant() / y.constant()); // integer Div truncates
+        }
         if (auto q = symDivExact(x, y)) return *q;
         if (!fl && y.isConstant() && y.constant() > 0 && symNonNegative(x)) return floorDiv(x, y);
         return std::nullopt;
       default: // Mod
         if (!y.isConstant() || y.constant() == 0) return std::nullopt;
         if (x.isConstant()) {
-          int64_t r = x.constant() % y.constant(); // truncated (fmod=1)
+          // Truncated (fmod=1); x % -1 is 0 (and INT64_MIN % -1 would trap).
+          int64_t r = y.constant() == -1 ? 0 : x.constant() % y.constant();
           if (!fmod && r != 0 && ((r < 0) != (y.constant() < 0))) r += y.constant();
           return SymInt(r);
         }
@@ -1094,7 +1149,8 @@ std::optional<std::vector<Folded>> Importer::fold(const Node &node, const onnx::
     auto k = mapKnown({x}, [&](const std::vector<SymInt> &v) -> std::optional<SymInt> {
       if (op == OpKind::Neg) return -v[0];
       if (op == OpKind::Abs) {
-        if (v[0].isConstant()) return SymInt(std::abs(v[0].constant()));
+        if (v[0].isConstant()) // |INT64_MIN| wraps to itself, as in the kernels
+          return SymInt(v[0].constant() == INT64_MIN ? INT64_MIN : std::abs(v[0].constant()));
         return symNonNegative(v[0]) ? std::optional<SymInt>(v[0]) : std::nullopt;
       }
       return v[0]; // integral values round to themselves

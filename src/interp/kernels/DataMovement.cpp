@@ -225,8 +225,11 @@ Expected<std::vector<Tensor>> tileKernel(KernelContext &ctx) {
   Shape out(size_t(x.rank()));
   for (size_t i = 0; i < out.size(); ++i) {
     if (reps[i] < 0) return ctx.error("repeats must be non-negative, got " + intsStr(reps));
-    out[i] = x.shape()[i] * reps[i];
+    if (__builtin_mul_overflow(x.shape()[i], reps[i], &out[i]))
+      return ctx.error("dim " + std::to_string(i) + " of size " + std::to_string(x.shape()[i]) +
+                       " repeated " + std::to_string(reps[i]) + " times overflows");
   }
+  COIL_TRY_STATUS(checkOutputSize(ctx, out));
   Tensor y(x.dtype(), out);
   std::vector<int64_t> st = contiguousStrides(x.shape());
   forEachIndex(out, [&](const std::vector<int64_t> &idx, int64_t f) {
@@ -275,6 +278,11 @@ Expected<std::vector<Tensor>> padKernel(KernelContext &ctx) {
   if (pads.size() != 2 * axes.size())
     return ctx.error("pads must have " + std::to_string(2 * axes.size()) +
                      " elements (2 per padded axis), got " + std::to_string(pads.size()));
+  const int64_t padLimit = int64_t(1) << 61; // as the compiled kernel (CpuShape.cpp)
+  for (int64_t p : pads)
+    if (p < -padLimit || p > padLimit)
+      return ctx.error("pads " + intsStr(pads) + " hold " + std::to_string(p) +
+                       ", out of range (|pad| <= 2^61)");
   std::vector<int64_t> begin(size_t(r), 0), end(size_t(r), 0);
   std::vector<bool> seen(size_t(r), false);
   for (size_t i = 0; i < axes.size(); ++i) {
@@ -297,7 +305,10 @@ Expected<std::vector<Tensor>> padKernel(KernelContext &ctx) {
     if (len[d] < 0)
       return ctx.error("pads " + intsStr(pads) + " crop more than dim " + std::to_string(d) +
                        " of shape " + shapeStr(x.shape()));
-    out[d] = len[d] + padBegin[d] + std::max<int64_t>(0, end[d]);
+    if (__builtin_add_overflow(len[d], padBegin[d], &out[d]) ||
+        __builtin_add_overflow(out[d], std::max<int64_t>(0, end[d]), &out[d]))
+      return ctx.error("pads " + intsStr(pads) + " make dim " + std::to_string(d) + " of shape " +
+                       shapeStr(x.shape()) + " overflow");
     if (mode != "constant" && len[d] == 0 && out[d] > 0)
       return ctx.error("mode '" + mode + "' cannot pad dim " + std::to_string(d) +
                        ", which is empty");
@@ -313,6 +324,7 @@ Expected<std::vector<Tensor>> padKernel(KernelContext &ctx) {
   } else if (!ctx.hasInput(1) && ctx.attrs().has("value")) {
     fill.setDouble(0, ctx.attrs().getFloat("value", 0.0));
   }
+  COIL_TRY_STATUS(checkOutputSize(ctx, out));
   Tensor y(x.dtype(), out);
   std::vector<int64_t> st = contiguousStrides(x.shape());
   forEachIndex(out, [&](const std::vector<int64_t> &idx, int64_t f) {
@@ -354,6 +366,7 @@ Expected<std::vector<Tensor>> centerCropPadKernel(KernelContext &ctx) {
     out[size_t(a)] = shape[i];
     shift[size_t(a)] = shape[i] < dim ? (dim - shape[i]) / 2 : -((shape[i] - dim) / 2);
   }
+  COIL_TRY_STATUS(checkOutputSize(ctx, out));
   Tensor y(x.dtype(), out);
   std::vector<int64_t> st = contiguousStrides(x.shape());
   forEachIndex(out, [&](const std::vector<int64_t> &idx, int64_t f) {

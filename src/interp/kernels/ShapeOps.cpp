@@ -12,15 +12,8 @@ namespace {
 
 using Result = Expected<std::vector<Tensor>>;
 
-/// Outputs larger than this many elements are refused (a malformed shape input, not a model).
-constexpr int64_t kMaxElements = int64_t(1) << 36;
-
 Status checkSize(const KernelContext &ctx, const Shape &s) {
-  long double n = 1;
-  for (int64_t d : s) n *= (long double)d;
-  if (n > (long double)kMaxElements)
-    return ctx.error("output shape " + shapeStr(s) + " is too large");
-  return okStatus();
+  return checkOutputSize(ctx, s);
 }
 
 const uint8_t *bytesOf(const Tensor &t) {
@@ -229,6 +222,9 @@ Result sliceKernel(KernelContext &ctx) {
   for (size_t i = 0; i < axes.size(); ++i) {
     int64_t a = axes[i] < 0 ? axes[i] + r : axes[i];
     if (steps[i] == 0) return ctx.error("slice step must not be 0");
+    if (steps[i] < -kMaxSliceStep || steps[i] > kMaxSliceStep)
+      return ctx.error("slice step " + std::to_string(steps[i]) + " of axis " +
+                       std::to_string(axes[i]) + " is out of range (|step| <= 2^62)");
     SliceRange sr = sliceAxis(x.dim(a), starts[i], ends[i], steps[i]);
     first[size_t(a)] = sr.start.constant();
     out[size_t(a)] = sr.length.constant();
@@ -289,7 +285,7 @@ Result rangeKernel(KernelContext &ctx) {
     double a = s.getDouble(0), b = l.getDouble(0), c = d.getDouble(0);
     if (c == 0) return ctx.error("range delta must not be 0");
     double len = std::ceil((b - a) / c);
-    if (!(len < double(kMaxElements)))
+    if (!(len < double(kMaxInterpElements)))
       return ctx.error("range of " + std::to_string(len) + " elements is too large");
     int64_t n = std::max<int64_t>(0, int64_t(len));
     Tensor y(dt, {n});
@@ -303,7 +299,7 @@ Result rangeKernel(KernelContext &ctx) {
   // In 128 bits: limit - start may overflow int64.
   __int128 span = __int128(b) - a, step = c;
   __int128 len = span / step + (span % step != 0 && ((span < 0) == (step < 0)) ? 1 : 0);
-  if (len > kMaxElements)
+  if (len > kMaxInterpElements)
     return ctx.error("range of " + std::to_string(int64_t(len)) + " elements is too large");
   int64_t n = std::max<int64_t>(0, int64_t(len));
   Tensor y(dt, {n});

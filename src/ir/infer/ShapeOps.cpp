@@ -150,6 +150,7 @@ Expected<std::vector<SymInt>> reshapeTarget(const std::vector<SymInt> &in,
 SliceRange sliceAxis(const SymInt &dim, int64_t start, int64_t end, int64_t step) {
   start = clampBig(start);
   end = clampBig(end);
+  step = std::max(-kMaxSliceStep, std::min(kMaxSliceStep, step)); // -step cannot overflow
   if (step > 0) {
     SymInt s = start < 0 ? symMaxBounded(dim + start, 0) : symMinBounded(SymInt(start), dim);
     SymInt e = end < 0 ? symMaxBounded(dim + end, 0) : symMinBounded(SymInt(end), dim);
@@ -449,6 +450,9 @@ Result inferSlice(InferContext &ctx) {
     int64_t a = (*axes)[i] < 0 ? (*axes)[i] + r : (*axes)[i];
     int64_t step = steps ? (*steps)[i] : 1;
     if (step == 0) return ctx.error("slice step must not be 0");
+    if (step < -kMaxSliceStep || step > kMaxSliceStep)
+      return ctx.error("slice step " + std::to_string(step) + " of axis " +
+                       std::to_string((*axes)[i]) + " is out of range (|step| <= 2^62)");
     if (ctx.hasInput(4) && !steps) {
       out.shape[size_t(a)] = ctx.freshSymbol("slice");
       continue;

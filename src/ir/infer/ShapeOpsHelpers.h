@@ -30,6 +30,11 @@ struct SliceRange {
   SymInt start;
   SymInt length;
 };
+/// Steps must lie in [-kMaxSliceStep, kMaxSliceStep] (inference rejects others, as the run-time
+/// kernels do); within it, with dims of at most 2^62, a step larger in magnitude than the dim
+/// takes one element, so nothing is lost.
+constexpr int64_t kMaxSliceStep = int64_t(1) << 62;
+/// `step` is clamped into that range, so that no value of it overflows.
 SliceRange sliceAxis(const SymInt &dim, int64_t start, int64_t end, int64_t step);
 /// The same with symbolic start and end and a positive step. A symbolic bound is clamped as
 /// ONNX clamps only when its sign is provable under the default symbol ranges (non-negative:

@@ -6,6 +6,7 @@
 #include "kernels/cpu/CpuKernelsImpl.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 namespace {
@@ -14,6 +15,8 @@ using coil::cpu::fail;
 using coil::cpu::ll;
 
 constexpr int kMaxSyms = 16;
+/// The most elements of any tensor (ir/Tensor.h kMaxTensorElements).
+constexpr int64_t kMaxElements = int64_t(1) << 59;
 
 bool mulOk(int64_t a, int64_t b, int64_t *p) {
   return !__builtin_mul_overflow(a, b, p);
@@ -372,6 +375,21 @@ extern "C" int32_t coil_cpu_shape_dims(coil_alloc_fn alloc, void *alloc_ctx, con
     if (nValues > 0) std::memcpy(v, values, size_t(nValues) * sizeof(int64_t));
     if (inRank > 0) std::memcpy(in, inDims, size_t(inRank) * sizeof(int64_t));
     rc = computeDims(op, v, nValues, in, inRank, outRank, attr, s);
+    // Every op but split writes the output dims first: their product must stay within the
+    // bound of every tensor (ir/Tensor.h kMaxTensorElements), or the byte sizes the wrapper
+    // computes from them overflow and the shape it reports does not match the data.
+    if (rc == 0 && op != COIL_SHAPE_SPLIT && outRank <= kMaxSyms) {
+      int64_t numel = 1;
+      for (int64_t d = 0; d < outRank; ++d)
+        if (!mulOk(numel, s[d], &numel) || numel > kMaxElements) {
+          char dims[kMaxSyms * 24] = "";
+          for (int64_t k = 0, at = 0; k < outRank && at < int64_t(sizeof dims) - 24; ++k)
+            at += std::snprintf(dims + at, sizeof dims - size_t(at), "%s%lld", k ? ", " : "",
+                                ll(s[k]));
+          rc = fail("%s: the output shape [%s] has more than 2^59 elements", opName(op), dims);
+          break;
+        }
+    }
   }
   if (rc != 0)
     for (int64_t &x : s) x = 0; // a rule broken: every size 0 (an empty result)

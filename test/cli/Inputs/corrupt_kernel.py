@@ -4,7 +4,8 @@ usage: corrupt_kernel.py SRC DST KERNEL INCLUDE_DIR
 
 Every config of KERNEL (`KERNEL_c<i>` in src/kernels.cpp) gets, just before it returns, a
 statement that changes element 1 of the first buffer it writes (metadata.json tells which).
-The rest of the package is untouched, so `coil verify --package DST` must name KERNEL.
+The rest of the package is untouched (its integrity record is resealed for the new model.so
+by scripts/reseal_package.py), so `coil verify --package DST` must name KERNEL.
 """
 import json
 import os
@@ -12,6 +13,9 @@ import re
 import shutil
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "scripts"))
+from reseal_package import reseal  # noqa: E402
 
 
 def main():
@@ -46,6 +50,7 @@ def main():
         subprocess.check_call(["c++"] + flags + ["-c", os.path.join(dst, "src", name), "-o", obj])
         objs.append(obj)
     subprocess.check_call(["c++", "-shared", "-fopenmp"] + objs + ["-o", os.path.join(dst, "model.so")])
+    reseal(dst)
 
 
 if __name__ == "__main__":
