@@ -19,6 +19,10 @@ struct LoadedModel {
 /// ranges in `opts` apply to both formats.
 Expected<LoadedModel> loadModel(const std::string &path, const ImportOptions &opts = {});
 
+/// Symbol ranges from `NAME=MIN:MAX` texts (`coil compile --dynamic`, the compiler's C API);
+/// a user error names the malformed text.
+Expected<ImportOptions> parseSymbolRanges(const std::vector<std::string> &texts);
+
 /// Orders the arrays of an input file by the graph's inputs: every input must be present
 /// exactly once and no other array may be, or a user error lists what is wrong.
 Expected<std::vector<Tensor>> matchInputs(const Graph &g,

@@ -91,11 +91,38 @@ std::string compilerIdentity(const std::string &cxx) {
   return cxx + "|" + out;
 }
 
-/// Target flags: AVX2+FMA when this CPU has them (generated loops vectorize for it).
-std::string targetFlags() {
+/// -march for the host code: `cpuTarget` when given ("native" or an x86-64 level), else AVX2+FMA
+/// when this CPU has them (generated loops vectorize for it).
+Expected<std::string> targetFlags(const std::string &cpuTarget) {
+  if (cpuTarget == "native" || cpuTarget == "x86-64-v2" || cpuTarget == "x86-64-v3" ||
+      cpuTarget == "x86-64-v4")
+    return "-march=" + cpuTarget;
+  if (!cpuTarget.empty())
+    return Error::user("unknown CPU target '" + cpuTarget +
+                       "' (supported: native, x86-64-v2, x86-64-v3, x86-64-v4)");
   std::string cpu = readFile("/proc/cpuinfo");
   bool avx2 = cpu.find(" avx2") != std::string::npos && cpu.find(" fma") != std::string::npos;
-  return avx2 ? "-march=x86-64-v3" : "-march=x86-64-v2";
+  return std::string(avx2 ? "-march=x86-64-v3" : "-march=x86-64-v2");
+}
+
+/// Waits for every job; `finished(i, status)` is called as job i ends, in the order they end.
+template <class F> void waitAll(const std::vector<pid_t> &pids, F &&finished) {
+  std::vector<bool> done(pids.size(), false);
+  size_t left = pids.size();
+  while (left) {
+    bool progressed = false;
+    for (size_t i = 0; i < pids.size(); ++i) {
+      if (done[i]) continue;
+      int status = 0;
+      pid_t r = pids[i] < 0 ? pids[i] : waitpid(pids[i], &status, WNOHANG);
+      if (r == 0) continue;
+      done[i] = true;
+      --left;
+      progressed = true;
+      finished(i, r > 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    }
+    if (!progressed && left) usleep(10000);
+  }
 }
 
 } // namespace
@@ -149,8 +176,9 @@ Expected<BuildResult> buildSharedObject(const std::string &dir,
     const char *env = std::getenv("CXX");
     cxx = env && *env ? env : "c++";
   }
-  std::string flags = "-std=c++17 -fPIC -fopenmp -O" + std::to_string(opts.optLevel) + " " +
-                      targetFlags() + " -fno-math-errno -w";
+  COIL_TRY(std::string march, targetFlags(opts.cpuTarget));
+  std::string flags = "-std=c++17 -fPIC -fopenmp -O" + std::to_string(opts.optLevel) + " " + march +
+                      " -fno-math-errno -w";
   for (const std::string &inc : opts.includes) flags += " -I" + shellQuote(inc);
   for (const std::string &inc : opts.systemIncludes) flags += " -isystem " + shellQuote(inc);
   for (const std::string &f : opts.extraFlags) flags += " " + f;
@@ -193,6 +221,12 @@ Expected<BuildResult> buildSharedObject(const std::string &dir,
   };
   std::vector<Job> jobs;
   std::string objects;
+  int64_t units = 0;
+  for (const SourceFile &s : sources) units += fs::path(s.name).extension() == ".cpp";
+  auto progress = [&](int64_t done) {
+    if (opts.onProgress) opts.onProgress("build", done, units + 1);
+  };
+  progress(0);
   for (const SourceFile &s : sources) {
     if (fs::path(s.name).extension() != ".cpp") continue;
     std::string stem = fs::path(s.name).stem().string();
@@ -205,10 +239,15 @@ Expected<BuildResult> buildSharedObject(const std::string &dir,
     objects += " " + shellQuote(obj);
   }
   std::string failures;
-  for (Job &j : jobs)
-    if (waitFor(j.pid) != 0)
-      failures += "\ncompiling " + j.source + " failed (log: " + j.log + ")" +
-                  firstLines(readFile(j.log), 12);
+  std::vector<pid_t> pids;
+  for (const Job &j : jobs) pids.push_back(j.pid);
+  int64_t compiled = 0;
+  waitAll(pids, [&](size_t i, int status) {
+    progress(++compiled);
+    if (status != 0)
+      failures += "\ncompiling " + jobs[i].source + " failed (log: " + jobs[i].log + ")" +
+                  firstLines(readFile(jobs[i].log), 12);
+  });
   if (!failures.empty()) return Error::internal("the generated code does not compile:" + failures);
 
   std::string tmp = outPath.string() + ".tmp";
@@ -219,6 +258,7 @@ Expected<BuildResult> buildSharedObject(const std::string &dir,
   if (waitFor(spawn(link, log)) != 0)
     return Error::internal("linking the package failed (log: " + log + ")" +
                            firstLines(readFile(log), 12));
+  progress(units + 1);
   fs::rename(tmp, outPath, ec);
   if (ec) return Error::user("cannot write '" + outPath.string() + "': " + ec.message());
 
@@ -306,9 +346,11 @@ Expected<BuildResult> buildFatbin(const std::string &dir, const SourceFile &cu,
   std::string cmd =
       shellQuote(tk.nvcc) + " " + flags + " " + shellQuote(src.string()) + " -o " + shellQuote(tmp);
   if (opts.verbose) std::fprintf(stderr, "coil: %s\n", cmd.c_str());
+  if (opts.onProgress) opts.onProgress("nvcc", 0, 1);
   if (waitFor(spawn(cmd, log)) != 0)
     return Error::internal("the generated CUDA code does not compile (log: " + log + ")" +
                            firstLines(readFile(log), 12));
+  if (opts.onProgress) opts.onProgress("nvcc", 1, 1);
   fs::rename(tmp, outPath, ec);
   if (ec) return Error::user("cannot write '" + outPath.string() + "': " + ec.message());
   if (!cache.empty()) storeInCache(outPath, cached);

@@ -8,6 +8,8 @@
 
 #include "support/Expected.h"
 
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,6 +33,11 @@ struct ToolchainOptions {
   int optLevel = 3;
   bool useCache = true;
   bool verbose = false; ///< print the commands
+  /// The CPU instruction set of the host code (-march): "native", "x86-64-v2", "x86-64-v3",
+  /// "x86-64-v4"; "" for the default.
+  std::string cpuTarget;
+  /// Progress of a build: (task, translation units and link done, total); done 0 first.
+  std::function<void(const std::string &task, int64_t done, int64_t total)> onProgress;
 };
 
 struct BuildResult {

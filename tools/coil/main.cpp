@@ -169,6 +169,10 @@ Status cmdInspect(const Args &a) {
 
 Status run(int argc, char **argv) {
   std::string cmd = argv[1];
+  if (cmd == "--version" || cmd == "version") {
+    std::cout << "coil " << COIL_VERSION << "\n";
+    return okStatus();
+  }
   if (cmd == "help" || cmd == "--help" || cmd == "-h") {
     std::cout << kUsage;
     return okStatus();
