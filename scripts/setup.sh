@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(cmake ninja-build g++ pkg-config libprotobuf-dev protobuf-compiler libzip-dev
-              libgtest-dev llvm-14-tools libopenblas-dev libopenblas0-openmp ccache graphviz)
+              libgtest-dev llvm-14-tools libopenblas-dev libopenblas0-openmp ccache graphviz
+              libcli11-dev)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

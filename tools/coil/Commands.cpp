@@ -321,6 +321,31 @@ void printLaunches(const wrapper::WrapperProgram &w) {
   }
 }
 
+/// A progress bar on stderr: redrawn in place on a terminal; elsewhere (a log) one line when a
+/// task's count is complete.
+class ProgressBar {
+public:
+  void show(const std::string &task, int64_t done, int64_t total) {
+    if (total <= 0 || (!tty_ && done < total)) return;
+    constexpr int kWidth = 30;
+    int filled = int(kWidth * std::min(done, total) / total);
+    std::string bar = std::string(size_t(filled), '#') + std::string(size_t(kWidth - filled), '.');
+    std::fprintf(stderr, "%scoil compile: %-6s [%s] %lld/%lld%s", tty_ ? "\r" : "", task.c_str(),
+                 bar.c_str(), (long long)done, (long long)total, tty_ ? "" : "\n");
+    std::fflush(stderr);
+    drawn_ = tty_;
+  }
+  /// Ends a bar drawn in place, before other output.
+  void finish() {
+    if (drawn_) std::fputc('\n', stderr);
+    drawn_ = false;
+  }
+
+private:
+  bool tty_ = isatty(2) != 0;
+  bool drawn_ = false;
+};
+
 } // namespace
 
 Status cmdCompile(const Args &a) {
@@ -334,30 +359,41 @@ Status cmdCompile(const Args &a) {
     return Error::user("'coil compile' takes --tune or --no-tune, not both");
   if (a.flags.count("--tune") && o.device != "cuda")
     return Error::user("--tune measures CUDA kernel configs: use it with --device cuda");
-  // Progress: each stage on stderr as it finishes, so that a slow compile shows where it is.
-  o.onStage = [t0](const std::string &stage, double s) {
+  // Progress: each stage on stderr as it finishes, so that a slow compile shows where it is,
+  // and a bar with counts while the builds and the tuning run.
+  ProgressBar bar;
+  o.onStage = [t0, &bar](const std::string &stage, double s) {
+    bar.finish();
     std::fprintf(stderr, "coil compile: %-14s %8.3f s  (%.2f s in all)\n", stage.c_str(), s,
                  secondsSince(t0));
   };
+  o.onProgress = [&bar](const std::string &task, int64_t done, int64_t total) {
+    bar.show(task, done, total);
+  };
   COIL_TRY(std::unique_ptr<Compilation> c, compileModel(a, a.positional[0], o));
   COIL_TRY(PackageResult r, writePackage(*c, a.values.at("--output"), o));
+  bar.finish();
   if (!r.tuning.empty()) std::cerr << r.tuning << "\n";
   size_t nKernels = c->wrapper.kernels.size();
   size_t externs = c->schedule.steps.size() - nKernels;
-  std::cout << "kernels:";
-  for (const wrapper::KernelInfo &k : c->wrapper.kernels) std::cout << " " << k.name;
-  std::cout << "\n";
-  std::cout << "launches (COIL_DEBUG_KERNELS names):";
-  for (const std::string &l : wrapper::debugLaunchNames(c->wrapper)) std::cout << " " << l;
-  std::cout << "\n";
-  std::cout << "stages:";
-  for (const auto &[stage, s] : c->timings) std::printf(" %s %.1f ms,", stage.c_str(), s * 1e3);
-  if (c->wrapper.device == "cuda")
-    std::printf(" nvcc %.2f s%s,", r.fatbin.seconds, r.fatbin.cacheHit ? " (cached)" : "");
-  std::printf(" build %.2f s%s\n", r.build.seconds, r.build.cacheHit ? " (cached)" : "");
-  std::printf(
-      "compile: %zu graph nodes -> %zu kernels and %zu extern calls; package %s in %.2f s\n",
-      c->graph.nodes().size(), nKernels, externs, r.dir.c_str(), secondsSince(t0));
+  std::vector<std::string> launches = wrapper::debugLaunchNames(c->wrapper);
+  if (o.toolchain.verbose) { // the full lists
+    std::cout << "kernels:";
+    for (const wrapper::KernelInfo &k : c->wrapper.kernels) std::cout << " " << k.name;
+    std::cout << "\n";
+    std::cout << "launches (COIL_DEBUG_KERNELS names):";
+    for (const std::string &l : launches) std::cout << " " << l;
+    std::cout << "\n";
+    std::cout << "stages:";
+    for (const auto &[stage, s] : c->timings) std::printf(" %s %.1f ms,", stage.c_str(), s * 1e3);
+    if (c->wrapper.device == "cuda")
+      std::printf(" nvcc %.2f s%s,", r.fatbin.seconds, r.fatbin.cacheHit ? " (cached)" : "");
+    std::printf(" build %.2f s%s\n", r.build.seconds, r.build.cacheHit ? " (cached)" : "");
+  }
+  std::printf("compile: %zu graph nodes -> %zu kernels and %zu extern calls (%zu launches); "
+              "package %s in %.2f s%s\n",
+              c->graph.nodes().size(), nKernels, externs, launches.size(), r.dir.c_str(),
+              secondsSince(t0), o.toolchain.verbose ? "" : " (--verbose lists the kernels)");
   return okStatus();
 }
 
