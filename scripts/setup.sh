@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(cmake ninja-build g++ pkg-config libprotobuf-dev protobuf-compiler libzip-dev
               libgtest-dev llvm-14-tools libopenblas-dev libopenblas0-openmp ccache graphviz
-              libcli11-dev)
+              libcli11-dev qemu-user)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -169,7 +169,13 @@ Expected<PackageResult> writePackage(const Compilation &c, const std::string &di
   }
   wrapper::PackageOptions po;
   po.device = o.device;
-  po.compileOptions = o.recordedOptions;
+  COIL_TRY(CpuTarget cpu, resolveCpuTarget(o.toolchain.cpuTarget));
+  po.cpuTarget = cpu.level;
+  po.cpuFeatures = cpu.features;
+  if (!o.toolchain.cpuTarget.empty())
+    po.compileOptions.emplace_back("cpu-target", o.toolchain.cpuTarget);
+  po.compileOptions.insert(po.compileOptions.end(), o.recordedOptions.begin(),
+                           o.recordedOptions.end());
   bool cuda = c.wrapper.device == "cuda";
   if (cuda) {
     wrapper::CudaPackageInfo info;

@@ -91,19 +91,44 @@ std::string compilerIdentity(const std::string &cxx) {
   return cxx + "|" + out;
 }
 
-/// -march for the host code: `cpuTarget` when given ("native" or an x86-64 level), else AVX2+FMA
-/// when this CPU has them (generated loops vectorize for it).
-Expected<std::string> targetFlags(const std::string &cpuTarget) {
-  if (cpuTarget == "native" || cpuTarget == "x86-64-v2" || cpuTarget == "x86-64-v3" ||
-      cpuTarget == "x86-64-v4")
-    return "-march=" + cpuTarget;
-  if (!cpuTarget.empty())
-    return Error::user("unknown CPU target '" + cpuTarget +
+} // namespace
+
+Expected<CpuTarget> resolveCpuTarget(const std::string &requested) {
+  CpuTarget t;
+  if (requested.empty() || requested == "x86-64-v2" || requested == "x86-64-v3" ||
+      requested == "x86-64-v4") {
+    t.level = requested.empty() ? "x86-64-v2" : requested;
+    t.march = "-march=" + t.level;
+    return t;
+  }
+  if (requested != "native")
+    return Error::user("unknown CPU target '" + requested +
                        "' (supported: native, x86-64-v2, x86-64-v3, x86-64-v4)");
-  std::string cpu = readFile("/proc/cpuinfo");
-  bool avx2 = cpu.find(" avx2") != std::string::npos && cpu.find(" fma") != std::string::npos;
-  return std::string(avx2 ? "-march=x86-64-v3" : "-march=x86-64-v2");
+  __builtin_cpu_init();
+  t.level = __builtin_cpu_supports("x86-64-v4")   ? "x86-64-v4"
+            : __builtin_cpu_supports("x86-64-v3") ? "x86-64-v3"
+                                                  : "x86-64-v2";
+  // -march=native may use any extension of this CPU: those beyond its level are recorded too
+  // (the names of __builtin_cpu_supports, which the runtime checks).
+#define COIL_CPU_EXTENSION(name)                                                                   \
+  if (__builtin_cpu_supports(name)) t.features.push_back(name);
+  COIL_CPU_EXTENSION("aes")
+  COIL_CPU_EXTENSION("pclmul")
+  COIL_CPU_EXTENSION("gfni")
+  COIL_CPU_EXTENSION("vpclmulqdq")
+  COIL_CPU_EXTENSION("avx512vbmi")
+  COIL_CPU_EXTENSION("avx512ifma")
+  COIL_CPU_EXTENSION("avx512vpopcntdq")
+  COIL_CPU_EXTENSION("avx512vbmi2")
+  COIL_CPU_EXTENSION("avx512vnni")
+  COIL_CPU_EXTENSION("avx512bitalg")
+  COIL_CPU_EXTENSION("avx512bf16")
+#undef COIL_CPU_EXTENSION
+  t.march = "-march=native";
+  return t;
 }
+
+namespace {
 
 /// Waits for every job; `finished(i, status)` is called as job i ends, in the order they end.
 template <class F> void waitAll(const std::vector<pid_t> &pids, F &&finished) {
@@ -176,9 +201,9 @@ Expected<BuildResult> buildSharedObject(const std::string &dir,
     const char *env = std::getenv("CXX");
     cxx = env && *env ? env : "c++";
   }
-  COIL_TRY(std::string march, targetFlags(opts.cpuTarget));
-  std::string flags = "-std=c++17 -fPIC -fopenmp -O" + std::to_string(opts.optLevel) + " " + march +
-                      " -fno-math-errno -w";
+  COIL_TRY(CpuTarget target, resolveCpuTarget(opts.cpuTarget));
+  std::string flags = "-std=c++17 -fPIC -fopenmp -O" + std::to_string(opts.optLevel) + " " +
+                      target.march + " -fno-math-errno -w";
   for (const std::string &inc : opts.includes) flags += " -I" + shellQuote(inc);
   for (const std::string &inc : opts.systemIncludes) flags += " -isystem " + shellQuote(inc);
   for (const std::string &f : opts.extraFlags) flags += " " + f;
@@ -186,6 +211,9 @@ Expected<BuildResult> buildSharedObject(const std::string &dir,
   for (const std::string &f : opts.linkFlags) linkFlags += " " + f;
 
   std::string keyText = compilerIdentity(cxx) + "\n" + flags + "\n" + linkFlags + "\n";
+  // -march=native means this CPU: its level and extensions are part of the key.
+  keyText += target.level + "\n";
+  for (const std::string &f : target.features) keyText += f + " ";
   for (const SourceFile &s : sources) keyText += s.name + "\n" + contentHash(s.text) + "\n";
   // Headers included from the -I directories are part of the build too.
   for (const std::string &inc : opts.includes) {
@@ -259,6 +287,9 @@ Expected<BuildResult> buildSharedObject(const std::string &dir,
     return Error::internal("linking the package failed (log: " + log + ")" +
                            firstLines(readFile(log), 12));
   progress(units + 1);
+  // The objects and logs are build leftovers: a package holds none (kept on a failure, where
+  // the error names the log).
+  fs::remove_all(objDir, ec);
   fs::rename(tmp, outPath, ec);
   if (ec) return Error::user("cannot write '" + outPath.string() + "': " + ec.message());
 
@@ -351,6 +382,7 @@ Expected<BuildResult> buildFatbin(const std::string &dir, const SourceFile &cu,
     return Error::internal("the generated CUDA code does not compile (log: " + log + ")" +
                            firstLines(readFile(log), 12));
   if (opts.onProgress) opts.onProgress("nvcc", 1, 1);
+  fs::remove_all(objDir, ec);
   fs::rename(tmp, outPath, ec);
   if (ec) return Error::user("cannot write '" + outPath.string() + "': " + ec.message());
   if (!cache.empty()) storeInCache(outPath, cached);

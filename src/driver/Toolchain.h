@@ -53,6 +53,17 @@ Expected<BuildResult> buildSharedObject(const std::string &dir,
                                         const std::vector<SourceFile> &sources,
                                         const std::string &output, const ToolchainOptions &opts);
 
+/// The CPU instruction set of a package's host code (`--cpu-target`), as recorded in
+/// metadata.json ("cpu_target", "cpu_features") and checked by the runtime at load.
+struct CpuTarget {
+  std::string level;                 ///< "x86-64-v2", "x86-64-v3" or "x86-64-v4"
+  std::vector<std::string> features; ///< native: this CPU's extensions beyond `level`
+  std::string march;                 ///< the compiler's -march flag
+};
+/// "" (the portable default: x86-64-v2; the runtime's extern kernels choose their AVX2 and
+/// AVX-512 paths as they run), "native" (this CPU: its level and extensions), or a level.
+Expected<CpuTarget> resolveCpuTarget(const std::string &requested);
+
 /// The CUDA toolkit coil compiles device code with: nvcc from $COIL_NVCC, else `nvcc` on PATH,
 /// else /usr/local/cuda/bin/nvcc; its include and stub-library directories.
 struct CudaToolkit {

@@ -82,6 +82,7 @@ CompileOptions compileOptions(const Args &a) {
     o.recordedOptions.emplace_back("arch", a.values.at("--arch"));
   }
   if (a.values.count("--print-after")) o.printAfter = a.values.at("--print-after");
+  if (a.values.count("--cpu-target")) o.toolchain.cpuTarget = a.values.at("--cpu-target");
   // Tuning of CUDA packages: on when this machine has an NVIDIA GPU (the device files of its
   // driver exist), unless --no-tune or COIL_TUNE=0; --tune or COIL_TUNE=1 turn it on anyway
   // (where no GPU is usable, the cost model's choice stands and compile says why).
@@ -116,6 +117,8 @@ Expected<std::unique_ptr<Compilation>> compileModel(const Args &a, const std::st
 }
 
 bool isPackage(const std::string &path) {
+  if (fs::is_regular_file(path) && path.size() > 4 && path.substr(path.size() - 4) == ".zip")
+    return true; // `coil pack`'s archive: the runtime unpacks it
   return fs::is_directory(path) && fs::exists(fs::path(path) / "metadata.json");
 }
 

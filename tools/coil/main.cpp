@@ -47,7 +47,8 @@ public:
     device(c);
     value(c, "--cpu-target", "TARGET",
           "the CPU instruction set of a cpu package: native, x86-64-v2, x86-64-v3 or x86-64-v4 "
-          "(default: x86-64-v3 where the CPU has AVX2, else x86-64-v2)");
+          "(default: x86-64-v2, portable; the runtime's kernels choose their AVX2 and AVX-512 "
+          "paths as they run)");
     dynamic(c);
     value(c, "--print-after", "STAGE", "print the IR after STAGE (lower, schedule, wrapper)");
     flag(c, "--tune",
@@ -102,6 +103,11 @@ public:
     value(c, "--svg", "OUT.svg", "draw --wrapper's graph as SVG (Graphviz's dot)");
     device(c);
     dynamic(c);
+
+    c = command("pack", "pack a package directory into one archive (stored zip) that coil "
+                        "loads as it is (coil run, coil.load, coil_model_load)");
+    model(c, "PKG");
+    value(c, "-o,--output", "OUT.coil.zip", "the archive to write (required)");
 
     app_.add_subcommand("evt", "generate CUTLASS epilogue visitor trees ('coil evt --help')");
     app_.add_subcommand("help", "print this help, or a command's ('coil help COMMAND')");
@@ -272,8 +278,8 @@ Status cmdInspect(const Args &a) {
 Status run(int argc, char **argv) {
   // `coil evt` has its own parser (evt/EvtCommand.h).
   if (argc >= 2 && std::string(argv[1]) == "evt") return evt::runEvtCommand(argc, argv);
-  static const std::set<std::string> known = {"compile",   "run",     "verify", "bench",
-                                              "interpret", "inspect", "evt",    "help"};
+  static const std::set<std::string> known = {"compile", "run",  "verify", "bench", "interpret",
+                                              "inspect", "pack", "evt",    "help"};
   if (argc >= 2 && argv[1][0] != '-' && !known.count(argv[1]))
     return Error::user(std::string("unknown command '") + argv[1] + "' (see 'coil --help')");
   CommandLine cli;
@@ -300,6 +306,7 @@ Status run(int argc, char **argv) {
   if (cmd == "run") return cmdRun(a);
   if (cmd == "verify") return cmdVerify(a);
   if (cmd == "bench") return cmdBench(a);
+  if (cmd == "pack") return cmdPack(a);
   return Error::user("unknown command '" + cmd + "' (see 'coil --help')");
 }
 
