@@ -1,5 +1,6 @@
 #include "Commands.h"
 
+#include "Pictures.h"
 #include "coil/coil.h"
 #include "coil/debug.h"
 #include "driver/LoadModel.h"
@@ -774,6 +775,14 @@ Status renderDot(const std::string &dotText, const std::string &svgPath) {
   return okStatus();
 }
 
+Status writeSvg(const std::string &svg, const std::string &path) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << svg;
+  if (!f) return Error::runtime("cannot write '" + path + "'");
+  std::cout << "wrote " << path << "\n";
+  return okStatus();
+}
+
 Status inspectPackageWrapper(const Args &a, const std::string &dir) {
   for (const char *f : {"--fusion", "--loops", "--memory", "--kernels"})
     if (a.flags.count(f))
@@ -803,19 +812,26 @@ Status cmdInspectCompiled(const Args &a) {
   COIL_TRY(LoadedModel m, loadModel(path, io));
   Graph g = m.graph;
   COIL_TRY(std::unique_ptr<Compilation> c, compileGraph(std::move(m.graph), compileOptions(a)));
+  // --svg draws the one view asked for: --fusion, --memory or --wrapper (Pictures.h, dot).
+  bool svg = a.values.count("--svg") != 0;
+  std::string title = fs::path(path).filename().string();
   if (a.flags.count("--loops")) std::cout << loop::printLoopProgram(c->loops);
-  if (a.flags.count("--fusion")) std::cout << sched::fusionReport(c->schedule);
+  if (a.flags.count("--fusion")) {
+    if (svg) return writeSvg(fusionSvg(c->graph, c->wrapper, title), a.values.at("--svg"));
+    std::cout << sched::fusionReport(c->schedule);
+  }
   if (a.flags.count("--kernels")) printLaunches(c->wrapper);
-  if (a.values.count("--svg"))
-    COIL_TRY_STATUS(renderDot(wrapper::emitWrapperDot(c->wrapper), a.values.at("--svg")));
-  else if (a.flags.count("--wrapper"))
-    std::cout << wrapper::emitCppWrapper(c->wrapper);
   if (a.flags.count("--memory")) {
     COIL_TRY(std::vector<Tensor> inputs, inputsFor(a, g));
     SymBindings b = bindingsFor(g, inputs);
     COIL_TRY(wrapper::MemoryReport r, wrapper::memoryReport(c->wrapper, b));
+    if (svg) return writeSvg(memorySvg(c->wrapper, r, title), a.values.at("--svg"));
     std::cout << r.str();
   }
+  if (svg)
+    COIL_TRY_STATUS(renderDot(wrapper::emitWrapperDot(c->wrapper), a.values.at("--svg")));
+  else if (a.flags.count("--wrapper"))
+    std::cout << wrapper::emitCppWrapper(c->wrapper);
   return okStatus();
 }
 

@@ -95,12 +95,16 @@ public:
     model(c, "MODEL|PKG");
     flag(c, "--graph", "MODEL in coil's text format");
     flag(c, "--loops", "the Loop IR");
-    flag(c, "--fusion", "the kernels and the nodes each fuses");
+    flag(c, "--fusion", "the kernels and the nodes each fuses (with --svg: a picture)");
     flag(c, "--kernels", "the launches: kernel or extern, and the buffers each writes");
     flag(c, "--wrapper", "the C++ wrapper of a model or a package (with --svg: its graph)");
-    flag(c, "--memory", "the arena plan against its lower bound");
+    flag(c, "--memory",
+         "the arena plan against its lower bound (with --svg: the arena over "
+         "time)");
     value(c, "--inputs", "IN.npz", "--memory: the sizes of these inputs (default: random, 3)");
-    value(c, "--svg", "OUT.svg", "draw --wrapper's graph as SVG (Graphviz's dot)");
+    value(c, "--svg", "OUT.svg",
+          "draw --fusion (nodes grouped by kernel), --memory (the arena over time) or --wrapper "
+          "(its graph, through Graphviz's dot) as SVG");
     device(c);
     dynamic(c);
 
@@ -292,8 +296,11 @@ Status run(int argc, char **argv) {
   if (cmd.empty()) return okStatus(); // help or --version, printed
   if (cmd == "interpret") return cmdInterpret(a);
   if (cmd == "inspect") {
-    if (a.values.count("--svg") && !a.flags.count("--wrapper"))
-      return Error::user("--svg OUT.svg renders the wrapper's graph: use it with --wrapper");
+    if (a.values.count("--svg") && int(a.flags.count("--wrapper")) +
+                                           int(a.flags.count("--fusion")) +
+                                           int(a.flags.count("--memory")) !=
+                                       1)
+      return Error::user("--svg OUT.svg draws one of --fusion, --memory or --wrapper: give one");
     for (const char *f : {"--fusion", "--loops", "--wrapper", "--memory", "--kernels"})
       if (a.flags.count(f)) {
         if (a.positional.size() != 1)
