@@ -61,7 +61,7 @@ GPU_PKG=$WORK/mlp-cuda.pkg
 
 check_compile() {
   local out
-  out=$("$COIL" compile "$MLP" -o "$GPU_PKG" --device cuda) || return 1
+  out=$("$COIL" compile "$MLP" -o "$GPU_PKG" --device cuda --verbose 2>/dev/null) || return 1
   echo "$out"
   grep -qx 'launches (COIL_DEBUG_KERNELS names): k0_sum coil_cuda_gemm_bias_f32_0 coil_cuda_gemm_bias_f32_1 k1_max' <<<"$out" ||
     { echo "coil compile does not list the launches"; return 1; }

@@ -116,9 +116,10 @@ coil_device coil_model_device(const coil_model *model);
 /* Runs a model of a device package (cuda) on device memory: every inputs[i].data and every
  * caller output buffer is device memory of the model's device; outputs left NULL are allocated
  * on the device by the runtime (owned == 2; release with coil_output_release). The work is
- * enqueued on `stream` (a CUstream / cudaStream_t; NULL: the runtime's own stream, synchronized
- * before returning); output shapes are set on return, the data is ready when the stream reaches
- * the end of the enqueued work. coil_model_run (host memory) works for device packages too: it
+ * enqueued on `stream` (a CUstream / cudaStream_t, COIL_STREAM_LEGACY for the legacy default
+ * stream, COIL_STREAM_PER_THREAD for the per-thread one; NULL: the runtime's own stream,
+ * synchronized before returning); output shapes are set on return, the data is ready when the
+ * stream reaches the end of the enqueued work (no host synchronization but for NULL). coil_model_run (host memory) works for device packages too: it
  * copies inputs in and outputs out and returns when they are ready.
  * CUDA graphs: each input-shape signature (with the device pointers of the call) is captured on
  * its first run and replayed afterwards; off when the package has host-fallback externs, when
@@ -128,6 +129,11 @@ coil_device coil_model_device(const coil_model *model);
  * anywhere once that stream is synchronized. The device is
  * COIL_CUDA_DEVICE (an ordinal, default 0); libcoil_cuda.so is looked up next to
  * libcoil_runtime.so unless COIL_CUDA_LIBRARY names it. */
+/* The CUDA default streams as `stream` arguments: the handles CUDA itself gives them
+ * (CU_STREAM_LEGACY, CU_STREAM_PER_THREAD), since NULL asks for the runtime's own stream. A
+ * caller on the legacy default stream (PyTorch's default) passes COIL_STREAM_LEGACY. */
+#define COIL_STREAM_LEGACY ((void *)0x1)
+#define COIL_STREAM_PER_THREAD ((void *)0x2)
 coil_status coil_model_run_device(coil_model *model, const coil_tensor *inputs,
                                   int64_t num_inputs, coil_output *outputs, int64_t num_outputs,
                                   void *stream);

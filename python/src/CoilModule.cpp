@@ -7,6 +7,7 @@
 #include "runtime/cuda/CudaRuntime.h"
 
 #include <coil/coil.h>
+#include <coil/compiler.h>
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
@@ -25,16 +26,48 @@ namespace nb = nanobind;
 
 namespace {
 
+// coil.Error and its subclasses, one per status of the C ABI (coil/__init__.py documents them).
 struct CoilError : std::runtime_error {
   using std::runtime_error::runtime_error;
+};
+struct InputError : CoilError { // COIL_ERROR_INVALID_ARGUMENT from a run
+  using CoilError::CoilError;
+};
+struct PackageError : CoilError { // COIL_ERROR_PACKAGE
+  using CoilError::CoilError;
+};
+struct RunError : CoilError { // COIL_ERROR_RUNTIME
+  using CoilError::CoilError;
+};
+struct InternalError : CoilError { // COIL_ERROR_INTERNAL
+  using CoilError::CoilError;
+};
+struct CompileError : CoilError { // COIL_ERROR_INVALID_ARGUMENT from coil_compile
+  using CoilError::CoilError;
 };
 
 [[noreturn]] void raise(const std::string &what) {
   throw CoilError(what);
 }
 
+[[noreturn]] void raise(coil_status s, const std::string &what, bool compiling = false) {
+  switch (s) {
+  case COIL_ERROR_INVALID_ARGUMENT:
+    if (compiling) throw CompileError(what);
+    throw InputError(what);
+  case COIL_ERROR_PACKAGE:
+    throw PackageError(what);
+  case COIL_ERROR_RUNTIME:
+    throw RunError(what);
+  case COIL_ERROR_INTERNAL:
+    throw InternalError(what);
+  default:
+    throw CoilError(what);
+  }
+}
+
 void check(coil_status s) {
-  if (s != COIL_OK) raise(coil_last_error());
+  if (s != COIL_OK) raise(s, coil_last_error());
 }
 
 /// Owns a loaded package; shared with the outputs it produced (they may need the runtime's
@@ -208,7 +241,7 @@ public:
     if (s != COIL_OK) {
       std::string msg = coil_last_error();
       for (coil_output &o : outs) coil_output_release(&o);
-      raise(msg);
+      raise(s, msg);
     }
     std::vector<nb::object> result;
     int devId = arrays.empty() ? 0 : arrays[0].device_id();
@@ -404,6 +437,73 @@ private:
   void *model_ = nullptr;
 };
 
+// --- Compiling (libcoil_compiler) ------------------------------------------------------------
+
+/// Python callables for the compile's progress; called with the GIL taken. An exception in one
+/// (KeyboardInterrupt included) is kept and raised when the compile returns.
+struct CompileCallbacks {
+  nb::object onStage, onProgress;
+  std::optional<nb::python_error> error;
+};
+
+void stageTrampoline(void *user, const char *stage, double seconds) {
+  auto *c = static_cast<CompileCallbacks *>(user);
+  nb::gil_scoped_acquire gil;
+  if (c->error || c->onStage.is_none()) return;
+  try {
+    c->onStage(stage, seconds);
+  } catch (nb::python_error &e) {
+    c->error.emplace(std::move(e));
+  }
+}
+
+void progressTrampoline(void *user, const char *task, int64_t done, int64_t total) {
+  auto *c = static_cast<CompileCallbacks *>(user);
+  nb::gil_scoped_acquire gil;
+  if (c->error || c->onProgress.is_none()) return;
+  try {
+    c->onProgress(task, done, total);
+  } catch (nb::python_error &e) {
+    c->error.emplace(std::move(e));
+  }
+}
+
+/// coil_compile(model, package) with the options of coil.compile; the GIL is released while
+/// it runs.
+void compileModel(const std::string &model, const std::string &package, const std::string &device,
+                  const std::string &cudaArchs, const std::string &cpuTarget,
+                  const std::vector<std::string> &dynamic, int tune, bool verbose,
+                  nb::object onStage, nb::object onProgress) {
+  CompileCallbacks callbacks{std::move(onStage), std::move(onProgress), std::nullopt};
+  coil_compile_options o;
+  coil_compile_options_init(&o);
+  o.device = device.c_str();
+  o.cuda_archs = cudaArchs.empty() ? nullptr : cudaArchs.c_str();
+  o.cpu_target = cpuTarget.empty() ? nullptr : cpuTarget.c_str();
+  std::vector<const char *> dyn;
+  for (const std::string &d : dynamic) dyn.push_back(d.c_str());
+  o.dynamic = dyn.data();
+  o.num_dynamic = int64_t(dyn.size());
+  o.tune = tune;
+  o.verbose = verbose;
+  o.on_stage = stageTrampoline;
+  o.on_progress = progressTrampoline;
+  o.user = &callbacks;
+  coil_status s;
+  std::string message;
+  {
+    nb::gil_scoped_release unlocked;
+    s = coil_compile(model.c_str(), package.c_str(), &o);
+    if (s != COIL_OK) message = coil_compile_last_error();
+  }
+  if (callbacks.error) {
+    nb::python_error e = std::move(*callbacks.error);
+    callbacks.error.reset();
+    throw e;
+  }
+  if (s != COIL_OK) raise(s, message, true);
+}
+
 /// The file of the loaded libcoil_runtime (coil.pywrapper loads it RTLD_GLOBAL for ctypes).
 std::string runtimePath() {
   Dl_info info;
@@ -417,6 +517,11 @@ std::string runtimePath() {
 NB_MODULE(_coil, m) {
   m.doc() = "coil's native module: the runtime's C ABI (include/coil/coil.h) for Python";
   static nb::exception<CoilError> error(m, "Error", PyExc_RuntimeError);
+  static nb::exception<InputError> inputError(m, "InputError", error);
+  static nb::exception<PackageError> packageError(m, "PackageError", error);
+  static nb::exception<RunError> runError(m, "RunError", error);
+  static nb::exception<InternalError> internalError(m, "InternalError", error);
+  static nb::exception<CompileError> compileError(m, "CompileError", error);
   nb::class_<Model>(m, "NativeModel")
       .def(nb::init<const std::string &>(), nb::arg("path"))
       .def("signature", &Model::signature, nb::arg("input"))
@@ -433,6 +538,10 @@ NB_MODULE(_coil, m) {
       .def("run", &CudaWrapperHost::run, nb::arg("run"), nb::arg("arena_bytes"), nb::arg("arrays"),
            nb::arg("dtypes"), nb::arg("output_ranks"), nb::arg("output_element_bytes"),
            nb::arg("output_names"), nb::arg("output_dtypes"));
+  m.def("compile", &compileModel, nb::arg("model"), nb::arg("package"), nb::arg("device"),
+        nb::arg("cuda_archs"), nb::arg("cpu_target"), nb::arg("dynamic"), nb::arg("tune"),
+        nb::arg("verbose"), nb::arg("on_stage").none(), nb::arg("on_progress").none());
+  m.def("compiler_version", &coil_compiler_version);
   m.def("runtime_path", &runtimePath);
   m.def("model_abi_version", &coil_runtime_model_abi_version);
 }

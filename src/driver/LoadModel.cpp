@@ -71,6 +71,27 @@ Expected<std::string> modelDigest(const std::string &path) {
   return h.hex();
 }
 
+Expected<ImportOptions> parseSymbolRanges(const std::vector<std::string> &texts) {
+  ImportOptions o;
+  for (const std::string &d : texts) {
+    size_t eq = d.find('='), colon = d.find(':', eq == std::string::npos ? 0 : eq);
+    auto bad = [&] {
+      return Error::user("--dynamic expects NAME=MIN:MAX with 0 <= MIN <= MAX, got '" + d + "'");
+    };
+    if (eq == std::string::npos || colon == std::string::npos || eq == 0) return bad();
+    try {
+      size_t p1 = 0, p2 = 0;
+      std::string lo = d.substr(eq + 1, colon - eq - 1), hi = d.substr(colon + 1);
+      int64_t mn = std::stoll(lo, &p1), mx = std::stoll(hi, &p2);
+      if (p1 != lo.size() || p2 != hi.size() || mn < 0 || mn > mx) return bad();
+      o.symbolRanges[d.substr(0, eq)] = SymRange{mn, mx};
+    } catch (...) {
+      return bad();
+    }
+  }
+  return o;
+}
+
 Expected<std::vector<Tensor>> matchInputs(const Graph &g,
                                           const std::vector<std::pair<std::string, Tensor>> &arrays,
                                           const std::string &file) {

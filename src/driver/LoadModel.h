@@ -25,6 +25,10 @@ Expected<LoadedModel> loadModel(const std::string &path, const ImportOptions &op
 /// keyed as missing (importing reports them).
 Expected<std::string> modelDigest(const std::string &path);
 
+/// Symbol ranges from `NAME=MIN:MAX` texts (`coil compile --dynamic`, the compiler's C API);
+/// a user error names the malformed text.
+Expected<ImportOptions> parseSymbolRanges(const std::vector<std::string> &texts);
+
 /// Orders the arrays of an input file by the graph's inputs: every input must be present
 /// exactly once and no other array may be, or a user error lists what is wrong.
 Expected<std::vector<Tensor>> matchInputs(const Graph &g,

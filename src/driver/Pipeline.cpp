@@ -1,6 +1,7 @@
 #include "driver/Pipeline.h"
 
 #include "driver/BuildWrapper.h"
+#include "driver/Install.h"
 #include "driver/Tune.h"
 #include "kernels/cuda/CudaExterns.h"
 #include "lower/ChannelsLast.h"
@@ -52,9 +53,7 @@ private:
   std::chrono::steady_clock::time_point t_;
 };
 
-/// coil's public headers (include/coil/*.h), which generated code includes: $COIL_INCLUDE_DIR,
-/// else the source tree coil was built from, else `include/` beside the executable's directory
-/// (a relocated build: bin/coil and include/coil/ side by side).
+/// The text of the file at `path`; a runtime error when it cannot be read.
 Expected<std::string> readTextFile(const std::string &path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) return Error::runtime("cannot read '" + path + "'");
@@ -63,17 +62,14 @@ Expected<std::string> readTextFile(const std::string &path) {
   return ss.str();
 }
 
+/// coil's public headers (include/coil/*.h), which generated code includes: $COIL_INCLUDE_DIR,
+/// else those of the installation this compiler runs from (driver/Install.h), else the source
+/// tree coil was built from.
 std::string coilIncludeDir() {
   namespace fs = std::filesystem;
   if (const char *env = std::getenv("COIL_INCLUDE_DIR"); env && *env) return env;
-  std::error_code ec;
-  if (fs::exists(fs::path(COIL_INCLUDE_DIR) / "coil" / "model_abi.h", ec)) return COIL_INCLUDE_DIR;
-  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec)
-    for (fs::path dir = exe.parent_path(); !dir.empty() && dir != dir.root_path();
-         dir = dir.parent_path())
-      if (fs::exists(dir / "include" / "coil" / "model_abi.h", ec))
-        return (dir / "include").string();
+  std::string installed = installedFile("include/coil/model_abi.h");
+  if (!installed.empty()) return fs::path(installed).parent_path().parent_path().string();
   return COIL_INCLUDE_DIR;
 }
 
@@ -219,7 +215,13 @@ Expected<PackageResult> writePackage(const Compilation &c, const std::string &di
   }
   wrapper::PackageOptions po;
   po.device = o.device;
-  po.compileOptions = o.recordedOptions;
+  COIL_TRY(CpuTarget cpu, resolveCpuTarget(o.toolchain.cpuTarget));
+  po.cpuTarget = cpu.level;
+  po.cpuFeatures = cpu.features;
+  if (!o.toolchain.cpuTarget.empty())
+    po.compileOptions.emplace_back("cpu-target", o.toolchain.cpuTarget);
+  po.compileOptions.insert(po.compileOptions.end(), o.recordedOptions.begin(),
+                           o.recordedOptions.end());
   bool cuda = c.wrapper.device == "cuda";
   if (cuda) {
     wrapper::CudaPackageInfo info;
@@ -237,6 +239,7 @@ Expected<PackageResult> writePackage(const Compilation &c, const std::string &di
   wrapper::WrapperProgram tuned; // the program with measured choices, when tuning succeeds
 
   ToolchainOptions to = o.toolchain;
+  if (!to.onProgress) to.onProgress = o.onProgress;
   to.includes.push_back(coilIncludeDir());
   PackageResult r;
   r.dir = dir;
@@ -264,6 +267,8 @@ Expected<PackageResult> writePackage(const Compilation &c, const std::string &di
       mi.toolchain = to;
       mi.workspaceBytes = o.cudaWorkspaceBytes;
       mi.timeoutSeconds = o.tuneTimeoutSeconds;
+      mi.toolchain.onProgress = nullptr; // the launchers' build is part of tuning
+      mi.onProgress = o.onProgress;
       Expected<tune::MeasureResult> m = tune::measureConfigs(c.wrapper, tasks, mi);
       if (m) {
         tuned = c.wrapper;

@@ -43,6 +43,10 @@ struct CompileOptions {
   /// compileGraph's "fold", "lower", "schedule", "codegen", "wrapper", then writePackage's
   /// "nvcc", "tune" and "build".
   std::function<void(const std::string &stage, double seconds)> onStage;
+  /// Called as countable work advances: "tune" (kernel calls measured), "nvcc" and "build"
+  /// (translation units compiled, then the link), with items done and the total (done 0
+  /// announces the total).
+  std::function<void(const std::string &task, int64_t done, int64_t total)> onProgress;
   /// Recorded in metadata.json (e.g. {"dynamic", "N=1:64"}).
   std::vector<std::pair<std::string, std::string>> recordedOptions;
 };

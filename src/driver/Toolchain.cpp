@@ -62,14 +62,42 @@ std::string firstLines(const std::string &text, int n) {
   return out;
 }
 
-/// Target flags: AVX2+FMA when this CPU has them (generated loops vectorize for it).
-std::string targetFlags() {
-  std::string cpu = readFile("/proc/cpuinfo");
-  bool avx2 = cpu.find(" avx2") != std::string::npos && cpu.find(" fma") != std::string::npos;
-  return avx2 ? "-march=x86-64-v3" : "-march=x86-64-v2";
-}
-
 } // namespace
+
+Expected<CpuTarget> resolveCpuTarget(const std::string &requested) {
+  CpuTarget t;
+  if (requested.empty() || requested == "x86-64-v2" || requested == "x86-64-v3" ||
+      requested == "x86-64-v4") {
+    t.level = requested.empty() ? "x86-64-v2" : requested;
+    t.march = "-march=" + t.level;
+    return t;
+  }
+  if (requested != "native")
+    return Error::user("unknown CPU target '" + requested +
+                       "' (supported: native, x86-64-v2, x86-64-v3, x86-64-v4)");
+  __builtin_cpu_init();
+  t.level = __builtin_cpu_supports("x86-64-v4")   ? "x86-64-v4"
+            : __builtin_cpu_supports("x86-64-v3") ? "x86-64-v3"
+                                                  : "x86-64-v2";
+  // -march=native may use any extension of this CPU: those beyond its level are recorded too
+  // (the names of __builtin_cpu_supports, which the runtime checks).
+#define COIL_CPU_EXTENSION(name)                                                                   \
+  if (__builtin_cpu_supports(name)) t.features.push_back(name);
+  COIL_CPU_EXTENSION("aes")
+  COIL_CPU_EXTENSION("pclmul")
+  COIL_CPU_EXTENSION("gfni")
+  COIL_CPU_EXTENSION("vpclmulqdq")
+  COIL_CPU_EXTENSION("avx512vbmi")
+  COIL_CPU_EXTENSION("avx512ifma")
+  COIL_CPU_EXTENSION("avx512vpopcntdq")
+  COIL_CPU_EXTENSION("avx512vbmi2")
+  COIL_CPU_EXTENSION("avx512vnni")
+  COIL_CPU_EXTENSION("avx512bitalg")
+  COIL_CPU_EXTENSION("avx512bf16")
+#undef COIL_CPU_EXTENSION
+  t.march = "-march=native";
+  return t;
+}
 
 namespace {
 
@@ -132,7 +160,8 @@ Expected<BuildResult> buildSharedObject(const std::string &dir,
     cxx = env && *env ? env : "c++";
   }
   // The flags but the optimization level, which is per source file.
-  std::string flags = "-std=c++17 -fPIC -fopenmp " + targetFlags() + " -fno-math-errno -w";
+  COIL_TRY(CpuTarget target, resolveCpuTarget(opts.cpuTarget));
+  std::string flags = "-std=c++17 -fPIC -fopenmp " + target.march + " -fno-math-errno -w";
   auto optFlag = [&](const SourceFile &s) {
     int level = s.optLevel < 0 ? opts.optLevel : std::min(s.optLevel, opts.optLevel);
     return "-O" + std::to_string(level);
@@ -147,6 +176,9 @@ Expected<BuildResult> buildSharedObject(const std::string &dir,
                                              : Expected<CompileCache>(CompileCache()));
   std::string keyText =
       keyPrefix("build") + compilerIdentity(cxx) + "\n" + flags + "\n" + linkFlags + "\n";
+  // -march=native means this CPU: its level and extensions are part of the key.
+  keyText += target.level + "\n";
+  for (const std::string &f : target.features) keyText += f + " ";
   for (const SourceFile &s : sources)
     keyText += s.name + " " + optFlag(s) + "\n" + sha256Hex(s.text) + "\n";
   // Headers included from the -I directories are part of the build too.
@@ -187,10 +219,18 @@ Expected<BuildResult> buildSharedObject(const std::string &dir,
   size_t slots = std::max<long>(1, sysconf(_SC_NPROCESSORS_ONLN));
   std::vector<Job> running;
   std::string objects, failures;
+  int64_t units = 0, compiled = 0;
+  for (const SourceFile &s : sources) units += fs::path(s.name).extension() == ".cpp";
+  auto progress = [&](int64_t done) {
+    if (opts.onProgress) opts.onProgress("build", done, units + 1);
+  };
+  progress(0);
   auto finishOldest = [&]() {
     Job j = running.front();
     running.erase(running.begin());
-    if (waitFor(j.pid) != 0)
+    int status = waitFor(j.pid);
+    progress(++compiled);
+    if (status != 0)
       failures += "\ncompiling " + j.source + " failed (log: " + j.log + ")" +
                   firstLines(readFile(j.log), 12);
   };
@@ -217,6 +257,10 @@ Expected<BuildResult> buildSharedObject(const std::string &dir,
   if (waitFor(spawn(link, log)) != 0)
     return Error::internal("linking the package failed (log: " + log + ")" +
                            firstLines(readFile(log), 12));
+  progress(units + 1);
+  // The objects and logs are build leftovers: a package holds none (kept on a failure, where
+  // the error names the log).
+  fs::remove_all(objDir, ec);
   fs::rename(tmp, outPath, ec);
   if (ec) return Error::user("cannot write '" + outPath.string() + "': " + ec.message());
 
@@ -303,9 +347,12 @@ Expected<BuildResult> buildFatbin(const std::string &dir, const SourceFile &cu,
   std::string cmd =
       shellQuote(tk.nvcc) + " " + flags + " " + shellQuote(src.string()) + " -o " + shellQuote(tmp);
   if (opts.verbose) std::fprintf(stderr, "coil: %s\n", cmd.c_str());
+  if (opts.onProgress) opts.onProgress("nvcc", 0, 1);
   if (waitFor(spawn(cmd, log)) != 0)
     return Error::internal("the generated CUDA code does not compile (log: " + log + ")" +
                            firstLines(readFile(log), 12));
+  if (opts.onProgress) opts.onProgress("nvcc", 1, 1);
+  fs::remove_all(objDir, ec);
   fs::rename(tmp, outPath, ec);
   if (ec) return Error::user("cannot write '" + outPath.string() + "': " + ec.message());
   cache.storeFile(entry, outPath.string());

@@ -8,6 +8,8 @@
 #include "driver/CompileCache.h"
 #include "support/Expected.h"
 
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -34,6 +36,11 @@ struct ToolchainOptions {
   int optLevel = 3;
   bool useCache = true;
   bool verbose = false; ///< print the commands
+  /// The CPU instruction set of the host code (-march): "native", "x86-64-v2", "x86-64-v3",
+  /// "x86-64-v4"; "" for the default.
+  std::string cpuTarget;
+  /// Progress of a build: (task, translation units and link done, total); done 0 first.
+  std::function<void(const std::string &task, int64_t done, int64_t total)> onProgress;
 };
 
 struct BuildResult {
@@ -49,6 +56,17 @@ struct BuildResult {
 Expected<BuildResult> buildSharedObject(const std::string &dir,
                                         const std::vector<SourceFile> &sources,
                                         const std::string &output, const ToolchainOptions &opts);
+
+/// The CPU instruction set of a package's host code (`--cpu-target`), as recorded in
+/// metadata.json ("cpu_target", "cpu_features") and checked by the runtime at load.
+struct CpuTarget {
+  std::string level;                 ///< "x86-64-v2", "x86-64-v3" or "x86-64-v4"
+  std::vector<std::string> features; ///< native: this CPU's extensions beyond `level`
+  std::string march;                 ///< the compiler's -march flag
+};
+/// "" (the portable default: x86-64-v2; the runtime's extern kernels choose their AVX2 and
+/// AVX-512 paths as they run), "native" (this CPU: its level and extensions), or a level.
+Expected<CpuTarget> resolveCpuTarget(const std::string &requested);
 
 /// The CUDA toolkit coil compiles device code with: nvcc from $COIL_NVCC, else `nvcc` on PATH,
 /// else /usr/local/cuda/bin/nvcc; its include and stub-library directories.

@@ -1,5 +1,6 @@
 #include "driver/Tune.h"
 
+#include "driver/Install.h"
 #include "ir/DType.h"
 #include "runtime/cuda/CudaTune.h"
 #include "support/Check.h"
@@ -335,15 +336,8 @@ std::vector<char> randomBytes(DType t, int64_t numel, uint64_t &seed) {
 
 std::string cudaLibraryPath() {
   if (const char *env = std::getenv("COIL_CUDA_LIBRARY"); env && *env) return env;
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec)
-    for (fs::path dir = exe.parent_path(); !dir.empty() && dir != dir.root_path();
-         dir = dir.parent_path())
-      for (const char *sub : {"lib", "."})
-        if (fs::exists(dir / sub / "libcoil_cuda.so", ec))
-          return (dir / sub / "libcoil_cuda.so").string();
+  for (const char *rel : {"lib/libcoil_cuda.so", "libcoil_cuda.so"})
+    if (std::string p = installedFile(rel); !p.empty()) return p;
   return "libcoil_cuda.so";
 }
 
@@ -447,16 +441,17 @@ std::string gpuList() {
 }
 
 /// The coil executable that runs the worker: $COIL_EXECUTABLE, else this process when it is
-/// `coil`, else `coil` beside this process's executable (the tests, in build/bin).
+/// `coil`, else the `coil` of the installation this compiler runs from (driver/Install.h: the
+/// tests in build/bin, libcoil_compiler.so in lib/ beside bin/).
 std::string coilExecutable() {
   namespace fs = std::filesystem;
   if (const char *env = std::getenv("COIL_EXECUTABLE"); env && *env) return env;
   std::error_code ec;
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) return "";
-  if (exe.filename() == "coil") return exe.string();
-  fs::path sibling = exe.parent_path() / "coil";
-  return fs::exists(sibling, ec) ? sibling.string() : "";
+  if (!ec && exe.filename() == "coil") return exe.string();
+  for (const char *rel : {"coil", "bin/coil"})
+    if (std::string p = installedFile(rel); !p.empty()) return p;
+  return "";
 }
 
 } // namespace
@@ -663,6 +658,20 @@ Expected<MeasureResult> measureConfigs(const WrapperProgram &p, const std::vecto
   }
   close(fds[1]);
   std::string text;
+  // Progress: one "T" line per config measured, of the configs of every job requested.
+  int64_t measured = 0, toMeasure = 0;
+  {
+    std::istringstream jobs(body);
+    for (std::string line; std::getline(jobs, line);) {
+      std::istringstream f(line);
+      std::string word, name;
+      size_t task = 0, bucket = 0, kernel = 0;
+      int64_t configs = 0;
+      if (f >> word && word == "job" && f >> task >> bucket >> kernel >> name >> configs)
+        toMeasure += configs;
+    }
+  }
+  if (in.onProgress) in.onProgress("tune", 0, toMeasure);
   auto deadline =
       std::chrono::steady_clock::now() + std::chrono::duration<double>(in.timeoutSeconds);
   bool timedOut = false;
@@ -681,7 +690,11 @@ Expected<MeasureResult> measureConfigs(const WrapperProgram &p, const std::vecto
     char buf[4096];
     ssize_t n = read(fds[0], buf, sizeof buf);
     if (n <= 0) break;
+    for (ssize_t i = 0; i < n; ++i) // a "T" line starts at the text's start or after a newline
+      if (buf[i] == 'T' && (i ? buf[i - 1] == '\n' : text.empty() || text.back() == '\n'))
+        ++measured;
     text.append(buf, size_t(n));
+    if (in.onProgress && measured) in.onProgress("tune", std::min(measured, toMeasure), toMeasure);
   }
   close(fds[0]);
   if (timedOut) kill(pid, SIGKILL);

@@ -24,6 +24,7 @@
 #include "wrapper/WrapperIR.h"
 
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -84,6 +85,8 @@ struct MeasureInput {
   ToolchainOptions toolchain;         ///< includes coil's and the CUDA toolkit's headers
   int64_t workspaceBytes = 0;
   double timeoutSeconds = 300;
+  /// Progress: ("tune", configs measured, configs to measure), as the worker reports them.
+  std::function<void(const std::string &task, int64_t done, int64_t total)> onProgress;
 };
 struct MeasureResult {
   Timings timings;

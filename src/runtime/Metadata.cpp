@@ -195,6 +195,14 @@ Expected<Metadata> parseMetadata(std::string_view text) {
     if (f->empty() || f->find('/') != std::string::npos || *f == "." || *f == "..")
       return bad(*f == m.library ? "library" : "weights", "must be a file name in the package");
 
+  if (root.get("cpu_target")) { // absent in packages of older coils
+    COIL_TRY(m.cpuTarget, strMember(root, "cpu_target", ""));
+    if (m.cpuTarget != "x86-64-v2" && m.cpuTarget != "x86-64-v3" && m.cpuTarget != "x86-64-v4")
+      return bad("cpu_target", "must be \"x86-64-v2\", \"x86-64-v3\" or \"x86-64-v4\", got \"" +
+                                   m.cpuTarget + "\"");
+    COIL_TRY(m.cpuFeatures, stringList(root, "cpu_features", "", isCpuFeature,
+                                       "must be a CPU extension name such as \"avx512vnni\""));
+  }
   COIL_TRY(const Value *syms, member(root, "symbols", Value::Kind::Array, ""));
   for (size_t i = 0; i < syms->items.size(); ++i) {
     std::string where = "symbols[" + std::to_string(i) + "]";

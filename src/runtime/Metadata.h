@@ -54,7 +54,18 @@ struct Metadata {
   std::vector<TensorSig> inputs, outputs;
   std::vector<ConstantSig> constants;
   std::optional<CudaSig> cuda; ///< present iff device is "cuda"
+  /// The CPU instruction set model.so needs ("x86-64-v2", ...; empty in packages of older
+  /// coils: not checked) and further extensions (--cpu-target native), as named by
+  /// __builtin_cpu_supports.
+  std::string cpuTarget;
+  std::vector<std::string> cpuFeatures;
 };
+
+/// "" when this CPU runs code built for `m`'s cpu_target and cpu_features, else what it lacks
+/// ("x86-64-v3 (AVX2, FMA, BMI1/2, ...)", "avx512vnni").
+std::string missingCpuFeatures(const Metadata &m);
+/// A CPU extension the runtime can check (runtime/CpuCheck.cpp's table).
+bool isCpuFeature(const std::string &name);
 
 /// Parses and checks metadata.json (types of every field, dtype names, shapes, ranks up to
 /// COIL_MAX_RANK, bindings naming existing input dims, constants inside the weights and

@@ -7,6 +7,7 @@
 /// with RTLD_NOLOAD | RTLD_GLOBAL, which promotes the already loaded library to the global
 /// scope without loading a second copy. The model itself is loaded RTLD_LOCAL, so that several
 /// packages (which export the same coil_model_* names) coexist.
+#include "runtime/Archive.h"
 #include "runtime/CudaHost.h"
 #include "runtime/DebugPrinter.h"
 #include "runtime/Metadata.h"
@@ -146,6 +147,11 @@ coil_status loadModel(const char *pathC, coil_model **out) {
   *out = nullptr;
   auto m = std::make_unique<coil_model>();
   m->path = pathC;
+  if (isPackageArchive(m->path)) { // `coil pack`'s archive (runtime/Archive.h)
+    auto unpacked = unpackPackageArchive(m->path);
+    if (!unpacked) return fail(COIL_ERROR_PACKAGE, unpacked.error().message());
+    m->path = *unpacked;
+  }
   std::string pkg = "package '" + m->path + "'";
 
   std::string metaPath = m->path + "/metadata.json";
@@ -179,6 +185,13 @@ coil_status loadModel(const char *pathC, coil_model **out) {
   auto printer = DebugPrinter::fromEnvironment(m->launches, md.name);
   if (!printer) return fail(COIL_ERROR_INVALID_ARGUMENT, pkg + ": " + printer.error().message());
   m->debug = std::move(printer).value();
+  if (std::string lacks = missingCpuFeatures(md); !lacks.empty())
+    return fail(COIL_ERROR_PACKAGE,
+                pkg + ": model.so is built for " + md.cpuTarget +
+                    (md.cpuFeatures.empty() ? "" : " with extensions of the CPU it was built on") +
+                    " (metadata.json cpu_target), but this CPU lacks " + lacks +
+                    "; compile it with --cpu-target x86-64-v2 (the default) or for this CPU "
+                    "with --cpu-target native");
   if (md.device != "cpu" && md.device != "cuda")
     return fail(COIL_ERROR_PACKAGE, pkg + ": compiled for device '" + md.device +
                                         "', this runtime runs cpu and cuda packages");

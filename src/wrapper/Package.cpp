@@ -109,7 +109,14 @@ std::string metadataJson(const WrapperProgram &p, const std::vector<ConstantEntr
      << ",\n  \"coil_version\": " << q(options.coilVersion) << ",\n  \"name\": " << q(p.name)
      << ",\n  \"device\": " << q(options.device)
      << ",\n  \"library\": \"model.so\",\n  \"weights\": \"weights.bin\",\n  \"weights_bytes\": "
-     << weightsBytes << ",\n  \"compile_options\": {";
+     << weightsBytes;
+  if (!options.cpuTarget.empty()) {
+    os << ",\n  \"cpu_target\": " << q(options.cpuTarget) << ",\n  \"cpu_features\": [";
+    for (size_t i = 0; i < options.cpuFeatures.size(); ++i)
+      os << (i ? ", " : "") << q(options.cpuFeatures[i]);
+    os << "]";
+  }
+  os << ",\n  \"compile_options\": {";
   for (size_t i = 0; i < options.compileOptions.size(); ++i)
     os << (i ? ", " : "") << q(options.compileOptions[i].first) << ": "
        << q(options.compileOptions[i].second);

@@ -92,6 +92,11 @@ struct PackageOptions {
   /// Compile options as given (e.g. {"dynamic", "N=1:64"}), recorded in order.
   std::vector<std::pair<std::string, std::string>> compileOptions;
   std::optional<TuningRecord> tuning;
+  /// The CPU instruction set model.so is built for ("x86-64-v2", ...) and, for
+  /// --cpu-target native, the build CPU's extensions beyond it; the runtime refuses to load
+  /// the package on a CPU without them. Empty: not recorded (no check).
+  std::string cpuTarget;
+  std::vector<std::string> cpuFeatures;
 };
 
 /// Offsets of the constants in weights.bin (64-byte aligned, in order) and its total size.

@@ -1,5 +1,6 @@
 #include "Commands.h"
 
+#include "Pictures.h"
 #include "coil/coil.h"
 #include "coil/debug.h"
 #include "driver/LoadModel.h"
@@ -34,24 +35,7 @@ namespace coil::cli {
 namespace fs = std::filesystem;
 
 Expected<ImportOptions> importOptions(const Args &a) {
-  ImportOptions o;
-  for (const std::string &d : a.dynamic) {
-    size_t eq = d.find('='), colon = d.find(':', eq == std::string::npos ? 0 : eq);
-    auto bad = [&] {
-      return Error::user("--dynamic expects NAME=MIN:MAX with 0 <= MIN <= MAX, got '" + d + "'");
-    };
-    if (eq == std::string::npos || colon == std::string::npos || eq == 0) return bad();
-    try {
-      size_t p1 = 0, p2 = 0;
-      std::string lo = d.substr(eq + 1, colon - eq - 1), hi = d.substr(colon + 1);
-      int64_t mn = std::stoll(lo, &p1), mx = std::stoll(hi, &p2);
-      if (p1 != lo.size() || p2 != hi.size() || mn < 0 || mn > mx) return bad();
-      o.symbolRanges[d.substr(0, eq)] = SymRange{mn, mx};
-    } catch (...) {
-      return bad();
-    }
-  }
-  return o;
+  return parseSymbolRanges(a.dynamic);
 }
 
 std::string describeTensor(const std::string &name, const Tensor &t) {
@@ -101,6 +85,7 @@ CompileOptions compileOptions(const Args &a) {
     o.recordedOptions.emplace_back("arch", a.values.at("--arch"));
   }
   if (a.values.count("--print-after")) o.printAfter = a.values.at("--print-after");
+  if (a.values.count("--cpu-target")) o.toolchain.cpuTarget = a.values.at("--cpu-target");
   // Tuning of CUDA packages: on when this machine has an NVIDIA GPU (the device files of its
   // driver exist), unless --no-tune or COIL_TUNE=0; --tune or COIL_TUNE=1 turn it on anyway
   // (where no GPU is usable, the cost model's choice stands and compile says why).
@@ -135,6 +120,8 @@ Expected<std::unique_ptr<Compilation>> compileModel(const Args &a, const std::st
 }
 
 bool isPackage(const std::string &path) {
+  if (fs::is_regular_file(path) && path.size() > 4 && path.substr(path.size() - 4) == ".zip")
+    return true; // `coil pack`'s archive: the runtime unpacks it
   return fs::is_directory(path) && fs::exists(fs::path(path) / "metadata.json");
 }
 
@@ -358,6 +345,31 @@ void printLaunches(const wrapper::WrapperProgram &w) {
   }
 }
 
+/// A progress bar on stderr: redrawn in place on a terminal; elsewhere (a log) one line when a
+/// task's count is complete.
+class ProgressBar {
+public:
+  void show(const std::string &task, int64_t done, int64_t total) {
+    if (total <= 0 || (!tty_ && done < total)) return;
+    constexpr int kWidth = 30;
+    int filled = int(kWidth * std::min(done, total) / total);
+    std::string bar = std::string(size_t(filled), '#') + std::string(size_t(kWidth - filled), '.');
+    std::fprintf(stderr, "%scoil compile: %-6s [%s] %lld/%lld%s", tty_ ? "\r" : "", task.c_str(),
+                 bar.c_str(), (long long)done, (long long)total, tty_ ? "" : "\n");
+    std::fflush(stderr);
+    drawn_ = tty_;
+  }
+  /// Ends a bar drawn in place, before other output.
+  void finish() {
+    if (drawn_) std::fputc('\n', stderr);
+    drawn_ = false;
+  }
+
+private:
+  bool tty_ = isatty(2) != 0;
+  bool drawn_ = false;
+};
+
 } // namespace
 
 Status cmdCompile(const Args &a) {
@@ -371,30 +383,41 @@ Status cmdCompile(const Args &a) {
     return Error::user("'coil compile' takes --tune or --no-tune, not both");
   if (a.flags.count("--tune") && o.device != "cuda")
     return Error::user("--tune measures CUDA kernel configs: use it with --device cuda");
-  // Progress: each stage on stderr as it finishes, so that a slow compile shows where it is.
-  o.onStage = [t0](const std::string &stage, double s) {
+  // Progress: each stage on stderr as it finishes, so that a slow compile shows where it is,
+  // and a bar with counts while the builds and the tuning run.
+  ProgressBar bar;
+  o.onStage = [t0, &bar](const std::string &stage, double s) {
+    bar.finish();
     std::fprintf(stderr, "coil compile: %-14s %8.3f s  (%.2f s in all)\n", stage.c_str(), s,
                  secondsSince(t0));
   };
+  o.onProgress = [&bar](const std::string &task, int64_t done, int64_t total) {
+    bar.show(task, done, total);
+  };
   COIL_TRY(std::unique_ptr<Compilation> c, compileModel(a, a.positional[0], o));
   COIL_TRY(PackageResult r, writePackage(*c, a.values.at("--output"), o));
+  bar.finish();
   if (!r.tuning.empty()) std::cerr << r.tuning << "\n";
   size_t nKernels = c->wrapper.kernels.size();
   size_t externs = c->schedule.steps.size() - nKernels;
-  std::cout << "kernels:";
-  for (const wrapper::KernelInfo &k : c->wrapper.kernels) std::cout << " " << k.name;
-  std::cout << "\n";
-  std::cout << "launches (COIL_DEBUG_KERNELS names):";
-  for (const std::string &l : wrapper::debugLaunchNames(c->wrapper)) std::cout << " " << l;
-  std::cout << "\n";
-  std::cout << "stages:";
-  for (const auto &[stage, s] : c->timings) std::printf(" %s %.1f ms,", stage.c_str(), s * 1e3);
-  if (c->wrapper.device == "cuda")
-    std::printf(" nvcc %.2f s%s,", r.fatbin.seconds, r.fatbin.cacheHit ? " (cached)" : "");
-  std::printf(" build %.2f s%s\n", r.build.seconds, r.build.cacheHit ? " (cached)" : "");
-  std::printf(
-      "compile: %zu graph nodes -> %zu kernels and %zu extern calls; package %s in %.2f s\n",
-      c->graph.nodes().size(), nKernels, externs, r.dir.c_str(), secondsSince(t0));
+  std::vector<std::string> launches = wrapper::debugLaunchNames(c->wrapper);
+  if (o.toolchain.verbose) { // the full lists
+    std::cout << "kernels:";
+    for (const wrapper::KernelInfo &k : c->wrapper.kernels) std::cout << " " << k.name;
+    std::cout << "\n";
+    std::cout << "launches (COIL_DEBUG_KERNELS names):";
+    for (const std::string &l : launches) std::cout << " " << l;
+    std::cout << "\n";
+    std::cout << "stages:";
+    for (const auto &[stage, s] : c->timings) std::printf(" %s %.1f ms,", stage.c_str(), s * 1e3);
+    if (c->wrapper.device == "cuda")
+      std::printf(" nvcc %.2f s%s,", r.fatbin.seconds, r.fatbin.cacheHit ? " (cached)" : "");
+    std::printf(" build %.2f s%s\n", r.build.seconds, r.build.cacheHit ? " (cached)" : "");
+  }
+  std::printf("compile: %zu graph nodes -> %zu kernels and %zu extern calls (%zu launches); "
+              "package %s in %.2f s%s\n",
+              c->graph.nodes().size(), nKernels, externs, launches.size(), r.dir.c_str(),
+              secondsSince(t0), o.toolchain.verbose ? "" : " (--verbose lists the kernels)");
   return okStatus();
 }
 
@@ -772,6 +795,14 @@ Status renderDot(const std::string &dotText, const std::string &svgPath) {
   return okStatus();
 }
 
+Status writeSvg(const std::string &svg, const std::string &path) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << svg;
+  if (!f) return Error::runtime("cannot write '" + path + "'");
+  std::cout << "wrote " << path << "\n";
+  return okStatus();
+}
+
 Status inspectPackageWrapper(const Args &a, const std::string &dir) {
   for (const char *f : {"--fusion", "--loops", "--memory", "--kernels"})
     if (a.flags.count(f))
@@ -801,19 +832,26 @@ Status cmdInspectCompiled(const Args &a) {
   COIL_TRY(LoadedModel m, loadModel(path, io));
   Graph g = m.graph;
   COIL_TRY(std::unique_ptr<Compilation> c, compileGraph(std::move(m.graph), compileOptions(a)));
+  // --svg draws the one view asked for: --fusion, --memory or --wrapper (Pictures.h, dot).
+  bool svg = a.values.count("--svg") != 0;
+  std::string title = fs::path(path).filename().string();
   if (a.flags.count("--loops")) std::cout << loop::printLoopProgram(c->loops);
-  if (a.flags.count("--fusion")) std::cout << sched::fusionReport(c->schedule);
+  if (a.flags.count("--fusion")) {
+    if (svg) return writeSvg(fusionSvg(c->graph, c->wrapper, title), a.values.at("--svg"));
+    std::cout << sched::fusionReport(c->schedule);
+  }
   if (a.flags.count("--kernels")) printLaunches(c->wrapper);
-  if (a.values.count("--svg"))
-    COIL_TRY_STATUS(renderDot(wrapper::emitWrapperDot(c->wrapper), a.values.at("--svg")));
-  else if (a.flags.count("--wrapper"))
-    std::cout << wrapper::emitCppWrapper(c->wrapper);
   if (a.flags.count("--memory")) {
     COIL_TRY(std::vector<Tensor> inputs, inputsFor(a, g));
     SymBindings b = bindingsFor(g, inputs);
     COIL_TRY(wrapper::MemoryReport r, wrapper::memoryReport(c->wrapper, b));
+    if (svg) return writeSvg(memorySvg(c->wrapper, r, title), a.values.at("--svg"));
     std::cout << r.str();
   }
+  if (svg)
+    COIL_TRY_STATUS(renderDot(wrapper::emitWrapperDot(c->wrapper), a.values.at("--svg")));
+  else if (a.flags.count("--wrapper"))
+    std::cout << wrapper::emitCppWrapper(c->wrapper);
   return okStatus();
 }
 

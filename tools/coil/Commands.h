@@ -30,6 +30,8 @@ Status cmdCompile(const Args &a);
 Status cmdRun(const Args &a);
 Status cmdVerify(const Args &a);
 Status cmdBench(const Args &a);
+/// pack PKG -o OUT.coil.zip (Pack.cpp).
+Status cmdPack(const Args &a);
 /// inspect with --fusion, --loops, --wrapper, --memory or --kernels.
 Status cmdInspectCompiled(const Args &a);
 

@@ -8,6 +8,7 @@
 #include "io/Npz.h"
 #include "ir/Printer.h"
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -15,6 +16,7 @@
 #include <iostream>
 #include <map>
 #include <new>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -23,84 +25,194 @@ using namespace coil::cli;
 
 namespace {
 
-const char *kUsage = R"(usage: coil <command> [options]
+/// The command line: CLI11 declares every command's options (so `coil CMD --help` lists them)
+/// and fills the `Args` that the commands read (Commands.h).
+class CommandLine {
+public:
+  CommandLine()
+      : app_("coil: an ahead-of-time compiler for tensor programs (ONNX or coil text IR "
+             "-> fused CPU/CUDA kernels -> a package that C, C++ and Python load)",
+             "coil") {
+    app_.set_version_flag("--version", std::string("coil ") + COIL_VERSION);
+    app_.set_help_flag("-h,--help", "print this help (or 'coil COMMAND --help')");
+    app_.require_subcommand(0, 1);
+    app_.footer("MODEL is a .onnx or .coil file, PKG a package directory. Exit codes: 0 ok, 1 "
+                "user error, 2 internal error, 3 runtime error.\n'coil COMMAND --help' describes "
+                "a command; 'coil evt --help' the epilogue generator.");
 
-commands:
-  interpret MODEL --inputs IN.npz [--outputs OUT.npz] [--dynamic NAME=MIN:MAX]...
-      run MODEL (.onnx or .coil) with the reference interpreter; prints each output's
-      dtype, shape and statistics, and the time taken
-  compile MODEL -o PKG [--device cpu|cuda] [--arch sm_80,sm_90a] [--dynamic NAME=MIN:MAX]...
-          [--print-after STAGE] [--tune | --no-tune] [-v]
-      compile MODEL into the package directory PKG (model.so, metadata.json, weights.bin,
-      src/); prints the kernel names; STAGE is lower, schedule or wrapper; cuda packages hold
-      device code for each --arch (default sm_80,sm_90a) in src/kernels.fatbin; each kernel
-      call's config is chosen per size bucket by timing every config on this machine's GPU
-      when it has one (metadata.json "tuning"; --tune or COIL_TUNE=1 insist, --no-tune or
-      COIL_TUNE=0 skip it), else by a cost model
-  run PKG|MODEL --inputs IN.npz [--outputs OUT.npz] [--device cpu|cuda]
-      run a package (a MODEL is compiled first, through the compile cache)
-  verify MODEL [--inputs IN.npz] [--dynamic NAME=MIN:MAX]... [--kernels] [--package PKG]
-      compile and run MODEL and compare every output with the interpreter (random inputs
-      unless --inputs is given); on a mismatch, or always with --kernels, compare every
-      launch's outputs with the Loop IR evaluator and name the first diverging launch;
-      --package runs PKG instead of compiling MODEL
-  bench PKG|MODEL --inputs IN.npz [--iters N] [--warmup W] [--json]
-      time N runs after W warm-up runs: median, min, max
-  inspect MODEL [--graph] [--loops] [--fusion] [--kernels] [--wrapper] [--memory [--inputs IN.npz]]
-      print a summary of MODEL; --graph prints it in coil's text format, --loops the Loop IR,
-      --fusion the kernels and what each fuses, --kernels the kernel names, --wrapper the C++
-      wrapper, --memory the arena plan against its lower bound (at the sizes of IN.npz)
-  inspect MODEL|PKG --wrapper [--svg OUT.svg]
-      the C++ wrapper of a model or a package, or with --svg its graph (buffers, launches, data
-      edges) rendered by Graphviz's dot
-  evt EPILOGUE.py --arch sm80|sm90 --shape M,N[,L] [...]   (see 'coil evt --help')
-  help
-      print this message
-)";
+    CLI::App *c = command("compile", "compile MODEL into the package directory PKG (model.so, "
+                                     "metadata.json, weights.bin, src/)");
+    model(c, "MODEL");
+    value(c, "-o,--output", "PKG", "the package directory to write");
+    device(c);
+    value(c, "--cpu-target", "TARGET",
+          "the CPU instruction set of a cpu package: native, x86-64-v2, x86-64-v3 or x86-64-v4 "
+          "(default: x86-64-v2, portable; the runtime's kernels choose their AVX2 and AVX-512 "
+          "paths as they run)");
+    dynamic(c);
+    value(c, "--print-after", "STAGE", "print the IR after STAGE (lower, schedule, wrapper)");
+    flag(c, "--tune",
+         "time every kernel config on this machine's GPU (cuda; the default when it has one; "
+         "COIL_TUNE=1)");
+    flag(c, "--no-tune", "choose configs by the cost model (COIL_TUNE=0)");
+    flag(c, "-v,--verbose", "list the kernels and launches, and print the toolchain's commands");
 
-Expected<Args> parseArgs(int argc, char **argv, const std::vector<std::string> &valueOpts,
-                         const std::vector<std::string> &flagOpts) {
-  Args a;
-  a.command = argv[1];
-  for (int i = 2; i < argc; ++i) {
-    std::string s = argv[i];
-    if (s == "-o")
-      s = "--output";
-    else if (s.rfind("-o", 0) == 0 && s.size() > 2 && s[2] != '-')
-      s = "--output=" + s.substr(2);
-    if (s == "-v") s = "--verbose";
-    if (s.rfind("--", 0) != 0) {
-      a.positional.push_back(s);
-      continue;
-    }
-    std::string key = s, val;
-    bool hasEq = false;
-    if (size_t eq = s.find('='); eq != std::string::npos) {
-      key = s.substr(0, eq);
-      val = s.substr(eq + 1);
-      hasEq = true;
-    }
-    bool isValue =
-        key == "--dynamic" || std::find(valueOpts.begin(), valueOpts.end(), key) != valueOpts.end();
-    bool isFlag = std::find(flagOpts.begin(), flagOpts.end(), key) != flagOpts.end();
-    if (isValue) {
-      if (!hasEq) {
-        if (i + 1 >= argc) return Error::user("option " + key + " needs a value");
-        val = argv[++i];
-      }
-      if (key == "--dynamic")
-        a.dynamic.push_back(val);
-      else
-        a.values[key] = val;
-    } else if (isFlag && !hasEq) {
-      a.flags[key] = true;
-    } else {
-      return Error::user("unknown option '" + s + "' for 'coil " + a.command +
-                         "' (see 'coil help')");
-    }
+    c = command("run", "run a package (a MODEL is compiled first, through the compile cache)");
+    model(c, "PKG|MODEL");
+    value(c, "--inputs", "IN.npz", "the inputs, by name (required)");
+    value(c, "--outputs", "OUT.npz", "write the outputs here");
+    device(c);
+    dynamic(c);
+
+    c = command("verify", "compile and run MODEL and compare every output with the reference "
+                          "interpreter (random inputs unless --inputs)");
+    model(c, "MODEL");
+    value(c, "--inputs", "IN.npz", "the inputs (default: random, sizes 3)");
+    value(c, "--package", "PKG", "run PKG instead of compiling MODEL");
+    flag(c, "--kernels",
+         "compare every launch's outputs with the Loop IR evaluator and name the first "
+         "diverging launch (always done on a mismatch)");
+    device(c);
+    dynamic(c);
+
+    c = command("bench", "time runs of a package: median, min, max");
+    model(c, "PKG|MODEL");
+    value(c, "--inputs", "IN.npz", "the inputs (required)");
+    value(c, "--iters", "N", "timed runs (default 20)");
+    value(c, "--warmup", "W", "untimed runs first (default 3)");
+    flag(c, "--json", "print one JSON object");
+    device(c);
+    dynamic(c);
+
+    c = command("interpret", "run MODEL with the reference interpreter; prints each output's "
+                             "statistics and the time taken");
+    model(c, "MODEL");
+    value(c, "--inputs", "IN.npz", "the inputs (required)");
+    value(c, "--outputs", "OUT.npz", "write the outputs here");
+    dynamic(c);
+
+    c = command("inspect", "print a summary of MODEL, or one of its compiled forms");
+    model(c, "MODEL|PKG");
+    flag(c, "--graph", "MODEL in coil's text format");
+    flag(c, "--loops", "the Loop IR");
+    flag(c, "--fusion", "the kernels and the nodes each fuses (with --svg: a picture)");
+    flag(c, "--kernels", "the launches: kernel or extern, and the buffers each writes");
+    flag(c, "--wrapper", "the C++ wrapper of a model or a package (with --svg: its graph)");
+    flag(c, "--memory",
+         "the arena plan against its lower bound (with --svg: the arena over "
+         "time)");
+    value(c, "--inputs", "IN.npz", "--memory: the sizes of these inputs (default: random, 3)");
+    value(c, "--svg", "OUT.svg",
+          "draw --fusion (nodes grouped by kernel), --memory (the arena over time) or --wrapper "
+          "(its graph, through Graphviz's dot) as SVG");
+    device(c);
+    dynamic(c);
+
+    c = command("pack", "pack a package directory into one archive (stored zip) that coil "
+                        "loads as it is (coil run, coil.load, coil_model_load)");
+    model(c, "PKG");
+    value(c, "-o,--output", "OUT.coil.zip", "the archive to write (required)");
+
+    app_.add_subcommand("evt", "generate CUTLASS epilogue visitor trees ('coil evt --help')");
+    app_.add_subcommand("help", "print this help, or a command's ('coil help COMMAND')");
   }
-  return a;
-}
+
+  /// Parses argv; on success the chosen command's Args. Help and --version print and return
+  /// an Args with an empty command.
+  Expected<Args> parse(int argc, char **argv) {
+    try {
+      app_.parse(argc, argv);
+    } catch (const CLI::CallForHelp &e) {
+      app_.exit(e);
+      return Args{};
+    } catch (const CLI::CallForVersion &e) {
+      app_.exit(e);
+      return Args{};
+    } catch (const CLI::ParseError &e) {
+      std::string cmd;
+      for (CLI::App *sub : app_.get_subcommands()) cmd = sub->get_name();
+      return Error::user(std::string(e.what()) + " (see 'coil " + (cmd.empty() ? "" : cmd + " ") +
+                         "--help')");
+    }
+    for (auto &[name, sub] : commands_) {
+      if (!sub->parsed()) continue;
+      Args a = std::move(args_[name]);
+      a.command = name;
+      for (const std::string &extra : sub->remaining()) {
+        if (extra.rfind("-", 0) == 0 && extra.size() > 1)
+          return Error::user("unknown option '" + extra + "' for 'coil " + name + "' (see 'coil " +
+                             name + " --help')");
+        a.positional.push_back(extra);
+      }
+      return a;
+    }
+    if (argc < 2) {
+      std::cout << app_.help();
+      return Args{};
+    }
+    return Error::internal("no command parsed");
+  }
+
+  /// The help of a command, or of coil ("" or a name that is not a command).
+  std::string help(const std::string &command) {
+    auto it = commands_.find(command);
+    return it != commands_.end() ? it->second->help("coil") : app_.help();
+  }
+
+private:
+  CLI::App app_;
+  std::map<std::string, CLI::App *> commands_;
+  std::map<std::string, Args> args_;
+
+  CLI::App *command(const std::string &name, const std::string &description) {
+    CLI::App *c = app_.add_subcommand(name, description);
+    c->allow_extras(); // unknown options are reported by parse(), in coil's words
+    c->set_help_flag("-h,--help", "print this help");
+    commands_[name] = c;
+    args_[name];
+    return c;
+  }
+  Args &argsOf(CLI::App *c) { return args_[c->get_name()]; }
+
+  void model(CLI::App *c, const std::string &what) {
+    Args &a = argsOf(c);
+    c->add_option_function<std::string>(
+         what, [&a](const std::string &v) { a.positional.insert(a.positional.begin(), v); },
+         "the input (.onnx or .coil model, or a package directory)")
+        ->type_name("");
+  }
+  /// `--name VALUE`; the key Commands.cpp reads is the long name.
+  void value(CLI::App *c, const std::string &names, const std::string &type,
+             const std::string &help) {
+    std::string key = names.substr(names.find("--"));
+    Args &a = argsOf(c);
+    c->add_option_function<std::string>(
+         names, [&a, key](const std::string &v) { a.values[key] = v; }, help)
+        ->type_name(type);
+  }
+  void flag(CLI::App *c, const std::string &names, const std::string &help) {
+    std::string key = names.substr(names.find("--"));
+    Args &a = argsOf(c);
+    c->add_flag_callback(
+        names, [&a, key] { a.flags[key] = true; }, help);
+  }
+  void device(CLI::App *c) {
+    value(c, "--device", "cpu|cuda", "the device to compile for (default cpu)");
+    value(c, "--arch", "sm_80,sm_90a", "cuda: the GPU architectures (default sm_80,sm_90a)");
+  }
+  void dynamic(CLI::App *c) {
+    Args &a = argsOf(c);
+    c->add_option_function<std::vector<std::string>>(
+         "--dynamic",
+         [&a](const std::vector<std::string> &v) {
+           a.dynamic.insert(a.dynamic.end(), v.begin(), v.end());
+         },
+         "the range of a size symbol (repeatable)")
+        ->type_name("NAME=MIN:MAX")
+        ->allow_extra_args(false)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  }
+};
 
 Status cmdInterpret(const Args &a) {
   if (a.positional.size() != 1)
@@ -172,58 +284,49 @@ Status cmdInspect(const Args &a) {
 }
 
 Status run(int argc, char **argv) {
-  std::string cmd = argv[1];
-  if (cmd == "help" || cmd == "--help" || cmd == "-h") {
-    std::cout << kUsage;
+  // `coil evt` has its own parser (evt/EvtCommand.h).
+  if (argc >= 2 && std::string(argv[1]) == "evt") return evt::runEvtCommand(argc, argv);
+  static const std::set<std::string> known = {"compile", "run",  "verify", "bench", "interpret",
+                                              "inspect", "pack", "evt",    "help"};
+  if (argc >= 2 && argv[1][0] != '-' && !known.count(argv[1]))
+    return Error::user(std::string("unknown command '") + argv[1] + "' (see 'coil --help')");
+  CommandLine cli;
+  if (argc >= 2 && std::string(argv[1]) == "help") { // coil help [COMMAND]
+    std::cout << cli.help(argc >= 3 ? argv[2] : "");
     return okStatus();
   }
-  if (cmd == "interpret") {
-    COIL_TRY(Args a, parseArgs(argc, argv, {"--inputs", "--outputs"}, {}));
-    return cmdInterpret(a);
-  }
-  if (cmd == "evt") return evt::runEvtCommand(argc, argv);
+  COIL_TRY(Args a, cli.parse(argc, argv));
+  const std::string &cmd = a.command;
+  if (cmd.empty()) return okStatus(); // help or --version, printed
+  if (cmd == "interpret") return cmdInterpret(a);
   if (cmd == "inspect") {
-    COIL_TRY(Args a,
-             parseArgs(argc, argv, {"--inputs", "--device", "--arch", "--svg"},
-                       {"--graph", "--fusion", "--loops", "--wrapper", "--memory", "--kernels"}));
-    if (a.values.count("--svg") && !a.flags.count("--wrapper"))
-      return Error::user("--svg OUT.svg renders the wrapper's graph: use it with --wrapper");
+    if (a.values.count("--svg") && int(a.flags.count("--wrapper")) +
+                                           int(a.flags.count("--fusion")) +
+                                           int(a.flags.count("--memory")) !=
+                                       1)
+      return Error::user("--svg OUT.svg draws one of --fusion, --memory or --wrapper: give one");
     for (const char *f : {"--fusion", "--loops", "--wrapper", "--memory", "--kernels"})
       if (a.flags.count(f)) {
         if (a.positional.size() != 1)
-          return Error::user("'coil inspect' takes one MODEL (see 'coil help')");
+          return Error::user("'coil inspect' takes one MODEL (see 'coil inspect --help')");
         return cmdInspectCompiled(a);
       }
     return cmdInspect(a);
   }
-  if (cmd == "compile") {
-    COIL_TRY(Args a, parseArgs(argc, argv, {"--output", "--device", "--arch", "--print-after"},
-                               {"--verbose", "--tune", "--no-tune"}));
-    return cmdCompile(a);
-  }
-  if (cmd == "run") {
-    COIL_TRY(Args a, parseArgs(argc, argv, {"--inputs", "--outputs", "--device", "--arch"}, {}));
-    return cmdRun(a);
-  }
-  if (cmd == "verify") {
-    COIL_TRY(Args a,
-             parseArgs(argc, argv, {"--inputs", "--device", "--arch", "--package"}, {"--kernels"}));
-    return cmdVerify(a);
-  }
-  if (cmd == "bench") {
-    COIL_TRY(Args a,
-             parseArgs(argc, argv, {"--inputs", "--iters", "--warmup", "--device", "--arch"},
-                       {"--json"}));
-    return cmdBench(a);
-  }
-  return Error::user("unknown command '" + cmd + "' (see 'coil help')");
+  if (cmd == "compile") return cmdCompile(a);
+  if (cmd == "run") return cmdRun(a);
+  if (cmd == "verify") return cmdVerify(a);
+  if (cmd == "bench") return cmdBench(a);
+  if (cmd == "pack") return cmdPack(a);
+  return Error::user("unknown command '" + cmd + "' (see 'coil --help')");
 }
 
 } // namespace
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    std::cerr << kUsage;
+    CommandLine cli;
+    (void)cli.parse(argc, argv); // prints the help
     return 1;
   }
   // Internal: the measuring process of `compile --tune` (src/driver/Tune.h).
