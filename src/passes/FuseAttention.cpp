@@ -63,6 +63,9 @@ struct Plan {
   std::vector<MaskTerm> terms;
   int causalTerm = -1; ///< the term that becomes is_causal
   DType dt = DType::F32;
+  /// The final MatMul's dtype when wider than `dt`: the probabilities and V were widened to it
+  /// (TorchScript's low-precision SDPA export), so the Attention's Y is widened after it.
+  DType outDt = DType::F32;
   std::vector<SymInt> scoreShape; ///< [batch..., S, T]
 };
 
@@ -355,14 +358,22 @@ private:
 
   /// Ranks, dtypes and shapes of Q, K^T, V and the scores.
   bool checkShapes(Plan &p, ValueId q, ValueId kt) const {
+    DType dt = type(q).dtype;
+    const TensorType &yt = type(g_.nodes()[size_t(p.node)].outputs[0]);
+    p.dt = dt;
+    p.outDt = yt.dtype;
+    // V widened to Y's dtype by a Cast (and the probabilities at Y's dtype, as they are after a
+    // widening of the scores): Attention at Q's dtype, then Y widened.
+    if (const Node *c = prod(p.v); c && c->op == OpKind::Cast && yt.dtype != dt &&
+                                   type(c->inputs[0]).dtype == dt && isFloat(yt.dtype) &&
+                                   isFloat(dt) && dtypeSize(yt.dtype) > dtypeSize(dt))
+      p.v = c->inputs[0];
     const TensorType &qt = type(q), &kT = type(kt), &vt = type(p.v);
     const std::vector<SymInt> &s = p.scoreShape;
     size_t r = s.size();
-    DType dt = qt.dtype;
-    p.dt = dt;
     if (!isFloat(dt) || kT.dtype != dt || vt.dtype != dt) return false;
-    const TensorType &yt = type(g_.nodes()[size_t(p.node)].outputs[0]);
-    if (yt.dtype != dt) return false;
+    if (yt.dtype != dt && (!isFloat(yt.dtype) || dtypeSize(yt.dtype) <= dtypeSize(dt)))
+      return false;
     if (qt.rank() != int64_t(r) || kT.rank() != int64_t(r) || vt.rank() != int64_t(r) ||
         yt.rank() != int64_t(r))
       return false;
@@ -916,11 +927,14 @@ public:
     std::vector<ValueId> ins{q, k, v};
     if (mask != kNoValue) ins.push_back(mask);
     ValueId y = m2.outputs[0];
-    if (r == 4) {
+    if (r == 4 && p.outDt == p.dt) {
       node(OpKind::Attention, ins, at, "attention", y);
     } else {
       ValueId y4 = node(OpKind::Attention, ins, at, "attention");
-      reshape(y4, g_.value(y).type.shape, y);
+      if (r != 4) y4 = reshape(y4, g_.value(y).type.shape, p.outDt == p.dt ? y : kNoValue);
+      if (p.outDt != p.dt)
+        node(OpKind::Cast, {y4}, attrs({{"to", AttrValue(std::string(dtypeName(p.outDt)))}}), "y",
+             y);
     }
   }
 

@@ -27,7 +27,11 @@
 ///  - Q, K, V and Y of rank 4 ([B, H, S, D]), or of rank 2 or 3 (then seen as [N, 1, S, D]).
 /// Every intermediate value has no other user and is no graph output; Q, K, V and the scores
 /// are floats of one dtype; every mask term broadcasts into the score shape; an additive mask
-/// has Q's dtype (a constant one is converted when its values are exact in it).
+/// has Q's dtype (a constant one is converted when its values are exact in it). Y may be of a
+/// wider float type than Q when V is Cast(V_q) from Q's dtype (TorchScript's f16/bf16 export
+/// of scaled_dot_product_attention: softmax and the last MatMul at f32): the Attention runs at
+/// Q's dtype with V_q, and its output is widened by a Cast. A mask of rank below 4 (a scalar
+/// bias, a bias per key) is reshaped to rank 4.
 ///
 /// Causal masks become is_causal = 1 when they are the top-left causal triangle (key j masked
 /// where j > i): a constant triangle, Trilu of a nonzero fill (lower with k = 0, or upper with

@@ -39,11 +39,15 @@ B, H, S, D = 2, 4, 8, 16
 FORMS = {}
 
 
-def form(name, desc, fused=True, causal=False, nan_rows=False, sizes=None, lowprec=False):
+def form(name, desc, fused=True, causal=False, nan_rows=False, sizes=None, lowprec=False,
+         dtype=None):
+    """`dtype` ("bf16", "f16"): the form is exported at that precision (its float inputs)."""
     def reg(fn):
         FORMS[name] = dict(fn=fn, desc=desc, fused=fused, causal=causal, nan_rows=nan_rows,
                            sizes=sizes or [{"S": 9, "T": 12}, {"S": 140, "T": 131}],
                            lowprec=lowprec)
+        if dtype:
+            FORMS[name]["dtype"] = dtype
         return fn
     return reg
 
@@ -105,6 +109,24 @@ for ex, exname in (("ts", "TorchScript exporter, opset 17"), ("dyn", "dynamo exp
             exname, ", is_causal" if causal else "", ", %s attn_mask" % mask if mask else "")
         form("sdpa_%s%s" % (ex, suffix), desc, causal=causal, nan_rows=mask is not None,
              lowprec=suffix in ("", "_causal"))(sdpa_form(ex, causal, mask))
+
+
+def sdpa_lowprec_form(dtype, causal):
+    def build(path):
+        t = {"bf16": torch.bfloat16, "f16": torch.float16}[dtype]
+        export(Sdpa(causal), tuple(x.to(t) for x in qkv()), path, ["q", "k", "v"], SEQ, "ts")
+        return {}
+    return build
+
+
+# TorchScript's export at bf16/f16: the scores widened to f32 for the softmax (and the causal
+# mask added there), V widened too, Y in f32.
+for dt in ("bf16", "f16"):
+    for causal in (False, True):
+        form("sdpa_ts_%s%s" % (dt, "_causal" if causal else ""),
+             "F.scaled_dot_product_attention at %s (TorchScript exporter, opset 17)%s" % (
+                 dt, ", is_causal" if causal else ""), causal=causal, dtype=dt)(
+            sdpa_lowprec_form(dt, causal))
 
 
 @form("sdpa_native23", "F.scaled_dot_product_attention, dynamo exporter at opset 23: the ONNX "
