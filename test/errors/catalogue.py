@@ -146,6 +146,9 @@ def cases():
     add("matmul-inner-dims", r"error: .*node 'mm' \(MatMul\): .*64.*32|error: .*node 'mm' \(MatMul\): .*32.*64",
         lambda d: save(model([helper.make_node("MatMul", ["a", "b"], ["y"], name="mm")], [vi("a", [4, 64]), vi("b", [32, 8])], [vi("y", [4, 8])]), os.path.join(d, "m.onnx")),
         ["inspect", "m.onnx"])
+    add("matmul-inner-dims-unprovable", r"error: .*node 'mm' \(MatMul\): inner dimensions K and M cannot be proven equal .*--dynamic NAME=V:V",
+        lambda d: save(model([helper.make_node("MatMul", ["a", "b"], ["y"], name="mm")], [vi("a", [4, "K"]), vi("b", ["M", 8])], [vi("y", [4, 8])]), os.path.join(d, "m.onnx")),
+        ["compile", "m.onnx", "-o", "pkg"])
     add("broadcast-mismatch", r"error: .*node 'add' \(Add\): .*broadcast",
         lambda d: save(model([helper.make_node("Add", ["a", "b"], ["y"], name="add")], [vi("a", [2, 3]), vi("b", [4, 5])], [vi("y", [2, 3])]), os.path.join(d, "m.onnx")),
         ["inspect", "m.onnx"])

@@ -31,6 +31,16 @@ bool sameDim(const LowerContext &ctx, const SymInt &a, const SymInt &b) {
   return a == b || proveEQ(a, b, const_cast<LowerContext &>(ctx).program().symbols);
 }
 
+static Error innerDimsError(const LowerContext &ctx, const SymInt &k1, const SymInt &k2) {
+  if (k1.isConstant() && k2.isConstant())
+    return ctx.error("inner dimensions differ: " + k1.str() + " vs " + k2.str());
+  // Inference let it pass (they may be equal); the kernels need them proven equal.
+  return ctx.error("inner dimensions " + k1.str() + " and " + k2.str() +
+                   " cannot be proven equal from the model's sizes (coil sizes kernels at "
+                   "compile time): export them as one symbol or a static size, or fix the "
+                   "symbols' values with --dynamic NAME=V:V");
+}
+
 std::string dataDependentSymbol(LowerContext &ctx, const SymInt &dim, const std::string &hint) {
   if (dim.isSymbol()) return dim.symbolName();
   return ctx.freshSymbol(hint).symbolName();
@@ -213,8 +223,7 @@ Expected<MatMulShapes> matmulShapes(LowerContext &ctx, size_t ai, size_t bi) {
   s.m = s.a.shape[ra - 2];
   s.k = s.a.shape[ra - 1];
   s.n = s.b.shape[rb - 1];
-  if (!sameDim(ctx, s.k, s.b.shape[rb - 2]))
-    return ctx.error("inner dimensions differ: " + s.k.str() + " vs " + s.b.shape[rb - 2].str());
+  if (!sameDim(ctx, s.k, s.b.shape[rb - 2])) return innerDimsError(ctx, s.k, s.b.shape[rb - 2]);
   std::vector<SymInt> ba(s.a.shape.begin(), s.a.shape.end() - 2),
       bb(s.b.shape.begin(), s.b.shape.end() - 2);
   COIL_TRY(s.batch, broadcastShapes(ba, bb));
@@ -325,8 +334,7 @@ Status lowerGemm(LowerContext &ctx) {
   if (ta) a = ctx.permute(a, {1, 0});
   if (tb) b = ctx.permute(b, {1, 0});
   SymInt m = a.shape[0], k = a.shape[1], n = b.shape[1];
-  if (!sameDim(ctx, k, b.shape[0]))
-    return ctx.error("inner dimensions differ: " + k.str() + " vs " + b.shape[0].str());
+  if (!sameDim(ctx, k, b.shape[0])) return innerDimsError(ctx, k, b.shape[0]);
   DType dt = ctx.outputType(0).dtype;
   std::optional<TensorRef> c = optionalInput(ctx, 2);
   std::vector<SymInt> shape{m, n};
