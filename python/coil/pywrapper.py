@@ -212,7 +212,8 @@ class _Functions:
                                           (externs, runtime_lib, "libcoil_runtime", True)):
             for name, sig in table.items():
                 src, place = lib, where
-                if name.startswith("coil_cuda_") and cuda_lib is not None:
+                # A device extern (wrapper.py declares it with the run's ctx first).
+                if table is externs and sig.startswith("C") and cuda_lib is not None:
                     src, place = cuda_lib, "libcoil_cuda"
                 try:
                     fn = getattr(src, name)
@@ -221,11 +222,10 @@ class _Functions:
                 setattr(self, name, _Function(fn, sig, name, status))
 
     def extern_failed(self, who, function):
-        """A failed extern call, worded as wrapper.cpp does: "node 'rs' (Reshape): MESSAGE"."""
-        if function.startswith("coil_cpu_"):
-            msg = self.last_error()
-            raise Error(f"{who}: {msg.decode() if msg else 'failed'}")
-        raise Error(f"{who}: '{function}' failed")
+        """A failed host extern call (a function of libcoil_runtime, which leaves its message in
+        coil_cpu_last_error), worded as wrapper.cpp does: "node 'rs' (Reshape): MESSAGE"."""
+        msg = self.last_error()
+        raise Error(f"{who}: {msg.decode() if msg else 'failed'}")
 
 
 class Cells:

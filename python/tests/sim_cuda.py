@@ -153,7 +153,7 @@ class _SimFunctions:
                                      f"parameters ({cpu_sig})")
             setattr(self, name, self._launcher(getattr(cpu, kernel + "_c0")))
         for name, sig in cuda_module.EXTERNS.items():
-            if name.startswith("coil_cuda_"):
+            if sig.startswith("C"):  # a device extern: simulated by its CPU twin
                 twin = "coil_cpu_" + name[len("coil_cuda_"):]
                 setattr(self, name, self._launcher(getattr(cpu, twin)))
             else:

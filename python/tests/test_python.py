@@ -208,8 +208,8 @@ LINE_FIELDS = {
     "Reuse": {"from", "to"}, "Reinterpret": {"buffer", "base", "offset_bytes"},
     "Free": {"buffer"}, "FreeIfNotReused": {"buffer"}, "KernelDefinition": {"kernel"},
     "KernelCall": {"kernel", "config", "args"},
-    "ExternKernelOut": {"function", "args", "origins"},
-    "ExternKernelAlloc": {"function", "args", "out_symbols", "origins"},
+    "ExternKernelOut": {"function", "place", "args", "origins"},
+    "ExternKernelAlloc": {"function", "place", "args", "out_symbols", "origins"},
     "MultiOutput": {"buffer", "source", "index"}, "DebugPrint": {"when", "launch", "values"},
 }
 
@@ -277,6 +277,8 @@ def check_json_schema(pkg, wj, meta, module):
                     check(bufs[a["buffer"]]["dtype"] == p["dtype"], "argument dtypes")
             chosen[line["kernel"]].append(line["config"])
         if line["kind"] in ("ExternKernelOut", "ExternKernelAlloc"):
+            # A CPU program runs every extern on the host (libcoil_runtime).
+            check(line["place"] == "host", f"extern place of line {n}: {line['place']}")
             if line["function"] not in externs:
                 externs.append(line["function"])
             for s in line.get("out_symbols", []):

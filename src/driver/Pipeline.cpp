@@ -77,9 +77,12 @@ std::string coilIncludeDir() {
 void useCudaExterns(wrapper::WrapperProgram &p) {
   p.device = "cuda";
   for (wrapper::Line &l : p.lines)
-    if (auto *e = std::get_if<wrapper::ExternKernelOut>(&l);
-        e && kernels::hasCudaExtern(e->function))
-      e->function = "coil_cuda_" + e->function.substr(std::string("coil_cpu_").size());
+    if (auto *e = std::get_if<wrapper::ExternKernelOut>(&l)) {
+      std::string_view twin = kernels::cudaTwin(e->function);
+      if (twin.empty()) continue;
+      e->function = std::string(twin);
+      e->place = wrapper::ExternPlace::kDevice;
+    }
 }
 
 /// Kernel code per generated C++ file (about 1.5 s of -O3 compile each): a model's kernels go
@@ -105,9 +108,12 @@ void assignKernelFiles(std::vector<codegen::CpuKernelSource> &kernels) {
 /// Some extern of a CUDA program runs on the host.
 bool hasHostFallback(const wrapper::WrapperProgram &p) {
   for (const wrapper::Line &l : p.lines) {
-    if (std::holds_alternative<wrapper::ExternKernelAlloc>(l)) return true;
-    if (const auto *e = std::get_if<wrapper::ExternKernelOut>(&l))
-      if (e->function.rfind("coil_cuda_", 0) != 0) return true;
+    if (const auto *e = std::get_if<wrapper::ExternKernelAlloc>(&l);
+        e && e->place == wrapper::ExternPlace::kHost)
+      return true;
+    if (const auto *e = std::get_if<wrapper::ExternKernelOut>(&l);
+        e && e->place == wrapper::ExternPlace::kHost)
+      return true;
   }
   return false;
 }

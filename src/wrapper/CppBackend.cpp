@@ -233,7 +233,7 @@ void *coil_host_tracked_alloc(void *ctx, size_t bytes) {
 )coil";
   }
 
-  bool deviceExtern(const std::string &fn) const { return cuda_ && fn.rfind("coil_cuda_", 0) == 0; }
+  bool deviceExtern(ExternPlace place) const { return cuda_ && place == ExternPlace::kDevice; }
 
   void declarations() {
     os_ << "extern \"C\" {\n";
@@ -262,9 +262,11 @@ void *coil_host_tracked_alloc(void *ctx, size_t bytes) {
       const std::vector<ExternArg> *args = nullptr;
       std::string fn;
       bool allocating = false;
-      if (const auto *e = std::get_if<ExternKernelOut>(&l)) args = &e->args, fn = e->function;
+      ExternPlace place = ExternPlace::kHost;
+      if (const auto *e = std::get_if<ExternKernelOut>(&l))
+        args = &e->args, fn = e->function, place = e->place;
       if (const auto *e = std::get_if<ExternKernelAlloc>(&l))
-        args = &e->args, fn = e->function, allocating = true;
+        args = &e->args, fn = e->function, place = e->place, allocating = true;
       if (!args || !declared.insert(fn).second) continue;
       if (declared.size() == 1)
         os_ << "// extern functions: 0 on success, else a failure with a message\n"
@@ -275,7 +277,7 @@ void *coil_host_tracked_alloc(void *ctx, size_t bytes) {
         first = false;
       };
       os_ << "int32_t " << fn << "(";
-      if (deviceExtern(fn)) {
+      if (deviceExtern(place)) {
         sep();
         os_ << "const coil_cuda_ctx *";
       }
@@ -619,14 +621,14 @@ void *coil_host_tracked_alloc(void *ctx, size_t bytes) {
     auto [fmt, fmtArgs] = externError(function, node);
     fail(indent, fmt, fmtArgs);
   }
-  /// The coil_set_error format and arguments of a failed extern call.
+  /// The coil_set_error format and arguments of a failed host extern call (libcoil_runtime's
+  /// functions leave their message in coil_cpu_last_error()).
   std::pair<std::string, std::string> externError(const std::string &function,
                                                   const ExternNodeInfo &node) {
     std::string who = node.name.empty() ? "extern call '" + cString(function) + "'"
                                         : "node '" + cString(node.name) + "'";
     if (!node.op.empty()) who += " (" + cString(node.op) + ")";
-    if (function.rfind("coil_cpu_", 0) == 0) return {who + ": %s", ", coil_cpu_last_error()"};
-    return {who + ": '" + cString(function) + "' failed", ""};
+    return {who + ": %s", ", coil_cpu_last_error()"};
   }
 
   /// Copies allocating-extern output `b` into the caller's output buffer i.
@@ -644,7 +646,7 @@ void *coil_host_tracked_alloc(void *ctx, size_t bytes) {
   /// host fallback: synchronize, copy the inputs to the host, call the CPU function, copy its
   /// outputs back.
   void cudaExternOut(const ExternKernelOut &l) {
-    if (deviceExtern(l.function)) {
+    if (deviceExtern(l.place)) {
       os_ << "  if (" << l.function << "(coil_cu";
       for (const ExternArg &a : l.args) {
         os_ << ", ";

@@ -46,6 +46,10 @@ const char *kindName(BufferKind k) {
   COIL_UNREACHABLE("bad buffer kind");
 }
 
+const char *placeName(ExternPlace p) {
+  return p == ExternPlace::kDevice ? "device" : "host";
+}
+
 const char *externArgKind(ExternArg::Kind k) {
   switch (k) {
   case ExternArg::Kind::Buffer:
@@ -109,90 +113,91 @@ std::string externArgs(const std::vector<ExternArg> &args) {
 std::string lineFields(const Line &line) {
   std::ostringstream os;
   std::visit(
-      Overloaded{[&](const Comment &l) { os << ", \"text\": " << q(l.text); },
-                 [&](const BindSymbol &l) {
-                   os << ", \"symbol\": " << q(l.symbol) << ", \"buffer\": " << l.buffer
-                      << ", \"dim\": " << l.dim;
-                 },
-                 [&](const Allocate &l) { os << ", \"buffer\": " << l.buffer; },
-                 [&](const Reuse &l) { os << ", \"from\": " << l.from << ", \"to\": " << l.to; },
-                 [&](const Reinterpret &l) {
-                   os << ", \"buffer\": " << l.buffer << ", \"base\": " << l.base
-                      << ", \"offset_bytes\": " << q(l.offsetBytes.str());
-                 },
-                 [&](const Free &l) { os << ", \"buffer\": " << l.buffer; },
-                 [&](const FreeIfNotReused &l) { os << ", \"buffer\": " << l.buffer; },
-                 [&](const KernelDefinition &l) { os << ", \"kernel\": " << l.kernel; },
-                 [&](const KernelCall &l) {
-                   os << ", \"kernel\": " << l.kernel << ", \"config\": " << l.config
-                      << ", \"args\": [";
-                   for (size_t i = 0; i < l.args.size(); ++i) {
-                     const CallArg &a = l.args[i];
-                     os << (i ? ", " : "");
-                     switch (a.kind) {
-                     case CallArg::Kind::Buffer:
-                       os << "{\"kind\": \"buffer\", \"buffer\": " << a.buffer << "}";
-                       break;
-                     case CallArg::Kind::Size:
-                       os << "{\"kind\": \"size\", \"value\": " << q(a.size.str()) << "}";
-                       break;
-                     case CallArg::Kind::Float:
-                       os << "{\"kind\": \"float\", \"value\": " << jsonDouble(a.number) << "}";
-                       break;
-                     }
-                   }
-                   os << "]";
-                   if (l.choices.empty()) return;
-                   os << ", \"bucket_size\": " << q(l.bucketSize.str()) << ", \"choices\": [";
-                   for (size_t i = 0; i < l.choices.size(); ++i) {
-                     const ConfigChoice &c = l.choices[i];
-                     os << (i ? ", " : "") << "{\"up_to\": " << c.upTo
-                        << ", \"config\": " << c.config << ", \"at\": " << c.at;
-                     if (!c.timesUs.empty()) {
-                       os << ", \"times_us\": [";
-                       for (size_t t = 0; t < c.timesUs.size(); ++t)
-                         os << (t ? ", " : "") << jsonDouble(c.timesUs[t]);
-                       os << "]";
-                     }
-                     os << "}";
-                   }
-                   os << "]";
-                 },
-                 [&](const ExternKernelOut &l) {
-                   os << ", \"function\": " << q(l.function) << ", \"args\": " << externArgs(l.args)
-                      << ", \"origins\": " << intList(l.origins);
-                 },
-                 [&](const ExternKernelAlloc &l) {
-                   os << ", \"function\": " << q(l.function) << ", \"args\": " << externArgs(l.args)
-                      << ", \"out_symbols\": " << strList(l.outSymbols)
-                      << ", \"origins\": " << intList(l.origins);
-                 },
-                 [&](const MultiOutput &l) {
-                   os << ", \"buffer\": " << l.buffer << ", \"source\": " << l.source
-                      << ", \"index\": " << l.index;
-                 },
-                 [&](const DebugPrint &l) {
-                   os << ", \"when\": "
-                      << (l.when == DebugPrint::When::Before ? "\"before\"" : "\"after\"")
-                      << ", \"launch\": " << q(l.launch) << ", \"values\": [";
-                   for (size_t i = 0; i < l.values.size(); ++i) {
-                     const DebugValue &v = l.values[i];
-                     os << (i ? ", " : "") << "{\"name\": " << q(v.name);
-                     switch (v.kind) {
-                     case DebugValue::Kind::Buffer:
-                       os << ", \"kind\": \"buffer\", \"buffer\": " << v.buffer;
-                       break;
-                     case DebugValue::Kind::Size:
-                       os << ", \"kind\": \"size\", \"value\": " << q(v.size.str());
-                       break;
-                     case DebugValue::Kind::Float:
-                       os << ", \"kind\": \"float\", \"value\": " << jsonDouble(v.number);
-                       break;
-                     }
-                     os << "}";
-                   }
-                   os << "]";
-                 }},
+      Overloaded{
+          [&](const Comment &l) { os << ", \"text\": " << q(l.text); },
+          [&](const BindSymbol &l) {
+            os << ", \"symbol\": " << q(l.symbol) << ", \"buffer\": " << l.buffer
+               << ", \"dim\": " << l.dim;
+          },
+          [&](const Allocate &l) { os << ", \"buffer\": " << l.buffer; },
+          [&](const Reuse &l) { os << ", \"from\": " << l.from << ", \"to\": " << l.to; },
+          [&](const Reinterpret &l) {
+            os << ", \"buffer\": " << l.buffer << ", \"base\": " << l.base
+               << ", \"offset_bytes\": " << q(l.offsetBytes.str());
+          },
+          [&](const Free &l) { os << ", \"buffer\": " << l.buffer; },
+          [&](const FreeIfNotReused &l) { os << ", \"buffer\": " << l.buffer; },
+          [&](const KernelDefinition &l) { os << ", \"kernel\": " << l.kernel; },
+          [&](const KernelCall &l) {
+            os << ", \"kernel\": " << l.kernel << ", \"config\": " << l.config << ", \"args\": [";
+            for (size_t i = 0; i < l.args.size(); ++i) {
+              const CallArg &a = l.args[i];
+              os << (i ? ", " : "");
+              switch (a.kind) {
+              case CallArg::Kind::Buffer:
+                os << "{\"kind\": \"buffer\", \"buffer\": " << a.buffer << "}";
+                break;
+              case CallArg::Kind::Size:
+                os << "{\"kind\": \"size\", \"value\": " << q(a.size.str()) << "}";
+                break;
+              case CallArg::Kind::Float:
+                os << "{\"kind\": \"float\", \"value\": " << jsonDouble(a.number) << "}";
+                break;
+              }
+            }
+            os << "]";
+            if (l.choices.empty()) return;
+            os << ", \"bucket_size\": " << q(l.bucketSize.str()) << ", \"choices\": [";
+            for (size_t i = 0; i < l.choices.size(); ++i) {
+              const ConfigChoice &c = l.choices[i];
+              os << (i ? ", " : "") << "{\"up_to\": " << c.upTo << ", \"config\": " << c.config
+                 << ", \"at\": " << c.at;
+              if (!c.timesUs.empty()) {
+                os << ", \"times_us\": [";
+                for (size_t t = 0; t < c.timesUs.size(); ++t)
+                  os << (t ? ", " : "") << jsonDouble(c.timesUs[t]);
+                os << "]";
+              }
+              os << "}";
+            }
+            os << "]";
+          },
+          [&](const ExternKernelOut &l) {
+            os << ", \"function\": " << q(l.function) << ", \"place\": " << q(placeName(l.place))
+               << ", \"args\": " << externArgs(l.args) << ", \"origins\": " << intList(l.origins);
+          },
+          [&](const ExternKernelAlloc &l) {
+            os << ", \"function\": " << q(l.function) << ", \"place\": " << q(placeName(l.place))
+               << ", \"args\": " << externArgs(l.args)
+               << ", \"out_symbols\": " << strList(l.outSymbols)
+               << ", \"origins\": " << intList(l.origins);
+          },
+          [&](const MultiOutput &l) {
+            os << ", \"buffer\": " << l.buffer << ", \"source\": " << l.source
+               << ", \"index\": " << l.index;
+          },
+          [&](const DebugPrint &l) {
+            os << ", \"when\": "
+               << (l.when == DebugPrint::When::Before ? "\"before\"" : "\"after\"")
+               << ", \"launch\": " << q(l.launch) << ", \"values\": [";
+            for (size_t i = 0; i < l.values.size(); ++i) {
+              const DebugValue &v = l.values[i];
+              os << (i ? ", " : "") << "{\"name\": " << q(v.name);
+              switch (v.kind) {
+              case DebugValue::Kind::Buffer:
+                os << ", \"kind\": \"buffer\", \"buffer\": " << v.buffer;
+                break;
+              case DebugValue::Kind::Size:
+                os << ", \"kind\": \"size\", \"value\": " << q(v.size.str());
+                break;
+              case DebugValue::Kind::Float:
+                os << ", \"kind\": \"float\", \"value\": " << jsonDouble(v.number);
+                break;
+              }
+              os << "}";
+            }
+            os << "]";
+          }},
       line);
   return os.str();
 }

@@ -147,11 +147,13 @@ private:
       const std::vector<ExternArg> *args = nullptr;
       std::string fn;
       bool allocating = false;
-      if (const auto *e = std::get_if<ExternKernelOut>(&l)) args = &e->args, fn = e->function;
+      ExternPlace place = ExternPlace::kHost;
+      if (const auto *e = std::get_if<ExternKernelOut>(&l))
+        args = &e->args, fn = e->function, place = e->place;
       if (const auto *e = std::get_if<ExternKernelAlloc>(&l))
-        args = &e->args, fn = e->function, allocating = true;
+        args = &e->args, fn = e->function, place = e->place, allocating = true;
       if (!args || !declared.insert(fn).second) continue;
-      std::string sig = deviceExtern(fn) ? "C" : "";
+      std::string sig = deviceExtern(place) ? "C" : "";
       if (allocating) sig += "A";
       for (const ExternArg &a : *args) {
         switch (a.kind) {
@@ -284,7 +286,7 @@ private:
     os_ << "]\n";
   }
 
-  bool deviceExtern(const std::string &fn) const { return cuda_ && fn.rfind("coil_cuda_", 0) == 0; }
+  bool deviceExtern(ExternPlace place) const { return cuda_ && place == ExternPlace::kDevice; }
 
   /// "node 'NAME' (OP)" of an extern call's error, as wrapper.cpp words it.
   std::string externWho(const std::string &function, const ExternNodeInfo &node) {
@@ -390,7 +392,7 @@ private:
                    },
                    [&](const KernelCall &l) { kernelCall(l); },
                    [&](const ExternKernelOut &l) {
-                     if (cuda_ && !deviceExtern(l.function))
+                     if (cuda_ && !deviceExtern(l.place))
                        return hostFallback(l.function, l.args, false, l.node);
                      os_ << "    if lib." << l.function << "(" << (cuda_ ? "cu" : "");
                      for (size_t i = 0; i < l.args.size(); ++i) {

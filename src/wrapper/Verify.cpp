@@ -297,6 +297,9 @@ private:
             return okStatus();
           } else if constexpr (std::is_same_v<T, ExternKernelOut>) {
             COIL_TRY_STATUS(externSignature(l.function, l.args, false));
+            if (l.place == ExternPlace::kDevice && p_.device != "cuda")
+              return err("extern '" + l.function + "' is placed on the device in a " + p_.device +
+                         " program");
             for (const ExternArg &a : l.args) {
               std::string an = "extern '" + l.function + "'";
               switch (a.kind) {
@@ -323,6 +326,9 @@ private:
             return okStatus();
           } else if constexpr (std::is_same_v<T, ExternKernelAlloc>) {
             COIL_TRY_STATUS(externSignature(l.function, l.args, true));
+            if (l.place == ExternPlace::kDevice)
+              return err("allocating extern '" + l.function +
+                         "' is placed on the device; allocating calls run on the host");
             std::string an = "extern '" + l.function + "'";
             std::vector<std::string> outSyms;
             std::vector<BufferId> outs;

@@ -164,11 +164,19 @@ struct ExternNodeInfo {
   std::string name;
   std::string op;
 };
+/// Where an extern call runs. kHost: a CPU function of libcoil_runtime on host pointers (in a
+/// CUDA program a *host fallback*: the wrapper synchronizes, copies the inputs to the host, calls
+/// it and copies the outputs back). kDevice: a CUDA function of libcoil_cuda, `const
+/// coil_cuda_ctx *` first, then the CPU function's arguments as device pointers, enqueued on the
+/// run's stream. Set by the driver's placement (kernels/cuda/CudaExterns.h); backends print the
+/// call as its place says and never infer it from the function's name.
+enum class ExternPlace : uint8_t { kHost, kDevice };
 struct ExternKernelOut {
   std::string function;
   std::vector<ExternArg> args;
   std::vector<int32_t> origins;
   ExternNodeInfo node;
+  ExternPlace place = ExternPlace::kHost;
 };
 struct ExternKernelAlloc {
   std::string function;
@@ -176,6 +184,7 @@ struct ExternKernelAlloc {
   std::vector<std::string> outSymbols;
   std::vector<int32_t> origins;
   ExternNodeInfo node;
+  ExternPlace place = ExternPlace::kHost;
 };
 struct MultiOutput {
   BufferId buffer = -1;

@@ -67,7 +67,9 @@ TEST(CppBackendCuda, LaunchersTakeTheContextAndFailuresStopTheRun) {
 TEST(CppBackendCuda, CudaExternsAreCalledOnTheDevice) {
   if (!haveCudaHeaders()) GTEST_SKIP() << "no CUDA toolkit headers at " << kCudaInclude;
   Simple s;
-  s.b.line(ExternKernelOut{"coil_cuda_gemm_f32", {exIn(s.x), exOut(s.y), exSize(sym("N"))}, {}});
+  ExternKernelOut gemm{"coil_cuda_gemm_f32", {exIn(s.x), exOut(s.y), exSize(sym("N"))}, {}};
+  gemm.place = ExternPlace::kDevice; // as the driver's placement marks a CUDA twin
+  s.b.line(gemm);
   std::string code = emitChecked(s.b.p);
   expectHas(code, "int32_t coil_cuda_gemm_f32(const coil_cuda_ctx *, const void *, void *, "
                   "int64_t);");

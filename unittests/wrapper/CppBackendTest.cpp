@@ -171,10 +171,11 @@ TEST(CppBackend, ExternKernelOutDeclarationAndCall) {
                            {"scale_it", "Mul"}});
   std::string code = emitChecked(s.b.p);
   expectHas(code, "int32_t ext_fn(const void *, void *, int64_t, double, double, double, double);");
-  // A nonzero status fails the run, naming the graph node.
+  // A nonzero status fails the run, naming the graph node, with the message the host extern
+  // (a function of libcoil_runtime, whatever its name) left in coil_cpu_last_error().
   expectHas(code, "  if (ext_fn(b_x, b_y, 4*s_N, 0.1, (-2.0), __builtin_inf(), "
-                  "1e-300) != 0) {\n    coil_set_error(args, \"node 'scale_it' (Mul): 'ext_fn' "
-                  "failed\");\n    goto coil_fail;\n  }\n");
+                  "1e-300) != 0) {\n    coil_set_error(args, \"node 'scale_it' (Mul): %s\", "
+                  "coil_cpu_last_error());\n    goto coil_fail;\n  }\n");
 }
 
 TEST(CppBackend, FailedCpuExternReportsTheKernelMessageAndTheNode) {
@@ -215,7 +216,7 @@ TEST(CppBackend, ExternKernelAllocDeclarationAndCall) {
   expectHas(code, "    const int32_t coil_rc = ext_alloc(coil_tracked_alloc, &coil_tracker, b_x, "
                   "s_N, &coil_o[0], &coil_o[1], &s_u);\n    b_vals = (float *)coil_o[0];\n    "
                   "b_idx = (int64_t *)coil_o[1];\n    if (coil_rc != 0) {\n      "
-                  "coil_set_error(args, \"node 'nz' (NonZero): 'ext_alloc' failed\");\n");
+                  "coil_set_error(args, \"node 'nz' (NonZero): %s\", coil_cpu_last_error());\n");
   expectHas(code, "coil_fail:\n  if (b_vals) args->free(args->alloc_ctx, b_vals);\n  if (b_idx) "
                   "args->free(args->alloc_ctx, b_idx);\n");
   expectHas(code, "      coil_set_error(args, \"out of memory in extern call 'ext_alloc'\");");

@@ -138,9 +138,11 @@ void expectLine(const json::Value &j, const Line &line) {
           EXPECT_EQ(strOf(j, "function"), l.function);
           expectExternArgs(at(j, "args"), l.args);
           ASSERT_EQ(at(j, "origins").items.size(), l.origins.size());
-          EXPECT_EQ(k.size(), 5u);
+          EXPECT_EQ(strOf(j, "place"), l.place == ExternPlace::kDevice ? "device" : "host");
+          EXPECT_EQ(k.size(), 6u);
         } else if constexpr (std::is_same_v<T, ExternKernelAlloc>) {
           EXPECT_EQ(strOf(j, "function"), l.function);
+          EXPECT_EQ(strOf(j, "place"), l.place == ExternPlace::kDevice ? "device" : "host");
           expectExternArgs(at(j, "args"), l.args);
           const json::Value &syms = at(j, "out_symbols");
           ASSERT_EQ(syms.items.size(), l.outSymbols.size());
@@ -150,7 +152,7 @@ void expectLine(const json::Value &j, const Line &line) {
           ASSERT_EQ(origins.items.size(), l.origins.size());
           for (size_t i = 0; i < l.origins.size(); ++i)
             EXPECT_EQ(origins.items[i].asInt(), l.origins[i]);
-          EXPECT_EQ(k.size(), 6u);
+          EXPECT_EQ(k.size(), 7u);
         } else if constexpr (std::is_same_v<T, MultiOutput>) {
           EXPECT_EQ(intOf(j, "buffer"), l.buffer);
           EXPECT_EQ(intOf(j, "source"), l.source);

@@ -220,5 +220,26 @@ TEST(VerifyWrapper, OutputsNeedStorage) {
   expectError(b.p, "extern 'ea' allocates 'o' twice");
 }
 
+TEST(VerifyWrapper, ExternPlacesMatchTheProgram) {
+  // A device extern in a CPU program, or an allocating one anywhere, is not placeable.
+  Chain c;
+  std::get<ExternKernelOut>(c.b.p.lines[7]).place = ExternPlace::kDevice;
+  expectError(c.b.p, "line 7 (ExternKernelOut): extern 'ext' is placed on the device in a cpu "
+                     "program");
+  c.b.p.device = "cuda";
+  EXPECT_TRUE(verifyWrapper(c.b.p).ok()) << verifyWrapper(c.b.p).error().render();
+
+  ProgramBuilder b("out");
+  b.p.device = "cuda";
+  BufferId x = b.input("x", DType::F32, {sym("N")});
+  BufferId o = b.output("o", DType::F32, {sym("u")});
+  b.bind("N", x, 0);
+  ExternKernelAlloc alloc{"ea", {exIn(x), exOut(o), exSym("u")}, {"u"}, {}};
+  alloc.place = ExternPlace::kDevice;
+  b.line(alloc);
+  expectError(b.p, "allocating extern 'ea' is placed on the device; allocating calls run on the "
+                   "host");
+}
+
 } // namespace
 } // namespace coil::wrapper::testing
