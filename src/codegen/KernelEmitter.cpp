@@ -1,6 +1,6 @@
 #include "codegen/KernelEmitter.h"
 
-#include "ir/DType.h"
+#include "support/DType.h"
 #include "support/Check.h"
 
 #include <algorithm>

@@ -1,7 +1,7 @@
 #include "driver/Tune.h"
 
 #include "driver/Install.h"
-#include "ir/DType.h"
+#include "support/DType.h"
 #include "runtime/cuda/CudaTune.h"
 #include "support/Check.h"
 #include "support/Sha256.h"

@@ -12,7 +12,7 @@
 /// `Input` is a parameter whose kind is not chosen yet (see passes: kinds come from strides).
 #pragma once
 
-#include "ir/DType.h"
+#include "support/DType.h"
 #include "support/Expected.h"
 #include "support/SourceLoc.h"
 

@@ -6,7 +6,7 @@
 /// that writes into a tensor it did not create must clone it first.
 #pragma once
 
-#include "ir/DType.h"
+#include "support/DType.h"
 
 #include <cstdint>
 #include <memory>

@@ -2,7 +2,7 @@
 /// tensor elements and floats are spelled. Internal to ir/ (not part of the public API).
 #pragma once
 
-#include "ir/DType.h"
+#include "support/DType.h"
 #include "support/Expected.h"
 #include "support/SymInt.h"
 

@@ -36,7 +36,7 @@
 ///  - Round is half to even. Min/Max propagate NaN (as ONNX Min/Max).
 #pragma once
 
-#include "ir/DType.h"
+#include "support/DType.h"
 #include "ir/Graph.h"
 #include "support/SourceLoc.h"
 #include "support/SymInt.h"

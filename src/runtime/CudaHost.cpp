@@ -144,7 +144,7 @@ CudaStatus CudaModel::run(const Metadata &md, coil_model_arena_bytes_fn arenaByt
                           const struct coil_debug_hooks *debug) {
   std::vector<size_t> inputBytes(size_t(numInputs) + 1);
   for (int64_t i = 0; i < numInputs; ++i) {
-    __int128 n = rtDTypeSize(md.inputs[i].dtype);
+    __int128 n = dtypeSize(md.inputs[i].dtype);
     for (int64_t d = 0; d < inputs[i].rank; ++d) n *= inputs[i].shape[d];
     if (n > (__int128(1) << 62))
       return {COIL_ERROR_INVALID_ARGUMENT,
@@ -156,7 +156,7 @@ CudaStatus CudaModel::run(const Metadata &md, coil_model_arena_bytes_fn arenaByt
   std::vector<const char *> names(size_t(numOutputs) + 1);
   for (int64_t i = 0; i < numOutputs; ++i) {
     ranks[i] = int64_t(md.outputs[i].dims.size());
-    elementBytes[i] = rtDTypeSize(md.outputs[i].dtype);
+    elementBytes[i] = dtypeSize(md.outputs[i].dtype);
     names[i] = md.outputs[i].name.c_str();
   }
   cuda::RunRequest q;

@@ -41,37 +41,6 @@ std::string trim(const std::string &s) {
   return a == std::string::npos ? "" : s.substr(a, b - a + 1);
 }
 
-float halfToFloat(uint16_t h) {
-  uint32_t sign = uint32_t(h >> 15) << 31, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
-  uint32_t bits;
-  if (exp == 0) {
-    if (mant == 0) {
-      bits = sign;
-    } else { // subnormal: normalize
-      int e = -1;
-      do {
-        ++e;
-        mant <<= 1;
-      } while (!(mant & 0x400));
-      bits = sign | uint32_t(127 - 15 - e) << 23 | (mant & 0x3ff) << 13;
-    }
-  } else if (exp == 31) {
-    bits = sign | 0x7f800000u | mant << 13;
-  } else {
-    bits = sign | (exp - 15 + 127) << 23 | mant << 13;
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-float bf16ToFloat(uint16_t h) {
-  uint32_t bits = uint32_t(h) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
 /// Element i of `data` as a double (integers exactly up to 2^53).
 double elementAsDouble(DType t, const void *data, int64_t i) {
   const char *p = static_cast<const char *>(data);
@@ -238,7 +207,7 @@ HostTensor hostTensor(DType t, const int64_t *shape, int64_t rank, const void *d
   h.shape.assign(shape, shape + rank);
   h.numel = 1;
   for (int64_t d : h.shape) h.numel *= d;
-  h.bytes = size_t(h.numel) * rtDTypeSize(t);
+  h.bytes = size_t(h.numel) * dtypeSize(t);
   if (h.bytes == 0) return h;
   if (!data) {
     h.problem = "no storage";
@@ -270,7 +239,7 @@ HostTensor hostTensor(DType t, const int64_t *shape, int64_t rank, const void *d
 
 /// The print mode's description of one tensor.
 std::string describe(const std::string &title, const HostTensor &t, bool onDevice) {
-  std::string s = "  " + title + ": " + std::string(rtDTypeName(t.dtype)) + " shape " +
+  std::string s = "  " + title + ": " + std::string(dtypeName(t.dtype)) + " shape " +
                   listText(t.shape.data(), int64_t(t.shape.size()));
   std::vector<int64_t> strides(t.shape.size());
   int64_t st = 1;

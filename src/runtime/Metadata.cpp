@@ -7,36 +7,6 @@
 
 namespace coil::runtime {
 
-std::string_view rtDTypeName(DType t) {
-  switch (t) {
-#define COIL_RT_NAME(E, N, T, S)                                                                   \
-  case DType::E:                                                                                   \
-    return N;
-    COIL_FOR_EACH_DTYPE(COIL_RT_NAME)
-#undef COIL_RT_NAME
-  }
-  return "?";
-}
-
-size_t rtDTypeSize(DType t) {
-  switch (t) {
-#define COIL_RT_SIZE(E, N, T, S)                                                                   \
-  case DType::E:                                                                                   \
-    return S;
-    COIL_FOR_EACH_DTYPE(COIL_RT_SIZE)
-#undef COIL_RT_SIZE
-  }
-  return 0;
-}
-
-std::optional<DType> rtParseDType(std::string_view name) {
-#define COIL_RT_PARSE(E, N, T, S)                                                                  \
-  if (name == N) return DType::E;
-  COIL_FOR_EACH_DTYPE(COIL_RT_PARSE)
-#undef COIL_RT_PARSE
-  return std::nullopt;
-}
-
 namespace {
 
 using json::Value;
@@ -73,7 +43,7 @@ Expected<std::string> strMember(const Value &obj, const std::string &key,
 
 Expected<DType> dtypeMember(const Value &obj, const std::string &where) {
   COIL_TRY(std::string s, strMember(obj, "dtype", where));
-  auto t = rtParseDType(s);
+  auto t = parseDType(s);
   if (!t) return bad(where + ".dtype", "is not a dtype: '" + s + "'");
   return *t;
 }
@@ -251,9 +221,9 @@ Expected<Metadata> parseMetadata(std::string_view text) {
     }
     COIL_TRY(sig.offset, intMember(c, "offset", where));
     COIL_TRY(sig.bytes, intMember(c, "bytes", where));
-    if (__int128(sig.bytes) != numel * __int128(rtDTypeSize(sig.dtype)))
+    if (__int128(sig.bytes) != numel * __int128(dtypeSize(sig.dtype)))
       return bad(where + ".bytes", "must be " + std::to_string(int64_t(numel)) + " elements of " +
-                                       std::string(rtDTypeName(sig.dtype)));
+                                       std::string(dtypeName(sig.dtype)));
     if (sig.offset < 0 || sig.offset % 64 != 0 || sig.bytes > m.weightsBytes ||
         sig.offset > m.weightsBytes - sig.bytes)
       return bad(where + ".offset", "must be 64-byte aligned and inside weights (" +

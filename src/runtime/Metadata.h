@@ -1,7 +1,7 @@
 /// \file metadata.json of a package, read and checked (format in src/wrapper/Package.h).
 #pragma once
 
-#include "ir/DType.h"
+#include "support/DType.h"
 #include "support/Expected.h"
 #include "support/SymInt.h"
 
@@ -94,10 +94,5 @@ struct SealedMetadata {
 Expected<SealedMetadata> splitSealedMetadata(std::string_view text);
 /// A user error unless SHA-256(`sealed.body`) is the digest the record holds for it.
 Status checkBody(const SealedMetadata &sealed);
-
-/// Runtime copies of ir/DType facts (the runtime does not link the ir library).
-std::string_view rtDTypeName(DType t);
-size_t rtDTypeSize(DType t);
-std::optional<DType> rtParseDType(std::string_view name);
 
 } // namespace coil::runtime

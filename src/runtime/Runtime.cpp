@@ -356,7 +356,7 @@ coil_status validateInputs(const coil_model &m, const coil_tensor *inputs, int64
     auto in = [&] { return "input " + std::to_string(i) + " '" + sig.name + "'"; };
     if (int(t.dtype) < 0 || int(t.dtype) > int(COIL_DTYPE_BOOL) || int(t.dtype) != int(sig.dtype))
       return fail(COIL_ERROR_INVALID_ARGUMENT, in() + " must have dtype " +
-                                                   std::string(rtDTypeName(sig.dtype)) + ", got " +
+                                                   std::string(dtypeName(sig.dtype)) + ", got " +
                                                    coil_dtype_name(t.dtype));
     if (t.rank != int64_t(sig.dims.size()))
       return fail(COIL_ERROR_INVALID_ARGUMENT, in() + " must have rank " +
@@ -373,10 +373,10 @@ coil_status validateInputs(const coil_model &m, const coil_tensor *inputs, int64
                                                      std::to_string(t.shape[d]));
       numel *= t.shape[d];
       if (numel > (__int128(1) << 59) ||
-          numel * __int128(rtDTypeSize(sig.dtype)) > (__int128(1) << 62))
+          numel * __int128(dtypeSize(sig.dtype)) > (__int128(1) << 62))
         return fail(COIL_ERROR_INVALID_ARGUMENT, in() + " is too large: shape " +
                                                      dimsText(t.shape, t.rank) + " of " +
-                                                     std::string(rtDTypeName(sig.dtype)) +
+                                                     std::string(dtypeName(sig.dtype)) +
                                                      " has more than 2^59 elements or 2^62 bytes");
     }
     if (numel > 0 && !t.data) return fail(COIL_ERROR_INVALID_ARGUMENT, in() + ": data is null");
@@ -574,7 +574,7 @@ const char *coil_last_error(void) {
 
 const char *coil_dtype_name(coil_dtype dtype) {
   if (int(dtype) < 0 || int(dtype) > int(COIL_DTYPE_BOOL)) return "invalid";
-  return rtDTypeName(DType(int(dtype))).data();
+  return dtypeName(DType(int(dtype))).data();
 }
 
 uint32_t coil_runtime_model_abi_version(void) {

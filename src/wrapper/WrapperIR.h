@@ -32,7 +32,7 @@
 /// BindSymbol or ExternKernelAlloc line before any line that uses it.
 #pragma once
 
-#include "ir/DType.h"
+#include "support/DType.h"
 #include "support/SymInt.h"
 
 #include <optional>

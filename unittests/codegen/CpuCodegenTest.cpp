@@ -3,7 +3,7 @@
 // config's launcher on random inputs and compared with values computed here.
 #include "codegen/cpu/CpuCodegen.h"
 
-#include "ir/DType.h"
+#include "support/DType.h"
 
 #include <cmath>
 #include <cstdlib>

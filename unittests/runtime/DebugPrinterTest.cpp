@@ -142,7 +142,7 @@ TEST(DebugPrinter, SaveWritesNpyOfEveryDtype) {
   std::vector<std::vector<int64_t>> shapes;
   std::vector<std::string> names;
   for (coil_dtype t : kAll) {
-    size_t size = rtDTypeSize(DType(int(t)));
+    size_t size = dtypeSize(DType(int(t)));
     shapes.push_back({3, int64_t(1 + rng() % 4)});
     std::vector<uint8_t> bytes(size_t(shapes.back()[0] * shapes.back()[1]) * size);
     for (uint8_t &b : bytes) b = uint8_t(rng());
@@ -151,7 +151,7 @@ TEST(DebugPrinter, SaveWritesNpyOfEveryDtype) {
     if (t == COIL_DTYPE_F16 || t == COIL_DTYPE_BF16 || t == COIL_DTYPE_F32 || t == COIL_DTYPE_F64)
       for (size_t i = size - 1; i < bytes.size(); i += size) bytes[i] &= 0x3f; // no NaN patterns
     data.push_back(std::move(bytes));
-    names.push_back(std::string("v_") + std::string(rtDTypeName(DType(int(t)))));
+    names.push_back(std::string("v_") + std::string(dtypeName(DType(int(t)))));
   }
   std::vector<coil_debug_value> values;
   for (size_t i = 0; i < data.size(); ++i)

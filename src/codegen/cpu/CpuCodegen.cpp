@@ -2,7 +2,7 @@
 
 #include "codegen/CSource.h"
 #include "codegen/KernelEmitter.h"
-#include "ir/DType.h"
+#include "support/DType.h"
 #include "support/Check.h"
 
 #include <algorithm>

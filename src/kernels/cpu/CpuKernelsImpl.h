@@ -1,5 +1,5 @@
 /// \file Private helpers of the CPU kernels: element traits per dtype (conversions to and from
-/// double that match ir/DType's rules, ordering with NaN above numbers) and checked size math.
+/// double that match support/DType's rules, ordering with NaN above numbers) and checked size math.
 /// kernels/cpu is a leaf library, so it carries its own copy of the f16/bf16 conversions.
 #pragma once
 

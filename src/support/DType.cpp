@@ -1,5 +1,5 @@
 // DType names, properties and scalar conversions.
-#include "ir/DType.h"
+#include "support/DType.h"
 
 #include "support/Check.h"
 

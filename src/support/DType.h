@@ -1,4 +1,4 @@
-/// \file Element types of coil tensors and the conversions the interpreter needs.
+/// \file Element types of coil tensors and their conversions (the compiler and the runtime).
 ///
 /// Floating types: f64, f32, f16 (IEEE binary16), bf16 (bfloat16). Integer types: i64, i32,
 /// i16, i8 (two's complement), u64, u32, u16, u8. bool is stored as one byte, 0 or 1.

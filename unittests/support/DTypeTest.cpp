@@ -1,5 +1,5 @@
 // Tests of scalar conversions: f16/bf16 rounding from double is correct (rounded once).
-#include "ir/DType.h"
+#include "support/DType.h"
 
 #include <gtest/gtest.h>
 
