@@ -896,6 +896,24 @@ depthwisePlanesAvx512(const float *x, float *y, const float *w, const ConvGeom &
   }
 }
 
+/// Whether depthwiseAvx512 takes the small-plane table (see there).
+bool usesSmallPlaneTable(const ConvGeom &g) {
+  const int64_t vecs = (g.outSize + 15) / 16;
+  return (g.inSize <= 32 || (g.inSize <= kSmallPlane && g.s[1] * g.s[2] > 1)) &&
+         g.kSize * vecs <= kSmallPlaneEntries;
+}
+
+/// Whether an f32 depthwise convolution goes to depthwisePaddedF32 (8 channels at a time)
+/// first: all but the shapes where another path measured faster (batch 1 and 4 of
+/// MobileNetV2/V3, MNASNet, EfficientNet, ConvNeXt and GhostNet planes on a 2-core Zen 4):
+/// the small-plane table's, and 3x3 windows with stride 1 and rows of 14 or more outputs,
+/// which the flat path computes from the planes as they are.
+bool preferPaddedDepthwise(const ConvGeom &g) {
+  FlatDw flat;
+  if (g.in[0] != 1 || g.k[0] != 1 || g.out[0] != 1 || usesSmallPlaneTable(g)) return false;
+  return !(makeFlatDw(g, flat) && flat.S == 1 && g.out[2] >= 14);
+}
+
 /// Depthwise f32 1-D/2-D convolutions on AVX-512 CPUs; false (nothing written) where the path
 /// does not apply.
 bool depthwiseAvx512(const float *x, float *y, const float *w, const ConvGeom &g,
@@ -907,10 +925,8 @@ bool depthwiseAvx512(const float *x, float *y, const float *w, const ConvGeom &g
   // 2-core Zen 4): planes of up to 32 elements (one or two registers), or 64 with stride 2
   // (fewer outputs per permute), through the table (any strides, dilations, pads); rows of at
   // least 16 outputs with stride 2 (no dilation) through the row path. The rest stays flat.
-  const int64_t vecs = (g.outSize + 15) / 16;
   std::unique_ptr<SmallPlaneTable> table;
-  if ((g.inSize <= 32 || (g.inSize <= kSmallPlane && g.s[1] * g.s[2] > 1)) &&
-      g.kSize * vecs <= kSmallPlaneEntries) {
+  if (usesSmallPlaneTable(g)) {
     table.reset(new (std::nothrow) SmallPlaneTable);
     if (!table) return false;
     makeSmallPlaneTable(g, *table);
@@ -938,6 +954,9 @@ template <typename T>
 void depthwise(const T *x, T *y, const T *w, const ConvGeom &g, const ConvEpilogue<T> &ep) {
   FlatDw flat;
   if constexpr (std::is_same_v<T, float>) {
+    if (preferPaddedDepthwise(g) &&
+        depthwisePaddedF32(x, y, w, g, ep.bias, ep.lower, ep.upper, ep.lo, ep.hi))
+      return;
     if (depthwiseAvx512(x, y, w, g, ep)) return;
   }
   if (makeFlatDw(g, flat) && flatDepthwise(x, y, w, g, flat, ep)) return;

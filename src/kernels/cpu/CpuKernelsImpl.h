@@ -203,6 +203,13 @@ inline int32_t makeGeom(const char *op, ConvGeom &g, const ConvArgs &a) {
 bool convImplicitF32(const float *x, float *y, const float *w, const ConvGeom &g, const float *bias,
                      bool lower, bool upper, float lo, float hi);
 
+/// y = depthwise conv(x, w) (+ bias, clamps as convImplicitF32) for f32 1-D/2-D depthwise
+/// convolutions (one input channel per group) with a row stride of 1 or 2 and any window,
+/// dilation, padding and stride between rows, on AVX-512 CPUs (CpuConvDwAvx512.cpp); false,
+/// with nothing written, where the path does not apply.
+bool depthwisePaddedF32(const float *x, float *y, const float *w, const ConvGeom &g,
+                        const float *bias, bool lower, bool upper, float lo, float hi);
+
 /// Whether the AVX-512 paths of the f32 convolutions may run (by default they do, where the
 /// CPU has AVX-512 F/VL/BW/DQ); false sends them to the portable paths, for the tests of those.
 void setConvAvx512Allowed(bool allowed);
