@@ -412,6 +412,25 @@ void depthwiseBlockCases() {
 TEST(CpuKernelsConv, DepthwiseChannelBlocks) {
   depthwiseBlockCases();
 }
+TEST(CpuKernelsConv, LargeCallsOnAllThreads) {
+  // Calls of 2^19 multiply-adds or more run on all threads (smaller ones on the caller's):
+  // the channel blocks (row-sharing and general), flat planes, register planes, the row path,
+  // the implicit GEMM, im2col + GEMM per image and one large image, with the epilogue.
+  checkConv<float>({2, 20, 20, 20, {40, 40}, {7, 7}, {1, 1}, {1, 1}, {3, 3}, {3, 3}}, 1e-4);
+  checkConv<float>({2, 20, 20, 20, {40, 40}, {3, 3}, {2, 2}, {2, 2}, {2, 2}, {2, 2}}, 1e-4);
+  checkConv<float>({4, 32, 32, 32, {32, 32}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, 1e-4);
+  checkConv<float>({16, 256, 256, 256, {4, 4}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, 1e-4);
+  checkConv<float>({2, 16, 32, 1, {32, 32}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, 1e-4);
+  checkConv<float>({3, 16, 32, 2, {20, 20}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}}, 1e-4);
+  checkConv<float>({1, 32, 64, 1, {40, 40}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}}, 1e-4);
+  for (int64_t clamp = 0; clamp < 4; ++clamp) {
+    double lo = clamp == 2 ? -0.5 : 0.0, hi = 0.75;
+    checkConvBias<float>({2, 24, 24, 24, {30, 30}, {5, 5}, {1, 1}, {1, 1}, {2, 2}, {2, 2}}, clamp,
+                         lo, hi);
+    checkConvBias<float>({2, 16, 32, 1, {32, 32}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, clamp,
+                         lo, hi);
+  }
+}
 /// Random 1-D and 2-D f32 geometries (seeded): groups, depthwise, strides 1 to 3, dilations,
 /// pads from -1 to 3, windows up to 5, and rows aimed at 16 and 32 outputs for the implicit
 /// GEMM; every case against the reference, and the bias + clamp epilogue against the plain

@@ -192,8 +192,6 @@ bool hasAvx2() {
 /// (no allocation or zeroing per call); nullptr when memory runs out. `local` holds a larger
 /// one for the duration of the caller.
 constexpr size_t kKeptScratch = size_t(16) << 20;
-/// Multiply-adds from which the flat depthwise path runs on all threads.
-constexpr int64_t kFlatDwParallelWork = int64_t(1) << 16;
 template <typename T, int Slot> T *scratch(size_t n, std::unique_ptr<T[]> &local) {
   thread_local std::unique_ptr<T[]> kept;
   thread_local size_t keptSize = 0;
@@ -744,7 +742,7 @@ bool flatDepthwise(const T *x, T *y, const T *w, const ConvGeom &g, const FlatDw
                     : (f.S == 1 ? flatDwPlanesBase<T, 1> : flatDwPlanesBase<T, 2>);
   bool ok = true;
   int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  int useThreads = work >= kFlatDwParallelWork && items > 1 ? threads : 1;
+  int useThreads = work >= kConvParallelWork && items > 1 ? threads : 1;
 #pragma omp parallel num_threads(useThreads) if (useThreads > 1)
   {
     std::unique_ptr<T[]> localPad, localTmp;
@@ -938,7 +936,7 @@ bool depthwiseAvx512(const float *x, float *y, const float *w, const ConvGeom &g
   if (!mulSizes({g.n, g.m, g.outSize, g.kSize}, &work)) work = INT64_MAX;
   int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   // Planes cost a few dozen cycles each beyond their multiply-adds.
-  int use = work + 128 * items >= kFlatDwParallelWork && items > 1 ? threads : 1;
+  int use = work + 128 * items >= kConvParallelWork && items > 1 ? threads : 1;
 #pragma omp parallel num_threads(use) if (use > 1)
   {
     const int nt = omp_get_num_threads(), t = omp_get_thread_num();
@@ -970,7 +968,7 @@ void depthwise(const T *x, T *y, const T *w, const ConvGeom &g, const ConvEpilog
     P2 = std::max(g.in[2] + g.p[2], (g.out[2] - 1) * g.s[2] + 3);
     fast = mulSize(P1, P2, &padSize);
   }
-#pragma omp parallel for schedule(static) if (items > 1 && all > 32768)
+#pragma omp parallel for schedule(static) if (items > 1 && all >= kConvParallelWork)
   for (int64_t item = 0; item < items; ++item) {
     int64_t b = item / g.group, gr = item % g.group;
     std::unique_ptr<T[]> local;
@@ -1071,14 +1069,18 @@ void conv(const T *x, T *y, const T *w, const ConvGeom &g, const ConvEpilogue<T>
     gemmOne<T>(wg, cols, yg, g.mg, g.outSize, g.colRows, false, false, T(1), T(0));
     applyEpilogue(ep, yg, g.mg, g.outSize, gr * g.mg);
   };
-  // Images (and groups) in parallel, each one GEMM on its thread, when there are enough of
-  // them for the threads or they are small; else one at a time with BLAS's own threads.
+  // Images (and groups) in parallel, each one GEMM on its thread, when the call has
+  // kConvParallelWork multiply-adds or more and there are enough of them for the threads or
+  // they are small; else one at a time (with BLAS's own threads for large calls).
   int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  int64_t total; // multiply-adds of the whole call
+  if (!mulSizes({items, work}, &total)) total = INT64_MAX;
+  if (total < kConvParallelWork) threads = 1;
   if (items > 1 && threads > 1 && (items >= threads || work <= kSmallGemm)) {
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < items; ++i) one(i, false);
   } else {
-    for (int64_t i = 0; i < items; ++i) one(i, true);
+    for (int64_t i = 0; i < items; ++i) one(i, total >= kConvParallelWork);
   }
 }
 

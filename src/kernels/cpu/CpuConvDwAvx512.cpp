@@ -256,7 +256,7 @@ bool depthwisePaddedF32(const float *x, float *y, const float *w, const ConvGeom
   int64_t work; // multiply-adds, counting the outputs past the rows' ends
   if (!mulSizes({g.n, blocks * kC, g.out[1], p.obs * kOx, g.kSize}, &work)) work = INT64_MAX;
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  const int use = work >= (int64_t(1) << 17) && items > 1 ? threads : 1;
+  const int use = work >= kConvParallelWork && items > 1 ? threads : 1;
   bool ok = true;
 #pragma omp parallel num_threads(use) if (use > 1)
   {

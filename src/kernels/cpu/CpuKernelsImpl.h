@@ -98,6 +98,13 @@ void gemmOne(const T *a, const T *b, T *y, int64_t m, int64_t n, int64_t k, bool
 /// 4 * 65536), so threads never nest.
 constexpr int64_t kSmallGemm = int64_t(1) << 18;
 
+/// Multiply-adds from which a convolution runs on all threads; smaller ones run on the calling
+/// thread. 2^19 is some 15-25 us on one Zen 4 core, several times what starting and joining a
+/// team of threads costs on an idle machine; on a loaded one each team waits for a thread to be
+/// scheduled (up to a time slice), which small convolutions (the model zoo's, hundreds per run)
+/// measured far slower with than without.
+constexpr int64_t kConvParallelWork = int64_t(1) << 19;
+
 struct F64T {
   using S = double;
   static constexpr bool kFloat = true;
