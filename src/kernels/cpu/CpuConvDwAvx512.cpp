@@ -216,8 +216,15 @@ COIL_DW_TARGET void channelBlock(const ConvGeom &g, const DwPlan &p, const float
   }
   // The weights transposed: wt[tap] holds the tap's weight of each channel.
   alignas(32) float wt[kMaxTaps * kC];
-  for (int64_t t = 0; t < taps; ++t)
-    for (int64_t c = 0; c < kC; ++c) wt[t * kC + c] = c < nc ? w[(oc0 + c) * taps + t] : 0.0f;
+  for (int64_t t0 = 0; t0 < taps; t0 += kC) {
+    const __mmask8 m = first(taps - t0);
+    __m256 r[kC];
+#pragma GCC unroll 8
+    for (int64_t c = 0; c < kC; ++c)
+      r[c] = c < nc ? _mm256_maskz_loadu_ps(m, w + (oc0 + c) * taps + t0) : _mm256_setzero_ps();
+    transpose8(r);
+    for (int64_t j = 0; j < kC && t0 + j < taps; ++j) _mm256_store_ps(wt + (t0 + j) * kC, r[j]);
+  }
   __m256 bias = _mm256_setzero_ps();
   if (ep.bias) bias = _mm256_maskz_loadu_ps(first(nc), ep.bias + oc0);
   float *yb = y + (b * g.m + oc0) * g.outSize;
