@@ -370,6 +370,67 @@ void depthwiseAvx512Cases() {
 TEST(CpuKernelsConv, DepthwiseRegisterPlanesAndStridedRows) {
   depthwiseAvx512Cases();
 }
+/// f32 depthwise convolutions of eight channels at a time (AVX-512 CPUs; the portable paths
+/// otherwise): windows of 1, 3, 5 and 7 rows (row stride 1 or 2: the row-sharing blocks) and
+/// of 2, 4, 9 rows, row strides of 3, dilations between rows (the general loop); 5x5 and 7x7
+/// windows, row strides 1 to 3, dilations, uneven, wide and negative pads, a depth multiplier,
+/// channel counts that are not a multiple of 8, rows shorter and longer than 8 outputs, 1-D,
+/// and the bias and clamps.
+void depthwiseBlockCases() {
+  const std::vector<std::vector<int64_t>> windows{{1, 7}, {3, 3}, {5, 5}, {7, 7},
+                                                  {2, 3}, {4, 1}, {9, 3}, {3, 5}};
+  for (const auto &k : windows)
+    for (int64_t s : {1, 2})
+      checkConv<float>(
+          {2, 11, 11, 11, {15, 19}, k, {s, s}, {1, 1}, {k[0] / 2, k[1] / 2}, {k[0] / 2, k[1] / 2}},
+          1e-4);
+  // 7x7 and 5x5 on the planes of ConvNeXt / MNASNet / EfficientNet (scaled down), stride 2.
+  checkConv<float>({1, 16, 16, 16, {14, 14}, {7, 7}, {1, 1}, {1, 1}, {3, 3}, {3, 3}}, 1e-4);
+  checkConv<float>({2, 9, 9, 9, {7, 7}, {5, 5}, {1, 1}, {1, 1}, {2, 2}, {2, 2}}, 1e-4);
+  checkConv<float>({2, 12, 12, 12, {28, 28}, {5, 5}, {2, 2}, {1, 1}, {2, 2}, {2, 2}}, 1e-4);
+  checkConv<float>({1, 8, 8, 8, {56, 56}, {3, 3}, {2, 2}, {1, 1}, {0, 0}, {1, 1}}, 1e-4);
+  // Dilations (rows, columns, both), row strides of 3, uneven, wide and negative pads.
+  checkConv<float>({2, 10, 10, 10, {20, 20}, {3, 3}, {1, 1}, {2, 2}, {2, 2}, {2, 2}}, 1e-4);
+  checkConv<float>({1, 8, 8, 8, {17, 23}, {3, 5}, {1, 2}, {4, 1}, {4, 2}, {4, 2}}, 1e-4);
+  checkConv<float>({1, 8, 8, 8, {17, 23}, {5, 3}, {3, 3}, {1, 3}, {0, 3}, {4, 1}}, 1e-4);
+  checkConv<float>({2, 9, 9, 9, {12, 30}, {7, 7}, {2, 1}, {1, 1}, {5, 0}, {1, 6}}, 1e-4);
+  checkConv<float>({2, 9, 9, 9, {12, 30}, {5, 5}, {1, 2}, {1, 1}, {-1, 2}, {2, -2}}, 1e-4);
+  // A depth multiplier of 3 (output channels 8 at a time across groups), 1-D.
+  checkConv<float>({2, 5, 15, 5, {13, 21}, {5, 5}, {1, 1}, {1, 1}, {2, 2}, {2, 2}}, 1e-4);
+  checkConv<float>({3, 7, 7, 7, {77}, {7}, {1}, {1}, {3}, {3}}, 1e-4);
+  checkConv<float>({3, 7, 14, 7, {77}, {9}, {2}, {2}, {4}, {0}}, 1e-4);
+  for (int64_t clamp = 0; clamp < 4; ++clamp) {
+    double lo = clamp == 2 ? -0.5 : 0.0, hi = 0.75;
+    checkConvBias<float>({2, 13, 13, 13, {14, 14}, {7, 7}, {1, 1}, {1, 1}, {3, 3}, {3, 3}}, clamp,
+                         lo, hi);
+    checkConvBias<float>({2, 9, 18, 9, {15, 10}, {5, 5}, {2, 2}, {1, 1}, {2, 2}, {1, 1}}, clamp, lo,
+                         hi);
+    checkConvBias<float>({1, 8, 8, 8, {9, 9}, {3, 3}, {1, 1}, {2, 2}, {2, 2}, {2, 2}}, clamp, lo,
+                         hi);
+  }
+}
+TEST(CpuKernelsConv, DepthwiseChannelBlocks) {
+  depthwiseBlockCases();
+}
+TEST(CpuKernelsConv, LargeCallsOnAllThreads) {
+  // Calls of 2^19 multiply-adds or more run on all threads (smaller ones on the caller's):
+  // the channel blocks (row-sharing and general), flat planes, register planes, the row path,
+  // the implicit GEMM, im2col + GEMM per image and one large image, with the epilogue.
+  checkConv<float>({2, 20, 20, 20, {40, 40}, {7, 7}, {1, 1}, {1, 1}, {3, 3}, {3, 3}}, 1e-4);
+  checkConv<float>({2, 20, 20, 20, {40, 40}, {3, 3}, {2, 2}, {2, 2}, {2, 2}, {2, 2}}, 1e-4);
+  checkConv<float>({4, 32, 32, 32, {32, 32}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, 1e-4);
+  checkConv<float>({16, 256, 256, 256, {4, 4}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, 1e-4);
+  checkConv<float>({2, 16, 32, 1, {32, 32}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, 1e-4);
+  checkConv<float>({3, 16, 32, 2, {20, 20}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}}, 1e-4);
+  checkConv<float>({1, 32, 64, 1, {40, 40}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}}, 1e-4);
+  for (int64_t clamp = 0; clamp < 4; ++clamp) {
+    double lo = clamp == 2 ? -0.5 : 0.0, hi = 0.75;
+    checkConvBias<float>({2, 24, 24, 24, {30, 30}, {5, 5}, {1, 1}, {1, 1}, {2, 2}, {2, 2}}, clamp,
+                         lo, hi);
+    checkConvBias<float>({2, 16, 32, 1, {32, 32}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, clamp,
+                         lo, hi);
+  }
+}
 /// Random 1-D and 2-D f32 geometries (seeded): groups, depthwise, strides 1 to 3, dilations,
 /// pads from -1 to 3, windows up to 5, and rows aimed at 16 and 32 outputs for the implicit
 /// GEMM; every case against the reference, and the bias + clamp epilogue against the plain
@@ -415,6 +476,7 @@ TEST(CpuKernelsConv, PortablePathsWithoutAvx512) {
   coil::cpu::setConvAvx512Allowed(false);
   maskedColumnCases();
   depthwiseAvx512Cases();
+  depthwiseBlockCases();
   randomConvCases(11, 300);
   for (int64_t side : {2, 4, 8, 16})
     checkConv<float>({4, 24, 24, 24, {side, side}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}}, 1e-5);

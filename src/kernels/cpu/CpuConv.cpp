@@ -192,8 +192,6 @@ bool hasAvx2() {
 /// (no allocation or zeroing per call); nullptr when memory runs out. `local` holds a larger
 /// one for the duration of the caller.
 constexpr size_t kKeptScratch = size_t(16) << 20;
-/// Multiply-adds from which the flat depthwise path runs on all threads.
-constexpr int64_t kFlatDwParallelWork = int64_t(1) << 16;
 template <typename T, int Slot> T *scratch(size_t n, std::unique_ptr<T[]> &local) {
   thread_local std::unique_ptr<T[]> kept;
   thread_local size_t keptSize = 0;
@@ -744,7 +742,7 @@ bool flatDepthwise(const T *x, T *y, const T *w, const ConvGeom &g, const FlatDw
                     : (f.S == 1 ? flatDwPlanesBase<T, 1> : flatDwPlanesBase<T, 2>);
   bool ok = true;
   int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  int useThreads = work >= kFlatDwParallelWork && items > 1 ? threads : 1;
+  int useThreads = work >= kConvParallelWork && items > 1 ? threads : 1;
 #pragma omp parallel num_threads(useThreads) if (useThreads > 1)
   {
     std::unique_ptr<T[]> localPad, localTmp;
@@ -896,6 +894,24 @@ depthwisePlanesAvx512(const float *x, float *y, const float *w, const ConvGeom &
   }
 }
 
+/// Whether depthwiseAvx512 takes the small-plane table (see there).
+bool usesSmallPlaneTable(const ConvGeom &g) {
+  const int64_t vecs = (g.outSize + 15) / 16;
+  return (g.inSize <= 32 || (g.inSize <= kSmallPlane && g.s[1] * g.s[2] > 1)) &&
+         g.kSize * vecs <= kSmallPlaneEntries;
+}
+
+/// Whether an f32 depthwise convolution goes to depthwisePaddedF32 (8 channels at a time)
+/// first: all but the shapes where another path measured faster (batch 1 and 4 of
+/// MobileNetV2/V3, MNASNet, EfficientNet, ConvNeXt and GhostNet planes on a 2-core Zen 4):
+/// the small-plane table's, and 3x3 windows with stride 1 and rows of 14 or more outputs,
+/// which the flat path computes from the planes as they are.
+bool preferPaddedDepthwise(const ConvGeom &g) {
+  FlatDw flat;
+  if (g.in[0] != 1 || g.k[0] != 1 || g.out[0] != 1 || usesSmallPlaneTable(g)) return false;
+  return !(makeFlatDw(g, flat) && flat.S == 1 && g.out[2] >= 14);
+}
+
 /// Depthwise f32 1-D/2-D convolutions on AVX-512 CPUs; false (nothing written) where the path
 /// does not apply.
 bool depthwiseAvx512(const float *x, float *y, const float *w, const ConvGeom &g,
@@ -907,10 +923,8 @@ bool depthwiseAvx512(const float *x, float *y, const float *w, const ConvGeom &g
   // 2-core Zen 4): planes of up to 32 elements (one or two registers), or 64 with stride 2
   // (fewer outputs per permute), through the table (any strides, dilations, pads); rows of at
   // least 16 outputs with stride 2 (no dilation) through the row path. The rest stays flat.
-  const int64_t vecs = (g.outSize + 15) / 16;
   std::unique_ptr<SmallPlaneTable> table;
-  if ((g.inSize <= 32 || (g.inSize <= kSmallPlane && g.s[1] * g.s[2] > 1)) &&
-      g.kSize * vecs <= kSmallPlaneEntries) {
+  if (usesSmallPlaneTable(g)) {
     table.reset(new (std::nothrow) SmallPlaneTable);
     if (!table) return false;
     makeSmallPlaneTable(g, *table);
@@ -922,7 +936,7 @@ bool depthwiseAvx512(const float *x, float *y, const float *w, const ConvGeom &g
   if (!mulSizes({g.n, g.m, g.outSize, g.kSize}, &work)) work = INT64_MAX;
   int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   // Planes cost a few dozen cycles each beyond their multiply-adds.
-  int use = work + 128 * items >= kFlatDwParallelWork && items > 1 ? threads : 1;
+  int use = work + 128 * items >= kConvParallelWork && items > 1 ? threads : 1;
 #pragma omp parallel num_threads(use) if (use > 1)
   {
     const int nt = omp_get_num_threads(), t = omp_get_thread_num();
@@ -938,6 +952,9 @@ template <typename T>
 void depthwise(const T *x, T *y, const T *w, const ConvGeom &g, const ConvEpilogue<T> &ep) {
   FlatDw flat;
   if constexpr (std::is_same_v<T, float>) {
+    if (preferPaddedDepthwise(g) &&
+        depthwisePaddedF32(x, y, w, g, ep.bias, ep.lower, ep.upper, ep.lo, ep.hi))
+      return;
     if (depthwiseAvx512(x, y, w, g, ep)) return;
   }
   if (makeFlatDw(g, flat) && flatDepthwise(x, y, w, g, flat, ep)) return;
@@ -951,7 +968,7 @@ void depthwise(const T *x, T *y, const T *w, const ConvGeom &g, const ConvEpilog
     P2 = std::max(g.in[2] + g.p[2], (g.out[2] - 1) * g.s[2] + 3);
     fast = mulSize(P1, P2, &padSize);
   }
-#pragma omp parallel for schedule(static) if (items > 1 && all > 32768)
+#pragma omp parallel for schedule(static) if (items > 1 && all >= kConvParallelWork)
   for (int64_t item = 0; item < items; ++item) {
     int64_t b = item / g.group, gr = item % g.group;
     std::unique_ptr<T[]> local;
@@ -1052,14 +1069,18 @@ void conv(const T *x, T *y, const T *w, const ConvGeom &g, const ConvEpilogue<T>
     gemmOne<T>(wg, cols, yg, g.mg, g.outSize, g.colRows, false, false, T(1), T(0));
     applyEpilogue(ep, yg, g.mg, g.outSize, gr * g.mg);
   };
-  // Images (and groups) in parallel, each one GEMM on its thread, when there are enough of
-  // them for the threads or they are small; else one at a time with BLAS's own threads.
+  // Images (and groups) in parallel, each one GEMM on its thread, when the call has
+  // kConvParallelWork multiply-adds or more and there are enough of them for the threads or
+  // they are small; else one at a time (with BLAS's own threads for large calls).
   int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  int64_t total; // multiply-adds of the whole call
+  if (!mulSizes({items, work}, &total)) total = INT64_MAX;
+  if (total < kConvParallelWork) threads = 1;
   if (items > 1 && threads > 1 && (items >= threads || work <= kSmallGemm)) {
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < items; ++i) one(i, false);
   } else {
-    for (int64_t i = 0; i < items; ++i) one(i, true);
+    for (int64_t i = 0; i < items; ++i) one(i, total >= kConvParallelWork);
   }
 }
 

@@ -141,7 +141,7 @@ bool convImplicitF32(const float *x, float *y, const float *w, const ConvGeom &g
   int64_t work;
   if (!mulSizes({g.n, g.m, g.outSize, g.colRows}, &work)) work = INT64_MAX;
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  const int use = work >= (int64_t(1) << 16) && tasks > 1 ? threads : 1;
+  const int use = work >= kConvParallelWork && tasks > 1 ? threads : 1;
   Epi ep;
   ep.bias = bias, ep.lower = lower, ep.upper = upper, ep.lo = lo, ep.hi = hi;
 #pragma omp parallel num_threads(use) if (use > 1)

@@ -98,6 +98,13 @@ void gemmOne(const T *a, const T *b, T *y, int64_t m, int64_t n, int64_t k, bool
 /// 4 * 65536), so threads never nest.
 constexpr int64_t kSmallGemm = int64_t(1) << 18;
 
+/// Multiply-adds from which a convolution runs on all threads; smaller ones run on the calling
+/// thread. 2^19 is some 15-25 us on one Zen 4 core, several times what starting and joining a
+/// team of threads costs on an idle machine; on a loaded one each team waits for a thread to be
+/// scheduled (up to a time slice), which small convolutions (the model zoo's, hundreds per run)
+/// measured far slower with than without.
+constexpr int64_t kConvParallelWork = int64_t(1) << 19;
+
 struct F64T {
   using S = double;
   static constexpr bool kFloat = true;
@@ -202,6 +209,13 @@ inline int32_t makeGeom(const char *op, ConvGeom &g, const ConvArgs &a) {
 /// written, where that path does not apply (another CPU, geometry or sizes).
 bool convImplicitF32(const float *x, float *y, const float *w, const ConvGeom &g, const float *bias,
                      bool lower, bool upper, float lo, float hi);
+
+/// y = depthwise conv(x, w) (+ bias, clamps as convImplicitF32) for f32 1-D/2-D depthwise
+/// convolutions (one input channel per group) with a row stride of 1 or 2 and any window,
+/// dilation, padding and stride between rows, on AVX-512 CPUs (CpuConvDwAvx512.cpp); false,
+/// with nothing written, where the path does not apply.
+bool depthwisePaddedF32(const float *x, float *y, const float *w, const ConvGeom &g,
+                        const float *bias, bool lower, bool upper, float lo, float hi);
 
 /// Whether the AVX-512 paths of the f32 convolutions may run (by default they do, where the
 /// CPU has AVX-512 F/VL/BW/DQ); false sends them to the portable paths, for the tests of those.
