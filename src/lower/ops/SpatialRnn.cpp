@@ -71,10 +71,10 @@ int64_t activationCode(const std::string &n) {
 
 /// RNN, GRU and LSTM as one extern call (kernels/cpu coil_cpu_recurrent_*: the recurrence, a
 /// loop over the time steps that the sequence length bounds at run time, so a dynamic or long
-/// sequence costs no code) around Loop IR nodes: the input projections X W^T of every step
-/// (one reduction, [dirs, seq, batch, gates * hidden]), every operand in the compute type and
-/// ONNX's layout 0 (absent optional inputs as zeros, sequence_lens as the sequence length),
-/// the activations as a small f64 tensor, and views (layout 1) and casts of the results.
+/// sequence costs no code) around Loop IR nodes: the input projections X W^T of every step and
+/// direction (one GEMM extern, [seq, batch, dirs, gates * hidden]), every operand in the compute
+/// type and ONNX's layout 0 (absent optional inputs as zeros, sequence_lens as the sequence
+/// length), the activations as a small f64 tensor, and views (layout 1) and casts of the results.
 Status lowerRecurrent(LowerContext &ctx, Cell cell) {
   using linalg::floatArg;
   using linalg::intArg;
@@ -130,14 +130,19 @@ Status lowerRecurrent(LowerContext &ctx, Cell cell) {
         hint);
   };
 
-  TensorRef xw = ctx.reduce(
-      ReduceKind::Sum, ct, ct, {dirs, seq, batch, gh}, {in},
-      [&](BodyBuilder &b, const Syms &o, const Syms &rv, Val *) {
-        Syms xi = layout ? Syms{o[2], o[1], rv[0]} : Syms{o[1], o[2], rv[0]};
-        return b.op(ScalarOp::Mul, b.cast(b.load(x, xi), ct),
-                    b.cast(b.load(w, {o[0], o[3], rv[0]}), ct));
-      },
-      false, "xw");
+  // X W^T of every step and direction as one GEMM: X as [seq * batch, input] (a view for layout
+  // 0; layout 1 and a dtype other than the compute type cost a copy) times W as
+  // [dirs * gates * hidden, input] transposed, so xw is [seq, batch, dirs, gates * hidden].
+  TensorRef xs = layout ? ctx.permute(x, {1, 0, 2}) : x;
+  auto castTo = [&](TensorRef t) {
+    if (t.dtype == ct) return t;
+    return ctx.realize(ctx.pointwise(
+        ct, t.shape, [&](BodyBuilder &b, const Syms &o) { return b.cast(b.load(t, o), ct); }));
+  };
+  xs = castTo(xs);
+  TensorRef wT = ctx.permute(ctx.reshape(castTo(w), {gh * dirs, in}), {1, 0});
+  TensorRef xw = linalg::gemmExtern(ctx, ctx.reshape(xs, {seq * batch, in}), wT, {}, seq * batch,
+                                    gh * dirs, in, 1.0);
   TensorRef r = operand(2, {dirs, gh, hid}, same, "r");
   TensorRef bias =
       ctx.hasInput(3) ? operand(3, {dirs, gh * 2}, same, "bias") : zeros({dirs, gh * 2}, "bias");
