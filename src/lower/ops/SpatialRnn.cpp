@@ -110,10 +110,14 @@ Status lowerRecurrent(LowerContext &ctx, Cell cell) {
         hint);
   };
   // Input i (present) in the compute type, realized, of the given layout-0 shape, reading
-  // element o at index(o).
+  // element o at index(o). An input already in the compute type and stored contiguously in
+  // that order (a weight, usually) is passed as it is, without a copy per run.
   auto operand = [&](size_t i, std::vector<SymInt> shape,
-                     const std::function<Syms(const Syms &)> &index, const char *hint) {
+                     const std::function<Syms(const Syms &)> &index, const char *hint,
+                     bool identity = true) {
     TensorRef t = ctx.input(i);
+    if (identity && t.dtype == ct && linalg::layoutOf(ctx, t) == linalg::Layout::Plain)
+      return linalg::wholeNode(ctx, t);
     return ctx.realize(ctx.pointwise(
         ct, std::move(shape),
         [&](BodyBuilder &b, const Syms &o) { return b.cast(b.load(t, index(o)), ct); }, hint));
@@ -127,7 +131,7 @@ Status lowerRecurrent(LowerContext &ctx, Cell cell) {
         [&](const Syms &o) {
           return layout ? Syms{o[1], o[0], o[2]} : o;
         },
-        hint);
+        hint, layout == 0);
   };
 
   // X W^T of every step and direction as one GEMM: X as [seq * batch, input] (a view for layout
