@@ -470,8 +470,9 @@ TEST(SpatialLower, RecurrentEveryKernelPath) {
   // Sizes past the simd width with odd tails (hidden 19), every cell and direction, partial
   // sequence lengths (0, 1, full), through each path of the recurrence kernel: the AVX2 and the
   // portable build, serial, and on threads (directions and batch slices as separate tasks, with
-  // fewer threads than tasks); the fused loops of the default activations and the general
-  // per-gate passes of the others; f64 too.
+  // fewer threads than tasks), the per-step product on register tiles and through BLAS (hidden
+  // 19: whole tiles and a tail of columns; 5 rows: a tile of 4 and one of 1); the fused loops of
+  // the default activations and the general per-gate passes of the others; f64 too.
   struct Case {
     std::string text;
     std::vector<Tensor> inputs;
@@ -530,16 +531,20 @@ TEST(SpatialLower, RecurrentEveryKernelPath) {
         randomTensor(DType::F64, {2, 57, 19}, 151)}});
   const int threads = omp_get_max_threads();
   for (cpu::RecurrentIsa isa : {cpu::RecurrentIsa::Avx2, cpu::RecurrentIsa::Portable})
-    for (int parallel : {0, 2, 3}) {
-      SCOPED_TRACE("isa " + std::to_string(int(isa)) + ", threads " + std::to_string(parallel));
-      cpu::setRecurrentIsaLimit(isa);
-      int64_t before = cpu::setRecurrentParallelWork(parallel ? 0 : INT64_MAX);
-      if (parallel) omp_set_num_threads(parallel);
-      for (const Case &c : cases) expectMatches(c.text, c.inputs);
-      omp_set_num_threads(threads);
-      cpu::setRecurrentParallelWork(before);
-      cpu::setRecurrentIsaLimit(cpu::RecurrentIsa::Avx2);
-    }
+    for (int parallel : {0, 2, 3})
+      for (bool tiles : {true, false}) {
+        SCOPED_TRACE("isa " + std::to_string(int(isa)) + ", threads " + std::to_string(parallel) +
+                     (tiles ? ", register tiles" : ", BLAS"));
+        cpu::setRecurrentIsaLimit(isa);
+        int64_t before = cpu::setRecurrentParallelWork(parallel ? 0 : INT64_MAX);
+        int64_t small = cpu::setRecurrentSmallProduct(tiles ? INT64_MAX : -1);
+        if (parallel) omp_set_num_threads(parallel);
+        for (const Case &c : cases) expectMatches(c.text, c.inputs);
+        omp_set_num_threads(threads);
+        cpu::setRecurrentSmallProduct(small);
+        cpu::setRecurrentParallelWork(before);
+        cpu::setRecurrentIsaLimit(cpu::RecurrentIsa::Avx2);
+      }
 }
 
 TEST(SpatialLower, RecurrentSequenceLengthOutOfRangeIsReported) {

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <new>
 #include <omp.h>
@@ -71,6 +72,7 @@ template <typename T> struct Job {
   int64_t qld; // columns of the per-step product: gates * hidden (GRU without lbr: 2 * hidden)
   bool reverse, linearBeforeReset, inputForget, hasClip;
   T clip;
+  bool smallProduct; // the per-step product by coil's register tiles, not BLAS
 };
 
 namespace portable32 {
@@ -93,6 +95,7 @@ using Real = float;
 
 std::atomic<int> isaLimit{int(RecurrentIsa::Avx2)};
 std::atomic<int64_t> parallelWork{kRecurrentParallelWork};
+std::atomic<int64_t> smallProductWork{kRecurrentSmallProduct};
 
 bool cpuHasAvx2() {
   static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
@@ -176,7 +179,8 @@ int32_t recurrent(const T *xw, const T *r, const T *bias, const int64_t *lens, c
            linearBeforeReset,
            inputForget,
            hasClip,
-           T(clip)};
+           T(clip),
+           false};
   const bool wide =
       std::is_same_v<T, float> && isaLimit.load() >= int(RecurrentIsa::Avx2) && cpuHasAvx2();
   // The multiply-adds of the recurrent products (saturating).
@@ -187,8 +191,12 @@ int32_t recurrent(const T *xw, const T *r, const T *bias, const int64_t *lens, c
   if (threads > 1 && work >= parallelWork.load())
     chunks = std::min(batch, std::max<int64_t>(1, (threads + dirs - 1) / dirs));
   const int64_t tasks = dirs * chunks;
+  const int64_t rows = (batch + chunks - 1) / chunks;
+  int64_t stepWork = 0, rSize = 0;
+  j.smallProduct = mulSizes({rows, j.qld, hid}, &stepWork) && mulSize(hid, gh, &rSize) &&
+                   stepWork <= smallProductWork.load() && rSize <= kSmallGemm;
   try {
-    const int64_t rows = (batch + chunks - 1) / chunks, each = rowsWorkspace(j, rows);
+    const int64_t each = rowsWorkspace(j, rows);
     std::vector<T> ws(size_t(each * std::min<int64_t>(tasks, threads)));
     if (tasks == 1 || threads == 1) {
       for (int64_t d = 0; d < dirs; ++d) runRows(j, d, 0, batch, ws.data(), wide);
@@ -219,6 +227,9 @@ RecurrentIsa recurrentIsa() {
 }
 int64_t setRecurrentParallelWork(int64_t work) {
   return parallelWork.exchange(work);
+}
+int64_t setRecurrentSmallProduct(int64_t work) {
+  return smallProductWork.exchange(work);
 }
 
 } // namespace coil::cpu

@@ -2,8 +2,9 @@
 ///
 /// The f32 recurrence exists in two builds of one body (CpuRnnBody.inc): AVX2 + FMA and portable
 /// code (the f64 kernel always, and f32 on CPUs without AVX2). Independent pieces of a call (each
-/// direction, slices of the batch) run on OpenMP threads when the call has enough work. Both
-/// controls exist so that the tests run every path on one machine.
+/// direction, slices of the batch) run on OpenMP threads when the call has enough work; small
+/// per-step products of the states by R run on register tiles instead of BLAS. The controls
+/// exist so that the tests run every path on one machine.
 #pragma once
 
 #include <cstdint>
@@ -22,5 +23,11 @@ RecurrentIsa recurrentIsa();
 /// OpenMP region. Returns the previous value. The default is kRecurrentParallelWork.
 int64_t setRecurrentParallelWork(int64_t work);
 constexpr int64_t kRecurrentParallelWork = int64_t(1) << 21;
+
+/// The most multiply-adds of one step's product of the states by R (per task) that run on
+/// coil's own register tiles; larger products (or an R of more than kSmallGemm elements) call
+/// BLAS. Returns the previous value. The default is kRecurrentSmallProduct.
+int64_t setRecurrentSmallProduct(int64_t work);
+constexpr int64_t kRecurrentSmallProduct = int64_t(1) << 18;
 
 } // namespace coil::cpu
