@@ -187,21 +187,21 @@ int32_t recurrent(const T *xw, const T *r, const T *bias, const int64_t *lens, c
   if (!mulSizes({dirs, seq, batch, gh, hid}, &work)) work = INT64_MAX;
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   // Independent tasks: each direction, each split into `chunks` slices of the batch.
+  const bool parallel = threads > 1 && work >= parallelWork.load();
   int64_t chunks = 1;
-  if (threads > 1 && work >= parallelWork.load())
-    chunks = std::min(batch, std::max<int64_t>(1, (threads + dirs - 1) / dirs));
+  if (parallel) chunks = std::min(batch, std::max<int64_t>(1, (threads + dirs - 1) / dirs));
   const int64_t tasks = dirs * chunks;
+  const int team = parallel ? int(std::min<int64_t>(tasks, threads)) : 1;
   const int64_t rows = (batch + chunks - 1) / chunks;
   int64_t stepWork = 0, rSize = 0;
   j.smallProduct = mulSizes({rows, j.qld, hid}, &stepWork) && mulSize(hid, gh, &rSize) &&
                    stepWork <= smallProductWork.load() && rSize <= kSmallGemm;
   try {
     const int64_t each = rowsWorkspace(j, rows);
-    std::vector<T> ws(size_t(each * std::min<int64_t>(tasks, threads)));
-    if (tasks == 1 || threads == 1) {
+    std::vector<T> ws(size_t(each * team));
+    if (team == 1) {
       for (int64_t d = 0; d < dirs; ++d) runRows(j, d, 0, batch, ws.data(), wide);
     } else {
-      const int team = int(std::min<int64_t>(tasks, threads));
 #pragma omp parallel for schedule(static) num_threads(team)
       for (int64_t task = 0; task < tasks; ++task) {
         int64_t d = task / chunks, ci = task % chunks;
