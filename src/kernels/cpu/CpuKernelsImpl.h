@@ -97,6 +97,8 @@ void gemmOne(const T *a, const T *b, T *y, int64_t m, int64_t n, int64_t k, bool
 /// OpenBLAS runs such sizes on a single thread anyway (its multithreading threshold is
 /// 4 * 65536), so threads never nest.
 constexpr int64_t kSmallGemm = int64_t(1) << 18;
+/// Below this many multiply-adds, gemmOne runs BLAS on one thread.
+constexpr int64_t kSerialGemm = int64_t(1) << 21;
 
 struct F64T {
   using S = double;
