@@ -949,9 +949,15 @@ TEST_F(CpuCodegenTest, KernelInfoAndText) {
   EXPECT_EQ(t.find("3.0f"), std::string::npos) << "dead constant printed";
   // Threads only for enough work: points times statements (a pointwise kernel's inner phase
   // has one point), and the reductions' inner points for softmax.
-  EXPECT_NE(t.find("#pragma omp parallel for schedule(static) if (grid > 1 && work >= 32768)"),
+  EXPECT_NE(t.find("  if (grid > 1 && work >= 32768) {\n    #pragma omp parallel for "
+                   "schedule(static)\n"),
             std::string::npos)
       << t;
+  // Below that a plain loop, never a parallel region with a false `if` clause.
+  EXPECT_NE(t.find("  } else {\n    for (int64_t task = 0; task < grid; ++task) {\n"),
+            std::string::npos)
+      << t;
+  EXPECT_EQ(t.find("#pragma omp parallel for schedule(static) if"), std::string::npos) << t;
   EXPECT_NE(t.find("const int64_t work = total * ("), std::string::npos) << t;
   // Affine indexing in the simd loop: hoisted bases, no division in the loop.
   EXPECT_NE(t.find("[o0 + x1]"), std::string::npos) << t;

@@ -5,12 +5,14 @@
 #include "interp/Interpreter.h"
 #include "ir/Infer.h"
 #include "ir/Parser.h"
+#include "kernels/cpu/CpuRnn.h"
 #include "lower/LoopEval.h"
 #include "lower/Lower.h"
 #include "sched/Schedule.h"
 
 #include <cmath>
 #include <gtest/gtest.h>
+#include <omp.h>
 #include <random>
 #include <sstream>
 
@@ -462,6 +464,87 @@ TEST(SpatialLower, RecurrentDynamicSequenceLength) {
     expectMatches(gru, {randomTensor(DType::F32, {3, t, 3}, 110 + uint32_t(t)),
                         randomTensor(DType::F32, {2, 6, 3}, 112),
                         randomTensor(DType::F32, {2, 6, 2}, 113)});
+}
+
+TEST(SpatialLower, RecurrentEveryKernelPath) {
+  // Sizes past the simd width with odd tails (hidden 19), every cell and direction, partial
+  // sequence lengths (0, 1, full), through each path of the recurrence kernel: the AVX2 and the
+  // portable build, serial, and on threads (directions and batch slices as separate tasks, with
+  // fewer threads than tasks), the per-step product on register tiles and through BLAS (hidden
+  // 19: whole tiles and a tail of columns; 5 rows: a tile of 4 and one of 1); the fused loops of
+  // the default activations and the general per-gate passes of the others; f64 too.
+  struct Case {
+    std::string text;
+    std::vector<Tensor> inputs;
+  };
+  auto t = [](Shape s, uint32_t seed) { return randomTensor(DType::F32, std::move(s), seed); };
+  std::vector<Case> cases;
+  for (const char *dir : {"forward", "reverse", "bidirectional"}) {
+    int64_t d = std::string(dir) == "bidirectional" ? 2 : 1;
+    std::string ds = std::to_string(d);
+    cases.push_back({R"(graph @g(%x: f32[6, 5, 7], %w: f32[)" + ds + R"(, 19, 7], %r: f32[)" + ds +
+                         R"(, 19, 19], %b: f32[)" + ds + R"(, 38], %len: i32[5]) -> (%y, %yh) {
+      %y, %yh = RNN(%x, %w, %r, %b, %len) {hidden_size = 19, direction = ")" +
+                         dir + R"(", clip = 1.5} : ?
+    })",
+                     {t({6, 5, 7}, 130), t({d, 19, 7}, 131), t({d, 19, 19}, 132), t({d, 38}, 133),
+                      ints(DType::I32, {5}, {6, 0, 3, 6, 1})}});
+    for (int lbr : {0, 1})
+      cases.push_back(
+          {R"(graph @g(%x: f32[6, 5, 7], %w: f32[)" + ds + R"(, 57, 7], %r: f32[)" + ds +
+               R"(, 57, 19], %b: f32[)" + ds + R"(, 114], %len: i32[5], %h0: f32[)" + ds +
+               R"(, 5, 19]) -> (%y, %yh) {
+        %y, %yh = GRU(%x, %w, %r, %b, %len, %h0) {hidden_size = 19, direction = ")" +
+               dir + R"(", linear_before_reset = )" + std::to_string(lbr) + R"(} : ?
+      })",
+           {t({6, 5, 7}, 134), t({d, 57, 7}, 135), t({d, 57, 19}, 136), t({d, 114}, 137),
+            ints(DType::I32, {5}, {3, 6, 0, 1, 6}), t({d, 5, 19}, 138)}});
+    cases.push_back({R"(graph @g(%x: f32[5, 6, 7], %w: f32[)" + ds + R"(, 76, 7], %r: f32[)" + ds +
+                         R"(, 76, 19], %b: f32[)" + ds + R"(, 152], %len: i32[5], %h0: f32[5, )" +
+                         ds + R"(, 19], %c0: f32[5, )" + ds + R"(, 19], %p: f32[)" + ds +
+                         R"(, 57]) -> (%y, %yh, %yc) {
+      %y, %yh, %yc = LSTM(%x, %w, %r, %b, %len, %h0, %c0, %p) {hidden_size = 19, layout = 1,
+                                                              direction = ")" +
+                         dir + R"(", clip = 3.0} : ?
+    })",
+                     {t({5, 6, 7}, 139), t({d, 76, 7}, 140), t({d, 76, 19}, 141), t({d, 152}, 142),
+                      ints(DType::I32, {5}, {6, 1, 6, 0, 4}), t({5, d, 19}, 143),
+                      t({5, d, 19}, 144), t({d, 57}, 145)}});
+  }
+  cases.push_back(
+      {R"(graph @g(%x: f32[6, 5, 7], %w: f32[1, 76, 7], %r: f32[1, 76, 19]) -> (%y, %yh, %yc) {
+    %y, %yh, %yc = LSTM(%x, %w, %r) {hidden_size = 19, input_forget = 1,
+                                     activations = ["HardSigmoid", "Relu", "Softsign"]} : ?
+  })",
+       {t({6, 5, 7}, 146), t({1, 76, 7}, 147), t({1, 76, 19}, 148)}});
+  cases.push_back(
+      {R"(graph @g(%x: f32[6, 5, 7], %w: f32[2, 57, 7], %r: f32[2, 57, 19]) -> (%y, %yh) {
+    %y, %yh = GRU(%x, %w, %r) {hidden_size = 19, direction = "bidirectional", clip = 0.8,
+                               activations = ["HardSigmoid", "Softsign", "Sigmoid", "Relu"]} : ?
+  })",
+       {t({6, 5, 7}, 152), t({2, 57, 7}, 153), t({2, 57, 19}, 154)}});
+  cases.push_back(
+      {R"(graph @g(%x: f64[6, 5, 7], %w: f64[2, 57, 7], %r: f64[2, 57, 19]) -> (%y, %yh) {
+    %y, %yh = GRU(%x, %w, %r) {hidden_size = 19, direction = "bidirectional"} : ?
+  })",
+       {randomTensor(DType::F64, {6, 5, 7}, 149), randomTensor(DType::F64, {2, 57, 7}, 150),
+        randomTensor(DType::F64, {2, 57, 19}, 151)}});
+  const int threads = omp_get_max_threads();
+  for (cpu::RecurrentIsa isa : {cpu::RecurrentIsa::Avx2, cpu::RecurrentIsa::Portable})
+    for (int parallel : {0, 2, 3})
+      for (bool tiles : {true, false}) {
+        SCOPED_TRACE("isa " + std::to_string(int(isa)) + ", threads " + std::to_string(parallel) +
+                     (tiles ? ", register tiles" : ", BLAS"));
+        cpu::setRecurrentIsaLimit(isa);
+        int64_t before = cpu::setRecurrentParallelWork(parallel ? 0 : INT64_MAX);
+        int64_t small = cpu::setRecurrentSmallProduct(tiles ? INT64_MAX : -1);
+        if (parallel) omp_set_num_threads(parallel);
+        for (const Case &c : cases) expectMatches(c.text, c.inputs);
+        omp_set_num_threads(threads);
+        cpu::setRecurrentSmallProduct(small);
+        cpu::setRecurrentParallelWork(before);
+        cpu::setRecurrentIsaLimit(cpu::RecurrentIsa::Avx2);
+      }
 }
 
 TEST(SpatialLower, RecurrentSequenceLengthOutOfRangeIsReported) {

@@ -96,12 +96,21 @@ void gemmOne(const T *a, const T *b, T *y, int64_t m, int64_t n, int64_t k, bool
   if (m <= INT_MAX && n <= INT_MAX && k <= INT_MAX) {
     int lda = int(ta ? m : k), ldb = int(tb ? k : n);
     auto opA = ta ? CblasTrans : CblasNoTrans, opB = tb ? CblasTrans : CblasNoTrans;
+    // Below kSerialGemm multiply-adds, one thread: OpenBLAS (OpenMP build) threads from 2^18,
+    // where the fork and join of a parallel region cost more than they save. OpenBLAS reads
+    // the thread count from omp_get_max_threads() at every call.
+    int64_t work = 0;
+    const bool serial = mulSizes({m, n, k}, &work) && work < kSerialGemm && !omp_in_parallel() &&
+                        omp_get_max_threads() > 1;
+    const int saved = serial ? omp_get_max_threads() : 0;
+    if (serial) omp_set_num_threads(1);
     if constexpr (std::is_same_v<T, float>)
       cblas_sgemm(CblasRowMajor, opA, opB, int(m), int(n), int(k), alpha, a, lda, b, ldb, beta, y,
                   int(n));
     else
       cblas_dgemm(CblasRowMajor, opA, opB, int(m), int(n), int(k), alpha, a, lda, b, ldb, beta, y,
                   int(n));
+    if (serial) omp_set_num_threads(saved);
     return;
   }
   for (int64_t i = 0; i < m; ++i)

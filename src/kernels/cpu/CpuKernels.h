@@ -187,7 +187,7 @@ int32_t coil_cpu_det_f64(const void *x, void *y, int64_t batch, int64_t n);
 /// The recurrence of one ONNX RNN (cell 0), GRU (1) or LSTM (2) layer of `dirs` directions
 /// (1 or 2), with G = 1, 3, 4 gates and H = `hidden`, in the layout of ONNX's layout 0 and with
 /// every optional input present:
-///   xw    [dirs, seq, batch, G*H]  X_t W^T of every time step (no bias)
+///   xw    [seq, batch, dirs, G*H]  X_t W^T of every time step and direction (no bias)
 ///   r     [dirs, G*H, H]           R
 ///   b     [dirs, 2*G*H]            B (Wb then Rb)
 ///   lens  [batch] int64            sequence_lens, each in [0, seq]
@@ -202,9 +202,10 @@ int32_t coil_cpu_det_f64(const void *x, void *y, int64_t batch, int64_t n);
 /// Direction 1 of two runs in reverse; with one direction, `reverse` != 0 makes it run in
 /// reverse. A reverse direction's step s reads time len - 1 - s. `linear_before_reset` and
 /// `input_forget` are the GRU and LSTM attributes; `has_clip` != 0 clips every gate's input to
-/// [-clip, clip]. The state and gate arithmetic is in double, the states are stored in the
-/// element type. Fails on negative or overflowing sizes, a length out of range, an unknown cell
-/// or activation code, or a negative clip.
+/// [-clip, clip]. The state and gate arithmetic is in the element type (f32: exp, sigmoid and
+/// tanh by polynomials within 2 ulp; f64: libm; the other activations in double). Fails on
+/// negative or overflowing sizes, a length out of range, an unknown cell or activation code, or
+/// a negative clip.
 int32_t coil_cpu_recurrent_f32(const void *xw, const void *r, const void *b, const void *lens,
                                const void *h0, const void *c0, const void *p, const void *acts,
                                void *y, void *yh, void *yc, int64_t cell, int64_t seq,

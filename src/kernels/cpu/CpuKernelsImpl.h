@@ -97,6 +97,8 @@ void gemmOne(const T *a, const T *b, T *y, int64_t m, int64_t n, int64_t k, bool
 /// OpenBLAS runs such sizes on a single thread anyway (its multithreading threshold is
 /// 4 * 65536), so threads never nest.
 constexpr int64_t kSmallGemm = int64_t(1) << 18;
+/// Below this many multiply-adds, gemmOne runs BLAS on one thread.
+constexpr int64_t kSerialGemm = int64_t(1) << 21;
 
 /// Multiply-adds from which a convolution runs on all threads; smaller ones run on the calling
 /// thread. 2^19 is some 15-25 us on one Zen 4 core, several times what starting and joining a

@@ -1,14 +1,26 @@
 // CPU kernel of the recurrent ops (RNN, GRU, LSTM): the recurrence over the time steps, after
-// the input projections (X W^T, computed by the caller for every step at once). Semantics as the
+// the input projections (X W^T of every step, one GEMM computed by the caller). Semantics as the
 // reference interpreter (interp/kernels/LinalgRnn.cpp): ONNX gate orders (GRU z r h, LSTM
 // i o f c), sequence_lens honoured per batch entry, the reverse direction reading time
-// len - 1 - step.
+// len - 1 - step. Per step, one GEMM of the states of all batch entries by R, then the gate
+// arithmetic fused per row in simd loops (CpuRnnBody.inc, built for AVX2 and portable); no
+// allocation inside the time loop. Directions and slices of the batch are independent, so a
+// call with enough work runs them on OpenMP threads in one parallel region (no barrier per
+// step); a small call never enters an OpenMP region.
+#include "kernels/cpu/CpuRnn.h"
+
 #include "kernels/cpu/CpuKernels.h"
 #include "kernels/cpu/CpuKernelsImpl.h"
 
 #include <algorithm>
+#include <atomic>
+#include <bit>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <new>
+#include <omp.h>
+#include <type_traits>
 #include <vector>
 
 namespace coil::cpu {
@@ -50,6 +62,65 @@ struct Activation {
   }
 };
 
+/// The arguments of one call, as the body (CpuRnnBody.inc) reads them.
+template <typename T> struct Job {
+  const T *xw, *r, *b, *h0, *c0, *p;
+  const int64_t *lens;
+  const Activation *acts; // [dirs * 3]
+  T *y, *yh, *yc;
+  int64_t cell, seq, batch, hid, gh, dirs;
+  int64_t qld; // columns of the per-step product: gates * hidden (GRU without lbr: 2 * hidden)
+  bool reverse, linearBeforeReset, inputForget, hasClip;
+  T clip;
+  bool smallProduct; // the per-step product by coil's register tiles, not BLAS
+};
+
+namespace portable32 {
+using Real = float;
+#include "kernels/cpu/CpuRnnBody.inc"
+} // namespace portable32
+
+namespace portable64 {
+using Real = double;
+#include "kernels/cpu/CpuRnnBody.inc"
+} // namespace portable64
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+namespace avx2 {
+using Real = float;
+#include "kernels/cpu/CpuRnnBody.inc"
+} // namespace avx2
+#pragma GCC pop_options
+
+std::atomic<int> isaLimit{int(RecurrentIsa::Avx2)};
+std::atomic<int64_t> parallelWork{kRecurrentParallelWork};
+std::atomic<int64_t> smallProductWork{kRecurrentSmallProduct};
+
+bool cpuHasAvx2() {
+  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return yes;
+}
+
+template <typename T> int64_t rowsWorkspace(const Job<T> &j, int64_t rows) {
+  if constexpr (std::is_same_v<T, double>)
+    return portable64::rowsWorkspace(j, rows);
+  else
+    return portable32::rowsWorkspace(j, rows);
+}
+
+template <typename T>
+void runRows(const Job<T> &j, int64_t d, int64_t b0, int64_t b1, T *ws, bool wide) {
+  if constexpr (std::is_same_v<T, double>) {
+    portable64::runRows(j, d, b0, b1, ws);
+  } else {
+    if (wide)
+      avx2::runRows(j, d, b0, b1, ws);
+    else
+      portable32::runRows(j, d, b0, b1, ws);
+  }
+}
+
 template <typename T>
 int32_t recurrent(const T *xw, const T *r, const T *bias, const int64_t *lens, const T *h0,
                   const T *c0, const T *peep, const double *acts, T *y, T *yh, T *yc, int64_t cell,
@@ -61,103 +132,82 @@ int32_t recurrent(const T *xw, const T *r, const T *bias, const int64_t *lens, c
   const char *op = cellName(cell);
   if (dirs != 1 && dirs != 2) return fail("%s: %lld directions (1 or 2)", op, ll(dirs));
   int64_t gates = cell == COIL_CPU_RNN_CELL_RNN ? 1 : cell == COIL_CPU_RNN_CELL_GRU ? 3 : 4;
-  int64_t gh = 0, all = 0, states = 0;
+  int64_t gh = 0, all = 0, states = 0, work = 0, perRow = 0;
   if (!mulSize(gates, hid, &gh) || !mulSizes({dirs, seq, batch, gh}, &all) ||
       !mulSizes({seq, dirs, batch, hid}, &all) || !mulSizes({dirs, gh, hid}, &all) ||
-      !mulSizes({dirs, batch, hid}, &states))
+      !mulSizes({dirs, batch, hid}, &states) || !mulSizes({batch, 16, gh + 1}, &perRow))
     return fail("%s: sizes seq %lld, batch %lld, hidden %lld are negative or overflow", op, ll(seq),
                 ll(batch), ll(hid));
   if (hasClip && !(clip >= 0)) return fail("%s: clip %g must be a non-negative number", op, clip);
+  Activation f[6];
   for (int64_t i = 0; i < dirs * 3; ++i) {
     double code = acts[i * 3];
     if (!(code >= 0 && code <= COIL_CPU_RNN_ACT_SOFTPLUS) || code != std::floor(code))
       return fail("%s: activation code %g is not a known activation", op, code);
+    f[i] = {int64_t(code), acts[i * 3 + 1], acts[i * 3 + 2]};
   }
-  for (int64_t b = 0; b < batch; ++b)
+  bool partial = false;
+  for (int64_t b = 0; b < batch; ++b) {
     if (lens[b] < 0 || lens[b] > seq)
       return fail("%s: sequence length %lld of batch entry %lld is out of range [0, %lld]", op,
                   ll(lens[b]), ll(b), ll(seq));
-  std::fill(y, y + seq * dirs * batch * hid, T(0));
-  std::fill(yc, yc + states, T(0));
-  auto clipped = [&](double v) { return hasClip ? std::clamp(v, -clip, clip) : v; };
-  int64_t maxLen = 0;
-  for (int64_t b = 0; b < batch; ++b) maxLen = std::max(maxLen, lens[b]);
+    partial = partial || lens[b] < seq;
+  }
+  // Y is 0 at the steps past an entry's length; Y_c is 0 for RNN and GRU.
+  if (partial) std::fill(y, y + seq * dirs * batch * hid, T(0));
+  if (cell != COIL_CPU_RNN_CELL_LSTM) std::fill(yc, yc + states, T(0));
+  if (batch == 0) return 0;
+  Job<T> j{xw,
+           r,
+           bias,
+           h0,
+           c0,
+           peep,
+           lens,
+           f,
+           y,
+           yh,
+           yc,
+           cell,
+           seq,
+           batch,
+           hid,
+           gh,
+           dirs,
+           cell == COIL_CPU_RNN_CELL_GRU && !linearBeforeReset ? 2 * hid : gh,
+           dirs == 1 && reverseOnly,
+           linearBeforeReset,
+           inputForget,
+           hasClip,
+           T(clip),
+           false};
+  const bool wide =
+      std::is_same_v<T, float> && isaLimit.load() >= int(RecurrentIsa::Avx2) && cpuHasAvx2();
+  // The multiply-adds of the recurrent products (saturating).
+  if (!mulSizes({dirs, seq, batch, gh, hid}, &work)) work = INT64_MAX;
+  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  // Independent tasks: each direction, each split into `chunks` slices of the batch.
+  const bool parallel = threads > 1 && work >= parallelWork.load();
+  int64_t chunks = 1;
+  if (parallel) chunks = std::min(batch, std::max<int64_t>(1, (threads + dirs - 1) / dirs));
+  const int64_t tasks = dirs * chunks;
+  const int team = parallel ? int(std::min<int64_t>(tasks, threads)) : 1;
+  const int64_t rows = (batch + chunks - 1) / chunks;
+  int64_t stepWork = 0, rSize = 0;
+  j.smallProduct = mulSizes({rows, j.qld, hid}, &stepWork) && mulSize(hid, gh, &rSize) &&
+                   stepWork <= smallProductWork.load() && rSize <= kSmallGemm;
   try {
-    std::vector<T> h(size_t(batch * hid)), c(size_t(batch * hid)), hr(size_t(batch * gh));
-    std::vector<T> nh(size_t(batch * hid));
-    std::vector<double> rh(cell == COIL_CPU_RNN_CELL_GRU && !linearBeforeReset ? size_t(batch * hid)
-                                                                               : 0);
-    for (int64_t d = 0; d < dirs; ++d) {
-      bool reverse = dirs == 2 ? d == 1 : reverseOnly;
-      const T *R = r + d * gh * hid, *Wb = bias + d * 2 * gh, *Rb = Wb + gh;
-      const T *P = peep + d * 3 * hid;
-      Activation f[3];
-      for (int64_t i = 0; i < 3; ++i) {
-        const double *a = acts + (d * 3 + i) * 3;
-        f[i] = {int64_t(a[0]), a[1], a[2]};
+    const int64_t each = rowsWorkspace(j, rows);
+    std::vector<T> ws(size_t(each * team));
+    if (team == 1) {
+      for (int64_t d = 0; d < dirs; ++d) runRows(j, d, 0, batch, ws.data(), wide);
+    } else {
+#pragma omp parallel for schedule(static) num_threads(team)
+      for (int64_t task = 0; task < tasks; ++task) {
+        int64_t d = task / chunks, ci = task % chunks;
+        runRows(j, d, batch * ci / chunks, batch * (ci + 1) / chunks,
+                ws.data() + omp_get_thread_num() * each, wide);
       }
-      std::copy(h0 + d * batch * hid, h0 + (d + 1) * batch * hid, h.begin());
-      if (cell == COIL_CPU_RNN_CELL_LSTM)
-        std::copy(c0 + d * batch * hid, c0 + (d + 1) * batch * hid, c.begin());
-      for (int64_t step = 0; step < maxLen; ++step) {
-        // h R^T for every batch entry: [batch, gates * hidden].
-        if (batch > 0 && gh > 0) {
-          if (hid > 0)
-            gemmOne<T>(h.data(), R, hr.data(), batch, gh, hid, false, true, T(1), T(0));
-          else
-            std::fill(hr.begin(), hr.end(), T(0));
-        }
-#pragma omp parallel for schedule(static) if (batch > 1 && batch * gh * hid > 65536)
-        for (int64_t b = 0; b < batch; ++b) {
-          if (step >= lens[b]) continue;
-          int64_t t = reverse ? lens[b] - 1 - step : step;
-          const T *x = xw + ((d * seq + t) * batch + b) * gh, *q = hr.data() + b * gh;
-          const T *hb = h.data() + b * hid;
-          T *cb = c.data() + b * hid, *nb = nh.data() + b * hid;
-          double *rhb = rh.empty() ? nullptr : rh.data() + b * hid;
-          // Gate g's input and recurrent parts at unit k, biases included.
-          auto xg = [&](int64_t g, int64_t k) { return double(x[g * hid + k]) + Wb[g * hid + k]; };
-          auto hg = [&](int64_t g, int64_t k) { return double(q[g * hid + k]) + Rb[g * hid + k]; };
-          if (rhb) // GRU without linear_before_reset: the reset gate times the state, per unit
-            for (int64_t j = 0; j < hid; ++j)
-              rhb[j] = f[0](clipped(xg(1, j) + hg(1, j))) * double(hb[j]);
-          for (int64_t k = 0; k < hid; ++k) {
-            double v;
-            if (cell == COIL_CPU_RNN_CELL_RNN) {
-              v = f[0](clipped(xg(0, k) + hg(0, k)));
-            } else if (cell == COIL_CPU_RNN_CELL_GRU) {
-              double z = f[0](clipped(xg(0, k) + hg(0, k)));
-              double pre;
-              if (linearBeforeReset) {
-                double rg = f[0](clipped(xg(1, k) + hg(1, k)));
-                pre = xg(2, k) + rg * hg(2, k);
-              } else { // (r * h) R_h^T + Rb_h
-                double s = Rb[2 * hid + k];
-                const T *row = R + (2 * hid + k) * hid;
-                for (int64_t j = 0; j < hid; ++j) s += rhb[j] * double(row[j]);
-                pre = xg(2, k) + s;
-              }
-              v = (1 - z) * f[1](clipped(pre)) + z * double(hb[k]);
-            } else {
-              double cv = cb[k];
-              double ig = f[0](clipped(xg(0, k) + hg(0, k) + double(P[k]) * cv));
-              double fg = inputForget
-                              ? 1 - ig
-                              : f[0](clipped(xg(2, k) + hg(2, k) + double(P[2 * hid + k]) * cv));
-              double cg = f[1](clipped(xg(3, k) + hg(3, k)));
-              double cn = fg * cv + ig * cg;
-              double og = f[0](clipped(xg(1, k) + hg(1, k) + double(P[hid + k]) * cn));
-              v = og * f[2](cn);
-              cb[k] = T(cn);
-            }
-            nb[k] = T(v);
-          }
-          std::copy(nb, nb + hid, h.data() + b * hid);
-          std::copy(nb, nb + hid, y + ((t * dirs + d) * batch + b) * hid);
-        }
-      }
-      std::copy(h.begin(), h.end(), yh + d * batch * hid);
-      if (cell == COIL_CPU_RNN_CELL_LSTM) std::copy(c.begin(), c.end(), yc + d * batch * hid);
     }
   } catch (const std::bad_alloc &) {
     return fail("%s: out of memory for the states of batch %lld, hidden %lld", op, ll(batch),
@@ -167,6 +217,21 @@ int32_t recurrent(const T *xw, const T *r, const T *bias, const int64_t *lens, c
 }
 
 } // namespace
+
+void setRecurrentIsaLimit(RecurrentIsa limit) {
+  isaLimit.store(int(limit));
+}
+RecurrentIsa recurrentIsa() {
+  return isaLimit.load() >= int(RecurrentIsa::Avx2) && cpuHasAvx2() ? RecurrentIsa::Avx2
+                                                                    : RecurrentIsa::Portable;
+}
+int64_t setRecurrentParallelWork(int64_t work) {
+  return parallelWork.exchange(work);
+}
+int64_t setRecurrentSmallProduct(int64_t work) {
+  return smallProductWork.exchange(work);
+}
+
 } // namespace coil::cpu
 
 using namespace coil::cpu;

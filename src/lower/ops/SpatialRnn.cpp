@@ -71,10 +71,10 @@ int64_t activationCode(const std::string &n) {
 
 /// RNN, GRU and LSTM as one extern call (kernels/cpu coil_cpu_recurrent_*: the recurrence, a
 /// loop over the time steps that the sequence length bounds at run time, so a dynamic or long
-/// sequence costs no code) around Loop IR nodes: the input projections X W^T of every step
-/// (one reduction, [dirs, seq, batch, gates * hidden]), every operand in the compute type and
-/// ONNX's layout 0 (absent optional inputs as zeros, sequence_lens as the sequence length),
-/// the activations as a small f64 tensor, and views (layout 1) and casts of the results.
+/// sequence costs no code) around Loop IR nodes: the input projections X W^T of every step and
+/// direction (one GEMM extern, [seq, batch, dirs, gates * hidden]), every operand in the compute
+/// type and ONNX's layout 0 (absent optional inputs as zeros, sequence_lens as the sequence
+/// length), the activations as a small f64 tensor, and views (layout 1) and casts of the results.
 Status lowerRecurrent(LowerContext &ctx, Cell cell) {
   using linalg::floatArg;
   using linalg::intArg;
@@ -110,10 +110,14 @@ Status lowerRecurrent(LowerContext &ctx, Cell cell) {
         hint);
   };
   // Input i (present) in the compute type, realized, of the given layout-0 shape, reading
-  // element o at index(o).
+  // element o at index(o). An input already in the compute type and stored contiguously in
+  // that order (a weight, usually) is passed as it is, without a copy per run.
   auto operand = [&](size_t i, std::vector<SymInt> shape,
-                     const std::function<Syms(const Syms &)> &index, const char *hint) {
+                     const std::function<Syms(const Syms &)> &index, const char *hint,
+                     bool identity = true) {
     TensorRef t = ctx.input(i);
+    if (identity && t.dtype == ct && linalg::layoutOf(ctx, t) == linalg::Layout::Plain)
+      return linalg::wholeNode(ctx, t);
     return ctx.realize(ctx.pointwise(
         ct, std::move(shape),
         [&](BodyBuilder &b, const Syms &o) { return b.cast(b.load(t, index(o)), ct); }, hint));
@@ -127,17 +131,22 @@ Status lowerRecurrent(LowerContext &ctx, Cell cell) {
         [&](const Syms &o) {
           return layout ? Syms{o[1], o[0], o[2]} : o;
         },
-        hint);
+        hint, layout == 0);
   };
 
-  TensorRef xw = ctx.reduce(
-      ReduceKind::Sum, ct, ct, {dirs, seq, batch, gh}, {in},
-      [&](BodyBuilder &b, const Syms &o, const Syms &rv, Val *) {
-        Syms xi = layout ? Syms{o[2], o[1], rv[0]} : Syms{o[1], o[2], rv[0]};
-        return b.op(ScalarOp::Mul, b.cast(b.load(x, xi), ct),
-                    b.cast(b.load(w, {o[0], o[3], rv[0]}), ct));
-      },
-      false, "xw");
+  // X W^T of every step and direction as one GEMM: X as [seq * batch, input] (a view for layout
+  // 0; layout 1 and a dtype other than the compute type cost a copy) times W as
+  // [dirs * gates * hidden, input] transposed, so xw is [seq, batch, dirs, gates * hidden].
+  TensorRef xs = layout ? ctx.permute(x, {1, 0, 2}) : x;
+  auto castTo = [&](TensorRef t) {
+    if (t.dtype == ct) return t;
+    return ctx.realize(ctx.pointwise(
+        ct, t.shape, [&](BodyBuilder &b, const Syms &o) { return b.cast(b.load(t, o), ct); }));
+  };
+  xs = castTo(xs);
+  TensorRef wT = ctx.permute(ctx.reshape(castTo(w), {gh * dirs, in}), {1, 0});
+  TensorRef xw = linalg::gemmExtern(ctx, ctx.reshape(xs, {seq * batch, in}), wT, {}, seq * batch,
+                                    gh * dirs, in, 1.0);
   TensorRef r = operand(2, {dirs, gh, hid}, same, "r");
   TensorRef bias =
       ctx.hasInput(3) ? operand(3, {dirs, gh * 2}, same, "bias") : zeros({dirs, gh * 2}, "bias");
