@@ -190,6 +190,22 @@ def cases():
         open(os.path.join(d, "in.npz"), "w").write("not a zip archive")
     add("npz-not-zip", r"error: .*in\.npz: not a valid \.npz", npz_garbage, ["interpret", "m.onnx", "--inputs", "in.npz"])
 
+    def npz_size_bomb(d):
+        # An entry of 152 bytes whose archive directory and local header claim 4 GB (found by
+        # the npz fuzz target: the reader allocated and zeroed the claimed size before reading;
+        # test/fuzz/corpus/npz/oom-* replays it under the fuzzer's malloc limit).
+        save(relu_model(), os.path.join(d, "m.onnx"))
+        path = os.path.join(d, "in.npz")
+        np.savez(path, x=np.zeros((2, 3), np.float32))
+        b = bytearray(open(path, "rb").read())
+        for sig, off in ((b"PK\x03\x04", 22), (b"PK\x01\x02", 24)):
+            at = b.find(sig)
+            b[at + off:at + off + 4] = (0xF0000000).to_bytes(4, "little")
+        open(path, "wb").write(bytes(b))
+    add("npz-declared-size-bomb", r"error: .*in\.npz: entry 'x\.npy' is truncated or corrupt \(152 bytes, its header says 4026531840\)",
+        npz_size_bomb,
+        ["interpret", "m.onnx", "--inputs", "in.npz"])
+
     def dyn_model(d):
         m = model([helper.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", ["batch", 3])], [vi("y", ["batch", 3])])
         save(m, os.path.join(d, "m.onnx"))
