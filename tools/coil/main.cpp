@@ -37,8 +37,10 @@ commands:
       call's config is chosen per size bucket by timing every config on this machine's GPU
       when it has one (metadata.json "tuning"; --tune or COIL_TUNE=1 insist, --no-tune or
       COIL_TUNE=0 skip it), else by a cost model
-  run PKG|MODEL --inputs IN.npz [--outputs OUT.npz] [--device cpu|cuda]
-      run a package (a MODEL is compiled first, through the compile cache)
+  run PKG|MODEL --inputs IN.npz [--outputs OUT.npz] [--device cpu|cuda] [--poison]
+      run a package (a MODEL is compiled first, through the compile cache); --poison runs it
+      twice, the second time into output buffers filled with 0xff bytes (NaN, -1), and reports
+      that run, so that an element the package leaves unwritten shows
   verify MODEL [--inputs IN.npz] [--dynamic NAME=MIN:MAX]... [--kernels] [--package PKG]
       compile and run MODEL and compare every output with the interpreter (random inputs
       unless --inputs is given); on a mismatch, or always with --kernels, compare every
@@ -202,7 +204,8 @@ Status run(int argc, char **argv) {
     return cmdCompile(a);
   }
   if (cmd == "run") {
-    COIL_TRY(Args a, parseArgs(argc, argv, {"--inputs", "--outputs", "--device", "--arch"}, {}));
+    COIL_TRY(Args a,
+             parseArgs(argc, argv, {"--inputs", "--outputs", "--device", "--arch"}, {"--poison"}));
     return cmdRun(a);
   }
   if (cmd == "verify") {
