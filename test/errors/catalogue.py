@@ -142,6 +142,17 @@ def cases():
         lambda d: save(model([helper.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", [2])], [vi("nowhere", [2])]), os.path.join(d, "m.onnx")),
         ["inspect", "m.onnx"])
 
+    # Found by the onnx fuzz target: the second listing became a value of the same name
+    # (internal error: duplicate value name), for a node's output and for an input.
+    add("graph-output-listed-twice", r"error: .*m\.onnx: graph output 'y' is listed twice",
+        lambda d: save(model([helper.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", [2])], [vi("y", [2]), vi("y", [2])]),
+                       os.path.join(d, "m.onnx")),
+        ["inspect", "m.onnx"])
+    add("graph-input-as-output-twice", r"error: .*m\.onnx: graph output 'x' is listed twice",
+        lambda d: save(model([helper.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", [2])],
+                             [vi("y", [2]), vi("x", [2]), vi("x", [2])]), os.path.join(d, "m.onnx")),
+        ["inspect", "m.onnx"])
+
     # --- types and shapes
     add("matmul-inner-dims", r"error: .*node 'mm' \(MatMul\): .*64.*32|error: .*node 'mm' \(MatMul\): .*32.*64",
         lambda d: save(model([helper.make_node("MatMul", ["a", "b"], ["y"], name="mm")], [vi("a", [4, 64]), vi("b", [32, 8])], [vi("y", [4, 8])]), os.path.join(d, "m.onnx")),
