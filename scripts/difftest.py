@@ -589,6 +589,139 @@ class Gen:
         return self.node(kind, [a.name, self.const(idx, "idx")], self.new(a.dtype, out, a.bound, a.exact),
                          axis=ax - a.rank * self.r.randint(0, 1))
 
+    def op_more(self, pool, a):
+        """Pad, Tile, CumSum, Trilu, PRelu, BatchNormalization, InstanceNormalization,
+        GatherElements, DepthToSpace, SpaceToDepth, ReduceProd, Mod, Einsum."""
+        kind = self.r.choice(["Pad", "Tile", "CumSum", "Trilu", "PRelu", "BatchNormalization",
+                              "InstanceNormalization", "GatherElements", "DepthToSpace",
+                              "SpaceToDepth", "ReduceProd", "Mod", "Einsum"])
+        shape, dt = a.shape, a.dtype
+        if a.rank == 0 or dt == "bool":
+            return None
+        static = "N" not in shape
+        if kind == "Pad":
+            mode = self.r.choice(["constant", "constant", "reflect", "edge"])
+            pads = []
+            for d in shape + shape:
+                if d == "N":
+                    pads.append(0)
+                else:
+                    hi = d - 1 if mode == "reflect" else 3
+                    pads.append(self.r.randint(0 if mode != "constant" else -min(1, d - 1), max(0, min(hi, 3))))
+            r = a.rank
+            out = [d if d == "N" else d + pads[i] + pads[i + r] for i, d in enumerate(shape)]
+            if any(o != "N" and o < 1 for o in out):
+                return None
+            ins = [a.name, self.const(np.array(pads, dtype=np.int64), "pads")]
+            if mode == "constant" and self.r.random() < 0.5:
+                ins.append(self.const(np.array(self.r.choice([0, 1, -2]), dtype=NP[dt])))
+            return self.node(kind, ins, self.new(dt, out, max(a.bound, 2), a.exact), mode=mode)
+        if kind == "Tile":
+            reps = [1 if d == "N" else self.r.randint(1, 3) for d in shape]
+            out = [d if d == "N" else d * k for d, k in zip(shape, reps)]
+            return self.node(kind, [a.name, self.const(np.array(reps, dtype=np.int64), "reps")],
+                             self.new(dt, out, a.bound, a.exact))
+        if kind == "CumSum":
+            ax = self.r.randrange(a.rank)
+            n = self.nbatch * 2 if shape[ax] == "N" else shape[ax]
+            bound = a.bound * n
+            if dt == "f16" and bound > 1e3 or bound > 1e6:
+                return None
+            return self.node(kind, [a.name, self.const(np.array(ax - a.rank * self.r.randint(0, 1), dtype=np.int64))],
+                             self.new(dt, shape, bound, a.exact and dt in INTS),
+                             exclusive=self.r.randint(0, 1), reverse=self.r.randint(0, 1))
+        if kind == "Trilu":
+            if a.rank < 2:
+                return None
+            ins = [a.name]
+            if self.r.random() < 0.6:
+                ins.append(self.const(np.array(self.r.randint(-3, 3), dtype=np.int64), "k"))
+            return self.node(kind, ins, self.new(dt, shape, a.bound, a.exact), upper=self.r.randint(0, 1))
+        if kind == "PRelu":
+            if dt not in FLOATS:
+                return None
+            ss = self.broadcast_partner(a)
+            slope = self.const(np.array(self.r_normal([1 if d == "N" else d for d in ss]) * 0.5, dtype=NP[dt]), "slope")
+            return self.node(kind, [a.name, slope], self.new(dt, shape, a.bound * 2, False))
+        if kind in ("BatchNormalization", "InstanceNormalization"):
+            if dt not in FLOATS or a.rank < 2 or shape[1] == "N" or (kind == "InstanceNormalization" and (a.rank < 3 or dt == "f16")):
+                return None
+            c = shape[1]
+            scale = self.const(np.array(self.r_normal([c]), dtype=NP[dt]), "scale")
+            bias = self.const(np.array(self.r_normal([c]), dtype=NP[dt]), "bias")
+            if kind == "InstanceNormalization":
+                return self.node(kind, [a.name, scale, bias], self.new(dt, shape, 3 * 8 + 3, False), epsilon=1e-3)
+            mean = self.const(np.array(self.r_normal([c]), dtype=NP[dt]), "mean")
+            var = self.const(np.array([0.5 + self.r.random() for _ in range(c)], dtype=NP[dt]), "var")
+            return self.node(kind, [a.name, scale, bias, mean, var], self.new(dt, shape, (a.bound + 3) * 6 + 3, False),
+                             epsilon=self.r.choice([1e-5, 1e-3]))
+        if kind == "GatherElements":
+            ax = self.r.randrange(a.rank)
+            if shape[ax] == "N":
+                return None
+            d = shape[ax]
+            ishape = [x if x == "N" or i == ax else self.r.randint(1, x) for i, x in enumerate(shape)]
+            ishape[ax] = self.r.randint(1, 4)
+            if "N" in ishape:
+                return None
+            idx = np.array(self.r_ints(ishape, -d, d), dtype=np.int64)
+            return self.node(kind, [a.name, self.const(idx, "idx")], self.new(dt, ishape, a.bound, a.exact),
+                             axis=ax - a.rank * self.r.randint(0, 1))
+        if kind in ("DepthToSpace", "SpaceToDepth"):
+            if a.rank != 4 or "N" in shape[1:]:
+                return None
+            b = self.r.choice([2, 3])
+            n, c, h, w = shape
+            if kind == "DepthToSpace":
+                if c % (b * b):
+                    return None
+                out = [n, c // (b * b), h * b, w * b]
+                return self.node(kind, [a.name], self.new(dt, out, a.bound, a.exact), blocksize=b,
+                                 mode=self.r.choice(["DCR", "CRD"]))
+            if h % b or w % b:
+                return None
+            return self.node(kind, [a.name], self.new(dt, [n, c * b * b, h // b, w // b], a.bound, a.exact), blocksize=b)
+        if kind == "ReduceProd":
+            ax = self.r.randrange(a.rank)
+            n = self.nbatch * 2 if shape[ax] == "N" else shape[ax]
+            if n > 8 or a.bound ** n > (1e3 if dt == "f16" else 1e6):
+                return None
+            keep = self.r.randint(0, 1)
+            out = [1 if i == ax else x for i, x in enumerate(shape)] if keep else shape[:ax] + shape[ax + 1:]
+            return self.node(kind, [a.name], self.new(dt, out, a.bound ** n, a.exact and dt in INTS), axes=[ax], keepdims=keep)
+        if kind == "Mod":
+            if dt in FLOATS:
+                if not a.exact:
+                    return None  # fmod is discontinuous where the quotient is an integer
+                fm = 1
+            else:
+                fm = self.r.randint(0, 1)
+            bs = self.broadcast_partner(a)
+            b = self.operand_like(pool, a, bs)
+            if not b.exact:
+                return None
+            ab = self.node("Abs", [b.name], self.new(dt, bs, b.bound, True))
+            pos = self.node("Add", [ab.name, self.const(np.array(1, dtype=NP[dt]))], self.new(dt, bs, b.bound + 1, True))
+            return self.node(kind, [a.name, pos.name], self.new(dt, self.bshape(shape, bs), b.bound + 1, True), fmod=fm)
+        # Einsum: a batched matrix product or a transpose-and-reduce
+        if dt not in FLOATS or a.rank not in (2, 3) or "N" in shape[1:]:
+            return None
+        if a.rank == 2:
+            k = shape[1]
+            n = self.r.randint(1, 5)
+            w = self.const(np.array(self.r_normal([n, k]), dtype=NP[dt]), "w")
+            eq = self.r.choice(["ij,kj->ik", "ij,kj->ki"])
+            out = [shape[0], n] if eq.endswith("ik") else [n, shape[0]]
+            bound = a.bound * 3 * k
+        else:
+            w = self.const(np.array(self.r_normal([shape[2]]), dtype=NP[dt]), "w")
+            eq = self.r.choice(["bij,j->bi", "bij,j->ib"])
+            out = [shape[0], shape[1]] if eq.endswith("bi") else [shape[1], shape[0]]
+            bound = a.bound * 3 * shape[2]
+        if dt == "f16" and bound > 1e3:
+            return None
+        return self.node(kind, [a.name, w], self.new(dt, out, bound, False), equation=eq)
+
     def subgraph(self, nops):
         dtype = self.r.choices(["f32", "f64", "f16", "i32", "i64"], weights=[60, 10, 15, 7, 8])[0]
         dynamic = self.r.random() < 0.4
@@ -598,7 +731,7 @@ class Gen:
         made = []
         kinds = [(self.op_unary, 4), (self.op_binary, 5), (self.op_compare_where, 1), (self.op_cast, 1),
                  (self.op_reduce, 2), (self.op_matmul, 2), (self.op_conv_pool, 2), (self.op_normalize, 2),
-                 (self.op_shape, 5)]
+                 (self.op_shape, 5), (self.op_more, 4)]
         tries = 0
         while len(made) < nops and tries < nops * 20:
             tries += 1
