@@ -8,11 +8,13 @@ usage: scripts/difftest.py --count N [--seed S] [--coil build/bin/coil] [--devic
 
 Each model holds --batch independent random subgraphs (NNSmith-style: a pool of typed tensors
 grows by one op at a time, operands drawn from the pool): pointwise unary and binary ops with
-broadcasting, comparisons, Where, Cast, reductions, ArgMax, MatMul, Gemm, Conv, pooling,
-Softmax, LogSoftmax, LayerNormalization, Reshape, Transpose, Concat, Slice, Gather, Squeeze,
-Unsqueeze, Expand, Flatten; dtypes f32, f64, f16 and i32/i64; a dynamic batch dim `N` on some
-inputs (declared as dim_param, bound at run time to a value the generator picks); attributes
-in their legal ranges. Every tensor carries a bound on its magnitude; ops that could overflow
+broadcasting, comparisons, Where, Cast, reductions, ArgMax, MatMul, Gemm, Einsum, Conv,
+pooling, Softmax, LogSoftmax, LayerNormalization, BatchNormalization, InstanceNormalization,
+Reshape, Transpose, Concat, Slice, Gather, GatherElements, Squeeze, Unsqueeze, Expand, Flatten,
+Pad, Tile, CumSum, Trilu, PRelu, DepthToSpace, SpaceToDepth, Mod; dtypes f32, f64, f16 and
+i32/i64; dims mostly small, some around vector widths; a dynamic batch dim `N` on some inputs
+(declared as dim_param; each model runs at the value the generator planned for and at a
+second one); attributes in their legal ranges. Every tensor carries a bound on its magnitude; ops that could overflow
 it (Exp, Mul, MatMul) are chosen only under a bound, and squashing ops (Tanh, Sigmoid, Softmax,
 LayerNormalization) bring it back, so that no output depends on overflow or on where rounding
 flips a discontinuity: discontinuous ops (Floor, Sign, comparisons, float-to-int Cast, ArgMax)
@@ -21,9 +23,10 @@ take only exact tensors (graph inputs and integer results of them).
 A model is `coil compile`d for --device, and run by `coil run --poison` (outputs in caller
 buffers filled with 0xff bytes first) on random inputs; `coil interpret` runs it on the same
 inputs; onnxruntime too unless --no-ort. Outputs must agree within the tolerance of their dtype
-(TOLERANCES below; the error of an element is measured against the output's largest magnitude,
-|got - want| <= atol * max(1, max|want|) + rtol * |want|; NaN where the reference has NaN;
-integers and bool exactly). A model that the interpreter accepts and the compiler rejects or
+(TOLERANCES below, for the least precise float dtype the output was computed through: an f64
+output cast from f32 math gets f32's; the error of an element is measured against the output's
+largest magnitude, |got - want| <= atol * max(1, max|want|) + rtol * |want|; NaN where the
+reference has NaN, infinities equal; integers and bool exactly). A model that the interpreter accepts and the compiler rejects or
 crashes on is a failure too; one the interpreter rejects is a generator bug (counted, reported).
 
 --minimize reduces each failing model by delta debugging over its nodes (a node's output is cut
