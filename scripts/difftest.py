@@ -944,6 +944,13 @@ def check(args, d, model, feed_sets):
         if rc != 0:
             return Outcome("run" if rc in (1, 3) else "crash", "coil run (inputs%d): exit %d\n%s" % (k, rc, out))
         got = load_npz(got_p)
+        if args.self_test:  # the harness's own check: one element of one float output moved
+            for name in sorted(got):
+                if got[name].dtype.kind == "f" and got[name].size:
+                    flat = got[name].reshape(-1)
+                    big = max(1.0, float(np.nanmax(np.abs(np.where(np.isfinite(flat), flat, 0)))))
+                    flat[flat.size // 2] = flat[flat.size // 2] + 0.1 * big
+                    break
         msgs = []
         for name in want:
             if name not in got:
@@ -1133,6 +1140,11 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep the folders of passing models")
     ap.add_argument("--replay", help="run the regressions in this folder instead")
     ap.add_argument("--json", help="write every model's result here")
+    ap.add_argument("--self-test", action="store_true",
+                    help="move one output element of every compiled run by a tenth of the output's "
+                         "largest magnitude (at least 0.1) and require every model to be reported "
+                         "as a mismatch (so every model needs a float output: the seed of the "
+                         "ctest has that)")
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
     args.stats = {}
@@ -1160,11 +1172,15 @@ def main():
         len(results), len(results) * args.batch, nodes, time.time() - t0, args.device, args.seed,
         ", ".join("%s %d" % kv for kv in sorted(kinds.items()))))
     if args.ort:
-        print("difftest: onnxruntime had no kernel for %d of the models (checked against the "
-              "interpreter only)" % args.stats.get("ort_refused", 0))
+        print("difftest: onnxruntime had no kernel for %d of the runs (those were checked against "
+              "the interpreter only)" % args.stats.get("ort_refused", 0))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
+    if args.self_test:
+        caught = sum(r["kind"] == "mismatch" for r in results)
+        print("difftest self-test: %d of %d models reported as mismatches" % (caught, len(results)))
+        return 0 if caught == len(results) else 1
     return 1 if any(r["kind"] not in ("ok",) for r in results) else 0
 
 
