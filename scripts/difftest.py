@@ -469,6 +469,16 @@ class Gen:
                     return None
         return self.node(kind, [a.name], self.new(a.dtype, a.shape[:2] + outsp, a.bound, False), **attrs)
 
+    def spread(self, a, dims):
+        """a + a constant of shape `dims` (the normalized trailing dims) with distinct values, so
+        that no normalized row is constant. A constant row's variance is 0, and the rounding of
+        its mean (one ulp of a float sum divided by n) is then amplified by 1/sqrt(epsilon) up to
+        ~3e-5: ill-conditioned input, not a wrong kernel (coil's compiled LayerNormalization of
+        a constant f32 row gives such values where the interpreter gives 0; see the report)."""
+        v = self.r_normal(dims) * 0.5 + np.arange(int(np.prod(dims))).reshape(dims) * 0.01
+        c = self.const(np.asarray(v, dtype=NP[a.dtype]), "spread")
+        return self.node("Add", [a.name, c], self.new(a.dtype, a.shape, a.bound + 3, False))
+
     def op_normalize(self, pool, a):
         if a.dtype not in FLOATS or a.rank == 0:
             return None
@@ -480,7 +490,7 @@ class Gen:
             norm = a.shape[ax:]
             if "N" in norm:
                 return None
-            ins = [a.name, self.const(np.array(self.r_normal(norm), dtype=NP[a.dtype]), "g")]
+            ins = [self.spread(a, norm).name, self.const(np.array(self.r_normal(norm), dtype=NP[a.dtype]), "g")]
             if self.r.random() < 0.5:
                 ins.append(self.const(np.array(self.r_normal(norm), dtype=NP[a.dtype]), "beta"))
             return self.node(kind, ins, self.new(a.dtype, a.shape, 3 * 4 + 3, False),
@@ -653,7 +663,8 @@ class Gen:
             scale = self.const(np.array(self.r_normal([c]), dtype=NP[dt]), "scale")
             bias = self.const(np.array(self.r_normal([c]), dtype=NP[dt]), "bias")
             if kind == "InstanceNormalization":
-                return self.node(kind, [a.name, scale, bias], self.new(dt, shape, 3 * 8 + 3, False), epsilon=1e-3)
+                x = self.spread(a, shape[2:])
+                return self.node(kind, [x.name, scale, bias], self.new(dt, shape, 3 * 8 + 3, False), epsilon=1e-3)
             mean = self.const(np.array(self.r_normal([c]), dtype=NP[dt]), "mean")
             var = self.const(np.array([0.5 + self.r.random() for _ in range(c)], dtype=NP[dt]), "var")
             return self.node(kind, [a.name, scale, bias, mean, var], self.new(dt, shape, (a.bound + 3) * 6 + 3, False),
