@@ -657,7 +657,7 @@ class Gen:
             slope = self.const(np.array(self.r_normal([1 if d == "N" else d for d in ss]) * 0.5, dtype=NP[dt]), "slope")
             return self.node(kind, [a.name, slope], self.new(dt, shape, a.bound * 2, False))
         if kind in ("BatchNormalization", "InstanceNormalization"):
-            if dt not in FLOATS or a.rank < 2 or shape[1] == "N" or (kind == "InstanceNormalization" and (a.rank < 3 or dt == "f16")):
+            if dt not in FLOATS or a.rank < 2 or shape[1] == "N" or (kind == "InstanceNormalization" and (a.rank < 3 or dt == "f16" or "N" in shape[2:])):
                 return None
             c = shape[1]
             scale = self.const(np.array(self.r_normal([c]), dtype=NP[dt]), "scale")
