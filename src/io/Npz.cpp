@@ -1,6 +1,7 @@
 // .npy parsing/serialization and .npz archives through libzip.
 #include "io/Npz.h"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -158,15 +159,10 @@ std::string serializeNpy(const Tensor &t) {
   return out;
 }
 
-Expected<NamedTensors> readNpz(const std::string &path) {
-  int err = 0;
-  zip_t *z = zip_open(path.c_str(), ZIP_RDONLY, &err);
-  if (!z) {
-    std::ifstream probe(path);
-    if (!probe) return Error::user(path + ": cannot open the .npz file");
-    return Error::user(path + ": not a valid .npz (zip) archive");
-  }
-  std::unique_ptr<zip_t, int (*)(zip_t *)> guard(z, zip_close);
+namespace {
+
+/// Every `.npy` entry of an open archive, in archive order; `path` names it in errors.
+Expected<NamedTensors> readEntries(zip_t *z, const std::string &path) {
   NamedTensors out;
   zip_int64_t n = zip_get_num_entries(z, 0);
   for (zip_int64_t i = 0; i < n; ++i) {
@@ -180,15 +176,65 @@ Expected<NamedTensors> readNpz(const std::string &path) {
       return Error::user(path + ": entry '" + name + "' is too large");
     zip_file_t *f = zip_fopen_index(z, zip_uint64_t(i), 0);
     if (!f) return Error::user(path + ": cannot read entry '" + name + "': " + zip_strerror(z));
-    std::string bytes(size_t(st.size), '\0');
-    zip_int64_t got = zip_fread(f, bytes.data(), st.size);
+    // The size in the archive's directory is only a claim (a 2 KB archive can declare 3 GB):
+    // memory grows with the bytes that actually arrive, in chunks, and the total must match it.
+    std::string bytes;
+    bytes.reserve(size_t(std::min<zip_uint64_t>(st.size, zip_uint64_t(1) << 24)));
+    zip_uint64_t total = 0;
+    bool failed = false;
+    while (total <= st.size) {
+      size_t chunk = size_t(std::min<zip_uint64_t>(st.size - total + 1, zip_uint64_t(1) << 24));
+      bytes.resize(size_t(total) + chunk);
+      zip_int64_t got = zip_fread(f, bytes.data() + total, chunk);
+      if (got < 0) {
+        failed = true;
+        break;
+      }
+      if (got == 0) break;
+      total += zip_uint64_t(got);
+    }
     zip_fclose(f);
-    if (got < 0 || zip_uint64_t(got) != st.size)
-      return Error::user(path + ": entry '" + name + "' is truncated or corrupt");
+    bytes.resize(size_t(std::min(total, st.size + 1)));
+    if (failed || total != st.size)
+      return Error::user(path + ": entry '" + name + "' is truncated or corrupt (" +
+                         std::to_string(total) + " bytes, its header says " +
+                         std::to_string(st.size) + ")");
     COIL_TRY(Tensor t, parseNpy(bytes, path + ": '" + name + "'"));
     out.emplace_back(name.substr(0, name.size() - 4), std::move(t));
   }
   return out;
+}
+
+} // namespace
+
+Expected<NamedTensors> readNpz(const std::string &path) {
+  int err = 0;
+  zip_t *z = zip_open(path.c_str(), ZIP_RDONLY, &err);
+  if (!z) {
+    std::ifstream probe(path);
+    if (!probe) return Error::user(path + ": cannot open the .npz file");
+    return Error::user(path + ": not a valid .npz (zip) archive");
+  }
+  std::unique_ptr<zip_t, int (*)(zip_t *)> guard(z, zip_close);
+  return readEntries(z, path);
+}
+
+Expected<NamedTensors> readNpzBytes(std::string_view bytes, const std::string &what) {
+  zip_error_t error;
+  zip_error_init(&error);
+  zip_source_t *src = zip_source_buffer_create(bytes.data(), bytes.size(), 0, &error);
+  if (!src) {
+    zip_error_fini(&error);
+    return Error::runtime(what + ": cannot read the .npz image");
+  }
+  zip_t *z = zip_open_from_source(src, ZIP_RDONLY, &error);
+  zip_error_fini(&error);
+  if (!z) {
+    zip_source_free(src);
+    return Error::user(what + ": not a valid .npz (zip) archive");
+  }
+  std::unique_ptr<zip_t, int (*)(zip_t *)> guard(z, zip_close);
+  return readEntries(z, what);
 }
 
 Status writeNpz(const std::string &path, const NamedTensors &arrays) {

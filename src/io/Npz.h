@@ -11,6 +11,7 @@
 #include "support/Expected.h"
 
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -24,6 +25,8 @@ std::string serializeNpy(const Tensor &t);
 
 /// Reads every array of an `.npz` file, in archive order.
 Expected<NamedTensors> readNpz(const std::string &path);
+/// The same for an archive held in memory (`what` names it in errors); the fuzz target's entry.
+Expected<NamedTensors> readNpzBytes(std::string_view bytes, const std::string &what);
 /// Writes an uncompressed `.npz` (deterministic: entries in the given order).
 Status writeNpz(const std::string &path, const NamedTensors &arrays);
 

@@ -4,9 +4,8 @@
 /// byte offset; never undefined behaviour.
 #pragma once
 
-#include "support/JsonQuote.h"
-
 #include "support/Expected.h"
+#include "support/JsonQuote.h"
 
 #include <cstdint>
 #include <optional>
@@ -17,13 +16,16 @@
 
 namespace coil::json {
 
+struct Member;
+
 struct Value {
   enum class Kind : uint8_t { Null, Bool, Number, String, Array, Object };
   Kind kind = Kind::Null;
   bool boolean = false;
   std::string text; ///< String: the decoded string; Number: the number as written
   std::vector<Value> items;
-  std::vector<std::pair<std::string, Value>> members;
+  std::vector<Member> members; ///< Object: in document order (std::vector takes the incomplete
+                               ///< Member; a std::pair of an incomplete Value is ill-formed)
 
   bool isObject() const { return kind == Kind::Object; }
   bool isArray() const { return kind == Kind::Array; }
@@ -35,9 +37,19 @@ struct Value {
   std::optional<double> asDouble() const;
 };
 
+/// One member of an object: `first` the key, `second` the value (pair-like, so that
+/// `auto &[key, value]` binds).
+struct Member {
+  std::string first;
+  Value second;
+  Member(std::string key, Value value) : first(std::move(key)), second(std::move(value)) {}
+};
+
 Expected<Value> parse(std::string_view text);
 
 /// `s` as a JSON string literal (quotes included; control characters escaped).
-inline std::string quote(std::string_view s) { return jsonQuote(s); }
+inline std::string quote(std::string_view s) {
+  return jsonQuote(s);
+}
 
 } // namespace coil::json

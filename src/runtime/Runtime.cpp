@@ -10,6 +10,7 @@
 #include "runtime/Archive.h"
 #include "runtime/CudaHost.h"
 #include "runtime/DebugPrinter.h"
+#include "runtime/Load.h"
 #include "runtime/Metadata.h"
 #include "support/Sha256.h"
 
@@ -142,10 +143,9 @@ struct coil_model {
 
 namespace {
 
-coil_status loadModel(const char *pathC, coil_model **out) {
-  if (!pathC || !out) return fail(COIL_ERROR_INVALID_ARGUMENT, "coil_model_load: null argument");
-  *out = nullptr;
-  auto m = std::make_unique<coil_model>();
+/// The part of coil_model_load that runs none of the package's code (runtime/Load.h).
+coil_status openPackage(const char *pathC, std::unique_ptr<coil_model> &m) {
+  m = std::make_unique<coil_model>();
   m->path = pathC;
   if (isPackageArchive(m->path)) { // `coil pack`'s archive (runtime/Archive.h)
     auto unpacked = unpackPackageArchive(m->path);
@@ -306,6 +306,17 @@ coil_status loadModel(const char *pathC, coil_model **out) {
   }
   for (const ConstantSig &c : md.constants)
     m->constants.push_back(static_cast<const char *>(m->weights) + c.offset);
+  return COIL_OK;
+}
+
+coil_status loadModel(const char *pathC, coil_model **out) {
+  if (!pathC || !out) return fail(COIL_ERROR_INVALID_ARGUMENT, "coil_model_load: null argument");
+  *out = nullptr;
+  std::unique_ptr<coil_model> m;
+  if (coil_status s = openPackage(pathC, m); s != COIL_OK) return s;
+  const Metadata &md = m->meta;
+  std::string pkg = "package '" + m->path + "'";
+  std::string libPath = m->path + "/" + md.library;
 
   // CUDA packages: libcoil_cuda (loaded RTLD_GLOBAL: model.so's coil_cuda_* externs), the
   // fatbin and the device weights, before model.so.
@@ -565,6 +576,14 @@ template <class F> coil_status guarded(F &&f) {
 }
 
 } // namespace
+
+coil_status coil::runtime::checkPackage(const char *path, std::string *message) {
+  if (!path) return fail(COIL_ERROR_INVALID_ARGUMENT, "checkPackage: null path");
+  std::unique_ptr<coil_model> m;
+  coil_status s = openPackage(path, m);
+  if (s != COIL_OK && message) *message = g_lastError;
+  return s;
+}
 
 extern "C" {
 

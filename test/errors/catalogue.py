@@ -142,6 +142,17 @@ def cases():
         lambda d: save(model([helper.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", [2])], [vi("nowhere", [2])]), os.path.join(d, "m.onnx")),
         ["inspect", "m.onnx"])
 
+    # Found by the onnx fuzz target: the second listing became a value of the same name
+    # (internal error: duplicate value name), for a node's output and for an input.
+    add("graph-output-listed-twice", r"error: .*m\.onnx: graph output 'y' is listed twice",
+        lambda d: save(model([helper.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", [2])], [vi("y", [2]), vi("y", [2])]),
+                       os.path.join(d, "m.onnx")),
+        ["inspect", "m.onnx"])
+    add("graph-input-as-output-twice", r"error: .*m\.onnx: graph output 'x' is listed twice",
+        lambda d: save(model([helper.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", [2])],
+                             [vi("y", [2]), vi("x", [2]), vi("x", [2])]), os.path.join(d, "m.onnx")),
+        ["inspect", "m.onnx"])
+
     # --- types and shapes
     add("matmul-inner-dims", r"error: .*node 'mm' \(MatMul\): .*64.*32|error: .*node 'mm' \(MatMul\): .*32.*64",
         lambda d: save(model([helper.make_node("MatMul", ["a", "b"], ["y"], name="mm")], [vi("a", [4, 64]), vi("b", [32, 8])], [vi("y", [4, 8])]), os.path.join(d, "m.onnx")),
@@ -192,6 +203,22 @@ def cases():
         save(relu_model(), os.path.join(d, "m.onnx"))
         open(os.path.join(d, "in.npz"), "w").write("not a zip archive")
     add("npz-not-zip", r"error: .*in\.npz: not a valid \.npz", npz_garbage, ["interpret", "m.onnx", "--inputs", "in.npz"])
+
+    def npz_size_bomb(d):
+        # An entry of 152 bytes whose archive directory and local header claim 4 GB (found by
+        # the npz fuzz target: the reader allocated and zeroed the claimed size before reading;
+        # test/fuzz/corpus/npz/oom-* replays it under the fuzzer's malloc limit).
+        save(relu_model(), os.path.join(d, "m.onnx"))
+        path = os.path.join(d, "in.npz")
+        np.savez(path, x=np.zeros((2, 3), np.float32))
+        b = bytearray(open(path, "rb").read())
+        for sig, off in ((b"PK\x03\x04", 22), (b"PK\x01\x02", 24)):
+            at = b.find(sig)
+            b[at + off:at + off + 4] = (0xF0000000).to_bytes(4, "little")
+        open(path, "wb").write(bytes(b))
+    add("npz-declared-size-bomb", r"error: .*in\.npz: entry 'x\.npy' is truncated or corrupt \(152 bytes, its header says 4026531840\)",
+        npz_size_bomb,
+        ["interpret", "m.onnx", "--inputs", "in.npz"])
 
     def dyn_model(d):
         m = model([helper.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", ["batch", 3])], [vi("y", ["batch", 3])])

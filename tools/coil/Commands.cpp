@@ -213,7 +213,11 @@ public:
     return out;
   }
 
-  Expected<std::vector<Tensor>> run(const std::vector<Tensor> &inputs) {
+  /// Runs once. With `poison`, the outputs go to caller buffers sized from `poison`'s tensors
+  /// (an earlier run's outputs) and filled with 0xff bytes first (NaN in floats, -1 in
+  /// integers), so an element the package leaves unwritten shows in the result.
+  Expected<std::vector<Tensor>> run(const std::vector<Tensor> &inputs,
+                                    const std::vector<Tensor> *poison = nullptr) {
     std::vector<coil_tensor> in(inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) {
       in[i].data = inputs[i].data();
@@ -223,6 +227,16 @@ public:
     }
     std::vector<coil_output> out(size_t(coil_model_num_outputs(m_)));
     for (coil_output &o : out) o = coil_output{};
+    std::vector<std::vector<unsigned char>> buffers;
+    if (poison) {
+      COIL_CHECK(poison->size() == out.size()) << "poison: one tensor per output";
+      for (size_t i = 0; i < out.size(); ++i) {
+        // At least one byte, so that an empty output still gets a caller buffer.
+        buffers.emplace_back(std::max<size_t>((*poison)[i].nbytes(), 1), 0xff);
+        out[i].data = buffers.back().data();
+        out[i].capacity = int64_t((*poison)[i].nbytes());
+      }
+    }
     coil_status st =
         coil_model_run(m_, in.data(), int64_t(in.size()), out.data(), int64_t(out.size()));
     if (st != COIL_OK) return runtimeError(dir_, st);
@@ -433,6 +447,12 @@ Status cmdRun(const Args &a) {
   auto t0 = std::chrono::steady_clock::now();
   COIL_TRY(std::vector<Tensor> outs, pkg->run(inputs));
   double s = secondsSince(t0);
+  // --poison: run again into caller buffers of the sizes just seen, filled with 0xff bytes, and
+  // report that run (differential tests: an unwritten element cannot pass as a zero).
+  if (a.flags.count("--poison")) {
+    std::vector<Tensor> first = std::move(outs);
+    COIL_TRY(outs, pkg->run(inputs, &first));
+  }
   NamedTensors named;
   std::vector<std::string> names = pkg->outputNames();
   for (size_t i = 0; i < outs.size(); ++i) {

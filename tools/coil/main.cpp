@@ -63,6 +63,9 @@ public:
     value(c, "--outputs", "OUT.npz", "write the outputs here");
     device(c);
     dynamic(c);
+    flag(c, "--poison",
+         "run twice, the second time into output buffers filled with 0xff bytes (NaN, -1), and "
+         "report that run, so that an element the package leaves unwritten shows");
 
     c = command("verify", "compile and run MODEL and compare every output with the reference "
                           "interpreter (random inputs unless --inputs)");

@@ -1,10 +1,9 @@
 // Tests of .npy/.npz reading and writing.
 #include "io/Npz.h"
 
-#include <gtest/gtest.h>
-
 #include <cstdio>
 #include <filesystem>
+#include <gtest/gtest.h>
 
 using namespace coil;
 
@@ -67,4 +66,44 @@ TEST(Npz, RejectsBadImages) {
   auto missing = readNpz(tmpPath("does-not-exist.npz"));
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.error().message().find("cannot open"), std::string::npos);
+}
+
+TEST(Npz, ReadsArchivesInMemoryAndChecksDeclaredSizes) {
+  NamedTensors arrays;
+  arrays.emplace_back("x", Tensor::fromDoubles(DType::F32, {2, 3}, {1, -2, 3, 4.5, 0, 6}));
+  arrays.emplace_back("i", Tensor::fromInts(DType::I64, {2}, {7, -8}));
+  std::string p = tmpPath("mem.npz");
+  ASSERT_TRUE(writeNpz(p, arrays).ok());
+  std::string bytes;
+  {
+    FILE *f = std::fopen(p.c_str(), "rb");
+    ASSERT_NE(f, nullptr);
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) bytes.append(buf, n);
+    std::fclose(f);
+  }
+  std::remove(p.c_str());
+  auto back = readNpzBytes(bytes, "mem.npz");
+  ASSERT_TRUE(back.ok()) << back.error().render();
+  ASSERT_EQ(back->size(), 2u);
+  EXPECT_TRUE((*back)[0].second.identical(arrays[0].second));
+  EXPECT_TRUE((*back)[1].second.identical(arrays[1].second));
+
+  // The first entry's size claimed as 4 GB in the local header and in the central directory
+  // (an uncompressed archive as writeNpz writes it): rejected from the bytes that are there,
+  // not after allocating the claim.
+  std::string bomb = bytes;
+  auto claim = [&](const std::string &sig, size_t off) {
+    size_t at = bomb.find(sig);
+    ASSERT_NE(at, std::string::npos);
+    for (int k = 0; k < 4; ++k) bomb[at + off + k] = char(k == 3 ? 0xf0 : 0);
+  };
+  claim(std::string("PK\x03\x04", 4), 22);
+  claim(std::string("PK\x01\x02", 4), 24);
+  auto r = readNpzBytes(bomb, "bomb.npz");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().kind(), ErrorKind::User);
+  EXPECT_NE(r.error().message().find("its header says 4026531840"), std::string::npos)
+      << r.error().message();
+  EXPECT_FALSE(readNpzBytes("PK not a zip", "junk.npz").ok());
 }

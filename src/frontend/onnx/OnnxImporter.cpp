@@ -1540,7 +1540,13 @@ void Importer::processUpgraded(const onnx::NodeProto &n) {
 
 Status Importer::addOutputs(const onnx::GraphProto &g) {
   std::set<ValueId> used;
+  std::set<std::string> listed;
   for (const auto &o : g.output()) {
+    // Names are single assignments: an output listed twice would be two values of one name.
+    if (!listed.insert(o.name()).second) {
+      report(userError("graph output '" + o.name() + "' is listed twice"));
+      continue;
+    }
     auto it = names_.find(o.name());
     if (it == names_.end()) {
       report(userError("graph output '" + o.name() +
