@@ -362,18 +362,17 @@ private:
     const TensorType &yt = type(g_.nodes()[size_t(p.node)].outputs[0]);
     p.dt = dt;
     p.outDt = yt.dtype;
-    // V widened to Y's dtype by a Cast (and the probabilities at Y's dtype, as they are after a
-    // widening of the scores): Attention at Q's dtype, then Y widened.
-    if (const Node *c = prod(p.v); c && c->op == OpKind::Cast && yt.dtype != dt &&
-                                   type(c->inputs[0]).dtype == dt && isFloat(yt.dtype) &&
-                                   isFloat(dt) && dtypeSize(yt.dtype) > dtypeSize(dt))
+    // Y of a wider float type: V widened to it by a Cast (and the probabilities at Y's dtype, as
+    // they are after a widening of the scores), so Attention runs at Q's dtype, then Y widens.
+    bool widened = isFloat(dt) && isFloat(yt.dtype) && dtypeSize(yt.dtype) > dtypeSize(dt);
+    if (const Node *c = prod(p.v);
+        widened && c && c->op == OpKind::Cast && type(c->inputs[0]).dtype == dt)
       p.v = c->inputs[0];
     const TensorType &qt = type(q), &kT = type(kt), &vt = type(p.v);
     const std::vector<SymInt> &s = p.scoreShape;
     size_t r = s.size();
     if (!isFloat(dt) || kT.dtype != dt || vt.dtype != dt) return false;
-    if (yt.dtype != dt && (!isFloat(yt.dtype) || dtypeSize(yt.dtype) <= dtypeSize(dt)))
-      return false;
+    if (yt.dtype != dt && !widened) return false;
     if (qt.rank() != int64_t(r) || kT.rank() != int64_t(r) || vt.rank() != int64_t(r) ||
         yt.rank() != int64_t(r))
       return false;
