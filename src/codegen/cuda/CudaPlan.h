@@ -1,0 +1,130 @@
+/// \file The decisions of CUDA kernel codegen, as data: how a fused kernel (sched::Kernel) maps
+/// to threads, which of its accesses run as 16-byte vectors and under which alignment tests,
+/// and per launch config its block, grid, launch bounds, register-held rows and workspace.
+///
+/// The planner (CudaPlan.cpp) makes every such decision and records it here; the printers of
+/// device code (CudaPointwise.cpp, CudaRows.cpp) and of host launchers (CudaLaunch.cpp) read the
+/// plan and decide nothing. Kernel shapes:
+///  - pointwise (one phase, no inner vars, no reductions): a 1-D grid-stride loop over the
+///    flattened outer space, `block` threads, `ept` elements (or vectors) per thread and grid
+///    step. `mapping` says how the body addresses memory: at the flat index (kFlat), in groups
+///    along the last dim (kLastDim: broadcasts), loads in groups along another dim (kDim: a
+///    transposing bias add), or through index decomposition only (kIndexed). A vector path of
+///    `vec` elements per 16-byte access exists when vec > 1; the launcher runs it when
+///    `vecAlign` holds (every listed buffer aligned, the last extent a multiple of vec).
+///  - rows (everything else): `tpr` threads per outer point (1, a warp, or a block), `rows`
+///    outer points per block, rows strided over the grid; each phase strides its flattened inner
+///    space over the row's threads, as vectors where `phaseVec` has a plan.
+/// Launch: a config's launcher launches ceil(count / perBlock) blocks of `block` threads, where
+/// count is the outer points (rows, scalar path) or the vector groups (pointwise vector path).
+/// An *adaptive* config 0 (rows, sizes unknown at compile time) applies `adaptive` to the actual
+/// sizes and launches the chosen config's function; a *split* config reduces phase 0 of each outer
+/// point in `splits` slices (one block each, partial states in ctx->workspace), then a combining
+/// kernel folds them and runs the later phases.
+#pragma once
+
+#include "lower/LoopIR.h"
+#include "support/SymInt.h"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace coil::codegen {
+
+/// Contiguous runs that one loop variable walks with coefficient 1: loaded and stored `width`
+/// elements (16 bytes) at a time. A run is keyed by its buffer and the C text of its start
+/// offset (a multiple of the width); `loadKey` / `storeKey` map a Load statement or a Store
+/// (their addresses in the schedule) to their run.
+struct VecRuns {
+  int64_t width = 1, extent = 0;
+  using Key = std::pair<loop::NodeId, std::string>;
+  std::map<Key, bool> loads, stores;
+  std::map<const void *, Key> loadKey, storeKey;
+};
+
+/// Pointwise kernels that read along another outer dim than they write: each thread takes
+/// `width` consecutive points of outer dim `dim` (a constant extent, a multiple of the width) at
+/// one point of the others, the last dim fastest across threads (the stores stay coalesced); the
+/// loads contiguous along `dim` (`loads`, at their first point) are 16-byte vectors.
+struct DimVecs {
+  size_t dim = 0;
+  int64_t width = 1, extent = 0;
+  std::map<const void *, int> loadIndex; ///< vector loads: Load stmt -> vector number
+  std::vector<const loop::Stmt *> loads; ///< one Load stmt per vector (its address)
+};
+
+enum class PointwiseMapping : uint8_t { kFlat, kLastDim, kDim, kIndexed };
+
+/// Register-held rows and occupancy of a row kernel under one config.
+struct RowRegisters {
+  bool rowVec = false; ///< some phase has vectors: the row loop is printed twice (aligned / not)
+  /// Runs that several vector phases load, held in registers (`rc<i>[steps]`), filled by the
+  /// first phase that loads them.
+  std::map<VecRuns::Key, std::string> cache;
+  /// A warp per row whose only loads are a small register-held row (softmax): the kernel asks
+  /// __launch_bounds__ for 2048 / block threads' worth of blocks per SM.
+  bool fullOccupancy = false;
+};
+
+struct CudaConfig {
+  std::string name; ///< e.g. "block256_ept2_vec4", "warp_per_row_rows4"
+  int64_t block = 256, ept = 1, vec = 1, tpr = 1, rows = 1;
+  bool split = false;
+  RowRegisters regs; ///< rows
+  /// __launch_bounds__(block, minBlocksPerSm); 0: no minimum.
+  int64_t minBlocksPerSm() const { return regs.fullOccupancy && block <= 1024 ? 2048 / block : 0; }
+};
+
+/// One case of an adaptive launcher: when `condition` (C text over `inner`, the largest inner
+/// space, and `total`, the outer points) holds and no earlier case did, launch config `config`.
+struct AdaptiveCase {
+  std::string condition;
+  int32_t config = 0;
+};
+
+struct CudaKernelPlan {
+  bool pointwise = false;
+  PointwiseMapping mapping = PointwiseMapping::kIndexed;
+  int64_t vecWidth = 1; ///< elements per vector access of the pointwise vector path (1: none)
+  /// kFlat: buffers accessed at the flat index, and per Load stmt / Store whether it is.
+  std::set<loop::NodeId> flatNodes;
+  std::map<const void *, bool> flatAccess;
+  std::optional<VecRuns> lastVec; ///< kLastDim
+  std::optional<DimVecs> dimVec;  ///< kDim
+  /// Pointwise vector path: the buffers whose alignment to (vec x element size) the launcher
+  /// tests, and whether the last outer extent must be a multiple of vec.
+  std::set<loop::NodeId> vecAlign;
+  bool vecNeedsLastMultiple = false;
+
+  /// Rows: per phase, its vector plan (row kernels with tpr > 1, aligned path).
+  std::vector<std::optional<VecRuns>> phaseVec;
+
+  std::vector<CudaConfig> configs; ///< the heuristic best first
+  /// Rows whose sizes are unknown at compile time: config 0 adapts (empty: it does not).
+  std::vector<AdaptiveCase> adaptive;
+  std::vector<std::string> adaptiveInner; ///< host C texts of the inner sizes (max of them)
+  /// Split reduction: phase 0 only reduces and may be long: config `splitConfig` splits it,
+  /// `wholeConfig` (a block per point) is its fallback; `splitInner` is phase 0's inner size
+  /// (host C text). The adaptive launcher calls the split launcher when total <= kSplitMaxTotal
+  /// and the inner size >= kSplitMinInner (`adaptiveSplit`).
+  int32_t splitConfig = -1, wholeConfig = -1;
+  bool adaptiveSplit = false;
+  std::string splitInner;
+  /// Workspace arrays of phase 0's partial states: (C name, C type), in layout order.
+  std::vector<std::pair<std::string, std::string>> splitArrays;
+  CudaConfig combine; ///< the combining kernel's mapping (a block of 1024 per point)
+};
+
+/// Policy constants of the planner, also printed into adaptive and split launchers.
+inline constexpr int64_t kSplitSliceElems = 8192;  ///< phase-0 elements per split slice
+inline constexpr int64_t kSplitTargetBlocks = 528; ///< blocks a split launch aims for
+inline constexpr int64_t kSplitMaxSlices = 1024;
+inline constexpr int64_t kSplitMaxTotal = 64;    ///< outer points at most, to split
+inline constexpr int64_t kSplitMinInner = 65536; ///< phase-0 elements at least, to split
+
+} // namespace coil::codegen
