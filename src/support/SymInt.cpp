@@ -969,7 +969,7 @@ bool proveEQ(const SymInt &a, const SymInt &b, const SymRanges &ranges) {
 namespace {
 
 enum Prec { kSum = 1, kTerm = 2, kUnary = 3, kAtom = 4 };
-enum class Lang { Text, Python, Cpp };
+enum class Lang { Text, Python, Cpp, Cuda };
 
 class Printer {
 public:
@@ -1053,7 +1053,7 @@ private:
     case Kind::Mod: {
       bool div = e.kind() == Kind::FloorDiv;
       const SymInt &a = e.operands()[0], &b = e.operands()[1];
-      if (lang_ != Lang::Cpp) {
+      if (lang_ != Lang::Cpp && lang_ != Lang::Cuda) {
         prec = kTerm;
         return print(a, kTerm) + (div ? " // " : " % ") + print(b, kAtom);
       }
@@ -1070,9 +1070,11 @@ private:
       bool isMin = e.kind() == Kind::Min;
       const auto &ops = e.operands();
       prec = kAtom;
-      if (lang_ == Lang::Cpp) {
+      if (lang_ == Lang::Cpp || lang_ == Lang::Cuda) {
         // Nested binary calls: std::min<int64_t>(a, std::min<int64_t>(b, c)).
-        const char *f = isMin ? "std::min<int64_t>(" : "std::max<int64_t>(";
+        const char *f = lang_ == Lang::Cuda ? (isMin ? "coil_imin(" : "coil_imax(")
+                        : isMin             ? "std::min<int64_t>("
+                                            : "std::max<int64_t>(";
         std::string s = print(ops.back(), kSum);
         for (size_t i = ops.size() - 1; i-- > 0;) s = f + print(ops[i], kSum) + ", " + s + ")";
         return s;
@@ -1100,6 +1102,9 @@ std::string SymInt::toPython() const {
 }
 std::string SymInt::toCpp(const SymRanges &ranges) const {
   return Printer(Lang::Cpp, &ranges).print(*this, kSum);
+}
+std::string SymInt::toCuda(const SymRanges &ranges) const {
+  return Printer(Lang::Cuda, &ranges).print(*this, kSum);
 }
 
 // ---- parser

@@ -113,6 +113,9 @@ public:
   /// calls to `coil_floordiv` / `coil_floormod` (see cppPrelude()). min and max print as
   /// `std::min<int64_t>(a, b)` (nested for more operands).
   std::string toCpp(const SymRanges &ranges = {}) const;
+  /// As toCpp, for CUDA device code: min and max print as `coil_imin(a, b)` / `coil_imax(a, b)`
+  /// (functions of the CUDA kernel prelude; std::min / std::max are host-only there).
+  std::string toCuda(const SymRanges &ranges = {}) const;
   /// A Python expression (Python's `//` and `%` already floor).
   std::string toPython() const;
 

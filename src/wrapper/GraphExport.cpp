@@ -248,7 +248,17 @@ std::string emitWrapperJson(const WrapperProgram &p) {
          << ", \"launcher\": " << q(kn.name + "_c" + std::to_string(c)) << ", \"values\": {";
       for (size_t v = 0; v < cf.values.size(); ++v)
         os << (v ? ", " : "") << q(cf.values[v].first) << ": " << cf.values[v].second;
-      os << "}}";
+      os << "}";
+      if (cf.launch) {
+        const LaunchPlan &lp = *cf.launch;
+        os << ", \"launch\": {\"grid\": " << q(lp.grid.str()) << ", \"block\": " << lp.block;
+        if (lp.vectorGrid) os << ", \"vector_grid\": " << q(lp.vectorGrid->str());
+        if (lp.fallback >= 0)
+          os << ", \"workspace_bytes\": " << q(lp.workspaceBytes.str())
+             << ", \"fallback\": " << lp.fallback;
+        os << "}";
+      }
+      os << "}";
     }
     os << "],\n     \"iteration_space\": " << symList(kn.iterationSpace)
        << ", \"origins\": " << intList(kn.origins) << "}";

@@ -71,9 +71,25 @@ struct KernelParam {
   bool written = false;     ///< Buffer: the kernel stores into it
 };
 
+/// How a CUDA kernel config launches, as data (expressions over the kernel's Size params): `grid`
+/// blocks of `block` threads. A pointwise config with a vector path launches `vectorGrid`
+/// blocks when its buffers pass the launcher's alignment test (else `grid`). A split config's
+/// partial kernel launches `grid` blocks and uses `workspaceBytes` of ctx->workspace (when that
+/// does not fit, or one slice would do, it launches config `fallback` instead), then its
+/// combining kernel one block of `block` threads per outer point. An adaptive config 0 launches
+/// the config its actual sizes choose; `grid` here is that of its own mapping.
+struct LaunchPlan {
+  SymInt grid;
+  int64_t block = 0;
+  std::optional<SymInt> vectorGrid;
+  SymInt workspaceBytes;
+  int32_t fallback = -1;
+};
+
 struct KernelConfig {
   std::string name;                                    ///< e.g. "block1024_vec8"
   std::vector<std::pair<std::string, int64_t>> values; ///< e.g. {{"block", 1024}, {"vec", 8}}
+  std::optional<LaunchPlan> launch;                    ///< CUDA kernels
 };
 
 struct KernelInfo {

@@ -15,12 +15,6 @@ using loop::Stmt;
 
 namespace {
 
-std::string replaceAll(std::string s, const std::string &from, const std::string &to) {
-  for (size_t pos = s.find(from); pos != std::string::npos; pos = s.find(from, pos + to.size()))
-    s.replace(pos, from.size(), to);
-  return s;
-}
-
 /// One line of the device comment: how the kernel maps to threads.
 std::string mappingText(const CudaKernelPlan &plan, size_t phases) {
   if (!plan.pointwise) return "per outer point, " + std::to_string(phases) + " phase(s)";
@@ -52,11 +46,6 @@ void appendLines(CodeWriter &w, const std::string &text) {
 
 } // namespace
 
-std::string deviceIndex(std::string s) {
-  s = replaceAll(std::move(s), "std::min<int64_t>(", "coil_imin(");
-  return replaceAll(std::move(s), "std::max<int64_t>(", "coil_imax(");
-}
-
 CudaEmitter::CudaEmitter(const sched::Kernel &k, const loop::LoopProgram &p,
                          const CudaCodegenOptions &o)
     : KernelEmitterBase(k, p, {"v", "n", "acc", "red", "vec", "t", "j", "rc"},
@@ -77,7 +66,7 @@ SymInt CudaEmitter::linearOffset(NodeId node, const std::vector<SymInt> &idx) co
 }
 
 std::string CudaEmitter::offsetText(NodeId node, const std::vector<SymInt> &idx) const {
-  return deviceIndex(linearOffset(node, idx).toCpp(ranges_));
+  return linearOffset(node, idx).toCuda(ranges_);
 }
 
 Status CudaEmitter::emitBody(CodeWriter &w, const Body &b, const std::vector<bool> &live,

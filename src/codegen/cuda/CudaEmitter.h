@@ -18,9 +18,6 @@
 
 namespace coil::codegen {
 
-/// Index expressions in device code: std::min / std::max are host-only constexpr functions.
-std::string deviceIndex(std::string s);
-
 class CudaEmitter : KernelEmitterBase {
 public:
   CudaEmitter(const sched::Kernel &k, const loop::LoopProgram &p, const CudaCodegenOptions &o);
@@ -33,7 +30,8 @@ private:
   using Stmt = loop::Stmt;
 
   // --- names and addressing (CudaLaunch.cpp)
-  std::string dcpp(const SymInt &e) const { return deviceIndex(cpp(e)); }
+  /// `e` (over the kernel's original symbols) as a device-code expression.
+  std::string dcpp(const SymInt &e) const { return simplify(renamed(e), ranges_).toCuda(ranges_); }
   std::string offsetText(NodeId node, const std::vector<SymInt> &idx) const;
   SymInt linearOffset(NodeId node, const std::vector<SymInt> &idx) const;
   /// `buf[offset]`: the element of `node` at `idx`.
@@ -63,7 +61,7 @@ private:
   std::optional<VecRuns> planRowVec(size_t pi, const std::vector<bool> &live) const;
   void planRowConfigs();
   RowRegisters planRegisters(const CudaConfig &c, bool combining) const;
-  std::vector<std::pair<std::string, std::string>> planSplitArrays() const;
+  std::vector<WorkspaceArray> planSplitArrays() const;
   /// A phase's vector plan when printing under `splitMode_` (none for a split phase 0).
   const std::optional<VecRuns> &phaseVec(size_t pi) const;
 
@@ -109,6 +107,8 @@ private:
 
   // --- launchers (CudaLaunch.cpp)
   void emitLauncher(CodeWriter &host, size_t ci) const;
+  /// Config `ci`'s launch plan as data (what its launcher computes), over the Size params.
+  wrapper::LaunchPlan launchPlan(size_t ci) const;
   std::string launchArgs() const;
   std::string functionName(size_t ci) const { return k_.name + "_c" + std::to_string(ci); }
 

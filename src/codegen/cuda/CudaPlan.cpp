@@ -441,7 +441,7 @@ std::optional<VecRuns> CudaEmitter::planVec(const sched::Phase &ph, const std::s
   for (const Access &a : runs) {
     // The run starts at a multiple of the width (so aligned when the buffer is).
     if (!(a.rest == SymInt(0)) && !exactQuotient(a.rest, SymInt(rv.width))) return std::nullopt;
-    VecRuns::Key key{a.node, deviceIndex(a.rest.toCpp(ranges_))};
+    VecRuns::Key key{a.node, a.rest.toCuda(ranges_)};
     (a.store ? rv.stores : rv.loads)[key] = true;
     (a.store ? rv.storeKey : rv.loadKey)[a.what] = key;
   }

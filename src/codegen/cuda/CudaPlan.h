@@ -80,6 +80,12 @@ struct CudaConfig {
   int64_t minBlocksPerSm() const { return regs.fullOccupancy && block <= 1024 ? 2048 / block : 0; }
 };
 
+/// A workspace array of a split reduction: one partial state per (outer point, slice).
+struct WorkspaceArray {
+  std::string name, type; ///< C name and type
+  int64_t elemBytes = 0;  ///< sizeof(type)
+};
+
 /// One case of an adaptive launcher: when `condition` (C text over `inner`, the largest inner
 /// space, and `total`, the outer points) holds and no earlier case did, launch config `config`.
 struct AdaptiveCase {
@@ -115,8 +121,8 @@ struct CudaKernelPlan {
   int32_t splitConfig = -1, wholeConfig = -1;
   bool adaptiveSplit = false;
   std::string splitInner;
-  /// Workspace arrays of phase 0's partial states: (C name, C type), in layout order.
-  std::vector<std::pair<std::string, std::string>> splitArrays;
+  /// Workspace arrays of phase 0's partial states, in layout order (each 16-byte aligned).
+  std::vector<WorkspaceArray> splitArrays;
   CudaConfig combine; ///< the combining kernel's mapping (a block of 1024 per point)
 };
 
