@@ -73,15 +73,17 @@ struct KernelParam {
 
 /// How a CUDA kernel config launches, as data (expressions over the kernel's Size params): `grid`
 /// blocks of `block` threads. A pointwise config with a vector path launches `vectorGrid`
-/// blocks when its buffers pass the launcher's alignment test (else `grid`). A split config's
-/// partial kernel launches `grid` blocks and uses `workspaceBytes` of ctx->workspace (when that
-/// does not fit, or one slice would do, it launches config `fallback` instead), then its
+/// blocks when its buffers pass the launcher's alignment test and, with `vectorLastMultiple`,
+/// the last extent of the iteration space is a multiple of the config's "vec" (else `grid`). A
+/// split config's partial kernel launches `grid` blocks and uses `workspaceBytes` of ctx->workspace
+/// (when that does not fit, or one slice would do, it launches config `fallback` instead), then its
 /// combining kernel one block of `block` threads per outer point. An adaptive config 0 launches
 /// the config its actual sizes choose; `grid` here is that of its own mapping.
 struct LaunchPlan {
   SymInt grid;
   int64_t block = 0;
   std::optional<SymInt> vectorGrid;
+  bool vectorLastMultiple = false;
   SymInt workspaceBytes;
   int32_t fallback = -1;
 };

@@ -359,6 +359,30 @@ void printLaunches(const wrapper::WrapperProgram &w) {
   }
 }
 
+/// Per kernel, its configs in order (the heuristic best first) with their values and, for CUDA
+/// kernels, the launch plan each one's launcher computes.
+void printConfigs(const wrapper::WrapperProgram &w) {
+  for (const wrapper::KernelInfo &k : w.kernels) {
+    std::string space;
+    for (const SymInt &d : k.iterationSpace) space += (space.empty() ? "" : ", ") + d.str();
+    std::printf("kernel %s [%s]\n", k.name.c_str(), space.c_str());
+    for (size_t i = 0; i < k.configs.size(); ++i) {
+      const wrapper::KernelConfig &c = k.configs[i];
+      std::string values;
+      for (const auto &[name, v] : c.values)
+        values += (values.empty() ? "" : " ") + name + "=" + std::to_string(v);
+      std::printf("  c%zu %s: %s\n", i, c.name.c_str(), values.c_str());
+      if (!c.launch) continue;
+      const wrapper::LaunchPlan &l = *c.launch;
+      std::printf("    grid %s x block %lld\n", l.grid.str().c_str(), (long long)l.block);
+      if (l.vectorGrid) std::printf("    aligned: grid %s\n", l.vectorGrid->str().c_str());
+      if (l.fallback >= 0)
+        std::printf("    workspace %s bytes (else c%d)\n", l.workspaceBytes.str().c_str(),
+                    int(l.fallback));
+    }
+  }
+}
+
 /// A progress bar on stderr: redrawn in place on a terminal; elsewhere (a log) one line when a
 /// task's count is complete.
 class ProgressBar {
@@ -824,7 +848,7 @@ Status writeSvg(const std::string &svg, const std::string &path) {
 }
 
 Status inspectPackageWrapper(const Args &a, const std::string &dir) {
-  for (const char *f : {"--fusion", "--loops", "--memory", "--kernels"})
+  for (const char *f : {"--fusion", "--loops", "--memory", "--kernels", "--configs"})
     if (a.flags.count(f))
       return Error::user(std::string("'coil inspect PKG' takes --wrapper [--svg OUT.svg]; ") + f +
                          " needs a MODEL");
@@ -861,6 +885,7 @@ Status cmdInspectCompiled(const Args &a) {
     std::cout << sched::fusionReport(c->schedule);
   }
   if (a.flags.count("--kernels")) printLaunches(c->wrapper);
+  if (a.flags.count("--configs")) printConfigs(c->wrapper);
   if (a.flags.count("--memory")) {
     COIL_TRY(std::vector<Tensor> inputs, inputsFor(a, g));
     SymBindings b = bindingsFor(g, inputs);

@@ -100,6 +100,8 @@ public:
     flag(c, "--loops", "the Loop IR");
     flag(c, "--fusion", "the kernels and the nodes each fuses (with --svg: a picture)");
     flag(c, "--kernels", "the launches: kernel or extern, and the buffers each writes");
+    flag(c, "--configs",
+         "each kernel's configs and, for cuda, their launch plans (grid, block, workspace)");
     flag(c, "--wrapper", "the C++ wrapper of a model or a package (with --svg: its graph)");
     flag(c, "--memory",
          "the arena plan against its lower bound (with --svg: the arena over "
@@ -308,7 +310,7 @@ Status run(int argc, char **argv) {
                                            int(a.flags.count("--memory")) !=
                                        1)
       return Error::user("--svg OUT.svg draws one of --fusion, --memory or --wrapper: give one");
-    for (const char *f : {"--fusion", "--loops", "--wrapper", "--memory", "--kernels"})
+    for (const char *f : {"--fusion", "--loops", "--wrapper", "--memory", "--kernels", "--configs"})
       if (a.flags.count(f)) {
         if (a.positional.size() != 1)
           return Error::user("'coil inspect' takes one MODEL (see 'coil inspect --help')");

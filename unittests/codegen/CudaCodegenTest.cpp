@@ -6,16 +6,20 @@
 // numerics run on a GPU (conformance with --device cuda).
 #include "codegen/cuda/CudaCodegen.h"
 
+#include "codegen/KernelEmitter.h"
 #include "frontend/onnx/OnnxImporter.h"
 #include "ir/Parser.h"
 #include "lower/Lower.h"
 #include "sched/Schedule.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <gtest/gtest.h>
+#include <sstream>
 #include <unistd.h>
 
 using namespace coil;
@@ -313,6 +317,190 @@ graph @sp(%x: f32[2, 1000000]) -> (%s) {
                                    ", \"k0_sum_c0_combine\", total, 1024, args);"));
   EXPECT_TRUE(contains(k.host, "coil_bytes > int64_t(ctx->workspace_bytes)"));
   EXPECT_TRUE(contains(k.device, "red0_0_ws[coil_i] = red0_0;"));
+}
+
+// The launch plans (data in KernelInfo) say what the printed launchers do: the launchers of
+// several programs are compiled for the host with cuLaunchKernel replaced by a recorder and run
+// over sizes and buffer alignments; every launch's function, grid and block must be the plan's.
+TEST(CudaCodegen, LaunchPlansMatchTheLaunchers) {
+  if (std::system("c++ --version > /dev/null 2>&1") != 0 ||
+      !std::filesystem::exists("/usr/local/cuda/include/cuda.h"))
+    GTEST_SKIP() << "no host compiler or no cuda.h";
+  struct Case {
+    const char *text;
+    std::vector<SymBindings> sizes;
+  };
+  const std::vector<Case> cases = {
+      {kPointwise, {{{"N", 1}}, {{"N", 37}}, {{"N", 100000}}}},
+      {kBroadcast, {{{"N", 3}}, {{"N", 4096}}}},
+      {kSoftmax, {{{"N", 1}}, {{"N", 65536}}}},
+      {kLayerNorm, {{{"N", 5}}, {{"N", 16384}}}},
+      {kArgMax, {{{"N", 1}}, {{"N", 999}}}},
+      {kDynamicSlice, {{{"N", 7}, {"M", 9}, {"K", 3}}, {{"N", 100}, {"M", 64}, {"K", 50}}}},
+      {R"(
+graph @bm(%x: f32[N, M], %b: f32[M]) -> (%z) {
+  symbol N in [1, 4096]
+  symbol M in [1, 4096]
+  %z = Add(%x, %b) : f32[N, M]
+}
+)",
+       {{{"N", 4000}, {"M", 6}}, {{"N", 3000}, {"M", 8}}}},
+      {R"(
+graph @tr(%x: f32[N, 32]) -> (%y) {
+  symbol N in [1, 4096]
+  %t = Transpose(%x) {perm = [1, 0]} : f32[32, N]
+  %y = Relu(%t) : f32[32, N]
+}
+)",
+       {{{"N", 5}}, {{"N", 4096}}}},
+      {R"(
+graph @sd(%x: f32[N, K]) -> (%y) {
+  symbol N in [1, 64]
+  symbol K in [1, 1000000]
+  %ax = constant i64[1] [1]
+  %y = ReduceSum(%x, %ax) {keepdims = 0} : f32[N]
+}
+)",
+       {{{"N", 2}, {"K", 1000000}}, {{"N", 64}, {"K", 100}}, {{"N", 1}, {"K", 70000}}}},
+  };
+  // The launchers, with a recording cuLaunchKernel, and a driver that calls every launcher of
+  // every kernel with each size binding, buffers aligned (case 0) or not (case 1).
+  std::string host = codegen::cudaLauncherPrelude();
+  auto replace = [&](const std::string &from, const std::string &to) {
+    size_t pos = host.find(from);
+    ASSERT_NE(pos, std::string::npos) << from;
+    host.replace(pos, from.size(), to);
+  };
+  replace("#include <cuda.h>\n", R"(#include <cuda.h>
+static int coil_test_fn = -1;
+static CUresult coil_test_launch(CUfunction f, unsigned gx, unsigned, unsigned, unsigned bx,
+                                 unsigned, unsigned, unsigned, CUstream, void **, void **) {
+  printf("launch %d %u %u\n", int((uintptr_t)f) - 1, gx, bx);
+  return CUDA_SUCCESS;
+}
+)");
+  replace("cuLaunchKernel(f,", "coil_test_launch(f,");
+  replace("cuGetErrorName(r, &ename)", "CUDA_ERROR_UNKNOWN");
+  replace("cuGetErrorString(r, &estr)", "CUDA_ERROR_UNKNOWN");
+  std::string driver = "int main() {\n  static void *fns[4096];\n"
+                       "  for (int i = 0; i < 4096; ++i) fns[i] = (void *)(uintptr_t)(i + 1);\n"
+                       "  static char ws[1 << 20];\n  coil_cuda_ctx ctx = {};\n"
+                       "  ctx.functions = fns;\n  ctx.workspace = ws;\n"
+                       "  ctx.workspace_bytes = sizeof(ws);\n"
+                       "  alignas(256) static char mem[64 * 256];\n";
+  struct Call {
+    size_t program, kernel, config, binding;
+    int aligned;
+  };
+  std::vector<Call> calls;
+  std::vector<Generated> programs;
+  for (size_t pi = 0; pi < cases.size(); ++pi) {
+    programs.push_back(generate(cases[pi].text, "p" + std::to_string(pi) + "_"));
+    const Generated &g = programs.back();
+    ASSERT_FALSE(g.kernels.empty());
+    host += g.host;
+    for (size_t ki = 0; ki < g.kernels.size(); ++ki) {
+      const wrapper::KernelInfo &info = g.kernels[ki].info;
+      for (size_t ci = 0; ci < info.configs.size(); ++ci)
+        for (size_t bi = 0; bi < cases[pi].sizes.size(); ++bi)
+          for (int aligned : {1, 0}) {
+            std::string args;
+            size_t slot = 0;
+            for (const wrapper::KernelParam &prm : info.params) {
+              if (prm.kind == wrapper::KernelParam::Kind::Buffer)
+                args += std::string(", (") + codegen::cStorageType(prm.dtype) + " *)(mem + " +
+                        std::to_string(256 * slot++ + (aligned ? 0 : 4)) + ")";
+              else
+                args += ", int64_t(" + std::to_string(cases[pi].sizes[bi].at(prm.name)) + ")";
+            }
+            driver += "  printf(\"call " + std::to_string(calls.size()) + "\\n\");\n";
+            driver += "  if (" + info.name + "_c" + std::to_string(ci) + "(&ctx" + args +
+                      ") != 0) return 1;\n";
+            calls.push_back({pi, ki, ci, bi, aligned});
+          }
+    }
+  }
+  host += driver + "  return 0;\n}\n";
+  std::string dir = tempDir();
+  std::ofstream(dir + "/launch.cpp") << host;
+  std::string cxx = "c++ -std=c++17 -O0 -w -I/usr/local/cuda/include -I" COIL_SOURCE_DIR
+                    "/include -o " +
+                    dir + "/launch " + dir + "/launch.cpp > " + dir + "/cxx.log 2>&1";
+  ASSERT_EQ(std::system(cxx.c_str()), 0) << "see " << dir << "/cxx.log";
+  ASSERT_EQ(std::system((dir + "/launch > " + dir + "/out.txt").c_str()), 0);
+  std::ifstream in(dir + "/out.txt");
+  std::vector<std::vector<std::array<int64_t, 3>>> launches;
+  for (std::string word; in >> word;) {
+    if (word == "call") {
+      size_t n;
+      in >> n;
+      ASSERT_EQ(n, launches.size());
+      launches.emplace_back();
+    } else {
+      ASSERT_EQ(word, "launch");
+      std::array<int64_t, 3> l;
+      in >> l[0] >> l[1] >> l[2];
+      ASSERT_FALSE(launches.empty());
+      launches.back().push_back(l);
+    }
+  }
+  ASSERT_EQ(launches.size(), calls.size());
+  size_t checked = 0;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const Call &c = calls[i];
+    const CudaKernelSource &k = programs[c.program].kernels[c.kernel];
+    const SymBindings &b = cases[c.program].sizes[c.binding];
+    int64_t base = 0;
+    for (size_t j = 0; j < c.kernel; ++j)
+      base += int64_t(programs[c.program].kernels[j].functions.size());
+    auto eval = [&](const SymInt &e) {
+      auto v = e.evaluate(b);
+      EXPECT_TRUE(v.ok());
+      return v.ok() ? *v : -1;
+    };
+    int64_t total = 1;
+    for (const SymInt &d : k.info.iterationSpace) total *= eval(d);
+    // What config `ci`'s plan launches under this call: (function, grid, block) in order.
+    std::function<std::vector<std::array<int64_t, 3>>(size_t)> expect =
+        [&](size_t ci) -> std::vector<std::array<int64_t, 3>> {
+      const wrapper::KernelConfig &cf = k.info.configs[ci];
+      EXPECT_TRUE(cf.launch.has_value());
+      if (!cf.launch) return {};
+      const wrapper::LaunchPlan &lp = *cf.launch;
+      if (lp.fallback >= 0) {
+        int64_t grid = eval(lp.grid);
+        if (grid <= total || eval(lp.workspaceBytes) > int64_t(1 << 20))
+          return expect(size_t(lp.fallback));
+        return {{base + int64_t(ci), grid, lp.block},
+                {base + int64_t(k.info.configs.size()), total, lp.block}};
+      }
+      int64_t grid = eval(lp.grid);
+      if (lp.vectorGrid && c.aligned) {
+        int64_t vec = 1;
+        for (const auto &[name, v] : cf.values)
+          if (name == "vec") vec = v;
+        if (!lp.vectorLastMultiple || eval(k.info.iterationSpace.back()) % vec == 0)
+          grid = eval(*lp.vectorGrid);
+      }
+      return {{base + int64_t(ci), grid, lp.block}};
+    };
+    const auto &got = launches[i];
+    bool adaptive = false;
+    for (const auto &[name, v] : k.info.configs[c.config].values) adaptive |= name == "adaptive";
+    if (adaptive) {
+      // Config 0 launches the config its sizes choose: that config's plan.
+      ASSERT_FALSE(got.empty());
+      size_t chosen = size_t(got[0][0] - base);
+      ASSERT_LT(chosen, k.info.configs.size());
+      EXPECT_EQ(got, chosen == 0 ? got : expect(chosen)) << k.info.name << " call " << i;
+      if (chosen == 0) EXPECT_EQ(got[0][2], k.info.configs[0].launch->block);
+    } else {
+      EXPECT_EQ(got, expect(c.config)) << k.info.name << " config " << c.config << " call " << i;
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 100u);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(CudaCodegen, FunctionBaseCountsEarlierKernels) {

@@ -185,6 +185,7 @@ Expected<CudaKernelSource> CudaEmitter::run() {
     else
       kc.values = {{"block", c.block}, {"threads_per_row", c.tpr}, {"rows_per_block", c.rows}};
     if (c.split) kc.values.push_back({"split", 1});
+    kc.launch = launchPlan(info.configs.size());
     if (info.configs.empty() && !plan_.adaptive.empty() && !c.split) {
       kc.name = "adaptive_" + kc.name;
       kc.values.push_back({"adaptive", 1});

@@ -65,7 +65,7 @@ void CudaEmitter::emitLauncher(CodeWriter &host, size_t ci) const {
               std::to_string(kSplitMaxSlices) + "));");
     host.line("const int64_t coil_n = total * coil_splits;");
     host.line("int64_t coil_bytes = 0;");
-    for (const auto &[name, type] : plan_.splitArrays)
+    for (const auto &[name, type, bytes] : plan_.splitArrays)
       host.line("coil_bytes += (coil_n * int64_t(sizeof(" + type + ")) + 15) / 16 * 16;");
     host.open("if (coil_splits <= 1 || !ctx->workspace || "
               "coil_bytes > int64_t(ctx->workspace_bytes))");
@@ -123,6 +123,37 @@ void CudaEmitter::emitLauncher(CodeWriter &host, size_t ci) const {
   host.line(argArray(""));
   host.line("return " + launch(std::to_string(ci), fn, "grid", std::to_string(c.block)) + ";");
   host.close();
+}
+
+wrapper::LaunchPlan CudaEmitter::launchPlan(size_t ci) const {
+  const CudaConfig &c = plan_.configs[ci];
+  constexpr int64_t kMaxGrid = 2147483647; // coil_launch clamps grid.x; the kernels stride
+  SymInt total(1);
+  for (const SymInt &r : k_.ranges) total = total * r;
+  wrapper::LaunchPlan lp;
+  lp.block = c.block;
+  if (plan_.pointwise) {
+    lp.grid = min(ceilDiv(total, c.block * c.ept), kMaxGrid);
+    if (plan_.vecWidth > 1) {
+      lp.vectorGrid = min(ceilDiv(ceilDiv(total, c.vec), c.block * c.ept), kMaxGrid);
+      lp.vectorLastMultiple = plan_.vecNeedsLastMultiple;
+    }
+  } else if (c.split) {
+    SymInt inner(1);
+    for (const SymInt &r : k_.phases[0].ranges) inner = inner * r;
+    SymInt splits =
+        max(SymInt(1),
+            min(min(ceilDiv(inner, kSplitSliceElems), ceilDiv(SymInt(kSplitTargetBlocks), total)),
+                kSplitMaxSlices));
+    SymInt n = total * splits;
+    lp.grid = min(n, kMaxGrid);
+    for (const WorkspaceArray &a : plan_.splitArrays)
+      lp.workspaceBytes = lp.workspaceBytes + ceilDiv(n * a.elemBytes, 16) * 16;
+    lp.fallback = plan_.wholeConfig;
+  } else {
+    lp.grid = min(ceilDiv(total, c.rows), kMaxGrid);
+  }
+  return lp;
 }
 
 } // namespace coil::codegen

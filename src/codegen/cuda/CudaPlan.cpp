@@ -448,8 +448,12 @@ std::optional<VecRuns> CudaEmitter::planVec(const sched::Phase &ph, const std::s
   return rv;
 }
 
-std::vector<std::pair<std::string, std::string>> CudaEmitter::planSplitArrays() const {
-  std::vector<std::pair<std::string, std::string>> out;
+std::vector<WorkspaceArray> CudaEmitter::planSplitArrays() const {
+  std::vector<WorkspaceArray> out;
+  // Bytes of computeType(t): f16/bf16 compute in float, bool as bool.
+  auto computeBytes = [](DType t) -> int64_t {
+    return t == DType::F16 || t == DType::BF16 ? 4 : t == DType::Bool ? 1 : dtypeSize(t);
+  };
   const sched::Phase &ph = k_.phases[0];
   for (size_t si = 0; si < ph.reductions.size(); ++si) {
     const sched::Accumulate &r = ph.reductions[si];
@@ -459,26 +463,31 @@ std::vector<std::pair<std::string, std::string>> CudaEmitter::planSplitArrays() 
     switch (r.kind) {
     case ReduceKind::Sum:
     case ReduceKind::Prod:
-      out.push_back({work + "_ws", fl                 ? computeType(D)
-                                   : D == DType::Bool ? "bool"
-                                   : dtypeSize(D) > 4 ? "uint64_t"
-                                                      : "uint32_t"});
+      if (fl)
+        out.push_back({work + "_ws", computeType(D), computeBytes(D)});
+      else if (D == DType::Bool)
+        out.push_back({work + "_ws", "bool", 1});
+      else
+        out.push_back(
+            {work + "_ws", dtypeSize(D) > 4 ? "uint64_t" : "uint32_t", dtypeSize(D) > 4 ? 8 : 4});
       break;
     case ReduceKind::Max:
     case ReduceKind::Min:
-      out.push_back({work + "_ws", computeType(D)});
-      if (fl) out.push_back({work + "n_ws", "int"});
+      out.push_back({work + "_ws", computeType(D), computeBytes(D)});
+      if (fl) out.push_back({work + "n_ws", "int", 4});
       break;
     case ReduceKind::Any:
     case ReduceKind::All:
-      out.push_back({work + "_ws", "int"});
+      out.push_back({work + "_ws", "int", 4});
       break;
     case ReduceKind::ArgMax:
-    case ReduceKind::ArgMin:
-      out.push_back({work + "_ws", computeType(ph.body.stmts[size_t(r.value)].dtype)});
-      out.push_back({work + "i_ws", "int64_t"});
-      out.push_back({work + "s_ws", "bool"});
+    case ReduceKind::ArgMin: {
+      DType vt = ph.body.stmts[size_t(r.value)].dtype;
+      out.push_back({work + "_ws", computeType(vt), computeBytes(vt)});
+      out.push_back({work + "i_ws", "int64_t", 8});
+      out.push_back({work + "s_ws", "bool", 1});
       break;
+    }
     }
   }
   return out;

@@ -23,7 +23,7 @@ void CudaEmitter::emitWorkspace(CodeWriter &w) const {
   w.line("// Phase 0's partial states per (outer point, slice), in the workspace.");
   w.line("const int64_t coil_n = total * coil_splits;");
   w.line("int64_t coil_off = 0;");
-  for (const auto &[name, type] : plan_.splitArrays) {
+  for (const auto &[name, type, bytes] : plan_.splitArrays) {
     w.line(type + " *" + name + " = reinterpret_cast<" + type + " *>(coil_ws + coil_off);");
     w.line("coil_off += (coil_n * int64_t(sizeof(" + type + ")) + 15) / 16 * 16;");
   }
