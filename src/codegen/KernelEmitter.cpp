@@ -1,7 +1,7 @@
 #include "codegen/KernelEmitter.h"
 
-#include "support/DType.h"
 #include "support/Check.h"
+#include "support/DType.h"
 
 #include <algorithm>
 
@@ -654,6 +654,164 @@ wrapper::KernelInfo KernelEmitterBase::kernelInfo(const std::string &sourceFile)
       origins.insert(p_.nodes[size_t(n)].origins.begin(), p_.nodes[size_t(n)].origins.end());
   info.origins.assign(origins.begin(), origins.end());
   return info;
+}
+
+std::string KernelEmitterBase::phaseComment(const sched::Phase &ph, size_t pi,
+                                            const IndexFn &index) const {
+  std::string text = "// phase " + std::to_string(pi);
+  for (size_t d = 0; d < ph.vars.size(); ++d)
+    text += (d ? ", " : " over ") + cname_.at(ph.vars[d]) + " < " + index(ph.ranges[d]);
+  std::string what;
+  for (const sched::Accumulate &r : ph.reductions)
+    what += (what.empty() ? "" : ", ") + std::string(loop::reduceKindName(r.kind));
+  std::set<loop::NodeId> stored;
+  for (const sched::Store &st : ph.stores) stored.insert(st.node);
+  for (loop::NodeId n : stored) what += (what.empty() ? "stores " : ", stores ") + bufName_.at(n);
+  return text + (what.empty() ? "" : ": " + what);
+}
+
+std::vector<ReductionVar>
+KernelEmitterBase::declareReductionVars(CodeWriter &w, const sched::Phase &ph,
+                                        const std::string &tag, const ReductionStyle &style) const {
+  using loop::ReduceKind;
+  std::vector<ReductionVar> reds;
+  for (size_t si = 0; si < ph.reductions.size(); ++si) {
+    const sched::Accumulate &r = ph.reductions[si];
+    ReductionVar red;
+    red.r = &r;
+    red.vt = ph.body.stmts[size_t(r.value)].dtype;
+    red.work = "red" + tag + "_" + std::to_string(si);
+    DType D = r.accDType;
+    bool fl = isFloat(D);
+    std::string T = computeType(D);
+    switch (r.kind) {
+    case ReduceKind::Sum:
+    case ReduceKind::Prod: {
+      bool sum = r.kind == ReduceKind::Sum;
+      red.W = fl                 ? (D == DType::F32 && sum && style.sumF32InDouble ? "double" : T)
+              : D == DType::Bool ? "bool"
+                                 : (dtypeSize(D) > 4 ? "uint64_t" : "uint32_t");
+      w.line(red.W + " " + red.work + " = " + red.W + (sum ? "(0);" : "(1);"));
+      break;
+    }
+    case ReduceKind::Max:
+    case ReduceKind::Min: {
+      bool mx = r.kind == ReduceKind::Max;
+      red.W = T;
+      red.fl = fl;
+      std::string limits = style.cuda ? "coil_limits<" : "std::numeric_limits<";
+      std::string init = fl ? (mx ? "-" : "") + T + "(INFINITY)"
+                            : limits + T + ">::" + (mx ? "lowest()" : "max()");
+      if (style.cuda && D == DType::Bool) init = mx ? "false" : "true";
+      w.line(T + " " + red.work + " = " + init + ";");
+      // CUDA folds f32 with max.NaN / min.NaN: NaN stays in the value.
+      if (fl && !(style.cuda && T == "float")) {
+        red.nan = red.work + "n";
+        w.line("int " + red.nan + " = 0;");
+      }
+      break;
+    }
+    case ReduceKind::Any:
+    case ReduceKind::All:
+      red.W = "int"; // int, not bool: GCC vectorizes int reductions only
+      w.line("int " + red.work + (r.kind == ReduceKind::Any ? " = 0;" : " = 1;"));
+      break;
+    case ReduceKind::ArgMax:
+    case ReduceKind::ArgMin:
+      // Compared in the value's own type (accDType may name the i64 result).
+      red.W = computeType(red.vt);
+      red.fl = isFloat(red.vt);
+      red.pos = red.work + "i";
+      red.seen = red.work + "s";
+      w.line(red.W + " " + red.work + " = " + red.W + "(0);");
+      w.line("int64_t " + red.pos + " = 0;");
+      w.line("bool " + red.seen + " = false;");
+      break;
+    }
+    reds.push_back(red);
+  }
+  return reds;
+}
+
+void KernelEmitterBase::emitFoldElement(CodeWriter &w, const ReductionVar &red, const loop::Body &b,
+                                        const std::vector<std::string> &valName,
+                                        const ReductionStyle &style) const {
+  using loop::ReduceKind;
+  const sched::Accumulate &r = *red.r;
+  bool arg = r.kind == ReduceKind::ArgMax || r.kind == ReduceKind::ArgMin;
+  DType cmpType = arg ? red.vt : r.accDType;
+  std::string v = castExpr(valName[size_t(r.value)], red.vt, cmpType);
+  // A temporary when the folded value is an expression used more than once.
+  auto named = [&](std::string e) {
+    if (e == valName[size_t(r.value)] && e.find_first_of("(-") == std::string::npos) return e;
+    w.line("const " + red.W + " " + red.work + "v = " + e + ";");
+    return red.work + "v";
+  };
+  std::string wv = red.W == computeType(cmpType) ? v : red.W + "(" + v + ")";
+  switch (r.kind) {
+  case ReduceKind::Sum:
+    w.line(red.work + " += " + wv + ";");
+    break;
+  case ReduceKind::Prod:
+    w.line(red.work + " *= " + wv + ";");
+    break;
+  case ReduceKind::Max:
+  case ReduceKind::Min: {
+    const char *cmp = r.kind == ReduceKind::Max ? " > " : " < ";
+    if (style.cuda && red.W == "float") { // one max.NaN / min.NaN: no NaN flag
+      w.line(red.work + " = coil_cuda_f" + (r.kind == ReduceKind::Max ? "max" : "min") + "_nan(" +
+             red.work + ", " + v + ");");
+      break;
+    }
+    v = named(v);
+    if (red.fl) w.line(red.nan + " |= " + v + " != " + v + ";");
+    w.line(red.work + " = " + v + cmp + red.work + " ? " + v + " : " + red.work + ";");
+    break;
+  }
+  case ReduceKind::Any:
+    w.line(red.work + " |= int(" + v + ");");
+    break;
+  case ReduceKind::All:
+    w.line(red.work + " &= int(" + v + ");");
+    break;
+  case ReduceKind::ArgMax:
+  case ReduceKind::ArgMin: {
+    const char *cmp = r.kind == ReduceKind::ArgMax ? " > " : " < ";
+    v = named(v);
+    const std::string &best = red.work;
+    std::string tie = r.selectLast ? " || " + v + " == " + best : "";
+    std::string better = v + cmp + best + tie;
+    if (red.fl)
+      better = "(" + v + " != " + v + ") ? " +
+               (r.selectLast ? std::string("true") : "!(" + best + " != " + best + ")") + " : (" +
+               best + " == " + best + " && (" + better + "))";
+    w.open("if (!" + red.seen + " || (" + better + "))");
+    w.line(best + " = " + v + ";");
+    w.line(red.pos + " = " +
+           castExpr(valName[size_t(r.position)], b.stmts[size_t(r.position)].dtype, DType::I64) +
+           ";");
+    w.line(red.seen + " = true;");
+    w.close();
+    break;
+  }
+  }
+}
+
+void KernelEmitterBase::emitReductionResults(CodeWriter &w, const std::string &tag,
+                                             const std::vector<ReductionVar> &reds) const {
+  using loop::ReduceKind;
+  for (size_t si = 0; si < reds.size(); ++si) {
+    const ReductionVar &red = reds[si];
+    const sched::Accumulate &r = *red.r;
+    bool arg = r.kind == ReduceKind::ArgMax || r.kind == ReduceKind::ArgMin;
+    std::string T = arg ? "int64_t" : computeType(r.accDType);
+    std::string val = arg ? red.pos : red.work;
+    if (!red.nan.empty())
+      val = red.nan + " ? " + T + "(NAN) : " + red.work;
+    else if (!arg && red.W != T)
+      val = T + "(" + red.work + ")";
+    w.line("const " + T + " acc" + tag + "_" + std::to_string(si) + " = " + val + ";");
+  }
 }
 
 } // namespace coil::codegen

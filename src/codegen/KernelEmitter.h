@@ -39,6 +39,25 @@ SymInt linearIndex(const std::vector<SymInt> &shape, const std::vector<SymInt> &
 /// <cstdint>, <cstring>, <limits>, <type_traits>.
 const char *scalarHelpersCode();
 
+/// A reduction's partial state: its value (`work`, of C type `W`), for max/min of floats a
+/// NaN flag (`nan`, empty when NaN travels in the value), for arg reductions the position
+/// (`pos`) and whether any element was seen (`seen`); `vt` is the folded value's dtype, `fl`
+/// whether comparisons see NaN.
+struct ReductionVar {
+  std::string work, nan, pos, seen, W;
+  const sched::Accumulate *r = nullptr;
+  DType vt = DType::F32;
+  bool fl = false;
+};
+/// How a target keeps partial states. CPU: f32 sums may accumulate in double, limits from
+/// std::numeric_limits, a NaN flag per float max/min. CUDA: limits from coil_limits, bool
+/// max/min start from literals, f32 max/min fold NaN into the value (max.NaN / min.NaN), so
+/// only wider floats keep a flag.
+struct ReductionStyle {
+  bool sumF32InDouble = false;
+  bool cuda = false;
+};
+
 /// The state both kernel emitters share: validation of a kernel against its program, C names of
 /// its symbols and buffers, ranges of its loop variables, and the printing of scalar statements.
 class KernelEmitterBase {
@@ -84,6 +103,20 @@ protected:
                         const IndexFn &index);
   /// The stored representation of value `v` (dtype `from`) in a buffer of dtype `node`.
   std::string storeConv(const std::string &v, DType from, DType node) const;
+
+  /// `// phase 1 over r1 < 100: sum, stores y` (`index` prints the extents).
+  std::string phaseComment(const sched::Phase &ph, size_t pi, const IndexFn &index) const;
+  /// Declares and initializes the partial state of every reduction of phase `ph` (names
+  /// `red<tag>_<i>...`).
+  std::vector<ReductionVar> declareReductionVars(CodeWriter &w, const sched::Phase &ph,
+                                                 const std::string &tag,
+                                                 const ReductionStyle &style) const;
+  /// Folds the phase body's value (named by `valName`) into `red`'s partial state.
+  void emitFoldElement(CodeWriter &w, const ReductionVar &red, const loop::Body &b,
+                       const std::vector<std::string> &valName, const ReductionStyle &style) const;
+  /// `const T acc<tag>_<i> = ...;`: the reductions' results, visible to later phases.
+  void emitReductionResults(CodeWriter &w, const std::string &tag,
+                            const std::vector<ReductionVar> &reds) const;
 
   const sched::Kernel &k_;
   const loop::LoopProgram &p_;

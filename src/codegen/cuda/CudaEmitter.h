@@ -82,16 +82,7 @@ private:
   Status emitRows(CodeWriter &w, const CudaConfig &c);
   Status emitPhase(CodeWriter &w, const CudaConfig &c, size_t pi);
   void emitWorkspace(CodeWriter &w) const;
-  /// A reduction's per-thread partial state: the value (`work`), NaN flag, position and seen
-  /// flag of arg reductions, and the C type `W` it folds in.
-  struct Red {
-    std::string work, nan, pos, seen, W;
-    const sched::Accumulate *r = nullptr;
-    DType vt = DType::F32;
-    bool fl = false;
-  };
-  std::vector<Red> declareReductions(CodeWriter &w, const sched::Phase &ph,
-                                     const std::string &tag) const;
+  using Red = ReductionVar;
   Status emitInnerBody(CodeWriter &w, const CudaConfig &c, const sched::Phase &ph,
                        const std::vector<bool> &live, const std::vector<Red> &reds,
                        const LoadFn &load,
@@ -103,7 +94,6 @@ private:
   Status emitPhaseElements(CodeWriter &w, const CudaConfig &c, size_t pi,
                            const std::vector<bool> &live, const std::vector<Red> &reds);
   void emitCombine(CodeWriter &w, const CudaConfig &c, const std::vector<Red> &reds) const;
-  void emitFinish(CodeWriter &w, const std::string &tag, const std::vector<Red> &reds) const;
 
   // --- launchers (CudaLaunch.cpp)
   void emitLauncher(CodeWriter &host, size_t ci) const;

@@ -10,6 +10,10 @@
 
 namespace coil::codegen {
 
+namespace {
+const ReductionStyle kCudaReductions{/*sumF32InDouble=*/false, /*cuda=*/true};
+} // namespace
+
 using loop::Body;
 using loop::NodeId;
 using loop::ReduceKind;
@@ -92,17 +96,8 @@ Status CudaEmitter::emitRows(CodeWriter &w, const CudaConfig &c) {
 Status CudaEmitter::emitPhase(CodeWriter &w, const CudaConfig &c, size_t pi) {
   const sched::Phase &ph = k_.phases[pi];
   std::string tag = std::to_string(pi);
-  std::string text = "// phase " + tag;
-  for (size_t d = 0; d < ph.vars.size(); ++d)
-    text += (d ? ", " : " over ") + cname_[ph.vars[d]] + " < " + dcpp(ph.ranges[d]);
-  std::string what;
-  for (const sched::Accumulate &r : ph.reductions)
-    what += (what.empty() ? "" : ", ") + std::string(loop::reduceKindName(r.kind));
-  std::set<NodeId> stored;
-  for (const sched::Store &st : ph.stores) stored.insert(st.node);
-  for (NodeId n : stored) what += (what.empty() ? "stores " : ", stores ") + bufName_[n];
-  w.line(text + (what.empty() ? "" : ": " + what));
-  std::vector<Red> reds = declareReductions(w, ph, tag);
+  w.line(phaseComment(ph, pi, [&](const SymInt &e) { return dcpp(e); }));
+  std::vector<Red> reds = declareReductionVars(w, ph, tag, kCudaReductions);
   std::vector<bool> live = liveStmts(ph.body, &ph);
   const std::optional<VecRuns> &rv = phaseVec(pi);
   if (rv && c.tpr > 1 && vecPath_ == 1)
@@ -126,66 +121,8 @@ Status CudaEmitter::emitPhase(CodeWriter &w, const CudaConfig &c, size_t pi) {
     w.close();
     return okStatus();
   }
-  emitFinish(w, tag, reds);
+  emitReductionResults(w, tag, reds);
   return okStatus();
-}
-
-/// Per-thread partial state of every reduction of phase `ph`, declared and initialized.
-std::vector<CudaEmitter::Red> CudaEmitter::declareReductions(CodeWriter &w, const sched::Phase &ph,
-                                                             const std::string &tag) const {
-  const Body &b = ph.body;
-  std::vector<Red> reds;
-  for (size_t si = 0; si < ph.reductions.size(); ++si) {
-    const sched::Accumulate &r = ph.reductions[si];
-    Red red;
-    red.r = &r;
-    red.vt = b.stmts[size_t(r.value)].dtype;
-    red.work = "red" + tag + "_" + std::to_string(si);
-    DType D = r.accDType;
-    bool fl = isFloat(D);
-    std::string T = computeType(D);
-    switch (r.kind) {
-    case ReduceKind::Sum:
-    case ReduceKind::Prod: {
-      bool sum = r.kind == ReduceKind::Sum;
-      red.W = fl ? T : D == DType::Bool ? "bool" : (dtypeSize(D) > 4 ? "uint64_t" : "uint32_t");
-      w.line(red.W + " " + red.work + " = " + red.W + (sum ? "(0);" : "(1);"));
-      break;
-    }
-    case ReduceKind::Max:
-    case ReduceKind::Min: {
-      bool mx = r.kind == ReduceKind::Max;
-      red.W = T;
-      red.fl = fl;
-      std::string init = fl ? (mx ? "-" : "") + T + "(INFINITY)"
-                            : "coil_limits<" + T + ">::" + (mx ? "lowest()" : "max()");
-      if (D == DType::Bool) init = mx ? "false" : "true";
-      w.line(T + " " + red.work + " = " + init + ";");
-      if (fl && T != "float") { // f32 folds with max.NaN / min.NaN: NaN stays in the value
-        red.nan = red.work + "n";
-        w.line("int " + red.nan + " = 0;");
-      }
-      break;
-    }
-    case ReduceKind::Any:
-    case ReduceKind::All:
-      red.W = "int";
-      w.line("int " + red.work + (r.kind == ReduceKind::Any ? " = 0;" : " = 1;"));
-      break;
-    case ReduceKind::ArgMax:
-    case ReduceKind::ArgMin:
-      red.W = computeType(red.vt);
-      red.fl = isFloat(red.vt);
-      red.pos = red.work + "i";
-      red.seen = red.work + "s";
-      w.line(red.W + " " + red.work + " = " + red.W + "(0);");
-      w.line("int64_t " + red.pos + " = 0;");
-      w.line("bool " + red.seen + " = false;");
-      break;
-    }
-    reds.push_back(red);
-  }
-  return reds;
 }
 
 /// The phase's statements at one inner point: its stores (one thread of the row stores a phase
@@ -203,65 +140,7 @@ CudaEmitter::emitInnerBody(CodeWriter &w, const CudaConfig &c, const sched::Phas
   if (guard) w.open("if (lane == 0)");
   for (const sched::Store &st : ph.stores) w.line(storeText(st, b, valName, storeTarget(st)));
   if (guard) w.close();
-  for (const Red &red : reds) {
-    const sched::Accumulate &r = *red.r;
-    bool arg = r.kind == ReduceKind::ArgMax || r.kind == ReduceKind::ArgMin;
-    DType cmpType = arg ? red.vt : r.accDType;
-    std::string v = castExpr(valName[size_t(r.value)], red.vt, cmpType);
-    auto named = [&](std::string e) {
-      if (e == valName[size_t(r.value)] && e.find_first_of("(-") == std::string::npos) return e;
-      w.line("const " + red.W + " " + red.work + "v = " + e + ";");
-      return red.work + "v";
-    };
-    std::string wv = red.W == computeType(cmpType) ? v : red.W + "(" + v + ")";
-    switch (r.kind) {
-    case ReduceKind::Sum:
-      w.line(red.work + " += " + wv + ";");
-      break;
-    case ReduceKind::Prod:
-      w.line(red.work + " *= " + wv + ";");
-      break;
-    case ReduceKind::Max:
-    case ReduceKind::Min: {
-      const char *cmp = r.kind == ReduceKind::Max ? " > " : " < ";
-      if (red.W == "float") { // one max.NaN / min.NaN: the NaN flag stays 0
-        w.line(red.work + " = coil_cuda_f" + (r.kind == ReduceKind::Max ? "max" : "min") + "_nan(" +
-               red.work + ", " + v + ");");
-        break;
-      }
-      v = named(v);
-      if (red.fl) w.line(red.nan + " |= " + v + " != " + v + ";");
-      w.line(red.work + " = " + v + cmp + red.work + " ? " + v + " : " + red.work + ";");
-      break;
-    }
-    case ReduceKind::Any:
-      w.line(red.work + " |= int(" + v + ");");
-      break;
-    case ReduceKind::All:
-      w.line(red.work + " &= int(" + v + ");");
-      break;
-    case ReduceKind::ArgMax:
-    case ReduceKind::ArgMin: {
-      const char *cmp = r.kind == ReduceKind::ArgMax ? " > " : " < ";
-      v = named(v);
-      const std::string &best = red.work;
-      std::string tie = r.selectLast ? " || " + v + " == " + best : "";
-      std::string better = v + cmp + best + tie;
-      if (red.fl)
-        better = "(" + v + " != " + v + ") ? " +
-                 (r.selectLast ? std::string("true") : "!(" + best + " != " + best + ")") + " : (" +
-                 best + " == " + best + " && (" + better + "))";
-      w.open("if (!" + red.seen + " || (" + better + "))");
-      w.line(best + " = " + v + ";");
-      w.line(red.pos + " = " +
-             castExpr(valName[size_t(r.position)], b.stmts[size_t(r.position)].dtype, DType::I64) +
-             ";");
-      w.line(red.seen + " = true;");
-      w.close();
-      break;
-    }
-    }
-  }
+  for (const Red &red : reds) emitFoldElement(w, red, b, valName, kCudaReductions);
   return okStatus();
 }
 
@@ -522,23 +401,6 @@ void CudaEmitter::emitCombine(CodeWriter &w, const CudaConfig &c,
                 red.seen + "_s[warp]");
       w.close();
     }
-  }
-}
-
-/// Final values of the accumulators (acc<phase>_<i>), visible to later phases.
-void CudaEmitter::emitFinish(CodeWriter &w, const std::string &tag,
-                             const std::vector<Red> &reds) const {
-  for (size_t si = 0; si < reds.size(); ++si) {
-    const Red &red = reds[si];
-    const sched::Accumulate &r = *red.r;
-    bool arg = r.kind == ReduceKind::ArgMax || r.kind == ReduceKind::ArgMin;
-    std::string T = arg ? "int64_t" : computeType(r.accDType);
-    std::string val = arg ? red.pos : red.work;
-    if (!red.nan.empty())
-      val = red.nan + " ? " + T + "(NAN) : " + red.work;
-    else if (!arg && red.W != T)
-      val = T + "(" + red.work + ")";
-    w.line("const " + T + " acc" + tag + "_" + std::to_string(si) + " = " + val + ";");
   }
 }
 
