@@ -3,17 +3,19 @@
 SDPA (F.scaled_dot_product_attention under sdpa_kernel(SDPBackend.FLASH_ATTENTION)), in one run.
 
 Shapes (issue 13): batch 8, 16 heads, seq 2048, head dim 128, bf16, causal and not (prefill);
-batch 16, 32 query heads, 8 kv heads, 1 query, 4096 keys, head dim 128 (decode, GQA). Each
+batch 16, 32 query heads, 8 kv heads, 1 query, 4096 keys, head dim 128 (decode, GQA); and, by
+--problems, head dim 64 at BERT's, ViT's and a long sequence's sizes. Each
 problem is first checked: both outputs against a float32 reference on upcast inputs (relative
 to the reference's largest magnitude; coil's output poisoned with NaN first). Then each peer is
 timed: warm-up, then per iteration an L2 flush (a write of 256 MiB) followed by CUDA events
 around the call alone; the median of --iters. TFLOP/s count 4 * B * H * Sq * Sk * D, halved for
-causal; the ratio is coil's TFLOP/s over PyTorch's. The kernel is called through ctypes with the
+causal; the ratio is coil's TFLOP/s over PyTorch's flash SDPA. cuDNN's fused attention
+(SDPBackend.CUDNN_ATTENTION, what torch.compile picks on Hopper) is timed beside it. The kernel is called through ctypes with the
 torch tensors' data_ptr() and a coil_cuda_ctx (stream: torch's current stream; workspace: a
 torch buffer). --variants also times coil's other kernel configurations (COIL_CUDA_ATTN_CONFIG).
 
 usage: attention_bench.py [--lib build/lib/libcoil_cuda.so] [--iters N] [--warmup N]
-                          [--variants] [--json OUT] [--profile CONFIG]
+                          [--variants] [--problems NAMES] [--json OUT] [--profile CONFIG]
 """
 import argparse
 import ctypes
@@ -128,6 +130,24 @@ def rel_err(got, ref):
     return ((got.float() - ref).abs().max() / ref.abs().max()).item()
 
 
+# name, batch, heads, kv heads, query length, key length, head dim, causal
+PROBLEMS = [
+    ("prefill", 8, 16, 16, 2048, 2048, 128, False),
+    ("prefill causal", 8, 16, 16, 2048, 2048, 128, True),
+    ("decode GQA 32/8", 16, 32, 8, 1, 4096, 128, False),
+    ("bert D64", 8, 12, 12, 512, 512, 64, False),
+    ("vit D64", 16, 12, 12, 197, 197, 64, False),
+    ("long D64", 4, 16, 16, 4096, 4096, 64, False),
+]
+
+
+def torch_cudnn(q, k, v, causal, scale):
+    gqa = q.shape[1] != k.shape[1]
+    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale,
+                                              enable_gqa=gqa)
+
+
 def torch_flash(q, k, v, causal, scale):
     gqa = q.shape[1] != k.shape[1]
     with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
@@ -141,6 +161,8 @@ def main():
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--variants", action="store_true")
+    ap.add_argument("--problems", default="prefill,prefill causal,decode GQA 32/8",
+                    help="comma-separated names from: " + ", ".join(p[0] for p in PROBLEMS))
     ap.add_argument("--json")
     ap.add_argument("--profile", metavar="CONFIG",
                     help="only run coil (COIL_CUDA_ATTN_CONFIG=CONFIG, '-' for the default) on the "
@@ -163,16 +185,18 @@ def main():
     dev = torch.cuda.get_device_name()
     print(f"device: {dev}, torch {torch.__version__}", flush=True)
 
-    problems = [
-        ("prefill", 8, 16, 16, 2048, 2048, 128, False),
-        ("prefill causal", 8, 16, 16, 2048, 2048, 128, True),
-        ("decode GQA 32/8", 16, 32, 8, 1, 4096, 128, False),
-    ]
+    known = {p[0]: p for p in PROBLEMS}
+    unknown = [n for n in args.problems.split(",") if n not in known]
+    if unknown:
+        print("unknown problem(s): " + ", ".join(unknown) + "; known: " + ", ".join(known))
+        return 2
+    problems = [known[n] for n in args.problems.split(",")]
     variants = [("coil", None)]
     if args.variants:
         # COIL_CUDA_ATTN_CONFIG: the default (wgmma on sm_90), two warpgroups, and mma.sync with
         # 32 and 16 rows per warp.
-        variants += [("coil wg1", "f"), ("coil mma32", "b"), ("coil mma32n32", "c"), ("coil mma16", "a"),
+        variants += [("coil wg2", "e"), ("coil wg1", "f"),
+                     ("coil mma32", "b"), ("coil mma32n32", "c"), ("coil mma16", "a"),
                      ("coil mma16w8", "d")]
     rows = []
     for name, B, H, Hk, Sq, Sk, D, causal in problems:
@@ -192,6 +216,15 @@ def main():
             row["torch_tflops"] = flops / t / 1e12
         except Exception as e:  # noqa: BLE001
             row["torch_error"] = str(e)
+        try:  # cuDNN's fused attention: what torch.compile dispatches SDPA to on Hopper
+            yc = torch_cudnn(q, k, v, causal, scale)
+            row["cudnn_err"] = rel_err(yc, ref)
+            t, _, _ = time_median(lambda: torch_cudnn(q, k, v, causal, scale), args.iters,
+                                  args.warmup, flush)
+            row["cudnn_s"] = t
+            row["cudnn_tflops"] = flops / t / 1e12
+        except Exception as e:  # noqa: BLE001
+            row["cudnn_error"] = str(e)
         for vname, cfg in variants:
             if cfg:
                 os.environ["COIL_CUDA_ATTN_CONFIG"] = cfg
@@ -215,13 +248,14 @@ def main():
         torch.cuda.empty_cache()
 
     print()
-    print(f"| problem | PyTorch flash TFLOP/s (ms) | " +
+    print(f"| problem | PyTorch flash TFLOP/s (ms) | cuDNN TFLOP/s (ms) | " +
           " | ".join(f"{v} TFLOP/s (ms) | {v} / PyTorch" for v, _ in variants) + " | max rel err torch / coil |")
-    print("|---|---|" + "---|---|" * len(variants) + "---|")
+    print("|---|---|---|" + "---|---|" * len(variants) + "---|")
     for r in rows:
         tt = (f"{r['torch_tflops']:.1f} ({r['torch_s'] * 1e3:.3f})" if "torch_tflops" in r
               else "error: " + r.get("torch_error", "?")[:60])
-        cells = []
+        cells = [f"{r['cudnn_tflops']:.1f} ({r['cudnn_s'] * 1e3:.3f})" if "cudnn_tflops" in r
+                 else "error: " + r.get("cudnn_error", "?")[:60]]
         errs = [f"{r.get('torch_err', float('nan')):.1e}"]
         for v, _ in variants:
             c = r[v]

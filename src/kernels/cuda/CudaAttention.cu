@@ -1114,7 +1114,8 @@ int prepareKernel(Kernel kernel, size_t smem, int device, int threads, std::atom
 /// Environment override of the prefill kernel, for experiments and tests: mma.sync 'a' 4
 /// warps x 16 rows (BM 64), 'b' 4 warps x 32 rows (BM 128) with 64-key tiles, 'c' the same with
 /// 32-key tiles (the mma.sync default), 'd' 8 warps x 16 rows; on sm_90 (head dims 64 and 128)
-/// wgmma 'e' two warpgroups (BM 128, the default), 'f' one (BM 64).
+/// wgmma 'e' two warpgroups (BM 128, the default at head dim 128), 'f' one (BM 64, the default
+/// at head dim 64).
 char envConfig() {
   const char *s = std::getenv("COIL_CUDA_ATTN_CONFIG");
   return s && s[0] >= 'a' && s[0] <= 'f' && !s[1] ? s[0] : 0;
@@ -1234,11 +1235,18 @@ int32_t dispatchConfig(const coil_cuda_ctx *ctx, const char *fn, const AttnParam
   // Decode-like (at most 16 packed rows): one row of 4 warps on different keys.
   if (p.rowsPerKv <= 16) return launchFlash<T, D, 1, 4, 1, 64, kGeneral>(ctx, fn, p);
   const char cfg = envConfig();
+  // Head dim 64 without a mask over at most 1024 keys: the mma.sync kernel is faster there
+  // (BERT's 512 keys: 0.038 ms against 0.041 for one warpgroup, ViT's 197: 0.023 against 0.030).
+  const bool shortD64 = D == 64 && !kGeneral && p.seqK <= 1024 && cfg == 0;
   // sm_90, head dims 64 and 128: warpgroup MMA.
   if constexpr (D % 64 == 0) {
-    if (ctx->sm_version == 90 && cfg != 'a' && cfg != 'b' && cfg != 'c' && cfg != 'd') {
-      const int32_t r = cfg == 'f' ? launchWgmma<T, D, 1, 64, 3, kGeneral>(ctx, fn, p)
-                                   : launchWgmma<T, D, 2, 64, 3, kGeneral>(ctx, fn, p);
+    if (ctx->sm_version == 90 && !shortD64 && cfg != 'a' && cfg != 'b' && cfg != 'c' &&
+        cfg != 'd') {
+      // Head dim 64 runs one warpgroup per block (two were slower at every size measured:
+      // bench/attention_bench.py, problems "bert D64", "vit D64", "long D64").
+      const bool one = cfg == 'f' || (D == 64 && cfg != 'e');
+      const int32_t r = one ? launchWgmma<T, D, 1, 64, 3, kGeneral>(ctx, fn, p)
+                            : launchWgmma<T, D, 2, 64, 3, kGeneral>(ctx, fn, p);
       if (r >= 0) return r;
     }
   }
