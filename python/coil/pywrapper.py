@@ -379,6 +379,7 @@ class CudaRuntime:
         self._ctx = (_CudaCtx.from_address(self.args.device_ctx) if self.args.device_ctx
                      else None)
         self._live = {}  # address -> bytes of the allocator's blocks this run holds
+        self._host_live = set()  # addresses of the ctx's host blocks this run holds
         self._hook = debug
         self.debug = None if debug is None else self._debug
         self.alloc_failed = False
@@ -449,6 +450,9 @@ class CudaRuntime:
         for p in list(self._live):
             self.args.free(self.args.alloc_ctx, p)
         self._live.clear()
+        for p in list(self._host_live):
+            self._ctx.host_free(self._ctx.host_ctx, p)
+        self._host_live.clear()
 
     def cells(self, n):
         return Cells(n)
@@ -514,6 +518,32 @@ class CudaRuntime:
 
     def host_tracker(self, cu):
         return HostTracker(self._ctx)
+
+    # -- host fallbacks as lines of their own (HostAllocate, HostFree, CopyToHost; the blocks an
+    #    allocating host extern allocated): host blocks are addresses (0: none), which release()
+    #    frees when a run fails
+    def host_alloc(self, cu, nbytes, what):
+        if nbytes <= 0:
+            return 0
+        p = self._ctx.host_alloc(self._ctx.host_ctx, nbytes)
+        if not p:
+            raise Error(f"{what}: out of host memory ({nbytes} bytes)")
+        self._host_live.add(p)
+        return p
+
+    def host_adopt(self, p):
+        if p:
+            self._host_live.add(int(p))
+        return int(p or 0)
+
+    def host_free(self, cu, p):
+        if p:
+            self._host_live.discard(p)
+            self._ctx.host_free(self._ctx.host_ctx, p)
+
+    def copy_to_host(self, host, buf, nbytes, what):
+        if nbytes > 0:
+            self._driver.check(self._driver.dtoh(host, buf.ptr, nbytes), what)
 
     def free_host(self, cu, cells):
         for p in cells:

@@ -8,13 +8,16 @@ that "device memory" is host memory and the pieces that need a GPU are replaced:
     run, copies the outputs out and checks that every block was freed;
   - SimDriver does the driver's copies with memmove;
   - the launchers `<kernel>_c<i>(ctx, ...)` call the CPU package's launcher of that kernel
-    (same kernels, same parameters), coil_cuda_<op>(ctx, ...) calls coil_cpu_<op>(...), and the
-    coil_cpu_* externs of host fallbacks are the real ones.
+    (same kernels, same parameters), a device extern (ctx, ...) calls the CPU function that
+    wrapper.json names as its `host_function` (the extern table's CPU twin), and the CPU externs
+    of host fallbacks are the real ones.
 So the emitted CUDA lines (arena views, allocator, frees, host-fallback copies, symbol binding,
 output hand-over, config choice by size bucket, error paths) are exercised on the CPU; the GPU
 test (test_python_gpu.py) runs the same packages on a real device.
 """
 import ctypes
+import json
+import os
 
 import numpy as np
 
@@ -139,10 +142,18 @@ class SimHost:
         return result
 
 
+def host_functions(pkg):
+    """The CPU function of every device extern of package `pkg`, from its src/wrapper.json."""
+    with open(os.path.join(pkg, "src", "wrapper.json")) as f:
+        lines = json.load(f)["lines"]
+    return {l["function"]: l["host_function"] for l in lines
+            if l["kind"] == "ExternKernelOut" and l["place"] == "device"}
+
+
 class _SimFunctions:
     """wrapper.py's `lib` on the simulated device (see the module comment)."""
 
-    def __init__(self, cuda_module, cpu_wrapper):
+    def __init__(self, cuda_module, cpu_wrapper, twins):
         cpu = cpu_wrapper._functions
         self.cpu = cpu
         for name, sig in cuda_module.LAUNCHERS.items():
@@ -154,8 +165,7 @@ class _SimFunctions:
             setattr(self, name, self._launcher(getattr(cpu, kernel + "_c0")))
         for name, sig in cuda_module.EXTERNS.items():
             if sig.startswith("C"):  # a device extern: simulated by its CPU twin
-                twin = "coil_cpu_" + name[len("coil_cuda_"):]
-                setattr(self, name, self._launcher(getattr(cpu, twin)))
+                setattr(self, name, self._launcher(getattr(cpu, twins[name])))
             else:
                 setattr(self, name, pw._Function(getattr(cpu_wrapper._runtime, name), sig, name,
                                                  True))
@@ -187,4 +197,4 @@ class SimWrapper(pw.PythonWrapper):
         return None
 
     def _make_functions(self, cuda_lib):
-        return _SimFunctions(self.module, self._cpu)
+        return _SimFunctions(self.module, self._cpu, host_functions(self.path))

@@ -211,6 +211,9 @@ LINE_FIELDS = {
     "ExternKernelOut": {"function", "place", "args", "origins"},
     "ExternKernelAlloc": {"function", "place", "args", "out_symbols", "origins"},
     "MultiOutput": {"buffer", "source", "index"}, "DebugPrint": {"when", "launch", "values"},
+    # The host fallbacks of CUDA programs (never in a CPU package).
+    "Synchronize": {"for"}, "HostAllocate": {"buffer", "for"}, "HostFree": {"buffer"},
+    "CopyToHost": {"from", "to", "for"}, "CopyToDevice": {"from", "to", "allocate", "for"},
 }
 
 
@@ -236,7 +239,9 @@ def check_json_schema(pkg, wj, meta, module):
             check([bufs[i]["shape"] for i in ids] == [t["shape"] for t in mt], f"{key} shapes")
     for b in bufs:
         check(set(b) == {"id", "name", "io_name", "kind", "index", "dtype", "shape", "bytes",
-                         "arena_offset"}, f"buffer fields {sorted(b)}")
+                         "arena_offset", "memory"}, f"buffer fields {sorted(b)}")
+        # A CPU program has no host staging buffers.
+        check(b["memory"] == "program", f"buffer memory {b}")
         if b["arena_offset"] is not None:
             check(b["kind"] == "intermediate", f"only intermediates are in the arena: {b}")
     # Kernels: the same as metadata.json's, and their launchers are wrapper.py's LAUNCHERS.

@@ -3,7 +3,6 @@
 #include "driver/BuildWrapper.h"
 #include "driver/Install.h"
 #include "driver/Tune.h"
-#include "kernels/cuda/CudaExterns.h"
 #include "lower/ChannelsLast.h"
 #include "lower/FoldConvBias.h"
 #include "lower/FoldGemmBias.h"
@@ -14,8 +13,10 @@
 #include "sched/Schedule.h"
 #include "wrapper/CppBackend.h"
 #include "wrapper/DebugInstrument.h"
+#include "wrapper/HostCopies.h"
 #include "wrapper/MemoryPlan.h"
 #include "wrapper/Package.h"
+#include "wrapper/PlaceExterns.h"
 #include "wrapper/Verify.h"
 
 #include <chrono>
@@ -71,18 +72,6 @@ std::string coilIncludeDir() {
   std::string installed = installedFile("include/coil/model_abi.h");
   if (!installed.empty()) return fs::path(installed).parent_path().parent_path().string();
   return COIL_INCLUDE_DIR;
-}
-
-/// A CUDA program: buffers live on the device, and externs with a CUDA twin call it.
-void useCudaExterns(wrapper::WrapperProgram &p) {
-  p.device = "cuda";
-  for (wrapper::Line &l : p.lines)
-    if (auto *e = std::get_if<wrapper::ExternKernelOut>(&l)) {
-      std::string_view twin = kernels::cudaTwin(e->function);
-      if (twin.empty()) continue;
-      e->function = std::string(twin);
-      e->place = wrapper::ExternPlace::kDevice;
-    }
 }
 
 /// Kernel code per generated C++ file (about 1.5 s of -O3 compile each): a model's kernels go
@@ -185,13 +174,17 @@ Expected<std::unique_ptr<Compilation>> compileGraph(Graph g, const CompileOption
   timer.done("codegen");
 
   COIL_TRY(c->wrapper, buildWrapperProgram(c->schedule, std::move(infos), &c->bufferNodes));
-  if (cuda) useCudaExterns(c->wrapper);
+  // A CUDA program: buffers live on the device, and externs with a CUDA twin call it.
+  if (cuda) c->wrapper.device = "cuda";
+  COIL_TRY_STATUS(wrapper::placeExterns(c->wrapper));
   if (o.verifyEach) COIL_TRY_STATUS(wrapper::verifyWrapper(c->wrapper));
   COIL_TRY_STATUS(wrapper::planMemory(c->wrapper, wrapper::MemoryPlanOptions{}));
   // The debug printer's lines, always: the runtime enables them without recompiling.
   wrapper::insertDebugPrints(c->wrapper);
   // Each call's config per size bucket, by the cost model (writePackage may measure instead).
   c->tuning = tune::chooseConfigsHeuristic(c->wrapper);
+  // Host fallbacks (CUDA): their synchronization and copies as lines, inside the DebugPrints.
+  wrapper::insertHostCopies(c->wrapper);
   if (o.verifyEach) COIL_TRY_STATUS(wrapper::verifyWrapper(c->wrapper));
   timer.done("wrapper");
   if (o.printAfter == "wrapper") std::cerr << wrapper::emitCppWrapper(c->wrapper);

@@ -1,6 +1,7 @@
 // Folding of conv bias adds and clamps into the CPU conv extern (see FoldConvBias.h).
 #include "lower/FoldConvBias.h"
 
+#include "kernels/Externs.h"
 #include "lower/LoopRewrite.h"
 
 #include <algorithm>
@@ -10,13 +11,13 @@
 namespace coil::loop {
 namespace {
 
-const std::string kConv = "coil_cpu_conv_", kConvBias = "coil_cpu_conv_bias_";
+using kernels::ExternId;
 
-/// The dtype suffix when `fn` is `prefix` + f32 or f64, else "".
-std::string convSuffix(const std::string &fn, const std::string &prefix) {
-  if (fn.rfind(prefix, 0) != 0) return "";
-  std::string s = fn.substr(prefix.size());
-  return s == "f32" || s == "f64" ? s : "";
+/// Whether `fn` is the CPU function of extern `id` (kernels/Externs.def) for a dtype that the
+/// fused extern (conv_bias) is defined for.
+bool isExtern(const std::string &fn, ExternId id) {
+  std::optional<kernels::ExternRef> r = kernels::findExtern(fn);
+  return r && r->id == id && !r->cuda && kernels::externInfo(ExternId::ConvBias).hasDType(r->dtype);
 }
 
 /// The value of a finite floating constant statement.
@@ -55,7 +56,7 @@ std::optional<BiasAdd> matchBiasAdd(const LoopProgram &p, const Node &n, const P
     if (cl.kind != Stmt::Kind::Load || cl.dtype != n.dtype) continue;
     const Node &cn = p.nodes.at(size_t(*conv));
     const auto *ex = std::get_if<ExternNode>(&cn.kind);
-    if (!ex || convSuffix(ex->function, kConv).empty() || cn.dtype != n.dtype ||
+    if (!ex || !isExtern(ex->function, ExternId::Conv) || cn.dtype != n.dtype ||
         ex->outputs.size() != 1 || cn.shape != n.shape)
       continue;
     const Node &bn = p.nodes.at(size_t(cl.node));
@@ -136,7 +137,7 @@ int foldConvBias(LoopProgram &p) {
         m && !dead[size_t(m->conv)] && onlyReader(p, readers, m->conv, id)) {
       ExternNode ex = std::get<ExternNode>(p.nodes[size_t(m->conv)].kind);
       if (ex.args.size() != 26) continue;
-      ex.function = kConvBias + convSuffix(ex.function, kConv);
+      ex.function = kernels::cpuSymbol(ExternId::ConvBias, kernels::findExtern(ex.function)->dtype);
       ExternArg bias;
       bias.kind = ExternArg::Kind::Node;
       bias.node = m->bias;
@@ -153,7 +154,7 @@ int foldConvBias(LoopProgram &p) {
     if (std::optional<Clamp> c = matchClamp(p.nodes[i], *pw); c && !dead[size_t(c->src)]) {
       const Node &sn = p.nodes[size_t(c->src)];
       const auto *ex = std::get_if<ExternNode>(&sn.kind);
-      if (!ex || convSuffix(ex->function, kConvBias).empty() || sn.dtype != p.nodes[i].dtype ||
+      if (!ex || !isExtern(ex->function, ExternId::ConvBias) || sn.dtype != p.nodes[i].dtype ||
           sn.shape != p.nodes[i].shape || ex->args.size() != 30 ||
           !onlyReader(p, readers, c->src, id))
         continue;

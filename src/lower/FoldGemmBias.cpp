@@ -1,6 +1,7 @@
 // Folding of bias adds and ReLUs into the GEMM extern (see FoldGemmBias.h).
 #include "lower/FoldGemmBias.h"
 
+#include "kernels/Externs.h"
 #include "lower/LoopRewrite.h"
 
 #include <algorithm>
@@ -9,13 +10,12 @@
 namespace coil::loop {
 namespace {
 
-const std::string kGemm = "coil_cpu_gemm_", kGemmBias = "coil_cpu_gemm_bias_";
+using kernels::ExternId;
 
-/// The dtype suffix when `fn` is `prefix` + a GEMM dtype name, else "".
-std::string gemmSuffix(const std::string &fn, const std::string &prefix) {
-  if (fn.rfind(prefix, 0) != 0) return "";
-  std::string s = fn.substr(prefix.size());
-  return s == "f32" || s == "f64" || s == "f16" || s == "bf16" ? s : "";
+/// Whether `fn` is the CPU function of extern `id` (kernels/Externs.def).
+bool isExtern(const std::string &fn, ExternId id) {
+  std::optional<kernels::ExternRef> r = kernels::findExtern(fn);
+  return r && r->id == id && !r->cuda;
 }
 
 /// `v` with exact widening casts peeled: casts to `dt`, or to f32 when dt is f16/bf16 (every
@@ -71,7 +71,7 @@ std::optional<BiasAdd> matchBiasAdd(const LoopProgram &p, const Node &n, const P
     if (!gemm || cl.kind != Stmt::Kind::Load) continue;
     const Node &gn = p.nodes.at(size_t(*gemm));
     const auto *ex = std::get_if<ExternNode>(&gn.kind);
-    if (!ex || gemmSuffix(ex->function, kGemm).empty() || gn.dtype != dt ||
+    if (!ex || !isExtern(ex->function, ExternId::Gemm) || gn.dtype != dt ||
         ex->outputs.size() != 1 || !sameShape(gn.shape, n.shape))
       continue;
     const Node &bn = p.nodes.at(size_t(cl.node));
@@ -132,8 +132,7 @@ int foldGemmBias(LoopProgram &p) {
     if (std::optional<BiasAdd> m = matchBiasAdd(p, p.nodes[i], *pw);
         m && onlyReader(p, readers, m->gemm, id)) {
       ExternNode ex = std::get<ExternNode>(p.nodes[size_t(m->gemm)].kind);
-      std::string sfx = gemmSuffix(ex.function, kGemm);
-      ex.function = kGemmBias + sfx;
+      ex.function = kernels::cpuSymbol(ExternId::GemmBias, kernels::findExtern(ex.function)->dtype);
       ExternArg bias;
       bias.kind = ExternArg::Kind::Node;
       bias.node = m->bias;
@@ -154,7 +153,7 @@ int foldGemmBias(LoopProgram &p) {
     if (std::optional<NodeId> src = matchRelu(p.nodes[i], *pw); src && !dead[size_t(*src)]) {
       const Node &sn = p.nodes[size_t(*src)];
       const auto *ex = std::get_if<ExternNode>(&sn.kind);
-      if (!ex || gemmSuffix(ex->function, kGemmBias).empty() || sn.dtype != p.nodes[i].dtype ||
+      if (!ex || !isExtern(ex->function, ExternId::GemmBias) || sn.dtype != p.nodes[i].dtype ||
           !sameShape(sn.shape, p.nodes[i].shape) || !onlyReader(p, readers, *src, id))
         continue;
       const ExternArg &reluArg = ex->args.back();

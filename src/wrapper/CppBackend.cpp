@@ -115,6 +115,15 @@ int32_t coil_debug_report(const coil_model_run_args *args, int32_t id, int32_t w
 }
 )";
 
+/// The copy helper of host fallbacks (CUDA programs with host buffers only).
+const char *kHostCopyPrelude =
+    R"coil(int coil_copy_to_host(const coil_model_run_args *args, void *h, const void *d, int64_t bytes,
+                      const char *what) {
+  if (bytes <= 0) return 0;
+  return coil_cuda_check(args, cuMemcpyDtoH(h, (CUdeviceptr)d, (size_t)bytes), what);
+}
+)coil";
+
 class Emitter {
 public:
   explicit Emitter(const WrapperProgram &p) : p_(p), cuda_(p.device == "cuda") {
@@ -128,8 +137,9 @@ public:
     repl_ = std::move(repl);
     for (const auto &[name, r] : p.symbols) ranges_[syms_.at(name)] = r;
     allocDef_ = externAllocDefs(p);
-    dynamic_.assign(p.buffers.size(), false);
-    for (size_t b = 0; b < p.buffers.size(); ++b) dynamic_[b] = allocDef_[b] >= 0;
+    atDef_ = allocatedAtDefinition(p);
+    dynamic_ = atDef_;
+    for (const Buffer &b : p.buffers) hostBuffers_ |= b.memory == BufferMemory::kHost;
     for (const Line &l : p.lines) {
       if (const auto *a = std::get_if<Allocate>(&l))
         if (!p.buffers[a->buffer].arenaOffset) dynamic_[a->buffer] = true;
@@ -180,6 +190,7 @@ private:
         << "  va_end(ap);\n"
         << "}\n";
     if (cuda_) os_ << cudaPrelude();
+    if (hostBuffers_) os_ << kHostCopyPrelude;
     os_ << (debugLaunches_.empty() ? "" : kDebugPrelude) << "} // namespace\n\n";
   }
 
@@ -416,20 +427,19 @@ void *coil_host_tracked_alloc(void *ctx, size_t bytes) {
       const Line &line = p_.lines[li];
       LineEffects eff = lineEffects(line);
       for (BufferId b : eff.uses) {
-        if (p_.buffers[b].kind != BufferKind::Output || outputReady[b] || allocDef_[b] >= 0)
-          continue;
+        if (p_.buffers[b].kind != BufferKind::Output || outputReady[b] || atDef_[b]) continue;
         outputReady[b] = true;
         setupOutput(b);
       }
       printLine(line);
     }
     for (BufferId b : p_.outputs)
-      if (!outputReady[b] && allocDef_[b] < 0) setupOutput(b);
+      if (!outputReady[b] && !atDef_[b]) setupOutput(b);
 
     // Epilogue: outputs of allocating externs go to the caller's buffer (checked first) or to
     // the caller as they are; shapes are written.
     for (BufferId b : p_.outputs) {
-      if (allocDef_[b] < 0) continue;
+      if (!atDef_[b]) continue;
       int32_t i = p_.buffers[b].index;
       os_ << "  if (args->outputs[" << i << "] && args->output_capacity && args->output_capacity["
           << i << "] < " << bytes(b) << ") {\n";
@@ -444,7 +454,7 @@ void *coil_host_tracked_alloc(void *ctx, size_t bytes) {
       int32_t i = buf.index;
       for (size_t d = 0; d < buf.shape.size(); ++d)
         os_ << "  args->output_shapes[" << i << "][" << d << "] = " << expr(buf.shape[d]) << ";\n";
-      if (allocDef_[b] >= 0) {
+      if (atDef_[b]) {
         os_ << "  if (args->outputs[" << i << "]) {\n"
             << "    if (" << var(b) << ") " << copyOut(i, b) << "\n"
             << "    args->free(args->alloc_ctx, " << var(b) << ");\n"
@@ -465,6 +475,9 @@ void *coil_host_tracked_alloc(void *ctx, size_t bytes) {
     for (size_t b = 0; b < p_.buffers.size(); ++b)
       if (dynamic_[b])
         os_ << "  if (" << var(b) << ") args->free(args->alloc_ctx, " << var(b) << ");\n";
+    for (size_t b = 0; b < p_.buffers.size(); ++b)
+      if (p_.buffers[b].memory == BufferMemory::kHost)
+        os_ << "  if (" << var(b) << ") coil_cu->host_free(coil_cu->host_ctx, " << var(b) << ");\n";
     for (size_t i = 0; i < nout; ++i)
       os_ << "  if (coil_out_owned[" << i << "]) args->free(args->alloc_ctx, coil_out_owned[" << i
           << "]);\n";
@@ -555,7 +568,8 @@ void *coil_host_tracked_alloc(void *ctx, size_t bytes) {
             },
             [&](const KernelCall &l) { kernelCall(l); },
             [&](const ExternKernelOut &l) {
-              if (cuda_) return cudaExternOut(l);
+              if (deviceExtern(l.place)) return deviceExternOut(l);
+              hostOperands(l.args, l.function);
               os_ << "  if (" << l.function << "(";
               for (size_t i = 0; i < l.args.size(); ++i) {
                 if (i) os_ << ", ";
@@ -566,13 +580,18 @@ void *coil_host_tracked_alloc(void *ctx, size_t bytes) {
               os_ << "  }\n";
             },
             [&](const ExternKernelAlloc &l) {
-              if (cuda_) return hostFallbackAlloc(l);
+              hostOperands(l.args, l.function);
+              // In a CUDA program the call allocates its (host) outputs from the ctx's host
+              // memory.
+              std::string tracker = cuda_ ? "coil_ht" : "coil_tracker";
               int32_t nOut = 0;
               for (const ExternArg &a : l.args) nOut += a.kind == ExternArg::Kind::Output;
               os_ << "  {\n"
-                  << "    void *coil_o[" << std::max(nOut, 1) << "] = {};\n"
-                  << "    const int32_t coil_rc = " << l.function
-                  << "(coil_tracked_alloc, &coil_tracker";
+                  << "    void *coil_o[" << std::max(nOut, 1) << "] = {};\n";
+              if (cuda_) os_ << "    coil_host_tracker coil_ht = {coil_cu, 0};\n";
+              os_ << "    const int32_t coil_rc = " << l.function
+                  << (cuda_ ? "(coil_host_tracked_alloc, &coil_ht"
+                            : "(coil_tracked_alloc, &coil_tracker");
               int32_t k = 0;
               for (const ExternArg &a : l.args) {
                 os_ << ", ";
@@ -588,8 +607,11 @@ void *coil_host_tracked_alloc(void *ctx, size_t bytes) {
               os_ << "    if (coil_rc != 0) {\n";
               externFailure("      ", l.function, l.node);
               os_ << "    }\n"
-                  << "    if (coil_tracker.failed) {\n";
-              fail("      ", "out of memory in extern call '" + cString(l.function) + "'");
+                  << "    if (" << tracker << ".failed) {\n";
+              if (cuda_)
+                fail("      ", "%s: out of host memory", ", \"" + hostWhat(l.function) + "\"");
+              else
+                fail("      ", "out of memory in extern call '" + cString(l.function) + "'");
               os_ << "    }\n  }\n";
             },
             [&](const MultiOutput &l) {
@@ -610,7 +632,39 @@ void *coil_host_tracked_alloc(void *ctx, size_t bytes) {
               os_ << "  " << var(l.buffer) << " = (" << ctype(l.buffer) << " *)" << var(target)
                   << "; // output " << l.index << " of " << p_.buffers[l.source].name << "\n";
             },
-            [&](const DebugPrint &l) { debugPrint(l); }},
+            [&](const DebugPrint &l) { debugPrint(l); },
+            [&](const Synchronize &l) {
+              os_ << "  if (coil_cuda_check(args, cuStreamSynchronize(coil_stream), \""
+                  << hostWhat(l.forCall) << "\")) goto coil_fail;\n";
+            },
+            [&](const HostAllocate &l) {
+              os_ << "  { // " << p_.buffers[l.buffer].name << ": host memory\n"
+                  << "    void *coil_p = nullptr;\n"
+                  << "    if (coil_host_buffer(args, coil_cu, &coil_p, " << bytes(l.buffer)
+                  << ", \"" << hostWhat(l.forCall) << "\")) goto coil_fail;\n"
+                  << "    " << var(l.buffer) << " = (" << ctype(l.buffer) << " *)coil_p;\n  }\n";
+            },
+            [&](const HostFree &l) {
+              os_ << "  if (" << var(l.buffer) << ") coil_cu->host_free(coil_cu->host_ctx, "
+                  << var(l.buffer) << ");\n"
+                  << "  " << var(l.buffer) << " = nullptr;\n";
+            },
+            [&](const CopyToHost &l) {
+              os_ << "  if (coil_copy_to_host(args, " << var(l.to) << ", " << var(l.from) << ", "
+                  << bytes(l.to) << ", \"" << hostWhat(l.forCall) << "\")) goto coil_fail;\n";
+            },
+            [&](const CopyToDevice &l) {
+              std::string what = hostWhat(l.forCall);
+              if (l.allocate) {
+                os_ << "  " << var(l.to) << " = (" << ctype(l.to)
+                    << " *)coil_tracked_alloc(&coil_tracker, (size_t)(" << bytes(l.to) << "));\n"
+                    << "  if (coil_tracker.failed) {\n";
+                fail("    ", "%s: out of device memory", ", \"" + what + "\"");
+                os_ << "  }\n";
+              }
+              os_ << "  if (coil_to_device(args, " << var(l.to) << ", " << var(l.from) << ", "
+                  << bytes(l.to) << ", \"" << what << "\")) goto coil_fail;\n";
+            }},
         line);
   }
 
@@ -642,96 +696,28 @@ void *coil_host_tracked_alloc(void *ctx, size_t bytes) {
            "'\")) goto coil_fail;";
   }
 
-  /// An ExternKernelOut of a CUDA program: a device extern (ctx first, status checked), or a
-  /// host fallback: synchronize, copy the inputs to the host, call the CPU function, copy its
-  /// outputs back.
-  void cudaExternOut(const ExternKernelOut &l) {
-    if (deviceExtern(l.place)) {
-      os_ << "  if (" << l.function << "(coil_cu";
-      for (const ExternArg &a : l.args) {
-        os_ << ", ";
-        externArg(a, -1);
-      }
-      os_ << ")) {\n    coil_cuda_failed(args, coil_cu);\n    goto coil_fail;\n  }\n";
-      return;
+  /// An ExternKernelOut placed on the device: the CUDA twin, ctx first, status checked.
+  void deviceExternOut(const ExternKernelOut &l) {
+    os_ << "  if (" << l.function << "(coil_cu";
+    for (const ExternArg &a : l.args) {
+      os_ << ", ";
+      externArg(a, -1);
     }
-    hostFallback(l.function, l.args, false, l.node);
+    os_ << ")) {\n    coil_cuda_failed(args, coil_cu);\n    goto coil_fail;\n  }\n";
   }
 
-  void hostFallbackAlloc(const ExternKernelAlloc &l) {
-    hostFallback(l.function, l.args, true, l.node);
+  /// A host extern of a CUDA program takes host buffers: insertHostCopies has run.
+  void hostOperands(const std::vector<ExternArg> &args, const std::string &fn) const {
+    if (!cuda_) return;
+    for (const ExternArg &a : args)
+      if (a.kind == ExternArg::Kind::Buffer || a.kind == ExternArg::Kind::Output)
+        COIL_CHECK(p_.buffers[a.buffer].memory == BufferMemory::kHost)
+            << "host extern '" << fn << "' of a CUDA program takes device buffer '"
+            << p_.buffers[a.buffer].name << "' (insertHostCopies has not run)";
   }
 
-  void hostFallback(const std::string &fn, const std::vector<ExternArg> &args, bool allocating,
-                    const ExternNodeInfo &node) {
-    std::string what = "host extern '" + cString(fn) + "'";
-    int32_t nHost = 0, nOut = 0;
-    for (const ExternArg &a : args) {
-      nHost += a.kind == ExternArg::Kind::Buffer || a.kind == ExternArg::Kind::Output;
-      nOut += a.kind == ExternArg::Kind::Output;
-    }
-    os_ << "  { // " << fn << " runs on the host: its operands are copied\n"
-        << "    void *coil_h[" << std::max(nHost, 1) << "] = {};\n"
-        << "    int coil_bad = coil_cuda_check(args, cuStreamSynchronize(coil_stream), \"" << what
-        << "\");\n";
-    int32_t h = 0;
-    for (const ExternArg &a : args) {
-      if (a.kind == ExternArg::Kind::Buffer)
-        os_ << "    if (!coil_bad) coil_bad = coil_to_host(args, coil_cu, &coil_h[" << h << "], "
-            << var(a.buffer) << ", " << bytes(a.buffer) << ", \"" << what << "\");\n";
-      else if (a.kind == ExternArg::Kind::Output && !allocating)
-        os_ << "    if (!coil_bad) coil_bad = coil_host_buffer(args, coil_cu, &coil_h[" << h
-            << "], " << bytes(a.buffer) << ", \"" << what << "\");\n";
-      h += a.kind == ExternArg::Kind::Buffer || a.kind == ExternArg::Kind::Output;
-    }
-    if (allocating) os_ << "    coil_host_tracker coil_ht = {coil_cu, 0};\n";
-    os_ << "    if (!coil_bad && " << fn << "(";
-    if (allocating) os_ << "coil_host_tracked_alloc, &coil_ht";
-    h = 0;
-    bool first = !allocating;
-    for (const ExternArg &a : args) {
-      if (!first) os_ << ", ";
-      first = false;
-      if (a.kind == ExternArg::Kind::Buffer) {
-        os_ << "coil_h[" << h++ << "]";
-      } else if (a.kind == ExternArg::Kind::Output) {
-        os_ << (allocating ? "&coil_h[" : "coil_h[") << h++ << "]";
-      } else {
-        externArg(a, -1);
-      }
-    }
-    // A failed call (nonzero status) fails the run with its message.
-    auto [fmt, fmtArgs] = externError(fn, node);
-    os_ << ") != 0) {\n"
-        << "      coil_set_error(args, \"" << fmt << "\"" << fmtArgs << ");\n"
-        << "      coil_bad = 1;\n    }\n";
-    if (allocating)
-      os_ << "    if (!coil_bad && coil_ht.failed) {\n"
-          << "      coil_set_error(args, \"%s: out of host memory\", \"" << what << "\");\n"
-          << "      coil_bad = 1;\n    }\n";
-    // Outputs back to the device (allocating calls: into blocks of the run's allocator, sized
-    // by the symbols the call just defined).
-    h = 0;
-    for (const ExternArg &a : args) {
-      if (a.kind == ExternArg::Kind::Output) {
-        if (allocating) {
-          os_ << "    if (!coil_bad) {\n"
-              << "      " << var(a.buffer) << " = (" << ctype(a.buffer)
-              << " *)coil_tracked_alloc(&coil_tracker, (size_t)(" << bytes(a.buffer) << "));\n"
-              << "      if (coil_tracker.failed) {\n"
-              << "        coil_set_error(args, \"%s: out of device memory\", \"" << what << "\");\n"
-              << "        coil_bad = 1;\n      }\n    }\n";
-        }
-        os_ << "    if (!coil_bad) coil_bad = coil_to_device(args, " << var(a.buffer) << ", coil_h["
-            << h << "], " << bytes(a.buffer) << ", \"" << what << "\");\n";
-      }
-      h += a.kind == ExternArg::Kind::Buffer || a.kind == ExternArg::Kind::Output;
-    }
-    os_ << "    for (void *coil_p : coil_h)\n"
-        << "      if (coil_p) coil_cu->host_free(coil_cu->host_ctx, coil_p);\n"
-        << "    if (coil_bad) goto coil_fail;\n  }\n";
-    (void)nOut;
-  }
+  /// How the lines of a host fallback name it in errors: "host extern 'F'".
+  std::string hostWhat(const std::string &fn) { return "host extern '" + cString(fn) + "'"; }
 
   /// A DebugPrint line: when the hooks enable its launch, the values and one report call.
   void debugPrint(const DebugPrint &l) {
@@ -814,7 +800,8 @@ void *coil_host_tracked_alloc(void *ctx, size_t bytes) {
   std::map<std::string, SymInt> repl_;
   SymRanges ranges_;
   std::vector<int32_t> allocDef_;
-  std::vector<bool> dynamic_;
+  std::vector<bool> atDef_, dynamic_;
+  bool hostBuffers_ = false;
   std::vector<std::string> debugLaunches_;
   std::map<std::string, int32_t> debugId_;
   std::map<std::string, std::set<BufferId>> launchWrites_;

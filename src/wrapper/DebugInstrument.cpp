@@ -117,6 +117,20 @@ std::vector<LaunchInfo> launchTable(const WrapperProgram &p) {
     ++count[li.base];
     out.push_back(std::move(li));
   }
+  // A host fallback writes its outputs into host buffers that CopyToDevice lines then copy to
+  // the program's buffers: the launch writes those.
+  size_t t = 0;
+  LaunchInfo *last = nullptr;
+  for (size_t i = 0; i < p.lines.size(); ++i) {
+    if (t < out.size() && out[t].line == i) {
+      last = &out[t++];
+      std::erase_if(last->writes, [&](BufferId b) {
+        return p.buffers.at(size_t(b)).memory == BufferMemory::kHost;
+      });
+    }
+    if (const auto *c = std::get_if<CopyToDevice>(&p.lines[i]); c && last)
+      last->writes.push_back(c->to);
+  }
   // Unique names: shared bases get _<k>; a generated name that collides with another launch's
   // name is bumped until free.
   std::set<std::string> used;

@@ -26,7 +26,8 @@ struct LaunchInfo {
   std::string base; ///< kernel or extern function name (several launches may share it)
   bool isExtern = false;
   size_t line = 0; ///< index of the launch line in p.lines
-  /// The buffers the launch writes (kernel params marked written, extern outputs).
+  /// The buffers the launch writes (kernel params marked written, extern outputs; for a host
+  /// fallback, the buffers its host outputs are copied back to).
   std::vector<BufferId> writes;
 };
 

@@ -1,5 +1,6 @@
 #include "wrapper/GraphExport.h"
 
+#include "kernels/Externs.h"
 #include "support/JsonQuote.h"
 #include "support/Overloaded.h"
 #include "wrapper/Lines.h"
@@ -163,8 +164,11 @@ std::string lineFields(const Line &line) {
             os << "]";
           },
           [&](const ExternKernelOut &l) {
-            os << ", \"function\": " << q(l.function) << ", \"place\": " << q(placeName(l.place))
-               << ", \"args\": " << externArgs(l.args) << ", \"origins\": " << intList(l.origins);
+            os << ", \"function\": " << q(l.function) << ", \"place\": " << q(placeName(l.place));
+            // A CUDA twin: the CPU function of the same extern and dtype (kernels/Externs.def).
+            if (std::optional<kernels::ExternRef> r = kernels::findExtern(l.function); r && r->cuda)
+              os << ", \"host_function\": " << q(kernels::cpuSymbol(r->id, r->dtype));
+            os << ", \"args\": " << externArgs(l.args) << ", \"origins\": " << intList(l.origins);
           },
           [&](const ExternKernelAlloc &l) {
             os << ", \"function\": " << q(l.function) << ", \"place\": " << q(placeName(l.place))
@@ -197,6 +201,19 @@ std::string lineFields(const Line &line) {
               os << "}";
             }
             os << "]";
+          },
+          [&](const Synchronize &l) { os << ", \"for\": " << q(l.forCall); },
+          [&](const HostAllocate &l) {
+            os << ", \"buffer\": " << l.buffer << ", \"for\": " << q(l.forCall);
+          },
+          [&](const HostFree &l) { os << ", \"buffer\": " << l.buffer; },
+          [&](const CopyToHost &l) {
+            os << ", \"from\": " << l.from << ", \"to\": " << l.to << ", \"for\": " << q(l.forCall);
+          },
+          [&](const CopyToDevice &l) {
+            os << ", \"from\": " << l.from << ", \"to\": " << l.to
+               << ", \"allocate\": " << (l.allocate ? "true" : "false")
+               << ", \"for\": " << q(l.forCall);
           }},
       line);
   return os.str();
@@ -225,7 +242,9 @@ std::string emitWrapperJson(const WrapperProgram &p) {
        << ", \"kind\": " << q(kindName(buf.kind)) << ", \"index\": " << buf.index
        << ", \"dtype\": " << q(dtypeName(buf.dtype)) << ", \"shape\": " << symList(buf.shape)
        << ", \"bytes\": " << q(buf.bytes().str()) << ", \"arena_offset\": "
-       << (buf.arenaOffset ? q(buf.arenaOffset->str()) : std::string("null")) << "}";
+       << (buf.arenaOffset ? q(buf.arenaOffset->str()) : std::string("null"))
+       << ", \"memory\": " << (buf.memory == BufferMemory::kHost ? "\"host\"" : "\"program\"")
+       << "}";
   }
   os << (p.buffers.empty() ? "]" : "\n  ]") << ",\n  \"kernels\": [";
   for (size_t k = 0; k < p.kernels.size(); ++k) {
@@ -337,6 +356,10 @@ std::string emitWrapperDot(const WrapperProgram &p) {
         buf.kind == BufferKind::Constant)
       where += " " + std::to_string(buf.index);
     if (buf.arenaOffset) where += " @ arena + " + buf.arenaOffset->str();
+    if (buf.memory == BufferMemory::kHost) {
+      fill = "lightcyan";
+      where += " (host memory)";
+    }
     std::string name = buf.name;
     if (!buf.ioName.empty() && buf.ioName != buf.name) name += " (" + buf.ioName + ")";
     os << "  b" << b << " [shape=ellipse, style=filled, fillcolor=" << fill << ", label=\""
@@ -402,6 +425,8 @@ std::string emitWrapperDot(const WrapperProgram &p) {
               edge(buf(l.source), buf(l.buffer),
                    "style=dashed, label=\"output " + std::to_string(l.index) + "\"");
             },
+            [&](const CopyToHost &l) { edge(buf(l.from), buf(l.to), "label=\"to host\""); },
+            [&](const CopyToDevice &l) { edge(buf(l.from), buf(l.to), "label=\"to device\""); },
             [&](const auto &) {}},
         line);
   }

@@ -52,6 +52,17 @@ LineEffects lineEffects(const Line &line) {
                             if (v.kind == DebugValue::Kind::Buffer) e.uses.push_back(v.buffer);
                             if (v.kind == DebugValue::Kind::Size) e.exprs.push_back(v.size);
                           }
+                        },
+                        [](const Synchronize &) {},
+                        [&](const HostAllocate &l) { e.defines.push_back(l.buffer); },
+                        [&](const HostFree &l) { e.releases.push_back(l.buffer); },
+                        [&](const CopyToHost &l) {
+                          e.uses.push_back(l.from);
+                          e.uses.push_back(l.to);
+                        },
+                        [&](const CopyToDevice &l) {
+                          e.uses.push_back(l.from);
+                          (l.allocate ? e.defines : e.uses).push_back(l.to);
                         }},
              line);
   return e;
@@ -85,6 +96,18 @@ std::vector<int32_t> externAllocDefs(const WrapperProgram &p) {
             size_t(arg.buffer) < def.size() && def[arg.buffer] < 0)
           def[arg.buffer] = int32_t(i);
   return def;
+}
+
+std::vector<bool> allocatedAtDefinition(const WrapperProgram &p) {
+  std::vector<int32_t> def = externAllocDefs(p);
+  std::vector<bool> out(p.buffers.size(), false);
+  for (size_t b = 0; b < p.buffers.size(); ++b)
+    out[b] = def[b] >= 0 && p.buffers[b].memory == BufferMemory::kProgram;
+  for (const Line &l : p.lines)
+    if (const auto *c = std::get_if<CopyToDevice>(&l);
+        c && c->allocate && c->to >= 0 && size_t(c->to) < out.size())
+      out[c->to] = true;
+  return out;
 }
 
 } // namespace coil::wrapper

@@ -68,8 +68,8 @@ public:
     for (const auto &[name, c] : syms_) repl.emplace(name, SymInt::symbol(c));
     repl_ = std::move(repl);
     allocDef_ = externAllocDefs(p);
-    dynamic_.assign(p.buffers.size(), false);
-    for (size_t b = 0; b < p.buffers.size(); ++b) dynamic_[b] = allocDef_[b] >= 0;
+    atDef_ = allocatedAtDefinition(p);
+    dynamic_ = atDef_;
     for (const Line &l : p.lines) {
       if (const auto *a = std::get_if<Allocate>(&l))
         if (!p.buffers[a->buffer].arenaOffset) dynamic_[a->buffer] = true;
@@ -249,15 +249,14 @@ private:
     for (const Line &line : p_.lines) {
       LineEffects eff = lineEffects(line);
       for (BufferId b : eff.uses) {
-        if (p_.buffers[b].kind != BufferKind::Output || outputReady[b] || allocDef_[b] >= 0)
-          continue;
+        if (p_.buffers[b].kind != BufferKind::Output || outputReady[b] || atDef_[b]) continue;
         outputReady[b] = true;
         setupOutput(b);
       }
       printLine(line);
     }
     for (BufferId b : p_.outputs)
-      if (!outputReady[b] && allocDef_[b] < 0) setupOutput(b);
+      if (!outputReady[b] && !atDef_[b]) setupOutput(b);
     if (cuda_) return cudaEpilogue();
     os_ << "    return [";
     for (size_t i = 0; i < p_.outputs.size(); ++i) {
@@ -275,7 +274,7 @@ private:
     for (BufferId b : p_.outputs) {
       const Buffer &buf = p_.buffers[b];
       os_ << "    rt.set_output(" << buf.index << ", " << var(b) << ", " << shape(b) << ", "
-          << (allocDef_[b] >= 0 ? "True" : "False") << ")  # " << oneLine(buf.name) << "\n";
+          << (atDef_[b] ? "True" : "False") << ")  # " << oneLine(buf.name) << "\n";
     }
     for (size_t b = 0; b < p_.buffers.size(); ++b)
       if (dynamic_[b] && p_.buffers[b].kind == BufferKind::Intermediate)
@@ -360,124 +359,158 @@ private:
 
   void printLine(const Line &line) {
     std::visit(
-        Overloaded{[&](const Comment &l) { os_ << "    # " << oneLine(l.text) << "\n"; },
-                   [&](const BindSymbol &l) { bindSymbol(l); },
-                   [&](const Allocate &l) {
-                     const Buffer &b = p_.buffers[l.buffer];
-                     if (b.arenaOffset) {
-                       os_ << "    " << var(l.buffer) << " = rt.view(arena, "
-                           << expr(*b.arenaOffset) << ", " << dtype(l.buffer) << ", "
-                           << shape(l.buffer) << ")\n";
-                       return;
-                     }
-                     os_ << "    " << var(l.buffer) << " = rt.empty(" << dtype(l.buffer) << ", "
-                         << shape(l.buffer) << ")  # not in the arena\n";
-                   },
-                   [&](const Reuse &l) {
-                     os_ << "    " << var(l.to) << " = rt.reinterpret(" << var(l.from) << ", 0, "
-                         << dtype(l.to) << ", " << shape(l.to) << ")  # reuse\n"
-                         << "    " << var(l.from) << " = None\n";
-                   },
-                   [&](const Reinterpret &l) {
-                     os_ << "    " << var(l.buffer) << " = rt.reinterpret(" << var(l.base) << ", "
-                         << expr(l.offsetBytes) << ", " << dtype(l.buffer) << ", "
-                         << shape(l.buffer) << ")\n";
-                   },
-                   [&](const Free &l) { printFree(l.buffer); },
-                   [&](const FreeIfNotReused &l) { printFree(l.buffer); },
-                   [&](const KernelDefinition &l) {
-                     const KernelInfo &k = p_.kernels[l.kernel];
-                     os_ << "    # kernel " << oneLine(k.name) << " is defined in "
-                         << oneLine(k.sourceFile) << "\n";
-                   },
-                   [&](const KernelCall &l) { kernelCall(l); },
-                   [&](const ExternKernelOut &l) {
-                     if (cuda_ && !deviceExtern(l.place))
-                       return hostFallback(l.function, l.args, false, l.node);
-                     os_ << "    if lib." << l.function << "(" << (cuda_ ? "cu" : "");
-                     for (size_t i = 0; i < l.args.size(); ++i) {
-                       if (i || cuda_) os_ << ", ";
-                       externArg(l.args[i], -1, -1);
-                     }
-                     if (cuda_)
-                       os_ << "):\n        rt.cuda_failed(cu)\n";
-                     else
-                       os_ << ") != 0:\n        rt.extern_failed(" << externWho(l.function, l.node)
-                           << ", " << pyString(l.function) << ")\n";
-                   },
-                   [&](const ExternKernelAlloc &l) {
-                     if (cuda_) return hostFallback(l.function, l.args, true, l.node);
-                     int32_t nOut = 0, nSym = 0;
-                     for (const ExternArg &a : l.args) {
-                       nOut += a.kind == ExternArg::Kind::Output;
-                       nSym += a.kind == ExternArg::Kind::OutSymbol;
-                     }
-                     os_ << "    coil_o = rt.cells(" << nOut
-                         << ")  # where the call stores its outputs\n";
-                     if (nSym)
-                       os_ << "    coil_s = rt.cells(" << nSym << ")  # the symbols it defines\n";
-                     os_ << "    coil_rc = lib." << l.function << "(rt.alloc, rt.alloc_ctx";
-                     int32_t k = 0, s = 0;
-                     for (const ExternArg &a : l.args) {
-                       os_ << ", ";
-                       externArg(a, a.kind == ExternArg::Kind::Output ? k++ : -1,
-                                 a.kind == ExternArg::Kind::OutSymbol ? s++ : -1);
-                     }
-                     os_ << ")\n"
-                         << "    if coil_rc != 0:\n        rt.extern_failed("
-                         << externWho(l.function, l.node) << ", " << pyString(l.function) << ")\n"
-                         << "    rt.check_alloc(" << pyString(l.function) << ")\n";
-                     s = 0;
-                     for (const ExternArg &a : l.args)
-                       if (a.kind == ExternArg::Kind::OutSymbol)
-                         os_ << "    " << syms_.at(a.symbol) << " = coil_s[" << s++ << "]\n";
-                     k = 0;
-                     for (const ExternArg &a : l.args)
-                       if (a.kind == ExternArg::Kind::Output)
-                         os_ << "    " << var(a.buffer) << " = rt.adopt(coil_o[" << k++ << "], "
-                             << dtype(a.buffer) << ", " << shape(a.buffer) << ")\n";
-                   },
-                   [&](const MultiOutput &l) {
-                     BufferId target = -1;
-                     if (allocDef_[l.source] >= 0) {
-                       const auto &def = std::get<ExternKernelAlloc>(p_.lines[allocDef_[l.source]]);
-                       int32_t k = 0;
-                       for (const ExternArg &a : def.args)
-                         if (a.kind == ExternArg::Kind::Output && k++ == l.index) target = a.buffer;
-                     }
-                     COIL_CHECK(target >= 0) << "MultiOutput of '" << p_.buffers[l.buffer].name
-                                             << "' has no source output " << l.index;
-                     if (target == l.buffer) {
-                       os_ << "    # " << oneLine(p_.buffers[l.buffer].name) << " is output "
-                           << l.index << " of " << oneLine(p_.buffers[l.source].name) << "\n";
-                       return;
-                     }
-                     os_ << "    " << var(l.buffer) << " = " << var(target) << "  # output "
-                         << l.index << " of " << oneLine(p_.buffers[l.source].name) << "\n";
-                   },
-                   [&](const DebugPrint &l) {
-                     os_ << "    if rt.debug is not None:\n"
-                         << "        rt.debug("
-                         << (l.when == DebugPrint::When::Before ? "\"before\"" : "\"after\"")
-                         << ", " << pyString(l.launch) << ", [";
-                     for (size_t i = 0; i < l.values.size(); ++i) {
-                       const DebugValue &v = l.values[i];
-                       os_ << (i ? ", " : "") << "(" << pyString(v.name) << ", ";
-                       switch (v.kind) {
-                       case DebugValue::Kind::Buffer:
-                         os_ << var(v.buffer);
-                         break;
-                       case DebugValue::Kind::Size:
-                         os_ << expr(v.size);
-                         break;
-                       case DebugValue::Kind::Float:
-                         os_ << pyFloat(v.number);
-                         break;
-                       }
-                       os_ << ")";
-                     }
-                     os_ << "])\n";
-                   }},
+        Overloaded{
+            [&](const Comment &l) { os_ << "    # " << oneLine(l.text) << "\n"; },
+            [&](const BindSymbol &l) { bindSymbol(l); },
+            [&](const Allocate &l) {
+              const Buffer &b = p_.buffers[l.buffer];
+              if (b.arenaOffset) {
+                os_ << "    " << var(l.buffer) << " = rt.view(arena, " << expr(*b.arenaOffset)
+                    << ", " << dtype(l.buffer) << ", " << shape(l.buffer) << ")\n";
+                return;
+              }
+              os_ << "    " << var(l.buffer) << " = rt.empty(" << dtype(l.buffer) << ", "
+                  << shape(l.buffer) << ")  # not in the arena\n";
+            },
+            [&](const Reuse &l) {
+              os_ << "    " << var(l.to) << " = rt.reinterpret(" << var(l.from) << ", 0, "
+                  << dtype(l.to) << ", " << shape(l.to) << ")  # reuse\n"
+                  << "    " << var(l.from) << " = None\n";
+            },
+            [&](const Reinterpret &l) {
+              os_ << "    " << var(l.buffer) << " = rt.reinterpret(" << var(l.base) << ", "
+                  << expr(l.offsetBytes) << ", " << dtype(l.buffer) << ", " << shape(l.buffer)
+                  << ")\n";
+            },
+            [&](const Free &l) { printFree(l.buffer); },
+            [&](const FreeIfNotReused &l) { printFree(l.buffer); },
+            [&](const KernelDefinition &l) {
+              const KernelInfo &k = p_.kernels[l.kernel];
+              os_ << "    # kernel " << oneLine(k.name) << " is defined in "
+                  << oneLine(k.sourceFile) << "\n";
+            },
+            [&](const KernelCall &l) { kernelCall(l); },
+            [&](const ExternKernelOut &l) {
+              bool device = deviceExtern(l.place);
+              if (!device) hostOperands(l.args, l.function);
+              os_ << "    if lib." << l.function << "(" << (device ? "cu" : "");
+              for (size_t i = 0; i < l.args.size(); ++i) {
+                if (i || device) os_ << ", ";
+                externArg(l.args[i], -1, -1);
+              }
+              if (device)
+                os_ << "):\n        rt.cuda_failed(cu)\n";
+              else
+                os_ << ") != 0:\n        rt.extern_failed(" << externWho(l.function, l.node) << ", "
+                    << pyString(l.function) << ")\n";
+            },
+            [&](const ExternKernelAlloc &l) {
+              hostOperands(l.args, l.function);
+              int32_t nOut = 0, nSym = 0;
+              for (const ExternArg &a : l.args) {
+                nOut += a.kind == ExternArg::Kind::Output;
+                nSym += a.kind == ExternArg::Kind::OutSymbol;
+              }
+              // In a CUDA program the call allocates its (host) outputs from the ctx's
+              // host memory.
+              if (cuda_) os_ << "    coil_ht = rt.host_tracker(cu)\n";
+              os_ << "    coil_o = rt.cells(" << nOut << ")  # where the call stores its outputs\n";
+              if (nSym) os_ << "    coil_s = rt.cells(" << nSym << ")  # the symbols it defines\n";
+              os_ << "    coil_rc = lib." << l.function
+                  << (cuda_ ? "(coil_ht.alloc, coil_ht.ctx" : "(rt.alloc, rt.alloc_ctx");
+              int32_t k = 0, s = 0;
+              for (const ExternArg &a : l.args) {
+                os_ << ", ";
+                externArg(a, a.kind == ExternArg::Kind::Output ? k++ : -1,
+                          a.kind == ExternArg::Kind::OutSymbol ? s++ : -1);
+              }
+              os_ << ")\n";
+              if (cuda_) {
+                // The blocks it allocated first, so that a failure frees them.
+                k = 0;
+                for (const ExternArg &a : l.args)
+                  if (a.kind == ExternArg::Kind::Output)
+                    os_ << "    " << var(a.buffer) << " = rt.host_adopt(coil_o[" << k++ << "])\n";
+              }
+              os_ << "    if coil_rc != 0:\n        rt.extern_failed("
+                  << externWho(l.function, l.node) << ", " << pyString(l.function) << ")\n";
+              if (cuda_)
+                os_ << "    coil_ht.check(" << hostWhat(l.function) << ")\n";
+              else
+                os_ << "    rt.check_alloc(" << pyString(l.function) << ")\n";
+              s = 0;
+              for (const ExternArg &a : l.args)
+                if (a.kind == ExternArg::Kind::OutSymbol)
+                  os_ << "    " << syms_.at(a.symbol) << " = coil_s[" << s++ << "]\n";
+              k = 0;
+              for (const ExternArg &a : l.args)
+                if (a.kind == ExternArg::Kind::Output && !cuda_)
+                  os_ << "    " << var(a.buffer) << " = rt.adopt(coil_o[" << k++ << "], "
+                      << dtype(a.buffer) << ", " << shape(a.buffer) << ")\n";
+            },
+            [&](const MultiOutput &l) {
+              BufferId target = -1;
+              if (allocDef_[l.source] >= 0) {
+                const auto &def = std::get<ExternKernelAlloc>(p_.lines[allocDef_[l.source]]);
+                int32_t k = 0;
+                for (const ExternArg &a : def.args)
+                  if (a.kind == ExternArg::Kind::Output && k++ == l.index) target = a.buffer;
+              }
+              COIL_CHECK(target >= 0) << "MultiOutput of '" << p_.buffers[l.buffer].name
+                                      << "' has no source output " << l.index;
+              if (target == l.buffer) {
+                os_ << "    # " << oneLine(p_.buffers[l.buffer].name) << " is output " << l.index
+                    << " of " << oneLine(p_.buffers[l.source].name) << "\n";
+                return;
+              }
+              os_ << "    " << var(l.buffer) << " = " << var(target) << "  # output " << l.index
+                  << " of " << oneLine(p_.buffers[l.source].name) << "\n";
+            },
+            [&](const DebugPrint &l) {
+              os_ << "    if rt.debug is not None:\n"
+                  << "        rt.debug("
+                  << (l.when == DebugPrint::When::Before ? "\"before\"" : "\"after\"") << ", "
+                  << pyString(l.launch) << ", [";
+              for (size_t i = 0; i < l.values.size(); ++i) {
+                const DebugValue &v = l.values[i];
+                os_ << (i ? ", " : "") << "(" << pyString(v.name) << ", ";
+                switch (v.kind) {
+                case DebugValue::Kind::Buffer:
+                  os_ << var(v.buffer);
+                  break;
+                case DebugValue::Kind::Size:
+                  os_ << expr(v.size);
+                  break;
+                case DebugValue::Kind::Float:
+                  os_ << pyFloat(v.number);
+                  break;
+                }
+                os_ << ")";
+              }
+              os_ << "])\n";
+            },
+            [&](const Synchronize &l) {
+              os_ << "    rt.synchronize(cu, " << hostWhat(l.forCall) << ")\n";
+            },
+            [&](const HostAllocate &l) {
+              os_ << "    " << var(l.buffer) << " = rt.host_alloc(cu, " << bytes(l.buffer) << ", "
+                  << hostWhat(l.forCall) << ")  # host memory\n";
+            },
+            [&](const HostFree &l) {
+              os_ << "    rt.host_free(cu, " << var(l.buffer) << ")\n"
+                  << "    " << var(l.buffer) << " = None\n";
+            },
+            [&](const CopyToHost &l) {
+              os_ << "    rt.copy_to_host(" << var(l.to) << ", " << var(l.from) << ", "
+                  << bytes(l.to) << ", " << hostWhat(l.forCall) << ")\n";
+            },
+            [&](const CopyToDevice &l) {
+              if (l.allocate)
+                os_ << "    " << var(l.to) << " = rt.empty(" << dtype(l.to) << ", " << shape(l.to)
+                    << ")\n";
+              os_ << "    rt.to_device(" << var(l.to) << ", " << var(l.from) << ", " << bytes(l.to)
+                  << ", " << hostWhat(l.forCall) << ")\n";
+            }},
         line);
   }
 
@@ -486,71 +519,18 @@ private:
     os_ << "    " << var(b) << " = None" << (dynamic_[b] ? "  # free\n" : "  # arena storage\n");
   }
 
-  /// An extern without a CUDA twin in a CUDA program, as wrapper.cpp runs it: synchronize,
-  /// copy its operands into host memory of the ctx (coil_h), call the CPU function, copy its
-  /// outputs back (allocating calls: into blocks of the run's allocator, sized by the symbols
-  /// the call just defined); the host memory is freed on every path.
-  void hostFallback(const std::string &fn, const std::vector<ExternArg> &args, bool allocating,
-                    const ExternNodeInfo &node) {
-    std::string what = pyString("host extern '" + fn + "'");
-    int32_t nHost = 0, nSym = 0;
-    for (const ExternArg &a : args) {
-      nHost += a.kind == ExternArg::Kind::Buffer || a.kind == ExternArg::Kind::Output;
-      nSym += a.kind == ExternArg::Kind::OutSymbol;
-    }
-    os_ << "    # " << fn << " runs on the host: its operands are copied\n"
-        << "    coil_h = rt.host_cells(cu, " << std::max(nHost, 1) << ")\n"
-        << "    try:\n"
-        << "        rt.synchronize(cu, " << what << ")\n";
-    int32_t h = 0;
-    for (const ExternArg &a : args) {
-      if (a.kind == ExternArg::Kind::Buffer)
-        os_ << "        rt.to_host(cu, coil_h, " << h << ", " << var(a.buffer) << ", "
-            << bytes(a.buffer) << ", " << what << ")\n";
-      else if (a.kind == ExternArg::Kind::Output && !allocating)
-        os_ << "        rt.host_buffer(cu, coil_h, " << h << ", " << bytes(a.buffer) << ", " << what
-            << ")\n";
-      h += a.kind == ExternArg::Kind::Buffer || a.kind == ExternArg::Kind::Output;
-    }
-    if (allocating) os_ << "        coil_ht = rt.host_tracker(cu)\n";
-    if (nSym) os_ << "        coil_s = rt.cells(" << nSym << ")  # the symbols it defines\n";
-    os_ << "        if lib." << fn << "(";
-    if (allocating) os_ << "coil_ht.alloc, coil_ht.ctx";
-    h = 0;
-    int32_t s = 0;
-    bool first = !allocating;
-    for (const ExternArg &a : args) {
-      if (!first) os_ << ", ";
-      first = false;
-      if (a.kind == ExternArg::Kind::Buffer)
-        os_ << "coil_h[" << h++ << "]";
-      else if (a.kind == ExternArg::Kind::Output)
-        os_ << (allocating ? "coil_h.at(" : "coil_h[") << h++ << (allocating ? ")" : "]");
-      else if (a.kind == ExternArg::Kind::OutSymbol)
-        os_ << "coil_s.at(" << s++ << ")";
-      else
-        externArg(a, -1, -1);
-    }
-    os_ << ") != 0:\n"
-        << "            rt.extern_failed(" << externWho(fn, node) << ", " << pyString(fn) << ")\n";
-    if (allocating) os_ << "        coil_ht.check(" << what << ")\n";
-    s = 0;
+  /// A host extern of a CUDA program takes host buffers: insertHostCopies has run.
+  void hostOperands(const std::vector<ExternArg> &args, const std::string &fn) const {
+    if (!cuda_) return;
     for (const ExternArg &a : args)
-      if (a.kind == ExternArg::Kind::OutSymbol)
-        os_ << "        " << syms_.at(a.symbol) << " = coil_s[" << s++ << "]\n";
-    h = 0;
-    for (const ExternArg &a : args) {
-      if (a.kind == ExternArg::Kind::Output) {
-        if (allocating)
-          os_ << "        " << var(a.buffer) << " = rt.empty(" << dtype(a.buffer) << ", "
-              << shape(a.buffer) << ")\n";
-        os_ << "        rt.to_device(" << var(a.buffer) << ", coil_h[" << h << "], "
-            << bytes(a.buffer) << ", " << what << ")\n";
-      }
-      h += a.kind == ExternArg::Kind::Buffer || a.kind == ExternArg::Kind::Output;
-    }
-    os_ << "    finally:\n        rt.free_host(cu, coil_h)\n";
+      if (a.kind == ExternArg::Kind::Buffer || a.kind == ExternArg::Kind::Output)
+        COIL_CHECK(p_.buffers[a.buffer].memory == BufferMemory::kHost)
+            << "host extern '" << fn << "' of a CUDA program takes device buffer '"
+            << p_.buffers[a.buffer].name << "' (insertHostCopies has not run)";
   }
+
+  /// How the lines of a host fallback name it in errors, as a Python string.
+  std::string hostWhat(const std::string &fn) { return pyString("host extern '" + fn + "'"); }
 
   std::string bytes(BufferId b) { return expr(p_.buffers[b].bytes()); }
 
@@ -584,7 +564,7 @@ private:
   std::map<std::string, std::string> syms_;
   std::map<std::string, SymInt> repl_;
   std::vector<int32_t> allocDef_;
-  std::vector<bool> dynamic_;
+  std::vector<bool> atDef_, dynamic_;
   std::ostringstream os_;
 };
 

@@ -1,5 +1,6 @@
 #include "wrapper/Verify.h"
 
+#include "kernels/Externs.h"
 #include "wrapper/Lines.h"
 #include "wrapper/MemoryPlan.h"
 
@@ -12,7 +13,7 @@ namespace coil::wrapper {
 // Comment is the only line carrying free text; every other kind is typed data. A new line kind
 // must be added to the checks below (std::visit over `if constexpr` would otherwise accept it
 // silently), to lineEffects() and to the backends.
-static_assert(std::variant_size_v<Line> == 13, "a new Wrapper IR line kind: extend the verifier");
+static_assert(std::variant_size_v<Line> == 18, "a new Wrapper IR line kind: extend the verifier");
 
 namespace {
 
@@ -55,10 +56,11 @@ public:
     owner_.assign(n, false);
     for (size_t b = 0; b < n; ++b) root_[b] = BufferId(b);
     allocDef_ = externAllocDefs(p_);
+    std::vector<bool> atDefinition = allocatedAtDefinition(p_);
     for (size_t b = 0; b < n; ++b) {
       BufferKind k = p_.buffers[b].kind;
       if (k == BufferKind::Input || k == BufferKind::Constant ||
-          (k == BufferKind::Output && allocDef_[b] < 0))
+          (k == BufferKind::Output && allocDef_[b] < 0 && !atDefinition[b]))
         state_[b] = State::Live;
     }
     defined_.assign(p_.kernels.size(), false);
@@ -97,6 +99,13 @@ private:
           return err("buffer '" + buf.name + "' has a negative dim " + d.str());
       if (buf.arenaOffset && buf.kind != BufferKind::Intermediate)
         return err("buffer '" + buf.name + "' is " + aKind(buf.kind) + " with an arena offset");
+      if (buf.memory == BufferMemory::kHost) {
+        if (p_.device != "cuda")
+          return err("buffer '" + buf.name + "' is in host memory in a " + p_.device +
+                     " program (only CUDA programs have host buffers)");
+        if (buf.kind != BufferKind::Intermediate || buf.arenaOffset)
+          return err("host buffer '" + buf.name + "' must be an intermediate outside the arena");
+      }
     }
     auto list = [&](const std::vector<BufferId> &ids, BufferKind kind) -> Status {
       for (size_t i = 0; i < ids.size(); ++i) {
@@ -185,6 +194,74 @@ private:
     return okStatus();
   }
 
+  bool onHost(BufferId b) const { return p_.buffers[b].memory == BufferMemory::kHost; }
+
+  /// `b` is in program memory (what kernels, device externs and the planner work on).
+  Status programMemory(BufferId b, const std::string &who) const {
+    COIL_TRY_STATUS(buffer(b));
+    if (onHost(b)) return err(who + " takes " + name(b) + ", a host buffer");
+    return okStatus();
+  }
+
+  /// `b` is a host buffer (the other end of a copy, HostAllocate, HostFree).
+  Status hostMemory(BufferId b) const {
+    COIL_TRY_STATUS(buffer(b));
+    if (!onHost(b)) return err(name(b) + " is not a host buffer");
+    return okStatus();
+  }
+
+  /// The lines of host fallbacks exist in CUDA programs only.
+  Status cudaOnly() const {
+    if (p_.device != "cuda")
+      return err("a host fallback line in a " + p_.device + " program (CUDA programs only)");
+    return okStatus();
+  }
+
+  /// An extern call against the extern table, when the table lists its function: the line kind
+  /// (allocating or not), the argument kinds and the place (a CUDA twin runs on the device, a
+  /// CPU function on the host); and where its buffers are: a device call's in program memory, a
+  /// host call's in host memory or, in a CUDA program before insertHostCopies, all in program
+  /// memory.
+  Status externTable(const std::string &fn, const std::vector<ExternArg> &args, bool allocating,
+                     ExternPlace place) const {
+    std::string an = "extern '" + fn + "'";
+    if (std::optional<kernels::ExternRef> r = kernels::findExtern(fn)) {
+      const kernels::ExternInfo &e = r->info();
+      if (e.allocates != allocating)
+        return err(an + (e.allocates ? " allocates its outputs (an ExternKernelAlloc line)"
+                                     : " writes pre-allocated outputs (an ExternKernelOut line)"));
+      std::string kinds;
+      for (const ExternArg &a : args) kinds += "BOIDS"[int(a.kind)];
+      if (kinds != e.args)
+        return err(an + " takes arguments of kinds " + std::string(e.args) +
+                   " (B buffer, O output, " + "I size, D float, S symbol), the call passes " +
+                   kinds);
+      if (r->cuda != (place == ExternPlace::kDevice))
+        return err(an + (r->cuda ? " is a CUDA function placed on the host"
+                                 : " is a CPU function placed on the device"));
+    }
+    bool host = false, program = false;
+    for (const ExternArg &a : args)
+      if (a.kind == ExternArg::Kind::Buffer || a.kind == ExternArg::Kind::Output) {
+        COIL_TRY_STATUS(buffer(a.buffer));
+        (onHost(a.buffer) ? host : program) = true;
+      }
+    if (place == ExternPlace::kDevice && host)
+      return err(an + " runs on the device but takes a host buffer");
+    if (place == ExternPlace::kHost && host && program)
+      return err(an + " runs on the host and mixes host and device buffers (a copy is missing)");
+    return okStatus();
+  }
+
+  /// Both ends of a copy hold the same number of bytes.
+  Status sameBytes(BufferId from, BufferId to) const {
+    SymInt a = p_.buffers[from].bytes(), b = p_.buffers[to].bytes();
+    if (a != b)
+      return err("copy of " + name(from) + " (" + a.str() + " bytes) into " + name(to) + " (" +
+                 b.str() + " bytes)");
+    return okStatus();
+  }
+
   Status bindSymbol(const std::string &s) {
     if (!bound_.insert(s).second) return err("symbol '" + s + "' is bound twice");
     return okStatus();
@@ -218,12 +295,13 @@ private:
                          std::to_string(p_.buffers[l.buffer].shape.size()));
             return bindSymbol(l.symbol);
           } else if constexpr (std::is_same_v<T, Allocate>) {
+            COIL_TRY_STATUS(programMemory(l.buffer, "Allocate"));
             COIL_TRY_STATUS(define(l.buffer, false));
             owner_[l.buffer] = true;
             return shapeBound(l.buffer);
           } else if constexpr (std::is_same_v<T, Reuse>) {
-            COIL_TRY_STATUS(buffer(l.from));
-            COIL_TRY_STATUS(buffer(l.to));
+            COIL_TRY_STATUS(programMemory(l.from, "Reuse"));
+            COIL_TRY_STATUS(programMemory(l.to, "Reuse"));
             if (state_[l.from] != State::Live)
               return err(name(l.to) + " reuses " + name(l.from) + ", which holds no storage");
             COIL_TRY_STATUS(release(l.from));
@@ -231,6 +309,8 @@ private:
             owner_[l.to] = true;
             return shapeBound(l.to);
           } else if constexpr (std::is_same_v<T, Reinterpret>) {
+            COIL_TRY_STATUS(programMemory(l.base, "Reinterpret"));
+            COIL_TRY_STATUS(programMemory(l.buffer, "Reinterpret"));
             COIL_TRY_STATUS(use(l.base));
             COIL_TRY_STATUS(symbolsBound(l.offsetBytes, "the offset of " + name(l.buffer)));
             COIL_TRY_STATUS(define(l.buffer, false));
@@ -239,6 +319,7 @@ private:
             root_[l.buffer] = root_[l.base];
             return shapeBound(l.buffer);
           } else if constexpr (std::is_same_v<T, Free> || std::is_same_v<T, FreeIfNotReused>) {
+            COIL_TRY_STATUS(programMemory(l.buffer, lineKindName(line)));
             return release(l.buffer);
           } else if constexpr (std::is_same_v<T, KernelDefinition>) {
             if (l.kernel < 0 || size_t(l.kernel) >= p_.kernels.size())
@@ -265,6 +346,7 @@ private:
               std::string an = kn + " argument " + std::to_string(i) + " ('" + pr.name + "')";
               if (pr.kind == KernelParam::Kind::Buffer) {
                 if (a.kind != CallArg::Kind::Buffer) return err(an + " must be a buffer");
+                COIL_TRY_STATUS(programMemory(a.buffer, an));
                 COIL_TRY_STATUS(use(a.buffer));
                 if (p_.buffers[a.buffer].dtype != pr.dtype)
                   return err(an + " must be " + std::string(dtypeName(pr.dtype)) + ", " +
@@ -300,6 +382,7 @@ private:
             if (l.place == ExternPlace::kDevice && p_.device != "cuda")
               return err("extern '" + l.function + "' is placed on the device in a " + p_.device +
                          " program");
+            COIL_TRY_STATUS(externTable(l.function, l.args, false, l.place));
             for (const ExternArg &a : l.args) {
               std::string an = "extern '" + l.function + "'";
               switch (a.kind) {
@@ -329,6 +412,7 @@ private:
             if (l.place == ExternPlace::kDevice)
               return err("allocating extern '" + l.function +
                          "' is placed on the device; allocating calls run on the host");
+            COIL_TRY_STATUS(externTable(l.function, l.args, true, l.place));
             std::string an = "extern '" + l.function + "'";
             std::vector<std::string> outSyms;
             std::vector<BufferId> outs;
@@ -393,9 +477,49 @@ private:
               return err("view " + name(l.buffer) + " has an arena offset");
             root_[l.buffer] = root_[target];
             return shapeBound(l.buffer);
+          } else if constexpr (std::is_same_v<T, Synchronize>) {
+            return cudaOnly();
+          } else if constexpr (std::is_same_v<T, HostAllocate>) {
+            COIL_TRY_STATUS(cudaOnly());
+            COIL_TRY_STATUS(hostMemory(l.buffer));
+            COIL_TRY_STATUS(define(l.buffer, false));
+            owner_[l.buffer] = true;
+            return shapeBound(l.buffer);
+          } else if constexpr (std::is_same_v<T, HostFree>) {
+            COIL_TRY_STATUS(cudaOnly());
+            COIL_TRY_STATUS(hostMemory(l.buffer));
+            return release(l.buffer);
+          } else if constexpr (std::is_same_v<T, CopyToHost>) {
+            COIL_TRY_STATUS(cudaOnly());
+            COIL_TRY_STATUS(programMemory(l.from, "CopyToHost's source"));
+            COIL_TRY_STATUS(hostMemory(l.to));
+            COIL_TRY_STATUS(use(l.from));
+            COIL_TRY_STATUS(use(l.to));
+            return sameBytes(l.from, l.to);
+          } else if constexpr (std::is_same_v<T, CopyToDevice>) {
+            COIL_TRY_STATUS(cudaOnly());
+            COIL_TRY_STATUS(hostMemory(l.from));
+            COIL_TRY_STATUS(programMemory(l.to, "CopyToDevice's target"));
+            COIL_TRY_STATUS(use(l.from));
+            if (l.allocate) {
+              COIL_TRY_STATUS(define(l.to, true));
+              owner_[l.to] = true;
+              if (p_.buffers[l.to].arenaOffset)
+                return err(name(l.to) + " is allocated by a copy and has an arena offset");
+              COIL_TRY_STATUS(shapeBound(l.to));
+            } else {
+              COIL_TRY_STATUS(use(l.to));
+              BufferKind bk = p_.buffers[l.to].kind;
+              if (bk == BufferKind::Input || bk == BufferKind::Constant)
+                return err("CopyToDevice writes " + name(l.to) + ", " + aKind(bk));
+            }
+            return sameBytes(l.from, l.to);
           } else if constexpr (std::is_same_v<T, DebugPrint>) {
             for (const DebugValue &v : l.values) {
-              if (v.kind == DebugValue::Kind::Buffer) COIL_TRY_STATUS(use(v.buffer));
+              if (v.kind == DebugValue::Kind::Buffer) {
+                COIL_TRY_STATUS(programMemory(v.buffer, "debug value '" + v.name + "'"));
+                COIL_TRY_STATUS(use(v.buffer));
+              }
               if (v.kind == DebugValue::Kind::Size)
                 COIL_TRY_STATUS(symbolsBound(v.size, "debug value '" + v.name + "'"));
             }

@@ -27,7 +27,12 @@ const char *lineKindName(const Line &l) {
                                [](const ExternKernelOut &) { return "ExternKernelOut"; },
                                [](const ExternKernelAlloc &) { return "ExternKernelAlloc"; },
                                [](const MultiOutput &) { return "MultiOutput"; },
-                               [](const DebugPrint &) { return "DebugPrint"; }},
+                               [](const DebugPrint &) { return "DebugPrint"; },
+                               [](const Synchronize &) { return "Synchronize"; },
+                               [](const HostAllocate &) { return "HostAllocate"; },
+                               [](const HostFree &) { return "HostFree"; },
+                               [](const CopyToHost &) { return "CopyToHost"; },
+                               [](const CopyToDevice &) { return "CopyToDevice"; }},
                     l);
 }
 

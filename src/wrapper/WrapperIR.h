@@ -24,6 +24,16 @@
 ///    defines the size symbols `outSymbols`.
 ///  - MultiOutput: buffer `buffer` is output `index` of the ExternKernelAlloc line that defined
 ///    `source` (its output 0).
+///  - Synchronize, HostAllocate, HostFree, CopyToHost, CopyToDevice: the explicit host fallback
+///    of an extern placed on the host in a CUDA program (inserted by insertHostCopies,
+///    wrapper/HostCopies.h). Synchronize waits until the device has run everything the run
+///    enqueued. HostAllocate gives a host buffer (BufferMemory::kHost) host storage of its
+///    bytes (none for 0 bytes) from the CUDA context's host allocator; HostFree releases it.
+///    CopyToHost copies device buffer `from` into host buffer `to`, CopyToDevice host buffer
+///    `from` into device buffer `to` (`to` first gets a block of the run's allocator when
+///    `allocate` is set: the device copy of an allocating extern's output), both synchronously
+///    and of `to`'s bytes (both buffers have the same byte size). `forCall` names the extern
+///    function the line serves (its failures are reported as "host extern 'F': ...").
 ///  - DebugPrint: instrumentation (the debug printer, inserted by a pass): reports `values`
 ///    (buffers with their shapes, sizes, scalars) of the launch `launch` (a kernel or extern
 ///    call, by the name the printer's filter matches) just before or just after it. The runtime
@@ -47,6 +57,12 @@ using KernelId = int32_t;
 
 enum class BufferKind : uint8_t { Input, Output, Constant, Intermediate };
 
+/// Where a buffer's storage is. kProgram: the program's memory (host memory in a CPU program,
+/// device memory in a CUDA program). kHost: host memory in a CUDA program, the staging copy of
+/// an operand of a host extern (an intermediate; its storage comes from HostAllocate or from
+/// the allocating host extern that defines it, and goes with HostFree).
+enum class BufferMemory : uint8_t { kProgram, kHost };
+
 struct Buffer {
   std::string name; ///< unique C identifier
   /// Inputs and outputs: the model's name for the tensor (any string; metadata.json and the
@@ -58,6 +74,7 @@ struct Buffer {
   int32_t index = -1; ///< position among the program's inputs / outputs / constants
   /// Byte offset in the arena, set by memory planning for planned intermediates.
   std::optional<SymInt> arenaOffset;
+  BufferMemory memory = BufferMemory::kProgram;
 
   SymInt numel() const;
   SymInt bytes() const;
@@ -183,11 +200,12 @@ struct ExternNodeInfo {
   std::string op;
 };
 /// Where an extern call runs. kHost: a CPU function of libcoil_runtime on host pointers (in a
-/// CUDA program a *host fallback*: the wrapper synchronizes, copies the inputs to the host, calls
-/// it and copies the outputs back). kDevice: a CUDA function of libcoil_cuda, `const
-/// coil_cuda_ctx *` first, then the CPU function's arguments as device pointers, enqueued on the
-/// run's stream. Set by the driver's placement (kernels/cuda/CudaExterns.h); backends print the
-/// call as its place says and never infer it from the function's name.
+/// CUDA program a *host fallback*: insertHostCopies puts the synchronization and the copies of
+/// its operands to host buffers and back around it as lines of their own). kDevice: a CUDA
+/// function of libcoil_cuda, `const coil_cuda_ctx *` first, then the CPU function's arguments as
+/// device pointers, enqueued on the run's stream. Set by placeExterns (wrapper/PlaceExterns.h)
+/// from the extern table (kernels/Externs.def); backends print the call as its place says and
+/// never infer it from the function's name.
 enum class ExternPlace : uint8_t { kHost, kDevice };
 struct ExternKernelOut {
   std::string function;
@@ -210,6 +228,30 @@ struct MultiOutput {
   int32_t index = 0;
 };
 
+/// The lines of a host fallback (see the file comment). `forCall`: the extern function served.
+struct Synchronize {
+  std::string forCall;
+};
+struct HostAllocate {
+  BufferId buffer = -1;
+  std::string forCall;
+};
+struct HostFree {
+  BufferId buffer = -1;
+};
+struct CopyToHost {
+  BufferId from = -1; ///< program (device) memory
+  BufferId to = -1;   ///< host memory
+  std::string forCall;
+};
+struct CopyToDevice {
+  BufferId from = -1; ///< host memory
+  BufferId to = -1;   ///< program (device) memory
+  /// `to` has no storage yet: a block of the run's allocator is taken for it (defining it).
+  bool allocate = false;
+  std::string forCall;
+};
+
 /// One value a DebugPrint line reports, named as the launch's parameter.
 struct DebugValue {
   enum class Kind : uint8_t { Buffer, Size, Float };
@@ -226,9 +268,10 @@ struct DebugPrint {
   std::vector<DebugValue> values;
 };
 
-using Line = std::variant<Comment, BindSymbol, Allocate, Reuse, Reinterpret, Free, FreeIfNotReused,
-                          KernelDefinition, KernelCall, ExternKernelOut, ExternKernelAlloc,
-                          MultiOutput, DebugPrint>;
+using Line =
+    std::variant<Comment, BindSymbol, Allocate, Reuse, Reinterpret, Free, FreeIfNotReused,
+                 KernelDefinition, KernelCall, ExternKernelOut, ExternKernelAlloc, MultiOutput,
+                 DebugPrint, Synchronize, HostAllocate, HostFree, CopyToHost, CopyToDevice>;
 
 struct WrapperProgram {
   std::string name;

@@ -5,6 +5,7 @@
 
 #include "GraphExportTestProgram.h"
 #include "runtime/Json.h"
+#include "wrapper/HostCopies.h"
 
 #include <cmath>
 
@@ -139,7 +140,13 @@ void expectLine(const json::Value &j, const Line &line) {
           expectExternArgs(at(j, "args"), l.args);
           ASSERT_EQ(at(j, "origins").items.size(), l.origins.size());
           EXPECT_EQ(strOf(j, "place"), l.place == ExternPlace::kDevice ? "device" : "host");
-          EXPECT_EQ(k.size(), 6u);
+          // A CUDA twin of the extern table names its CPU function.
+          if (const json::Value *h = j.get("host_function")) {
+            EXPECT_EQ(l.place, ExternPlace::kDevice);
+            EXPECT_EQ(k.size(), 7u);
+          } else {
+            EXPECT_EQ(k.size(), 6u);
+          }
         } else if constexpr (std::is_same_v<T, ExternKernelAlloc>) {
           EXPECT_EQ(strOf(j, "function"), l.function);
           EXPECT_EQ(strOf(j, "place"), l.place == ExternPlace::kDevice ? "device" : "host");
@@ -183,13 +190,39 @@ void expectLine(const json::Value &j, const Line &line) {
             }
           }
           EXPECT_EQ(k.size(), 5u);
+        } else if constexpr (std::is_same_v<T, Synchronize>) {
+          EXPECT_EQ(strOf(j, "for"), l.forCall);
+          EXPECT_EQ(k.size(), 3u);
+        } else if constexpr (std::is_same_v<T, HostAllocate>) {
+          EXPECT_EQ(intOf(j, "buffer"), l.buffer);
+          EXPECT_EQ(strOf(j, "for"), l.forCall);
+          EXPECT_EQ(k.size(), 4u);
+        } else if constexpr (std::is_same_v<T, HostFree>) {
+          EXPECT_EQ(intOf(j, "buffer"), l.buffer);
+          EXPECT_EQ(k.size(), 3u);
+        } else if constexpr (std::is_same_v<T, CopyToHost>) {
+          EXPECT_EQ(intOf(j, "from"), l.from);
+          EXPECT_EQ(intOf(j, "to"), l.to);
+          EXPECT_EQ(strOf(j, "for"), l.forCall);
+          EXPECT_EQ(k.size(), 5u);
+        } else if constexpr (std::is_same_v<T, CopyToDevice>) {
+          EXPECT_EQ(intOf(j, "from"), l.from);
+          EXPECT_EQ(intOf(j, "to"), l.to);
+          EXPECT_EQ(at(j, "allocate").boolean, l.allocate);
+          EXPECT_EQ(strOf(j, "for"), l.forCall);
+          EXPECT_EQ(k.size(), 6u);
+        } else {
+          static_assert(sizeof(T) == 0, "a line kind without export checks");
         }
       },
       line);
 }
 
 TEST(GraphExport, JsonParsesBackToTheProgram) {
+  // As a CUDA program with its host fallbacks written out: every line kind occurs.
   WrapperProgram p = everyLineKind();
+  p.device = "cuda";
+  insertHostCopies(p);
   std::string text = emitWrapperJson(p);
   Expected<json::Value> parsed = json::parse(text);
   ASSERT_TRUE(parsed.ok()) << parsed.error().render() << "\n" << text;
@@ -237,6 +270,8 @@ TEST(GraphExport, JsonParsesBackToTheProgram) {
       expectSize(at(v, "arena_offset"), *w.arenaOffset);
     else
       EXPECT_EQ(at(v, "arena_offset").kind, json::Value::Kind::Null);
+    EXPECT_EQ(strOf(v, "memory"), w.memory == BufferMemory::kHost ? "host" : "program");
+    EXPECT_EQ(keys(v).size(), 10u);
   }
 
   const json::Value &kernels = at(j, "kernels");

@@ -4,6 +4,7 @@
 #include "wrapper/PyBackend.h"
 
 #include "GraphExportTestProgram.h"
+#include "wrapper/HostCopies.h"
 
 namespace coil::wrapper::testing {
 namespace {
@@ -82,6 +83,7 @@ TEST(PyBackend, ExternErrorsNameTheNode) {
 TEST(PyBackend, CudaFlavourMirrorsTheCppWrapper) {
   WrapperProgram p = everyLineKind();
   p.device = "cuda";
+  insertHostCopies(p);
   std::string py = emitPyWrapper(p);
   expectParses(py);
   expectHas(py, "DEVICE = \"cuda\"\n");
@@ -93,23 +95,32 @@ TEST(PyBackend, CudaFlavourMirrorsTheCppWrapper) {
   expectHas(py, "    b_y = rt.output(\"f32\", (s_N, 4), 2)  # output 2: y\n");
   expectHas(py, "    rt.free(b_d)\n    b_d = None  # free\n");
   // A CPU extern runs on the host: synchronize, copies, the call, copies back, host memory
-  // freed on every path.
-  expectHas(
-      py, "    # coil_cpu_test_out runs on the host: its operands are copied\n"
-          "    coil_h = rt.host_cells(cu, 3)\n"
-          "    try:\n"
-          "        rt.synchronize(cu, \"host extern 'coil_cpu_test_out'\")\n"
-          "        rt.to_host(cu, coil_h, 0, b_tv, 12*s_N, \"host extern 'coil_cpu_test_out'\")\n");
-  expectHas(py,
-            "        rt.host_buffer(cu, coil_h, 2, 16*s_N, \"host extern 'coil_cpu_test_out'\")\n"
-            "        if lib.coil_cpu_test_out(coil_h[0], coil_h[1], coil_h[2], s_N, "
-            "float(\"inf\"), 0.5) != 0:\n");
-  expectHas(py,
-            "        rt.to_device(b_y, coil_h[2], 16*s_N, \"host extern 'coil_cpu_test_out'\")\n"
-            "    finally:\n        rt.free_host(cu, coil_h)\n");
-  // An allocating one: the host allocator, the symbols it defines, device blocks sized by them.
-  expectHas(py, "        coil_ht = rt.host_tracker(cu)\n        coil_s = rt.cells(1)");
-  expectHas(py, "        s_U = coil_s[0]\n        b_u = rt.empty(\"f32\", (s_U,))\n");
+  // freed (on a failure, by rt.release()).
+  const std::string what = "\"host extern 'coil_cpu_test_out'\"";
+  expectHas(py, "    rt.synchronize(cu, " + what +
+                    ")\n"
+                    "    b_tv_host = rt.host_alloc(cu, 12*s_N, " +
+                    what +
+                    ")  # host memory\n"
+                    "    rt.copy_to_host(b_tv_host, b_tv, 12*s_N, " +
+                    what + ")\n");
+  expectHas(py, "    b_y_host = rt.host_alloc(cu, 16*s_N, " + what +
+                    ")  # host memory\n"
+                    "    if lib.coil_cpu_test_out(b_tv_host, b_c_host, b_y_host, s_N, "
+                    "float(\"inf\"), 0.5) != 0:\n");
+  expectHas(py, "    rt.to_device(b_y, b_y_host, 16*s_N, " + what +
+                    ")\n"
+                    "    rt.host_free(cu, b_tv_host)\n    b_tv_host = None\n");
+  // An allocating one: the host allocator, its blocks adopted before the status is checked, the
+  // symbols it defines, device blocks sized by them.
+  expectHas(py, "    coil_ht = rt.host_tracker(cu)\n    coil_o = rt.cells(2)");
+  expectHas(py, "    coil_rc = lib.coil_cpu_test_alloc(coil_ht.alloc, coil_ht.ctx, b_x_host, "
+                "coil_o.at(0), coil_o.at(1), coil_s.at(0), 4*s_N)\n"
+                "    b_u_host = rt.host_adopt(coil_o[0])\n"
+                "    b_v_host = rt.host_adopt(coil_o[1])\n"
+                "    if coil_rc != 0:\n");
+  expectHas(py, "    s_U = coil_s[0]\n    # v_host is output 1 of u_host\n"
+                "    b_u = rt.empty(\"f32\", (s_U,))\n");
   // The epilogue hands the outputs over.
   expectHas(py, "    rt.set_output(0, b_u, (s_U,), True)");
   expectHas(py, "    rt.set_output(2, b_y, (s_N, 4), False)");
