@@ -2,6 +2,7 @@
 /// argument builders and matrix-operand layouts.
 #pragma once
 
+#include "ir/OpAttrs.h"
 #include "lower/Lower.h"
 
 #include <string>

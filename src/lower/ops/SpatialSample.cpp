@@ -14,11 +14,7 @@ namespace {
 
 // ---------------------------------------------------------------------------------- Resize
 
-struct ResizeParams {
-  std::string mode, coordMode, nearestMode;
-  double cubicA = -0.75, extrapolation = 0.0;
-  bool excludeOutside = false, antialias = false;
-};
+using ResizeParams = ResizeAttrs;
 
 /// The interpreter's cubicKernel on an f64 value.
 Val cubicWeight(BodyBuilder &b, Val x, double a) {
@@ -295,30 +291,10 @@ TensorRef resizeAxis(LowerContext &ctx, const ResizeParams &p, const ResizeAxis 
 
 Status lowerResize(LowerContext &ctx) {
   const TensorType &xt = ctx.inputType(0);
-  const Attrs &at = attrsOf(ctx);
   int64_t r = xt.rank();
-  ResizeParams p;
-  p.mode = at.getString("mode", "nearest");
-  p.coordMode = at.getString("coordinate_transformation_mode", "half_pixel");
-  p.nearestMode = at.getString("nearest_mode", "round_prefer_floor");
-  p.cubicA = at.getFloat("cubic_coeff_a", -0.75);
-  p.extrapolation = at.getFloat("extrapolation_value", 0.0);
-  p.excludeOutside = at.getInt("exclude_outside", 0) != 0;
-  p.antialias = at.getInt("antialias", 0) != 0 && p.mode != "nearest";
-  if (p.mode != "nearest" && p.mode != "linear" && p.mode != "cubic")
-    return ctx.error("mode must be nearest, linear or cubic, got '" + p.mode + "'");
-  std::string policy = at.getString("keep_aspect_ratio_policy", "stretch");
-  std::vector<int64_t> axes;
-  if (auto a = at.maybeInts("axes")) {
-    for (int64_t ax : *a) {
-      if (ax < -r || ax >= r)
-        return ctx.error("axis " + std::to_string(ax) + " is out of range for rank " +
-                         std::to_string(r));
-      axes.push_back(ax < 0 ? ax + r : ax);
-    }
-  } else {
-    for (int64_t i = 0; i < r; ++i) axes.push_back(i);
-  }
+  COIL_TRY(ResizeAttrs p, decodeResize(ctx.gnode(), r));
+  const std::string &policy = p.policy;
+  const std::vector<int64_t> &axes = p.axes;
   size_t na = axes.size();
   auto present = [&](size_t i) {
     if (!ctx.hasInput(i)) return false;
@@ -548,15 +524,9 @@ Status lowerGridSample(LowerContext &ctx) {
   size_t nd = xt.rank() >= 3 ? size_t(xt.rank() - 2) : 0;
   if (nd == 0 || gt.rank() != xt.rank())
     return ctx.error("grid of type " + gt.str() + " does not fit input " + xt.str());
-  const Attrs &at = attrsOf(ctx);
-  std::string mode = at.getString("mode", "linear"), pad = at.getString("padding_mode", "zeros");
-  if (mode == "bilinear") mode = "linear";
-  if (mode == "bicubic") mode = "cubic";
-  if (mode != "linear" && mode != "nearest" && mode != "cubic")
-    return ctx.error("mode must be linear, nearest or cubic, got '" + mode + "'");
-  if (pad != "zeros" && pad != "border" && pad != "reflection")
-    return ctx.error("padding_mode must be zeros, border or reflection, got '" + pad + "'");
-  bool align = at.getInt("align_corners", 0) != 0;
+  COIL_TRY(GridSampleAttrs ga, decodeGridSample(ctx.gnode()));
+  const std::string &mode = ga.mode, &pad = ga.padding;
+  bool align = ga.alignCorners;
   DType dt = xt.dtype, ct = calcType(dt), t = DType::F64;
   TensorRef x = ctx.input(0), grid = ctx.input(1);
   Syms in(xt.shape.begin() + 2, xt.shape.end());
@@ -734,13 +704,10 @@ Status lowerRoiAlign(LowerContext &ctx) {
   const TensorType &xt = ctx.inputType(0), &rt = ctx.inputType(1);
   if (xt.rank() != 4 || rt.rank() != 2)
     return ctx.error("roi_align needs X [N, C, H, W], rois [R, 4] and R batch indices");
-  const Attrs &at = attrsOf(ctx);
-  int64_t ph = at.getInt("output_height", 1), pw = at.getInt("output_width", 1);
-  int64_t ratio = at.getInt("sampling_ratio", 0);
-  double scale = at.getFloat("spatial_scale", 1.0);
-  bool isMax = at.getString("mode", "avg") == "max";
-  bool halfPixel = at.getString("coordinate_transformation_mode", "half_pixel") == "half_pixel";
-  if (ph < 1 || pw < 1) return ctx.error("output_height and output_width must be positive");
+  COIL_TRY(RoiAlignAttrs ra, decodeRoiAlign(ctx.gnode()));
+  int64_t ph = ra.outHeight, pw = ra.outWidth, ratio = ra.samplingRatio;
+  double scale = ra.spatialScale;
+  bool isMax = ra.max, halfPixel = ra.halfPixel;
   if (ratio <= 0)
     return ctx.error("RoiAlign with sampling_ratio " + std::to_string(ratio) +
                      " (a sampling grid that depends on the roi values) is not supported by the "

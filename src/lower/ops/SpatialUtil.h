@@ -1,6 +1,7 @@
 /// \file Private helpers shared by the spatial lowerings (lower/ops/Spatial*.cpp).
 #pragma once
 
+#include "ir/OpAttrs.h"
 #include "lower/Lower.h"
 
 #include <string>
