@@ -1,6 +1,6 @@
 // Lowering of the Linalg family: matrix products (MatMul, Gemm, MatMulInteger, QLinearMatMul),
-// Einsum and Det; the convolutions, Attention and the data-dependent ops are in the other
-// Linalg*.cpp files of this folder, registered here too.
+// Einsum and Det; the convolutions, pools, image and sampling ops, recurrent ops, Attention and
+// the data-dependent ops are in the other Linalg*.cpp files of this folder, registered here too.
 //
 // Floating matrix products call the batched GEMM extern (kernels/cpu; f16/bf16 accumulate in
 // f32 and round once) on contiguous operands, with plain transposes folded into its
@@ -9,6 +9,7 @@
 // integers).
 #include "ir/Infer.h"
 #include "lower/ops/LinalgLower.h"
+#include "lower/ops/SpatialUtil.h"
 
 #include <algorithm>
 #include <cctype>
@@ -548,6 +549,10 @@ void registerLinalgLowerings(LowerRegistry &r) {
   linalg::registerLinalgConvLowerings(r);
   linalg::registerLinalgDynamicLowerings(r);
   linalg::registerLinalgAttentionLowerings(r);
+  spatial::registerLinalgPoolLowerings(r);
+  spatial::registerLinalgResizeLowerings(r);
+  spatial::registerLinalgSampleLowerings(r);
+  spatial::registerLinalgRnnLowerings(r);
 }
 
 } // namespace coil::loop

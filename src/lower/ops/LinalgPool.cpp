@@ -1,7 +1,6 @@
-// Lowerings of the pools (reductions over the kernel window, padding masked by Select),
-// DepthToSpace / SpaceToDepth (views), Col2Im and MaxUnpool, and the registration of every
-// spatial lowering: the sampling ops are in SpatialSample.cpp, the recurrent ops and
-// RotaryEmbedding in SpatialRnn.cpp.
+// Lowerings of the pools (reductions over the kernel window, padding masked by Select), Col2Im
+// and MaxUnpool, and the definitions of the helpers that SpatialUtil.h declares for the spatial
+// lowerings (LinalgPool, LinalgResize, LinalgSample, LinalgRnn).
 //
 // The reference kernels in interp/kernels/Linalg*.cpp define the semantics; the comments below
 // name the interpreter's rule where the lowering mirrors it.
@@ -68,6 +67,21 @@ Val storeAs(BodyBuilder &b, Val v, DType t) {
   r = b.op(ScalarOp::Min, b.op(ScalarOp::Max, r, b.constant(ct, lo)), b.constant(ct, hi));
   r = b.op(ScalarOp::Select, nan, b.constant(ct, 0), r);
   return b.cast(r, t);
+}
+
+Val cubicWeight(BodyBuilder &b, Val x, double a) {
+  DType t = DType::F64;
+  x = b.op(ScalarOp::Abs, x);
+  auto c = [&](double v) { return b.constant(t, v); };
+  auto mul = [&](Val p, Val q) { return b.op(ScalarOp::Mul, p, q); };
+  Val near =
+      b.op(ScalarOp::Add, mul(mul(b.op(ScalarOp::Sub, mul(c(a + 2), x), c(a + 3)), x), x), c(1));
+  Val far = b.op(
+      ScalarOp::Sub,
+      mul(b.op(ScalarOp::Add, mul(b.op(ScalarOp::Sub, mul(c(a), x), c(5 * a)), x), c(8 * a)), x),
+      c(4 * a));
+  Val r = b.op(ScalarOp::Select, b.op(ScalarOp::Lt, x, c(2)), far, c(0));
+  return b.op(ScalarOp::Select, b.op(ScalarOp::Le, x, c(1)), near, r);
 }
 
 namespace {
@@ -343,42 +357,6 @@ Status lowerGlobalLpPool(LowerContext &ctx) {
   return lowerGlobalPool(ctx, PoolKind::Lp);
 }
 
-// --------------------------------------------------------------------------- image views
-
-Status lowerDepthToSpace(LowerContext &ctx) {
-  const TensorType &xt = ctx.inputType(0);
-  COIL_TRY(BlockAttrs ba, decodeBlock(ctx.gnode()));
-  int64_t b = ba.blocksize;
-  bool crd = ba.crd;
-  if (xt.rank() != 4 || b < 1)
-    return ctx.error("depth_to_space needs a rank-4 input and a positive blocksize");
-  const Syms &os = ctx.outputType(0).shape;
-  SymInt c = os[1];
-  ctx.setOutput(0, ctx.view(ctx.input(0), os, [&](const Syms &v) {
-    SymInt i = floorMod(v[2], b), j = floorMod(v[3], b);
-    SymInt src = crd ? v[1] * (b * b) + i * b + j : (i * b + j) * c + v[1];
-    return Syms{v[0], src, floorDiv(v[2], b), floorDiv(v[3], b)};
-  }));
-  return okStatus();
-}
-
-Status lowerSpaceToDepth(LowerContext &ctx) {
-  const TensorType &xt = ctx.inputType(0);
-  COIL_TRY(BlockAttrs ba, decodeBlock(ctx.gnode()));
-  int64_t b = ba.blocksize;
-  bool crd = ba.crd;
-  if (xt.rank() != 4 || b < 1)
-    return ctx.error("space_to_depth needs a rank-4 input and a positive blocksize");
-  const Syms &os = ctx.outputType(0).shape;
-  SymInt c = xt.shape[1];
-  ctx.setOutput(0, ctx.view(ctx.input(0), os, [&](const Syms &v) {
-    SymInt blk = crd ? floorMod(v[1], b * b) : floorDiv(v[1], c);
-    SymInt ic = crd ? floorDiv(v[1], b * b) : floorMod(v[1], c);
-    return Syms{v[0], ic, v[2] * b + floorDiv(blk, b), v[3] * b + floorMod(blk, b)};
-  }));
-  return okStatus();
-}
-
 // ---------------------------------------------------------------------------------- Col2Im
 
 /// Each image pixel sums the blocks that cover it: a reduction over the kernel positions k,
@@ -510,22 +488,16 @@ Status lowerMaxUnpool(LowerContext &ctx) {
 
 } // namespace
 
-} // namespace spatial
-
-void registerSpatialLowerings(LowerRegistry &r) {
-  using namespace spatial;
+void registerLinalgPoolLowerings(LowerRegistry &r) {
   r.add(OpKind::MaxPool, lowerMaxPool);
   r.add(OpKind::AveragePool, lowerAveragePool);
   r.add(OpKind::LpPool, lowerLpPool);
   r.add(OpKind::GlobalAveragePool, lowerGlobalAveragePool);
   r.add(OpKind::GlobalMaxPool, lowerGlobalMaxPool);
   r.add(OpKind::GlobalLpPool, lowerGlobalLpPool);
-  r.add(OpKind::DepthToSpace, lowerDepthToSpace);
-  r.add(OpKind::SpaceToDepth, lowerSpaceToDepth);
-  r.add(OpKind::Col2Im, lowerCol2Im);
   r.add(OpKind::MaxUnpool, lowerMaxUnpool);
-  registerSpatialSampleLowerings(r);
-  registerSpatialRnnLowerings(r);
+  r.add(OpKind::Col2Im, lowerCol2Im);
 }
 
+} // namespace spatial
 } // namespace coil::loop

@@ -271,7 +271,7 @@ Status lowerRotaryEmbedding(LowerContext &ctx) {
 
 } // namespace
 
-void registerSpatialRnnLowerings(LowerRegistry &r) {
+void registerLinalgRnnLowerings(LowerRegistry &r) {
   r.add(OpKind::RNN, lowerRnn);
   r.add(OpKind::GRU, lowerGru);
   r.add(OpKind::LSTM, lowerLstm);
