@@ -1,6 +1,6 @@
 // Lowering of the Linalg family: matrix products (MatMul, Gemm, MatMulInteger, QLinearMatMul),
-// Einsum and Det; the convolutions, pools, image and sampling ops, recurrent ops, Attention and
-// the data-dependent ops are in the other Linalg*.cpp files of this folder, registered here too.
+// Einsum and Det; the convolutions, pools, image and sampling ops, recurrent ops and Attention are
+// in the other Linalg*.cpp files of this folder, registered here too.
 //
 // Floating matrix products call the batched GEMM extern (kernels/cpu; f16/bf16 accumulate in
 // f32 and round once) on contiguous operands, with plain transposes folded into its
@@ -547,7 +547,6 @@ void registerLinalgLowerings(LowerRegistry &r) {
   r.add(OpKind::Einsum, lowerEinsum);
   r.add(OpKind::Det, lowerDet);
   linalg::registerLinalgConvLowerings(r);
-  linalg::registerLinalgDynamicLowerings(r);
   linalg::registerLinalgAttentionLowerings(r);
   spatial::registerLinalgPoolLowerings(r);
   spatial::registerLinalgResizeLowerings(r);

@@ -16,7 +16,6 @@ namespace {
 
 using ResizeParams = ResizeAttrs;
 
-
 /// One resized axis: scale, sizes and roi of that axis.
 struct ResizeAxis {
   int64_t axis = 0;

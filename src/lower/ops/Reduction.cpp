@@ -1,6 +1,6 @@
 // Lowering of the Reduction family (see Ops.def): Reduce*, ArgMax/ArgMin, Softmax/LogSoftmax/
-// Hardmax, the normalizations, the losses and CumSum/CumProd. TopK is lowered by the Linalg
-// family (an extern).
+// Hardmax, the normalizations and the losses; TopK, CumSum and CumProd (externs) are in
+// ReductionDynamic.cpp.
 //
 // Every op becomes Reduction nodes (one per statistic) plus Pointwise nodes that read them; the
 // scheduler fuses a row's reductions and its pointwise epilogue into one kernel. Statistics are
@@ -886,6 +886,7 @@ void registerReductionLowerings(LowerRegistry &r) {
   r.add(OpKind::LRN, lowerLRN);
   r.add(OpKind::NegativeLogLikelihoodLoss, lowerNllLoss);
   r.add(OpKind::SoftmaxCrossEntropyLoss, lowerSoftmaxCrossEntropy);
+  linalg::registerReductionDynamicLowerings(r);
 }
 
 } // namespace coil::loop
