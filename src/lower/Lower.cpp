@@ -673,7 +673,6 @@ const LowerRegistry &registry() {
     registerLinalgLowerings(reg);
     registerDataMovementLowerings(reg);
     registerShapeOpsLowerings(reg);
-    registerSpatialLowerings(reg);
     return reg;
   }();
   return r;

@@ -137,7 +137,6 @@ void registerReductionLowerings(LowerRegistry &r);
 void registerLinalgLowerings(LowerRegistry &r);
 void registerDataMovementLowerings(LowerRegistry &r);
 void registerShapeOpsLowerings(LowerRegistry &r);
-void registerSpatialLowerings(LowerRegistry &r);
 
 /// The lowering function of `op`, or nullptr when coil cannot compile it yet.
 LowerFn lowerFnFor(OpKind op);

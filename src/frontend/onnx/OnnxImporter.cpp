@@ -5,6 +5,7 @@
 #include "frontend/onnx/OldOpsets.h"
 #include "frontend/onnx/OnnxTensor.h"
 #include "ir/Infer.h"
+#include "ir/OpAttrs.h"
 #include "ir/infer/ShapeOpsHelpers.h"
 #include "onnx/onnx.pb.h"
 #include "support/Diagnostics.h"
@@ -1247,14 +1248,15 @@ std::optional<std::vector<Folded>> Importer::fold(const Node &node, const onnx::
   case OpKind::ReduceSum: {
     const Known *x = in(0);
     if (!x || x->shape.size() > 1) return std::nullopt;
-    std::optional<std::vector<int64_t>> axes = attrs.maybeInts("axes");
+    auto ra = decodeReduce(node);
+    if (!ra.ok()) return std::nullopt;
+    std::optional<std::vector<int64_t>> axes = ra->axes;
     if (!axes && nIn > 1 && node.inputs[1] >= 0) {
       axes = constVec(1);
       if (!axes) return std::nullopt;
     }
-    bool keep = attrs.getInt("keepdims", 1) != 0;
-    if ((!axes || axes->empty()) && attrs.getInt("noop_with_empty_axes", 0) != 0)
-      return one(dtypeIn(0), *x);
+    bool keep = ra->keepdims;
+    if ((!axes || axes->empty()) && ra->noopWithEmptyAxes) return one(dtypeIn(0), *x);
     if (axes)
       for (int64_t a : *axes)
         if (a != 0 && a != -1) return std::nullopt;

@@ -14,54 +14,23 @@
 namespace coil {
 namespace linalg {
 
-Expected<Window> computeWindow(const KernelContext &ctx, const Shape &in, const Shape &kernel,
-                               bool allowCeil) {
-  const Attrs &at = ctx.attrs();
+Expected<Window> computeWindow(const KernelContext &ctx, const WindowAttrs &a, const Shape &in,
+                               const Shape &kernel) {
+  size_t nd = in.size();
+  if (kernel.size() != nd)
+    return ctx.error("kernel_shape must have " + std::to_string(nd) + " values, got " +
+                     std::to_string(kernel.size()));
   Window w;
-  w.nd = in.size();
-  size_t nd = w.nd;
+  w.nd = nd;
   w.in = in;
   w.kernel = kernel;
-  w.strides = at.getInts("strides", std::vector<int64_t>(nd, 1));
-  w.dilations = at.getInts("dilations", std::vector<int64_t>(nd, 1));
-  std::vector<int64_t> pads = at.getInts("pads", std::vector<int64_t>(2 * nd, 0));
-  std::string autoPad = at.getString("auto_pad", "NOTSET");
-  bool ceilMode = allowCeil && at.getInt("ceil_mode", 0) != 0;
-  if (kernel.size() != nd || w.strides.size() != nd || w.dilations.size() != nd ||
-      pads.size() != 2 * nd)
-    return ctx.error("kernel_shape, strides, dilations and pads must match the " +
-                     std::to_string(nd) + " spatial dims");
-  w.padBegin.assign(nd, 0);
-  w.padEnd.assign(nd, 0);
-  w.out.assign(nd, 0);
+  w.strides = a.strides;
+  w.dilations = a.dilations;
   for (size_t i = 0; i < nd; ++i) {
-    int64_t s = w.strides[i], d = w.dilations[i], k = kernel[i];
-    if (s < 1 || d < 1 || k < 1)
-      return ctx.error("strides, dilations and kernel sizes must be positive");
-    int64_t span = (k - 1) * d + 1;
-    if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
-      w.out[i] = floorDivInt(in[i] + s - 1, s);
-      int64_t total = std::max<int64_t>(0, (w.out[i] - 1) * s + span - in[i]);
-      w.padBegin[i] = autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
-      w.padEnd[i] = total - w.padBegin[i];
-    } else if (autoPad == "VALID") {
-      w.out[i] = ceilMode ? -floorDivInt(-(in[i] - span), s) + 1 : floorDivInt(in[i] - span, s) + 1;
-    } else if (autoPad == "NOTSET") {
-      w.padBegin[i] = pads[i];
-      w.padEnd[i] = pads[i + nd];
-      if (w.padBegin[i] < 0 || w.padEnd[i] < 0) return ctx.error("pads must be non-negative");
-      int64_t num = in[i] + w.padBegin[i] + w.padEnd[i] - span;
-      if (ceilMode)
-        w.out[i] = std::min(-floorDivInt(-num, s) + 1, -floorDivInt(-(in[i] + w.padBegin[i]), s));
-      else
-        w.out[i] = floorDivInt(num, s) + 1;
-    } else {
-      return ctx.error("auto_pad must be NOTSET, SAME_UPPER, SAME_LOWER or VALID, got '" + autoPad +
-                       "'");
-    }
-    if (w.out[i] < 0)
-      return ctx.error("spatial dim " + std::to_string(i) + " of size " + std::to_string(in[i]) +
-                       " is smaller than the window (" + std::to_string(span) + ") plus padding");
+    COIL_TRY(WindowDim d, windowDim(a, i, SymInt(in[i]), SymInt(kernel[i])));
+    w.out.push_back(d.out.constant());
+    w.padBegin.push_back(d.padBegin.constant());
+    w.padEnd.push_back(d.padEnd.constant());
   }
   return w;
 }
@@ -254,95 +223,32 @@ Expected<std::vector<Tensor>> gemmKernel(KernelContext &ctx) {
 
 // --- Einsum
 
-/// Parses one side of an equation into terms of label ids; an ellipsis becomes label -1.
-Expected<std::vector<std::vector<int>>> parseTerms(const KernelContext &ctx, const std::string &s) {
-  std::vector<std::vector<int>> terms(1);
-  for (size_t i = 0; i < s.size(); ++i) {
-    char ch = s[i];
-    if (ch == ' ') continue;
-    if (ch == ',')
-      terms.emplace_back();
-    else if (ch == '.' && s.compare(i, 3, "...") == 0)
-      terms.back().push_back(-1), i += 2;
-    else if (std::isalpha(static_cast<unsigned char>(ch)))
-      terms.back().push_back(int(static_cast<unsigned char>(ch)));
-    else
-      return ctx.error("malformed einsum equation '" + s + "'");
-  }
-  return terms;
-}
-
 Expected<std::vector<Tensor>> einsumKernel(KernelContext &ctx) {
-  std::string eq = ctx.attrs().getString("equation", "");
-  size_t arrow = eq.find("->");
-  COIL_TRY(auto ins, parseTerms(ctx, eq.substr(0, arrow)));
-  if (ins.size() != ctx.numInputs())
-    return ctx.error("einsum equation has " + std::to_string(ins.size()) + " operands, got " +
-                     std::to_string(ctx.numInputs()) + " inputs");
-  // Ellipsis dims become labels 1000 + j (right-aligned across operands).
-  size_t ellRank = 0;
-  for (size_t t = 0; t < ins.size(); ++t) {
-    size_t named = 0;
-    bool ell = false;
-    for (int l : ins[t]) l == -1 ? (void)(ell = true) : (void)++named;
-    size_t r = size_t(ctx.input(t).rank());
-    if (r < named || (!ell && r != named))
-      return ctx.error("einsum operand " + std::to_string(t) + " has rank " + std::to_string(r) +
-                       ", the equation names " + std::to_string(named) + " dims");
-    if (ell) ellRank = std::max(ellRank, r - named);
-  }
-  std::vector<std::vector<int>> labels(ins.size());
+  COIL_TRY(EinsumEquation eq, decodeEinsum(ctx.node, ctx.numInputs()));
+  std::vector<size_t> ranks;
+  for (size_t t = 0; t < ctx.numInputs(); ++t) ranks.push_back(size_t(ctx.input(t).rank()));
+  COIL_TRY(EinsumLabels L, einsumLabels(eq, ranks));
+  const auto &labels = L.operands;
+  const std::vector<int> &outLabels = L.output, &sumLabels = L.summed;
+  size_t nIn = ranks.size();
   std::map<int, int64_t> size;
-  for (size_t t = 0; t < ins.size(); ++t) {
+  for (size_t t = 0; t < nIn; ++t) {
     const Shape &sh = ctx.input(t).shape();
-    size_t named = 0;
-    for (int l : ins[t]) named += l != -1;
-    size_t ne = sh.size() - named;
-    for (int l : ins[t]) {
-      if (l == -1)
-        for (size_t j = 0; j < ne; ++j) labels[t].push_back(int(1000 + ellRank - ne + j));
-      else
-        labels[t].push_back(l);
-    }
     for (size_t d = 0; d < sh.size(); ++d) {
       int l = labels[t][d];
       auto it = size.find(l);
       if (it == size.end() || it->second == 1)
         size[l] = sh[d];
       else if (sh[d] != 1 && sh[d] != it->second)
-        return ctx.error("einsum dim sizes differ: " + std::to_string(it->second) + " vs " +
-                         std::to_string(sh[d]));
+        return ctx.error("einsum dim '" + einsumLabelName(l) + "' has sizes " +
+                         std::to_string(it->second) + " and " + std::to_string(sh[d]));
     }
   }
-  std::vector<int> outLabels;
-  if (arrow != std::string::npos) {
-    COIL_TRY(auto outs, parseTerms(ctx, eq.substr(arrow + 2)));
-    if (outs.size() != 1) return ctx.error("einsum output must be a single term");
-    for (int l : outs[0]) {
-      if (l == -1) {
-        for (size_t j = 0; j < ellRank; ++j) outLabels.push_back(int(1000 + j));
-      } else {
-        if (!size.count(l)) return ctx.error("einsum output label appears in no input");
-        outLabels.push_back(l);
-      }
-    }
-  } else {
-    std::map<int, int> count;
-    for (auto &t : ins)
-      for (int l : t)
-        if (l != -1) ++count[l];
-    for (size_t j = 0; j < ellRank; ++j) outLabels.push_back(int(1000 + j));
-    for (auto &[l, c] : count)
-      if (c == 1) outLabels.push_back(l);
-  }
-  std::vector<int> sumLabels;
-  for (auto &[l, s] : size)
-    if (std::find(outLabels.begin(), outLabels.end(), l) == outLabels.end()) sumLabels.push_back(l);
   // Per operand and label, the stride to add per step of that label (0 where broadcast).
   std::vector<int> all = outLabels;
   all.insert(all.end(), sumLabels.begin(), sumLabels.end());
-  std::vector<std::vector<int64_t>> stride(ins.size(), std::vector<int64_t>(all.size(), 0));
-  for (size_t t = 0; t < ins.size(); ++t) {
+  std::vector<std::vector<int64_t>> stride(nIn, std::vector<int64_t>(all.size(), 0));
+  for (size_t t = 0; t < nIn; ++t) {
     const Shape &sh = ctx.input(t).shape();
     auto st = contiguousStrides(sh);
     for (size_t d = 0; d < sh.size(); ++d) {
@@ -356,9 +262,9 @@ Expected<std::vector<Tensor>> einsumKernel(KernelContext &ctx) {
   for (int l : sumLabels) sumShape.push_back(size[l]);
   DType dt = ctx.input(0).dtype();
   bool fl = isFloat(dt);
-  std::vector<std::vector<double>> dv(ins.size());
-  std::vector<std::vector<int64_t>> iv(ins.size());
-  for (size_t t = 0; t < ins.size(); ++t)
+  std::vector<std::vector<double>> dv(nIn);
+  std::vector<std::vector<int64_t>> iv(nIn);
+  for (size_t t = 0; t < nIn; ++t)
     fl ? (void)(dv[t] = ctx.input(t).toDoubles()) : (void)(iv[t] = ctx.input(t).toInts());
   int64_t nOut = numelOf(outShape), nSum = numelOf(sumShape);
   Tensor out(dt, outShape);
@@ -371,7 +277,7 @@ Expected<std::vector<Tensor>> einsumKernel(KernelContext &ctx) {
       unravelIndex(s, sumShape, si);
       double dp = 1;
       uint64_t ip = 1;
-      for (size_t t = 0; t < ins.size(); ++t) {
+      for (size_t t = 0; t < nIn; ++t) {
         int64_t off = 0;
         for (size_t j = 0; j < oi.size(); ++j) off += oi[j] * stride[t][j];
         for (size_t j = 0; j < si.size(); ++j) off += si[j] * stride[t][oi.size() + j];

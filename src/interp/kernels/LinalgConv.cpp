@@ -37,6 +37,7 @@ std::vector<int64_t> gatherTable(const Window &w) {
 struct ConvProblem {
   Shape x, w;
   int64_t group = 1;
+  std::optional<std::vector<int64_t>> kernelShape; ///< the attribute, when given
   Window win;
   Shape outShape;
 };
@@ -52,12 +53,14 @@ Expected<ConvProblem> planConv(const KernelContext &ctx, const Shape &x, const S
   ConvProblem p;
   p.x = x;
   p.w = w;
-  p.group = ctx.attrs().getInt("group", 1);
-  if (p.group < 1 || x[1] % p.group != 0 || w[0] % p.group != 0 || w[1] * p.group != x[1])
+  COIL_TRY(WindowAttrs a, decodeWindow(ctx.node, x.size() - 2));
+  p.group = a.group;
+  p.kernelShape = a.kernelShape;
+  if (x[1] % p.group != 0 || w[0] % p.group != 0 || w[1] * p.group != x[1])
     return ctx.error("group " + std::to_string(p.group) + " does not fit " + std::to_string(x[1]) +
                      " input channels and weights " + shapeStr(w));
   Shape in(x.begin() + 2, x.end()), k(w.begin() + 2, w.end());
-  COIL_TRY(p.win, computeWindow(ctx, in, k, false));
+  COIL_TRY(p.win, computeWindow(ctx, a, in, k));
   p.outShape = {x[0], w[0]};
   p.outShape.insert(p.outShape.end(), p.win.out.begin(), p.win.out.end());
   return p;
@@ -92,7 +95,7 @@ std::vector<double> runConv(const ConvProblem &p, const std::vector<double> &x,
 Expected<std::vector<Tensor>> convKernel(KernelContext &ctx) {
   const Tensor &x = ctx.input(0), &w = ctx.input(1);
   COIL_TRY(ConvProblem p, planConv(ctx, x.shape(), w.shape()));
-  if (auto ks = ctx.attrs().maybeInts("kernel_shape"))
+  if (const auto &ks = p.kernelShape)
     if (*ks != Shape(w.shape().begin() + 2, w.shape().end()))
       return ctx.error("kernel_shape differs from the weight shape " + shapeStr(w.shape()));
   std::vector<double> out = runConv(p, x.toDoubles(), w.toDoubles());
@@ -175,50 +178,22 @@ Expected<std::vector<Tensor>> convTransposeKernel(KernelContext &ctx) {
   if (xs.size() < 3 || ws.size() != xs.size())
     return ctx.error("conv_transpose needs input [N, C, spatial...] and weights of the same rank");
   size_t nd = xs.size() - 2;
-  const Attrs &at = ctx.attrs();
-  int64_t group = at.getInt("group", 1);
-  if (group < 1 || xs[1] % group != 0 || ws[0] != xs[1])
+  COIL_TRY(WindowAttrs wa, decodeWindow(ctx.node, nd));
+  int64_t group = wa.group;
+  if (xs[1] % group != 0 || ws[0] != xs[1])
     return ctx.error("group " + std::to_string(group) + " does not fit " + std::to_string(xs[1]) +
                      " input channels and weights " + shapeStr(ws));
   Window win;
   win.nd = nd;
   win.in.assign(xs.begin() + 2, xs.end());
   win.kernel.assign(ws.begin() + 2, ws.end());
-  win.strides = at.getInts("strides", std::vector<int64_t>(nd, 1));
-  win.dilations = at.getInts("dilations", std::vector<int64_t>(nd, 1));
-  auto outPad = at.getInts("output_padding", std::vector<int64_t>(nd, 0));
-  std::string autoPad = at.getString("auto_pad", "NOTSET");
-  if (win.strides.size() != nd || win.dilations.size() != nd || outPad.size() < nd)
-    return ctx.error("strides, dilations and output_padding must have " + std::to_string(nd) +
-                     " values");
-  auto outShapeAttr = at.maybeInts("output_shape");
-  if (outShapeAttr && outShapeAttr->size() < nd)
-    return ctx.error("output_shape must have " + std::to_string(nd) + " values");
-  bool same = (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") && !at.has("pads");
-  std::vector<int64_t> pads = at.getInts("pads", std::vector<int64_t>(2 * nd, 0));
-  if (pads.size() != 2 * nd)
-    return ctx.error("pads must have " + std::to_string(2 * nd) + " values");
-  win.out.resize(nd);
-  win.padBegin.resize(nd);
-  win.padEnd.resize(nd);
+  win.strides = wa.strides;
+  win.dilations = wa.dilations;
   for (size_t i = 0; i < nd; ++i) {
-    int64_t full =
-        win.strides[i] * (win.in[i] - 1) + outPad[i] + (win.kernel[i] - 1) * win.dilations[i] + 1;
-    if (same) {
-      win.out[i] = outShapeAttr ? (*outShapeAttr)[outShapeAttr->size() - nd + i]
-                                : win.in[i] * win.strides[i];
-      int64_t total = full - win.out[i];
-      int64_t half = floorDivInt(total, 2);
-      win.padBegin[i] = autoPad == "SAME_UPPER" ? half : total - half;
-      win.padEnd[i] = total - win.padBegin[i];
-    } else {
-      win.padBegin[i] = pads[i];
-      win.padEnd[i] = pads[i + nd];
-      win.out[i] = outShapeAttr ? (*outShapeAttr)[outShapeAttr->size() - nd + i]
-                                : full - pads[i] - pads[i + nd];
-    }
-    if (win.out[i] < 0)
-      return ctx.error("output spatial dim " + std::to_string(i) + " would be negative");
+    COIL_TRY(WindowDim d, convTransposeDim(wa, i, SymInt(win.in[i]), SymInt(win.kernel[i])));
+    win.out.push_back(d.out.constant());
+    win.padBegin.push_back(d.padBegin.constant());
+    win.padEnd.push_back(d.padEnd.constant());
   }
   int64_t n = xs[0], c = xs[1], cg = c / group, mg = ws[1], m = mg * group;
   Shape outShape{n, m};
@@ -278,7 +253,8 @@ Expected<std::vector<Tensor>> col2ImKernel(KernelContext &ctx) {
     return ctx.error("image_shape and block_shape must have the same non-zero length");
   for (int64_t d : img)
     if (d < 0) return ctx.error("image_shape must be non-negative, got " + std::to_string(d));
-  COIL_TRY(Window win, computeWindow(ctx, img, blk, false));
+  COIL_TRY(WindowAttrs a, decodeWindow(ctx.node, img.size()));
+  COIL_TRY(Window win, computeWindow(ctx, a, img, blk));
   int64_t kSize = numelOf(blk), l = numelOf(Shape(win.out.begin(), win.out.end()));
   if (x.dim(1) % kSize != 0)
     return ctx.error("input dim 1 (" + std::to_string(x.dim(1)) +

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "interp/Kernel.h"
+#include "ir/OpAttrs.h"
 
 #include <string>
 #include <vector>
@@ -15,10 +16,10 @@ struct Window {
   std::vector<int64_t> in, kernel, strides, dilations, padBegin, padEnd, out;
 };
 
-/// Reads auto_pad/pads/strides/dilations (and ceil_mode when `allowCeil`) for input spatial
-/// dims `in` and kernel `kernel`, and computes the output sizes exactly as inference does.
-Expected<Window> computeWindow(const KernelContext &ctx, const Shape &in, const Shape &kernel,
-                               bool allowCeil);
+/// The window of the decoded attributes `a` (ir/OpAttrs.h) over input spatial dims `in` with
+/// kernel `kernel`, on concrete sizes.
+Expected<Window> computeWindow(const KernelContext &ctx, const WindowAttrs &a, const Shape &in,
+                               const Shape &kernel);
 
 /// Rounds to nearest even and saturates to the range of `t` (u8 or i8 and other integers).
 int64_t saturateRound(double v, DType t);

@@ -20,15 +20,13 @@ Expected<std::vector<Tensor>> poolKernel(KernelContext &ctx, PoolKind kind) {
   if (x.rank() < 3)
     return ctx.error("input 0 must have rank >= 3 ([N, C, spatial...]), got rank " +
                      std::to_string(x.rank()));
-  const Attrs &at = ctx.attrs();
-  auto ks = at.maybeInts("kernel_shape");
-  if (!ks) return ctx.error("attribute kernel_shape is required");
   Shape in(x.shape().begin() + 2, x.shape().end());
-  COIL_TRY(Window w, computeWindow(ctx, in, *ks, true));
+  COIL_TRY(WindowAttrs a, decodePoolWindow(ctx.node, in.size()));
+  COIL_TRY(Window w, computeWindow(ctx, a, in, *a.kernelShape));
   size_t nd = w.nd;
-  bool includePad = at.getInt("count_include_pad", 0) != 0;
-  int64_t storageOrder = at.getInt("storage_order", 0);
-  double p = kind == PoolKind::Lp ? double(at.getInt("p", 2)) : 1.0;
+  bool includePad = a.countIncludePad;
+  int64_t storageOrder = a.storageOrder;
+  double p = kind == PoolKind::Lp ? double(a.p) : 1.0;
   Shape outS(w.out.begin(), w.out.end()), kS(w.kernel.begin(), w.kernel.end());
   Shape outShape{x.dim(0), x.dim(1)};
   outShape.insert(outShape.end(), outS.begin(), outS.end());
@@ -159,20 +157,12 @@ Expected<std::vector<Tensor>> maxUnpoolKernel(KernelContext &ctx) {
   if (ind.shape() != x.shape())
     return ctx.error("indices must have the shape of the input " + shapeStr(x.shape()) + ", got " +
                      shapeStr(ind.shape()));
-  const Attrs &at = ctx.attrs();
   size_t nd = size_t(x.rank() - 2);
-  auto ks = at.maybeInts("kernel_shape");
-  if (!ks || ks->size() != nd)
-    return ctx.error("attribute kernel_shape must have " + std::to_string(nd) + " values");
-  auto strides = at.getInts("strides", std::vector<int64_t>(nd, 1));
-  auto pads = at.getInts("pads", std::vector<int64_t>(2 * nd, 0));
-  if (strides.size() != nd || pads.size() != 2 * nd)
-    return ctx.error("strides and pads must match the " + std::to_string(nd) + " spatial dims");
+  COIL_TRY(WindowAttrs a, decodePoolWindow(ctx.node, nd));
   // Indices address the default-sized output; an explicit output_shape only enlarges it.
   Shape inferred{x.dim(0), x.dim(1)};
   for (size_t i = 0; i < nd; ++i)
-    inferred.push_back((x.dim(int64_t(2 + i)) - 1) * strides[i] - pads[i] - pads[i + nd] +
-                       (*ks)[i]);
+    inferred.push_back(unpoolDim(a, i, SymInt(x.dim(int64_t(2 + i)))).constant());
   Shape outShape = inferred;
   if (ctx.hasInput(2)) {
     outShape = ctx.input(2).toInts();

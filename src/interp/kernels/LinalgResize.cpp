@@ -23,11 +23,7 @@ struct Sample {
   bool extrapolate = false;
 };
 
-struct ResizeParams {
-  std::string mode, coordMode, nearestMode;
-  double cubicA = -0.75, extrapolation = 0.0;
-  bool excludeOutside = false, antialias = false;
-};
+using ResizeParams = ResizeAttrs;
 
 double sourceCoord(const ResizeParams &p, int64_t j, double scale, int64_t in, int64_t outInt,
                    double roiStart, double roiEnd, bool &extrapolate) {
@@ -124,28 +120,10 @@ Sample makeSample(const ResizeParams &p, double x, double scale, int64_t in) {
 
 Expected<std::vector<Tensor>> resizeKernel(KernelContext &ctx) {
   const Tensor &x = ctx.input(0);
-  const Attrs &at = ctx.attrs();
   int64_t r = x.rank();
-  ResizeParams p;
-  p.mode = at.getString("mode", "nearest");
-  p.coordMode = at.getString("coordinate_transformation_mode", "half_pixel");
-  p.nearestMode = at.getString("nearest_mode", "round_prefer_floor");
-  p.cubicA = at.getFloat("cubic_coeff_a", -0.75);
-  p.extrapolation = at.getFloat("extrapolation_value", 0.0);
-  p.excludeOutside = at.getInt("exclude_outside", 0) != 0;
-  p.antialias = at.getInt("antialias", 0) != 0 && p.mode != "nearest";
-  std::string policy = at.getString("keep_aspect_ratio_policy", "stretch");
-  std::vector<int64_t> axes;
-  if (auto a = at.maybeInts("axes")) {
-    for (int64_t ax : *a) {
-      if (ax < -r || ax >= r)
-        return ctx.error("axis " + std::to_string(ax) + " is out of range for rank " +
-                         std::to_string(r));
-      axes.push_back(ax < 0 ? ax + r : ax);
-    }
-  } else {
-    for (int64_t i = 0; i < r; ++i) axes.push_back(i);
-  }
+  COIL_TRY(ResizeAttrs p, decodeResize(ctx.node, r));
+  const std::string &policy = p.policy;
+  const std::vector<int64_t> &axes = p.axes;
   size_t na = axes.size();
   auto present = [&](size_t i) { return ctx.hasInput(i) && ctx.input(i).numel() > 0; };
   std::vector<double> scale(size_t(r), 1.0);
@@ -253,8 +231,9 @@ void copyElem(Tensor &dst, int64_t to, const Tensor &src, int64_t from) {
 
 Expected<std::vector<Tensor>> depthToSpaceKernel(KernelContext &ctx) {
   const Tensor &x = ctx.input(0);
-  int64_t b = ctx.attrs().getInt("blocksize", 0);
-  bool crd = ctx.attrs().getString("mode", "DCR") == "CRD";
+  COIL_TRY(BlockAttrs ba, decodeBlock(ctx.node));
+  int64_t b = ba.blocksize;
+  bool crd = ba.crd;
   if (x.rank() != 4 || b < 1 || x.dim(1) % (b * b) != 0)
     return ctx.error("depth_to_space needs a rank-4 input whose channels divide by blocksize^2");
   int64_t n = x.dim(0), c = x.dim(1) / (b * b), h = x.dim(2), w = x.dim(3);
@@ -273,8 +252,9 @@ Expected<std::vector<Tensor>> depthToSpaceKernel(KernelContext &ctx) {
 
 Expected<std::vector<Tensor>> spaceToDepthKernel(KernelContext &ctx) {
   const Tensor &x = ctx.input(0);
-  int64_t b = ctx.attrs().getInt("blocksize", 0);
-  bool crd = ctx.attrs().getString("mode", "DCR") == "CRD";
+  COIL_TRY(BlockAttrs ba, decodeBlock(ctx.node));
+  int64_t b = ba.blocksize;
+  bool crd = ba.crd;
   if (x.rank() != 4 || b < 1 || x.dim(2) % b != 0 || x.dim(3) % b != 0)
     return ctx.error("space_to_depth needs a rank-4 input whose spatial dims divide by "
                      "blocksize");

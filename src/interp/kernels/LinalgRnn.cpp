@@ -10,11 +10,10 @@
 namespace coil::linalg {
 namespace {
 
-enum class Cell { Rnn, Gru, Lstm };
+using Cell = RnnCell;
 
-struct Activation {
-  std::string name;
-  double alpha = 0, beta = 0;
+/// An activation function of ir/OpAttrs.h's list, applied.
+struct Activation : RnnActivation {
   double operator()(double x) const {
     if (name == "Tanh") return std::tanh(x);
     if (name == "Sigmoid") return 1 / (1 + std::exp(-x));
@@ -30,67 +29,24 @@ struct Activation {
   }
 };
 
-Expected<std::vector<Activation>> readActivations(const KernelContext &ctx, Cell cell,
-                                                  int64_t dirs) {
-  std::vector<std::string> names;
-  if (ctx.attrs().has("activations")) names = ctx.attrs().getStrings("activations");
-  size_t per = cell == Cell::Rnn ? 1 : cell == Cell::Gru ? 2 : 3;
-  if (names.empty()) {
-    for (int64_t d = 0; d < dirs; ++d) {
-      if (cell == Cell::Rnn)
-        names.push_back("Tanh");
-      else
-        names.push_back("Sigmoid");
-      for (size_t k = 1; k < per; ++k) names.push_back("Tanh");
-    }
-  }
-  if (names.size() == per && dirs == 2) names.insert(names.end(), names.begin(), names.end());
-  if (names.size() != per * size_t(dirs))
-    return ctx.error("activations must list " + std::to_string(per * size_t(dirs)) +
-                     " functions, got " + std::to_string(names.size()));
-  auto alphas = ctx.attrs().getFloats("activation_alpha");
-  auto betas = ctx.attrs().getFloats("activation_beta");
-  static const char *known[] = {"Tanh",      "Sigmoid",         "Relu",       "Affine",
-                                "LeakyRelu", "ThresholdedRelu", "ScaledTanh", "HardSigmoid",
-                                "Elu",       "Softsign",        "Softplus"};
-  std::vector<Activation> acts;
-  for (size_t i = 0; i < names.size(); ++i) {
-    Activation a;
-    a.name = names[i];
-    if (std::find(std::begin(known), std::end(known), a.name) == std::end(known))
-      return ctx.error("unsupported activation '" + a.name + "'");
-    double da = a.name == "LeakyRelu" ? 0.01 : a.name == "HardSigmoid" ? 0.2 : 1.0;
-    double db = a.name == "HardSigmoid" ? 0.5 : a.name == "ScaledTanh" ? 1.0 : 0.0;
-    a.alpha = i < alphas.size() ? alphas[i] : da;
-    a.beta = i < betas.size() ? betas[i] : db;
-    acts.push_back(a);
-  }
-  return acts;
-}
-
 Expected<std::vector<Tensor>> recurrentKernel(KernelContext &ctx, Cell cell) {
   const Tensor &x = ctx.input(0), &w = ctx.input(1), &r = ctx.input(2);
-  const Attrs &at = ctx.attrs();
-  int64_t layout = at.getInt("layout", 0);
-  std::string dir = at.getString("direction", "forward");
-  int64_t dirs = dir == "bidirectional" ? 2 : 1;
-  if (dir != "forward" && dir != "reverse" && dir != "bidirectional")
-    return ctx.error("direction must be forward, reverse or bidirectional, got '" + dir + "'");
-  int64_t gates = cell == Cell::Rnn ? 1 : cell == Cell::Gru ? 3 : 4;
+  COIL_TRY(RnnAttrs ra, decodeRnn(ctx.node));
+  int64_t layout = ra.layout, dirs = ra.dirs, gates = ra.gates;
+  const std::string &dir = ra.direction;
   if (x.rank() != 3 || w.rank() != 3 || r.rank() != 3)
     return ctx.error("X, W and R must have rank 3");
   int64_t seq = layout ? x.dim(1) : x.dim(0), batch = layout ? x.dim(0) : x.dim(1);
-  int64_t in = x.dim(2), hid = at.getInt("hidden_size", r.dim(2));
+  int64_t in = x.dim(2), hid = ra.hiddenSize.value_or(r.dim(2));
   if (w.dim(0) != dirs || w.dim(1) != gates * hid || w.dim(2) != in || r.dim(0) != dirs ||
       r.dim(1) != gates * hid || r.dim(2) != hid)
     return ctx.error("W " + shapeStr(w.shape()) + " and R " + shapeStr(r.shape()) +
                      " do not match hidden_size " + std::to_string(hid) + " and input size " +
                      std::to_string(in));
-  COIL_TRY(auto acts, readActivations(ctx, cell, dirs));
-  std::optional<double> clip;
-  if (at.has("clip")) clip = at.getFloat("clip", 0.0);
-  bool linearBeforeReset = at.getInt("linear_before_reset", 0) != 0;
-  bool inputForget = at.getInt("input_forget", 0) != 0;
+  std::vector<Activation> acts;
+  for (const RnnActivation &f : ra.activations) acts.push_back(Activation{f});
+  std::optional<double> clip = ra.clip;
+  bool linearBeforeReset = ra.linearBeforeReset, inputForget = ra.inputForget;
   auto xv = x.toDoubles(), wv = w.toDoubles(), rv = r.toDoubles();
   std::vector<double> bv(size_t(dirs * 2 * gates * hid), 0.0), pv(size_t(dirs * 3 * hid), 0.0);
   std::vector<double> h0(size_t(dirs * batch * hid), 0.0), c0 = h0;

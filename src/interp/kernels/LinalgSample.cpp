@@ -43,15 +43,9 @@ Expected<std::vector<Tensor>> gridSampleKernel(KernelContext &ctx) {
   for (int64_t i = 2; i < x.rank(); ++i)
     if (x.dim(i) < 1 && grid.numel() > 0)
       return ctx.error("cannot sample an input with an empty spatial dim");
-  const Attrs &at = ctx.attrs();
-  std::string mode = at.getString("mode", "linear"), pad = at.getString("padding_mode", "zeros");
-  if (mode == "bilinear") mode = "linear";
-  if (mode == "bicubic") mode = "cubic";
-  if (mode != "linear" && mode != "nearest" && mode != "cubic")
-    return ctx.error("mode must be linear, nearest or cubic, got '" + mode + "'");
-  if (pad != "zeros" && pad != "border" && pad != "reflection")
-    return ctx.error("padding_mode must be zeros, border or reflection, got '" + pad + "'");
-  bool align = at.getInt("align_corners", 0) != 0;
+  COIL_TRY(GridSampleAttrs ga, decodeGridSample(ctx.node));
+  const std::string &mode = ga.mode, &pad = ga.padding;
+  bool align = ga.alignCorners;
   int64_t n = x.dim(0), c = x.dim(1);
   Shape in(x.shape().begin() + 2, x.shape().end());
   Shape outSp(grid.shape().begin() + 1, grid.shape().end() - 1);
@@ -177,14 +171,11 @@ Expected<std::vector<Tensor>> roiAlignKernel(KernelContext &ctx) {
   const Tensor &x = ctx.input(0), &rois = ctx.input(1), &bi = ctx.input(2);
   if (x.rank() != 4 || rois.rank() != 2 || rois.dim(1) != 4 || bi.numel() != rois.dim(0))
     return ctx.error("roi_align needs X [N, C, H, W], rois [R, 4] and R batch indices");
-  const Attrs &at = ctx.attrs();
-  int64_t ph = at.getInt("output_height", 1), pw = at.getInt("output_width", 1);
-  int64_t ratio = at.getInt("sampling_ratio", 0);
-  double scale = at.getFloat("spatial_scale", 1.0);
-  bool isMax = at.getString("mode", "avg") == "max";
-  bool halfPixel = at.getString("coordinate_transformation_mode", "half_pixel") == "half_pixel";
+  COIL_TRY(RoiAlignAttrs ra, decodeRoiAlign(ctx.node));
+  int64_t ph = ra.outHeight, pw = ra.outWidth, ratio = ra.samplingRatio;
+  double scale = ra.spatialScale;
+  bool isMax = ra.max, halfPixel = ra.halfPixel;
   int64_t nr = rois.dim(0), c = x.dim(1), h = x.dim(2), w = x.dim(3);
-  if (ph < 1 || pw < 1) return ctx.error("output_height and output_width must be positive");
   if ((h < 1 || w < 1) && nr > 0)
     return ctx.error("cannot pool from an input with an empty spatial dim");
   auto xv = x.toDoubles(), rv = rois.toDoubles();

@@ -192,14 +192,13 @@ Tensor reduceFloats(RKind k, const Tensor &x, const ReducePlan &p) {
 
 Expected<Outs> reduceKernel(KernelContext &ctx) {
   const Tensor &x = ctx.input(0);
-  const Attrs &at = ctx.attrs();
+  COIL_TRY(ReduceAttrs ra, decodeReduce(ctx.node));
   std::vector<int64_t> axes;
   if (ctx.hasInput(1))
     axes = ctx.input(1).toInts();
   else
-    axes = at.getInts("axes", {});
-  bool keepdims = at.getInt("keepdims", 1) != 0;
-  bool noop = at.getInt("noop_with_empty_axes", 0) != 0;
+    axes = ra.axes.value_or(std::vector<int64_t>{});
+  bool keepdims = ra.keepdims, noop = ra.noopWithEmptyAxes;
   if (axes.empty() && noop) return Outs{x.clone()};
   COIL_TRY(ReducePlan p, planReduce(x.shape(), axes, keepdims));
   RKind k = reduceKind(ctx.node.op);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "interp/Kernel.h"
+#include "ir/OpAttrs.h"
 
 #include <vector>
 

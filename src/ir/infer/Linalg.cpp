@@ -4,9 +4,11 @@
 // dynamic batch and spatial dims stay symbolic. The formulas mirror the reference kernels in
 // interp/kernels/Linalg*.cpp, which compute the same sizes on concrete shapes.
 #include "ir/Infer.h"
+#include "ir/OpAttrs.h"
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 #include <string>
 
@@ -129,90 +131,7 @@ Expected<Types> inferGemm(InferContext &ctx) {
   return Types{{ctx.input(0).dtype, out}};
 }
 
-// --- Convolution and pooling geometry
-
-enum class AutoPad { NotSet, SameUpper, SameLower, Valid };
-
-Expected<AutoPad> readAutoPad(const InferContext &ctx) {
-  std::string s = ctx.node.attrs.getString("auto_pad", "NOTSET");
-  if (s == "NOTSET") return AutoPad::NotSet;
-  if (s == "SAME_UPPER") return AutoPad::SameUpper;
-  if (s == "SAME_LOWER") return AutoPad::SameLower;
-  if (s == "VALID") return AutoPad::Valid;
-  return ctx.error("auto_pad must be NOTSET, SAME_UPPER, SAME_LOWER or VALID, got '" + s + "'");
-}
-
-struct Window {
-  AutoPad autoPad = AutoPad::NotSet;
-  Dims kernel;
-  std::vector<int64_t> strides, dilations, pads; // pads: begins then ends
-  bool ceilMode = false;
-};
-
-/// Reads strides/dilations/pads for `nd` spatial dims; `kernel` comes from the caller.
-Expected<Window> readWindow(const InferContext &ctx, size_t nd, Dims kernel) {
-  const Attrs &at = ctx.node.attrs;
-  Window w;
-  COIL_TRY(w.autoPad, readAutoPad(ctx));
-  w.kernel = std::move(kernel);
-  w.strides = at.getInts("strides", std::vector<int64_t>(nd, 1));
-  w.dilations = at.getInts("dilations", std::vector<int64_t>(nd, 1));
-  w.pads = at.getInts("pads", std::vector<int64_t>(2 * nd, 0));
-  w.ceilMode = at.getInt("ceil_mode", 0) != 0;
-  if (w.kernel.size() != nd)
-    return ctx.error("kernel_shape must have " + std::to_string(nd) + " values, got " +
-                     std::to_string(w.kernel.size()));
-  if (w.strides.size() != nd)
-    return ctx.error("strides must have " + std::to_string(nd) + " values, got " +
-                     std::to_string(w.strides.size()));
-  if (w.dilations.size() != nd)
-    return ctx.error("dilations must have " + std::to_string(nd) + " values, got " +
-                     std::to_string(w.dilations.size()));
-  if (w.pads.size() != 2 * nd)
-    return ctx.error("pads must have " + std::to_string(2 * nd) + " values, got " +
-                     std::to_string(w.pads.size()));
-  for (size_t i = 0; i < nd; ++i) {
-    if (w.strides[i] < 1)
-      return ctx.error("strides must be positive, got " + std::to_string(w.strides[i]));
-    if (w.dilations[i] < 1)
-      return ctx.error("dilations must be positive, got " + std::to_string(w.dilations[i]));
-    if (w.kernel[i].isConstant() && w.kernel[i].constant() < 1)
-      return ctx.error("kernel sizes must be positive, got " + w.kernel[i].str());
-  }
-  for (int64_t p : w.pads)
-    if (p < 0) return ctx.error("pads must be non-negative, got " + std::to_string(p));
-  return w;
-}
-
-/// Output size of one spatial dim of a sliding window (conv or pool).
-Expected<SymInt> windowOut(const InferContext &ctx, const Window &w, size_t i, const SymInt &in,
-                           size_t nd) {
-  int64_t s = w.strides[i];
-  SymInt span = (w.kernel[i] - 1) * w.dilations[i] + 1;
-  SymInt out;
-  switch (w.autoPad) {
-  case AutoPad::SameUpper:
-  case AutoPad::SameLower:
-    out = ceilDiv(in, s);
-    break;
-  case AutoPad::Valid:
-    out = w.ceilMode ? ceilDiv(in - span, s) + 1 : floorDiv(in - span, s) + 1;
-    break;
-  case AutoPad::NotSet: {
-    int64_t pb = w.pads[i], pe = w.pads[i + nd];
-    SymInt num = in + pb + pe - span;
-    if (w.ceilMode) // the last window must start inside the input or the begin padding
-      out = min(ceilDiv(num, s) + 1, ceilDiv(in + pb, s));
-    else
-      out = floorDiv(num, s) + 1;
-    break;
-  }
-  }
-  if (out.isConstant() && out.constant() < 0)
-    return ctx.error("spatial dim " + std::to_string(i) + " of size " + in.str() +
-                     " is smaller than the window (" + span.str() + ") plus padding");
-  return out;
-}
+// --- Convolution and pooling geometry (the rules are in ir/OpAttrs.h)
 
 Expected<Types> inferConvLike(InferContext &ctx, size_t wIdx, size_t bIdx, DType outType) {
   const TensorType &x = ctx.input(0), &wt = ctx.input(wIdx);
@@ -226,8 +145,8 @@ Expected<Types> inferConvLike(InferContext &ctx, size_t wIdx, size_t bIdx, DType
                      std::to_string(x.rank()) + " (weights [M, C/group, " + sp + "]), got rank " +
                      std::to_string(wt.rank()));
   }
-  int64_t group = ctx.node.attrs.getInt("group", 1);
-  if (group < 1) return ctx.error("group must be positive, got " + std::to_string(group));
+  COIL_TRY(WindowAttrs w, decodeWindow(ctx.node, nd));
+  int64_t group = w.group;
   const SymInt &c = x.shape[1], &cg = wt.shape[1], &m = wt.shape[0];
   if (c.isConstant() && c.constant() % group != 0)
     return ctx.error("group " + std::to_string(group) + " does not divide the " + c.str() +
@@ -240,10 +159,7 @@ Expected<Types> inferConvLike(InferContext &ctx, size_t wIdx, size_t bIdx, DType
                      std::to_string(c.constant() / group) + " (" + c.str() +
                      " input channels / group " + std::to_string(group) + ")");
   Dims kernel(wt.shape.begin() + 2, wt.shape.end());
-  if (auto ks = ctx.node.attrs.maybeInts("kernel_shape")) {
-    if (ks->size() != nd)
-      return ctx.error("kernel_shape must have " + std::to_string(nd) + " values, got " +
-                       std::to_string(ks->size()));
+  if (const auto &ks = w.kernelShape) {
     for (size_t i = 0; i < nd; ++i) {
       if (provablyDiffer(kernel[i], SymInt((*ks)[i])))
         return ctx.error("kernel_shape " + std::to_string((*ks)[i]) +
@@ -256,11 +172,10 @@ Expected<Types> inferConvLike(InferContext &ctx, size_t wIdx, size_t bIdx, DType
     if (b.rank() != 1 || provablyDiffer(b.shape[0], m))
       return ctx.error("bias must have shape [" + m.str() + "], got " + dimsStr(b.shape));
   }
-  COIL_TRY(Window w, readWindow(ctx, nd, kernel));
   Dims out{x.shape[0], m};
   for (size_t i = 0; i < nd; ++i) {
-    COIL_TRY(SymInt o, windowOut(ctx, w, i, x.shape[2 + i], nd));
-    out.push_back(o);
+    COIL_TRY(WindowDim d, windowDim(w, i, x.shape[2 + i], kernel[i]));
+    out.push_back(d.out);
   }
   return Types{{outType, out}};
 }
@@ -298,9 +213,8 @@ Expected<Types> inferConvTranspose(InferContext &ctx) {
   if (wt.rank() != x.rank())
     return ctx.error("input 1 must have rank " + std::to_string(x.rank()) +
                      " (weights [C, M/group, k...]), got rank " + std::to_string(wt.rank()));
-  const Attrs &at = ctx.node.attrs;
-  int64_t group = at.getInt("group", 1);
-  if (group < 1) return ctx.error("group must be positive, got " + std::to_string(group));
+  COIL_TRY(WindowAttrs w, decodeWindow(ctx.node, nd));
+  int64_t group = w.group;
   const SymInt &c = x.shape[1];
   if (c.isConstant() && c.constant() % group != 0)
     return ctx.error("group " + std::to_string(group) + " does not divide the " + c.str() +
@@ -314,39 +228,12 @@ Expected<Types> inferConvTranspose(InferContext &ctx) {
       return ctx.error("bias must have shape [" + m.str() + "], got " + dimsStr(b.shape));
   }
   Dims kernel(wt.shape.begin() + 2, wt.shape.end());
-  if (auto ks = at.maybeInts("kernel_shape")) {
-    if (ks->size() != nd)
-      return ctx.error("kernel_shape must have " + std::to_string(nd) + " values, got " +
-                       std::to_string(ks->size()));
+  if (const auto &ks = w.kernelShape)
     for (size_t i = 0; i < nd; ++i) kernel[i] = (*ks)[i];
-  }
-  COIL_TRY(Window w, readWindow(ctx, nd, kernel));
-  auto outPad = at.getInts("output_padding", std::vector<int64_t>(nd, 0));
-  if (outPad.size() < nd)
-    return ctx.error("output_padding must have " + std::to_string(nd) + " values, got " +
-                     std::to_string(outPad.size()));
   Dims out{x.shape[0], m};
-  if (auto os = at.maybeInts("output_shape")) {
-    if (os->size() < nd)
-      return ctx.error("output_shape must have " + std::to_string(nd) + " values, got " +
-                       std::to_string(os->size()));
-    for (size_t i = 0; i < nd; ++i) out.push_back((*os)[os->size() - nd + i]);
-    return Types{{x.dtype, out}};
-  }
-  bool same =
-      (w.autoPad == AutoPad::SameUpper || w.autoPad == AutoPad::SameLower) && !at.has("pads");
   for (size_t i = 0; i < nd; ++i) {
-    const SymInt &in = x.shape[2 + i];
-    if (same) {
-      out.push_back(in * w.strides[i]);
-      continue;
-    }
-    SymInt o = (in - 1) * w.strides[i] + outPad[i] + (kernel[i] - 1) * w.dilations[i] + 1 -
-               w.pads[i] - w.pads[i + nd];
-    if (o.isConstant() && o.constant() < 0)
-      return ctx.error("output spatial dim " + std::to_string(i) + " would be negative (" +
-                       o.str() + ")");
-    out.push_back(o);
+    COIL_TRY(WindowDim d, convTransposeDim(w, i, x.shape[2 + i], kernel[i]));
+    out.push_back(d.out);
   }
   return Types{{x.dtype, out}};
 }
@@ -360,22 +247,14 @@ Expected<Types> inferPool(InferContext &ctx) {
     return ctx.error("input 0 must have rank >= 3 ([N, C, spatial...]), got rank " +
                      std::to_string(x.rank()));
   size_t nd = size_t(x.rank() - 2);
-  auto ks = ctx.node.attrs.maybeInts("kernel_shape");
-  if (!ks) return ctx.error("attribute kernel_shape is required");
-  Dims kernel(ks->begin(), ks->end());
-  COIL_TRY(Window w, readWindow(ctx, nd, kernel));
+  COIL_TRY(WindowAttrs w, decodePoolWindow(ctx.node, nd));
   Dims out{x.shape[0], x.shape[1]};
   for (size_t i = 0; i < nd; ++i) {
-    COIL_TRY(SymInt o, windowOut(ctx, w, i, x.shape[2 + i], nd));
-    out.push_back(o);
+    COIL_TRY(WindowDim d, windowDim(w, i, x.shape[2 + i], SymInt((*w.kernelShape)[i])));
+    out.push_back(d.out);
   }
   Types r{{x.dtype, out}};
-  if (ctx.node.op == OpKind::MaxPool) {
-    int64_t so = ctx.node.attrs.getInt("storage_order", 0);
-    if (so != 0 && so != 1)
-      return ctx.error("storage_order must be 0 or 1, got " + std::to_string(so));
-    r.push_back({DType::I64, out});
-  }
+  if (ctx.node.op == OpKind::MaxPool) r.push_back({DType::I64, out});
   return r;
 }
 
@@ -409,12 +288,11 @@ Expected<Types> inferMaxUnpool(InferContext &ctx) {
     for (int64_t i = 0; i < x.rank(); ++i) out.push_back(ctx.freshSymbol("unpool"));
     return Types{{x.dtype, out}};
   }
-  auto ks = ctx.node.attrs.maybeInts("kernel_shape");
-  if (!ks) return ctx.error("attribute kernel_shape is required");
-  COIL_TRY(Window w, readWindow(ctx, nd, Dims(ks->begin(), ks->end())));
+  COIL_TRY(WindowAttrs w, decodePoolWindow(ctx.node, nd));
+  for (int64_t k : *w.kernelShape)
+    if (k < 1) return ctx.error("kernel sizes must be positive, got " + std::to_string(k));
   Dims out{x.shape[0], x.shape[1]};
-  for (size_t i = 0; i < nd; ++i)
-    out.push_back((x.shape[2 + i] - 1) * w.strides[i] + (*ks)[i] - w.pads[i] - w.pads[i + nd]);
+  for (size_t i = 0; i < nd; ++i) out.push_back(unpoolDim(w, i, x.shape[2 + i]));
   return Types{{x.dtype, out}};
 }
 
@@ -422,26 +300,9 @@ Expected<Types> inferMaxUnpool(InferContext &ctx) {
 
 Expected<Types> inferResize(InferContext &ctx) {
   const TensorType &x = ctx.input(0);
-  const Attrs &at = ctx.node.attrs;
-  int64_t r = x.rank();
-  std::vector<int64_t> axes;
-  if (auto a = at.maybeInts("axes")) {
-    for (int64_t ax : *a) {
-      COIL_TRY(int64_t n, normalizeAxis(ax, r, "axes"));
-      if (std::find(axes.begin(), axes.end(), n) != axes.end())
-        return ctx.error("axes must not repeat, got " + std::to_string(ax) + " twice");
-      axes.push_back(n);
-    }
-  } else {
-    for (int64_t i = 0; i < r; ++i) axes.push_back(i);
-  }
-  std::string mode = at.getString("mode", "nearest");
-  if (mode != "nearest" && mode != "linear" && mode != "cubic")
-    return ctx.error("mode must be nearest, linear or cubic, got '" + mode + "'");
-  std::string policy = at.getString("keep_aspect_ratio_policy", "stretch");
-  if (policy != "stretch" && policy != "not_larger" && policy != "not_smaller")
-    return ctx.error("keep_aspect_ratio_policy must be stretch, not_larger or not_smaller, got '" +
-                     policy + "'");
+  COIL_TRY(ResizeAttrs ra, decodeResize(ctx.node, x.rank()));
+  const std::vector<int64_t> &axes = ra.axes;
+  const std::string &policy = ra.policy;
   auto present = [&](size_t i) {
     return ctx.hasInput(i) && !(ctx.input(i).rank() == 1 && ctx.input(i).shape[0] == SymInt(0));
   };
@@ -509,11 +370,8 @@ Expected<Types> inferResize(InferContext &ctx) {
 Expected<Types> inferDepthToSpace(InferContext &ctx) {
   COIL_TRY_STATUS(requireRank(ctx, 0, 4, "[N, C, H, W]"));
   const TensorType &x = ctx.input(0);
-  int64_t b = ctx.node.attrs.getInt("blocksize", 0);
-  if (b < 1) return ctx.error("blocksize must be positive, got " + std::to_string(b));
-  std::string mode = ctx.node.attrs.getString("mode", "DCR");
-  if (mode != "DCR" && mode != "CRD")
-    return ctx.error("mode must be DCR or CRD, got '" + mode + "'");
+  COIL_TRY(BlockAttrs ba, decodeBlock(ctx.node));
+  int64_t b = ba.blocksize;
   const SymInt &c = x.shape[1];
   if (c.isConstant() && c.constant() % (b * b) != 0)
     return ctx.error("channels " + c.str() +
@@ -524,8 +382,8 @@ Expected<Types> inferDepthToSpace(InferContext &ctx) {
 Expected<Types> inferSpaceToDepth(InferContext &ctx) {
   COIL_TRY_STATUS(requireRank(ctx, 0, 4, "[N, C, H, W]"));
   const TensorType &x = ctx.input(0);
-  int64_t b = ctx.node.attrs.getInt("blocksize", 0);
-  if (b < 1) return ctx.error("blocksize must be positive, got " + std::to_string(b));
+  COIL_TRY(BlockAttrs ba, decodeBlock(ctx.node));
+  int64_t b = ba.blocksize;
   for (int i = 2; i < 4; ++i)
     if (x.shape[size_t(i)].isConstant() && x.shape[size_t(i)].constant() % b != 0)
       return ctx.error("spatial dim " + x.shape[size_t(i)].str() +
@@ -537,105 +395,36 @@ Expected<Types> inferSpaceToDepth(InferContext &ctx) {
 
 // --- Einsum
 
-struct EinsumTerm {
-  std::string letters; // one char per dim; '.' stands for the ellipsis dims (expanded later)
-  bool ellipsis = false;
-};
-
-Expected<std::vector<EinsumTerm>> parseEinsumSide(const InferContext &ctx, const std::string &s) {
-  std::vector<EinsumTerm> terms(1);
-  for (size_t i = 0; i < s.size(); ++i) {
-    char ch = s[i];
-    if (ch == ' ') continue;
-    if (ch == ',') {
-      terms.emplace_back();
-    } else if (ch == '.') {
-      if (s.compare(i, 3, "...") != 0 || terms.back().ellipsis)
-        return ctx.error("malformed ellipsis in einsum equation '" + s + "'");
-      terms.back().ellipsis = true;
-      terms.back().letters += '.';
-      i += 2;
-    } else if (std::isalpha(static_cast<unsigned char>(ch))) {
-      terms.back().letters += ch;
-    } else {
-      return ctx.error(std::string("invalid character '") + ch + "' in einsum equation");
-    }
-  }
-  return terms;
-}
-
 Expected<Types> inferEinsum(InferContext &ctx) {
-  std::string eq = ctx.node.attrs.getString("equation", "");
-  size_t arrow = eq.find("->");
-  COIL_TRY(auto ins, parseEinsumSide(ctx, eq.substr(0, arrow)));
-  if (ins.size() != ctx.numInputs())
-    return ctx.error("einsum equation has " + std::to_string(ins.size()) + " operands, got " +
-                     std::to_string(ctx.numInputs()) + " inputs");
-  std::map<char, SymInt> dimOf;
-  Dims ell;
-  for (size_t t = 0; t < ins.size(); ++t) {
+  COIL_TRY(EinsumEquation eq, decodeEinsum(ctx.node, ctx.numInputs()));
+  std::vector<size_t> ranks;
+  for (size_t t = 0; t < ctx.numInputs(); ++t) ranks.push_back(ctx.input(t).shape.size());
+  COIL_TRY(EinsumLabels labels, einsumLabels(eq, ranks));
+  std::map<int, SymInt> dimOf;
+  Dims ell; // the ellipsis dims, broadcast across the operands
+  for (size_t t = 0; t < ranks.size(); ++t) {
     const Dims &sh = ctx.input(t).shape;
-    const std::string &l = ins[t].letters;
-    size_t named = l.size() - (ins[t].ellipsis ? 1 : 0);
-    if (sh.size() < named || (!ins[t].ellipsis && sh.size() != named))
-      return ctx.error("einsum operand " + std::to_string(t) + " has rank " +
-                       std::to_string(sh.size()) + ", the equation names " + std::to_string(named) +
-                       " dims");
-    size_t ne = sh.size() - named, d = 0;
-    for (char ch : l) {
-      if (ch == '.') {
-        Dims e(sh.begin() + long(d), sh.begin() + long(d + ne));
-        COIL_TRY(ell, broadcastShapes(ell, e));
-        d += ne;
+    const std::vector<int> &l = labels.operands[t];
+    Dims e;
+    for (size_t d = 0; d < sh.size(); ++d) {
+      if (l[d] >= 1000) {
+        e.push_back(sh[d]);
         continue;
       }
-      auto it = dimOf.find(ch);
+      auto it = dimOf.find(l[d]);
       if (it == dimOf.end()) {
-        dimOf[ch] = sh[d];
+        dimOf[l[d]] = sh[d];
       } else if (it->second != sh[d]) {
         if (provablyDiffer(it->second, sh[d]) && it->second != SymInt(1) && sh[d] != SymInt(1))
-          return ctx.error(std::string("einsum dim '") + ch + "' has sizes " + it->second.str() +
-                           " and " + sh[d].str());
+          return ctx.error("einsum dim '" + einsumLabelName(l[d]) + "' has sizes " +
+                           it->second.str() + " and " + sh[d].str());
         if (it->second == SymInt(1)) it->second = sh[d];
       }
-      ++d;
     }
+    COIL_TRY(ell, broadcastShapes(ell, e));
   }
-  std::string outLetters;
-  bool outEll = false;
-  if (arrow != std::string::npos) {
-    COIL_TRY(auto outs, parseEinsumSide(ctx, eq.substr(arrow + 2)));
-    if (outs.size() != 1) return ctx.error("einsum output must be a single term");
-    outLetters = outs[0].letters;
-    outEll = outs[0].ellipsis;
-  } else {
-    std::map<char, int> count;
-    for (auto &t : ins)
-      for (char ch : t.letters)
-        if (ch != '.') ++count[ch];
-    bool anyEll = false;
-    for (auto &t : ins) anyEll |= t.ellipsis;
-    if (anyEll) outLetters += '.';
-    outEll = anyEll;
-    for (auto &[ch, n] : count) // std::map: sorted, upper case before lower case as ASCII
-      if (n == 1) outLetters += ch;
-  }
-  (void)outEll;
   Dims out;
-  std::set<char> seen;
-  for (char ch : outLetters) {
-    if (ch != '.' && !seen.insert(ch).second)
-      return ctx.error(std::string("einsum output repeats dim '") + ch +
-                       "' (a diagonal output is not defined)");
-    if (ch == '.') {
-      out.insert(out.end(), ell.begin(), ell.end());
-      continue;
-    }
-    auto it = dimOf.find(ch);
-    if (it == dimOf.end())
-      return ctx.error(std::string("einsum output dim '") + ch + "' appears in no input");
-    out.push_back(it->second);
-  }
+  for (int l : labels.output) out.push_back(l >= 1000 ? ell[size_t(l - 1000)] : dimOf.at(l));
   return Types{{ctx.input(0).dtype, out}};
 }
 
@@ -676,6 +465,7 @@ Expected<Types> inferGridSample(InferContext &ctx) {
   if (g.shape.back().isConstant() && g.shape.back().constant() != x.rank() - 2)
     return ctx.error("grid last dim must be " + std::to_string(x.rank() - 2) + ", got " +
                      g.shape.back().str());
+  if (auto a = decodeGridSample(ctx.node); !a.ok()) return a.error();
   Dims out{x.shape[0], x.shape[1]};
   out.insert(out.end(), g.shape.begin() + 1, g.shape.end() - 1);
   return Types{{x.dtype, out}};
@@ -707,9 +497,9 @@ Expected<Types> inferAffineGrid(InferContext &ctx) {
 Expected<Types> inferRoiAlign(InferContext &ctx) {
   COIL_TRY_STATUS(requireRank(ctx, 0, 4, "[N, C, H, W]"));
   COIL_TRY_STATUS(requireRank(ctx, 1, 2, "rois [num_rois, 4]"));
-  const Attrs &at = ctx.node.attrs;
-  int64_t oh = at.getInt("output_height", 1), ow = at.getInt("output_width", 1);
-  return Types{{ctx.input(0).dtype, {ctx.input(1).shape[0], ctx.input(0).shape[1], oh, ow}}};
+  COIL_TRY(RoiAlignAttrs a, decodeRoiAlign(ctx.node));
+  return Types{{ctx.input(0).dtype,
+                {ctx.input(1).shape[0], ctx.input(0).shape[1], a.outHeight, a.outWidth}}};
 }
 
 Expected<Types> inferMaxRoiPool(InferContext &ctx) {
@@ -736,18 +526,15 @@ Expected<Types> inferDet(InferContext &ctx) {
 
 Expected<Types> inferRecurrent(InferContext &ctx) {
   COIL_TRY_STATUS(requireFloat(ctx, 0));
-  const Attrs &at = ctx.node.attrs;
   const TensorType &x = ctx.input(0), &r = ctx.input(2);
   if (x.rank() != 3)
     return ctx.error("input 0 must have rank 3 ([seq, batch, input]), got rank " +
                      std::to_string(x.rank()));
   if (ctx.input(1).rank() != 3 || r.rank() != 3) return ctx.error("W and R must have rank 3");
-  std::string dir = at.getString("direction", "forward");
-  if (dir != "forward" && dir != "reverse" && dir != "bidirectional")
-    return ctx.error("direction must be forward, reverse or bidirectional, got '" + dir + "'");
-  SymInt dirs = dir == "bidirectional" ? 2 : 1;
-  SymInt hid = at.has("hidden_size") ? SymInt(at.getInt("hidden_size", 0)) : r.shape[2];
-  bool batchFirst = at.getInt("layout", 0) != 0;
+  COIL_TRY(RnnAttrs a, decodeRnn(ctx.node));
+  SymInt dirs = a.dirs;
+  SymInt hid = a.hiddenSize ? SymInt(*a.hiddenSize) : r.shape[2];
+  bool batchFirst = a.layout != 0;
   SymInt seq = batchFirst ? x.shape[1] : x.shape[0], batch = batchFirst ? x.shape[0] : x.shape[1];
   Types out;
   if (batchFirst) {

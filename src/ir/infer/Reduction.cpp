@@ -5,6 +5,7 @@
 // the axes input is not known at compile time, the keepdims=1 shape is inferred with a fresh
 // symbol for every dim that may or may not be reduced.
 #include "ir/Infer.h"
+#include "ir/OpAttrs.h"
 
 #include <algorithm>
 #include <set>
@@ -72,9 +73,8 @@ Expected<Types> inferReduce(InferContext &ctx) {
   else
     COIL_TRY_STATUS(
         requireNumeric(ctx, 0, /*allowBool=*/op == OpKind::ReduceMax || op == OpKind::ReduceMin));
-  const Attrs &at = ctx.node.attrs;
-  bool keepdims = at.getInt("keepdims", 1) != 0;
-  bool noop = at.getInt("noop_with_empty_axes", 0) != 0;
+  COIL_TRY(ReduceAttrs ra, decodeReduce(ctx.node));
+  bool keepdims = ra.keepdims, noop = ra.noopWithEmptyAxes;
   int64_t rank = x.rank();
 
   std::optional<std::vector<int64_t>> axes;
@@ -126,7 +126,7 @@ Expected<Types> inferReduce(InferContext &ctx) {
       return one(x.dtype, shape);
     }
   } else {
-    axes = at.getInts("axes", {});
+    axes = ra.axes.value_or(std::vector<int64_t>{});
   }
 
   std::vector<bool> reduced(size_t(rank), false);
@@ -234,8 +234,7 @@ Expected<Types> inferTopK(InferContext &ctx) {
 
 Expected<DType> stashDType(const InferContext &ctx) {
   int64_t s = ctx.node.attrs.getInt("stash_type", 1);
-  if (auto t = dtypeFromOnnxCode(s); t && isFloat(*t))
-    return *t;
+  if (auto t = dtypeFromOnnxCode(s); t && isFloat(*t)) return *t;
   return ctx.error("stash_type " + std::to_string(s) + " of " + opStr(ctx) +
                    " is not a supported floating-point type");
 }

@@ -3,13 +3,14 @@
 // the others are Pointwise nodes whose loads go through indirect indices (gathers) or pick
 // between the input and a fill value with Select (Pad in constant mode, Trilu, ...). Scatters
 // are Reductions over the update positions (see lowerScatterElements). The data-dependent ops
-// (NonZero, Compress, Unique, NonMaxSuppression) are externs of the Linalg family;
-// DepthToSpace / SpaceToDepth are Linalg ops too.
+// (NonZero, Compress, Unique, NonMaxSuppression) are externs, in DataMovementDynamic.cpp;
+// DepthToSpace / SpaceToDepth are Linalg ops (LinalgResize.cpp).
 //
 // The interpreter (interp/kernels/DataMovement*.cpp) is the reference for every rule here.
 #include "kernels/cpu/CpuKernels.h"
 #include "lower/Lower.h"
 #include "lower/ops/DynShape.h"
+#include "lower/ops/LinalgLower.h"
 
 #include <algorithm>
 #include <cmath>
@@ -785,6 +786,7 @@ void registerDataMovementLowerings(LowerRegistry &r) {
   r.add(OpKind::BlackmanWindow, lowerWindow<Window::Blackman>);
   r.add(OpKind::HammingWindow, lowerWindow<Window::Hamming>);
   r.add(OpKind::HannWindow, lowerWindow<Window::Hann>);
+  linalg::registerDataMovementDynamicLowerings(r);
 }
 
 } // namespace coil::loop

@@ -1,6 +1,6 @@
 // Lowering of the Linalg family: matrix products (MatMul, Gemm, MatMulInteger, QLinearMatMul),
-// Einsum and Det; the convolutions, Attention and the data-dependent ops are in the other
-// Linalg*.cpp files of this folder, registered here too.
+// Einsum and Det; the convolutions, pools, image and sampling ops, recurrent ops and Attention are
+// in the other Linalg*.cpp files of this folder, registered here too.
 //
 // Floating matrix products call the batched GEMM extern (kernels/cpu; f16/bf16 accumulate in
 // f32 and round once) on contiguous operands, with plain transposes folded into its
@@ -9,6 +9,7 @@
 // integers).
 #include "ir/Infer.h"
 #include "lower/ops/LinalgLower.h"
+#include "lower/ops/SpatialUtil.h"
 
 #include <algorithm>
 #include <cctype>
@@ -380,24 +381,6 @@ Status lowerGemm(LowerContext &ctx) {
 
 // --- Einsum
 
-/// Parses one side of an equation into terms of label ids; an ellipsis becomes label -1.
-Expected<std::vector<std::vector<int>>> parseTerms(LowerContext &ctx, const std::string &s) {
-  std::vector<std::vector<int>> terms(1);
-  for (size_t i = 0; i < s.size(); ++i) {
-    char ch = s[i];
-    if (ch == ' ') continue;
-    if (ch == ',')
-      terms.emplace_back();
-    else if (ch == '.' && s.compare(i, 3, "...") == 0)
-      terms.back().push_back(-1), i += 2;
-    else if (std::isalpha(static_cast<unsigned char>(ch)))
-      terms.back().push_back(int(static_cast<unsigned char>(ch)));
-    else
-      return ctx.error("malformed einsum equation '" + s + "'");
-  }
-  return terms;
-}
-
 /// A two-operand Einsum as one batched GEMM when every label is a batch label (in both operands
 /// and the output), an M or N label (in one operand and the output) or a K label (in both
 /// operands, summed): the operands are permuted and reshaped to [batch..., M, K] and
@@ -471,69 +454,24 @@ std::optional<TensorRef> einsumAsGemm(LowerContext &ctx, const std::vector<Tenso
 /// reduced point, the body the product of the operands (f64 for floats, i64 for integers).
 /// Operand dims of size 1 broadcast; a label repeated within a term reads a diagonal.
 Status lowerEinsum(LowerContext &ctx) {
-  std::string eq = ctx.gnode().attrs.getString("equation", "");
-  size_t arrow = eq.find("->");
-  COIL_TRY(auto ins, parseTerms(ctx, eq.substr(0, arrow)));
   size_t nIn = ctx.numInputs();
-  if (ins.size() != nIn)
-    return ctx.error("einsum equation has " + std::to_string(ins.size()) + " operands, got " +
-                     std::to_string(nIn) + " inputs");
+  COIL_TRY(EinsumEquation eq, decodeEinsum(ctx.gnode(), nIn));
   std::vector<TensorRef> ops;
-  for (size_t t = 0; t < nIn; ++t) ops.push_back(ctx.input(t));
-  size_t ellRank = 0;
+  std::vector<size_t> ranks;
   for (size_t t = 0; t < nIn; ++t) {
-    size_t named = 0;
-    bool ell = false;
-    for (int l : ins[t]) l == -1 ? (void)(ell = true) : (void)++named;
-    size_t r = ops[t].shape.size();
-    if (r < named || (!ell && r != named))
-      return ctx.error("einsum operand " + std::to_string(t) + " has rank " + std::to_string(r) +
-                       ", the equation names " + std::to_string(named) + " dims");
-    if (ell) ellRank = std::max(ellRank, r - named);
+    ops.push_back(ctx.input(t));
+    ranks.push_back(ops.back().shape.size());
   }
-  std::vector<std::vector<int>> labels(nIn);
+  COIL_TRY(EinsumLabels L, einsumLabels(eq, ranks));
+  const auto &labels = L.operands;
+  const std::vector<int> &outLabels = L.output, &sumLabels = L.summed;
   std::map<int, SymInt> size;
-  for (size_t t = 0; t < nIn; ++t) {
-    const auto &sh = ops[t].shape;
-    size_t named = 0;
-    for (int l : ins[t]) named += l != -1;
-    size_t ne = sh.size() - named;
-    for (int l : ins[t]) {
-      if (l == -1)
-        for (size_t j = 0; j < ne; ++j) labels[t].push_back(int(1000 + ellRank - ne + j));
-      else
-        labels[t].push_back(l);
-    }
-    for (size_t d = 0; d < sh.size(); ++d) {
+  for (size_t t = 0; t < nIn; ++t)
+    for (size_t d = 0; d < ops[t].shape.size(); ++d) {
       int l = labels[t][d];
       auto it = size.find(l);
-      if (it == size.end() || it->second == SymInt(1)) size[l] = sh[d];
+      if (it == size.end() || it->second == SymInt(1)) size[l] = ops[t].shape[d];
     }
-  }
-  std::vector<int> outLabels;
-  if (arrow != std::string::npos) {
-    COIL_TRY(auto outs, parseTerms(ctx, eq.substr(arrow + 2)));
-    if (outs.size() != 1) return ctx.error("einsum output must be a single term");
-    for (int l : outs[0]) {
-      if (l == -1) {
-        for (size_t j = 0; j < ellRank; ++j) outLabels.push_back(int(1000 + j));
-      } else {
-        if (!size.count(l)) return ctx.error("einsum output label appears in no input");
-        outLabels.push_back(l);
-      }
-    }
-  } else {
-    std::map<int, int> count;
-    for (auto &t : ins)
-      for (int l : t)
-        if (l != -1) ++count[l];
-    for (size_t j = 0; j < ellRank; ++j) outLabels.push_back(int(1000 + j));
-    for (auto &[l, c] : count)
-      if (c == 1) outLabels.push_back(l);
-  }
-  std::vector<int> sumLabels;
-  for (auto &[l, s] : size)
-    if (std::find(outLabels.begin(), outLabels.end(), l) == outLabels.end()) sumLabels.push_back(l);
   std::vector<SymInt> outShape, sumShape;
   for (int l : outLabels) outShape.push_back(size[l]);
   for (int l : sumLabels) sumShape.push_back(size[l]);
@@ -609,8 +547,11 @@ void registerLinalgLowerings(LowerRegistry &r) {
   r.add(OpKind::Einsum, lowerEinsum);
   r.add(OpKind::Det, lowerDet);
   linalg::registerLinalgConvLowerings(r);
-  linalg::registerLinalgDynamicLowerings(r);
   linalg::registerLinalgAttentionLowerings(r);
+  spatial::registerLinalgPoolLowerings(r);
+  spatial::registerLinalgResizeLowerings(r);
+  spatial::registerLinalgSampleLowerings(r);
+  spatial::registerLinalgRnnLowerings(r);
 }
 
 } // namespace coil::loop

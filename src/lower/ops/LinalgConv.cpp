@@ -22,7 +22,8 @@ struct ConvPlan {
   int64_t group = 1;
   std::vector<SymInt> in, k, out, pb;
   std::vector<int64_t> s, d;
-  bool padded = false; ///< whether a window may reach outside the input
+  bool padded = false;                             ///< whether a window may reach outside the input
+  std::optional<std::vector<int64_t>> kernelShape; ///< the attribute, when given
 };
 
 bool isExternType(DType t) {
@@ -43,49 +44,36 @@ Expected<ConvPlan> planConv(LowerContext &ctx, const TensorRef &x, const TensorR
   if (w.rank() != x.rank())
     return ctx.error("weights must have rank " + std::to_string(x.rank()) + ", got rank " +
                      std::to_string(w.rank()));
-  const Attrs &at = ctx.gnode().attrs;
   ConvPlan p;
   p.nd = size_t(x.rank() - 2);
   size_t nd = p.nd;
-  p.group = at.getInt("group", 1);
+  COIL_TRY(WindowAttrs wa, decodeWindow(ctx.gnode(), nd));
+  p.group = wa.group;
+  p.kernelShape = wa.kernelShape;
   p.n = x.shape[0];
   p.c = x.shape[1];
   p.m = w.shape[0];
   p.cg = w.shape[1];
-  if (p.group < 1) return ctx.error("group must be positive, got " + std::to_string(p.group));
   auto cc = p.c.maybeConstant(), mc = p.m.maybeConstant(), cgc = p.cg.maybeConstant();
   if ((cc && cgc && *cgc * p.group != *cc) || (mc && *mc % p.group != 0))
     return ctx.error("group " + std::to_string(p.group) + " does not fit " + p.c.str() +
                      " input channels and " + p.m.str() + " output channels");
   p.mg = p.group == 1 ? p.m : floorDiv(p.m, SymInt(p.group));
-  p.s = at.getInts("strides", std::vector<int64_t>(nd, 1));
-  p.d = at.getInts("dilations", std::vector<int64_t>(nd, 1));
-  std::vector<int64_t> pads = at.getInts("pads", std::vector<int64_t>(2 * nd, 0));
-  std::string autoPad = at.getString("auto_pad", "NOTSET");
-  if (p.s.size() != nd || p.d.size() != nd || pads.size() != 2 * nd)
-    return ctx.error("strides, dilations and pads must match the " + std::to_string(nd) +
-                     " spatial dims");
+  p.s = wa.strides;
+  p.d = wa.dilations;
   const TensorType &yt = ctx.outputType(0);
   for (size_t i = 0; i < nd; ++i) {
-    if (p.s[i] < 1 || p.d[i] < 1) return ctx.error("strides and dilations must be positive");
     p.in.push_back(x.shape[2 + i]);
     p.k.push_back(w.shape[2 + i]);
     p.out.push_back(yt.shape[2 + i]);
-    SymInt span = (p.k[i] - 1) * p.d[i] + 1;
-    if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
-      SymInt total = max(SymInt(0), (p.out[i] - 1) * p.s[i] + span - p.in[i]);
-      SymInt half = floorDiv(total, SymInt(2));
-      p.pb.push_back(autoPad == "SAME_UPPER" ? half : total - half);
+    if (wa.same()) {
+      p.pb.push_back(samePadBegin(wa, i, p.in[i], p.k[i], p.out[i]));
       p.padded = true;
-    } else if (autoPad == "VALID") {
+    } else if (wa.autoPad == AutoPad::Valid) {
       p.pb.push_back(0);
-    } else if (autoPad == "NOTSET") {
-      if (pads[i] < 0 || pads[i + nd] < 0) return ctx.error("pads must be non-negative");
-      p.pb.push_back(pads[i]);
-      p.padded = p.padded || pads[i] != 0 || pads[i + nd] != 0;
     } else {
-      return ctx.error("auto_pad must be NOTSET, SAME_UPPER, SAME_LOWER or VALID, got '" + autoPad +
-                       "'");
+      p.pb.push_back(wa.pads[i]);
+      p.padded = p.padded || wa.pads[i] != 0 || wa.pads[i + nd] != 0;
     }
   }
   return p;
@@ -256,7 +244,7 @@ TensorRef channelsLastConv(LowerContext &ctx, const ConvPlan &p, const TensorRef
 Status lowerConv(LowerContext &ctx) {
   TensorRef x = ctx.input(0), w = ctx.input(1);
   COIL_TRY(ConvPlan p, planConv(ctx, x, w));
-  if (auto ks = ctx.gnode().attrs.maybeInts("kernel_shape"))
+  if (const auto &ks = p.kernelShape)
     for (size_t i = 0; i < ks->size() && i < p.nd; ++i)
       if (auto kc = p.k[i].maybeConstant(); kc && *kc != (*ks)[i])
         return ctx.error("kernel_shape differs from the weight shape");
@@ -355,36 +343,17 @@ Status lowerConvTranspose(LowerContext &ctx) {
   // f16/bf16 go through the f64 kernel: the interpreter computes in double and rounds once
   // (the bias included), which the f16/bf16 kernels followed by a bias epilogue would not.
   DType kt = dt == DType::F32 || dt == DType::F64 ? dt : DType::F64;
-  const Attrs &at = ctx.gnode().attrs;
-  int64_t group = at.getInt("group", 1);
-  if (group < 1) return ctx.error("group must be positive, got " + std::to_string(group));
-  std::vector<int64_t> s = at.getInts("strides", std::vector<int64_t>(nd, 1));
-  std::vector<int64_t> d = at.getInts("dilations", std::vector<int64_t>(nd, 1));
-  std::vector<int64_t> outPad = at.getInts("output_padding", std::vector<int64_t>(nd, 0));
-  std::string autoPad = at.getString("auto_pad", "NOTSET");
-  auto outShapeAttr = at.maybeInts("output_shape");
-  std::vector<int64_t> pads = at.getInts("pads", std::vector<int64_t>(2 * nd, 0));
-  if (s.size() != nd || d.size() != nd || outPad.size() < nd || pads.size() != 2 * nd ||
-      (outShapeAttr && outShapeAttr->size() < nd))
-    return ctx.error("strides, dilations, pads, output_padding and output_shape must match the " +
-                     std::to_string(nd) + " spatial dims");
-  bool same = (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") && !at.has("pads");
+  COIL_TRY(WindowAttrs wa, decodeWindow(ctx.gnode(), nd));
+  int64_t group = wa.group;
+  const std::vector<int64_t> &s = wa.strides, &d = wa.dilations;
   const TensorType &yt = ctx.outputType(0);
   std::vector<SymInt> in, k, out, pb;
   for (size_t i = 0; i < nd; ++i) {
-    if (s[i] < 1 || d[i] < 1) return ctx.error("strides and dilations must be positive");
     in.push_back(x.shape[2 + i]);
     k.push_back(w.shape[2 + i]);
     out.push_back(yt.shape[2 + i]);
-    if (same) {
-      SymInt full = (in[i] - 1) * s[i] + outPad[i] + (k[i] - 1) * d[i] + 1;
-      SymInt o =
-          outShapeAttr ? SymInt((*outShapeAttr)[outShapeAttr->size() - nd + i]) : in[i] * s[i];
-      SymInt total = full - o, half = floorDiv(total, SymInt(2));
-      pb.push_back(autoPad == "SAME_UPPER" ? half : total - half);
-    } else {
-      pb.push_back(pads[i]);
-    }
+    COIL_TRY(WindowDim wd, convTransposeDim(wa, i, in[i], k[i]));
+    pb.push_back(wd.padBegin);
   }
   SymInt n = x.shape[0], c = x.shape[1], m = yt.shape[1];
   auto prepare = [&](const TensorRef &t) {

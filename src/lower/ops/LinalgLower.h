@@ -2,6 +2,7 @@
 /// argument builders and matrix-operand layouts.
 #pragma once
 
+#include "ir/OpAttrs.h"
 #include "lower/Lower.h"
 
 #include <string>
@@ -110,8 +111,15 @@ TensorRef matmulReduction(LowerContext &ctx, const TensorRef &a, const TensorRef
 /// An element converted to `acc` (operands broadcast by their batch dims).
 ElemFn plainElem(const TensorRef &t, DType acc);
 
+/// [outer, len, inner] sizes of `shape` around `axis`.
+struct AxisSplit {
+  SymInt outer, len, inner;
+};
+AxisSplit splitAt(const std::vector<SymInt> &shape, size_t axis);
+
 void registerLinalgConvLowerings(LowerRegistry &r);
-void registerLinalgDynamicLowerings(LowerRegistry &r);
+void registerReductionDynamicLowerings(LowerRegistry &r);    ///< ReductionDynamic.cpp
+void registerDataMovementDynamicLowerings(LowerRegistry &r); ///< DataMovementDynamic.cpp
 void registerLinalgAttentionLowerings(LowerRegistry &r);
 
 } // namespace coil::loop::linalg

@@ -1,6 +1,6 @@
 // Lowering of the Reduction family (see Ops.def): Reduce*, ArgMax/ArgMin, Softmax/LogSoftmax/
-// Hardmax, the normalizations, the losses and CumSum/CumProd. TopK is lowered by the Linalg
-// family (an extern).
+// Hardmax, the normalizations and the losses; TopK, CumSum and CumProd (externs) are in
+// ReductionDynamic.cpp.
 //
 // Every op becomes Reduction nodes (one per statistic) plus Pointwise nodes that read them; the
 // scheduler fuses a row's reductions and its pointwise epilogue into one kernel. Statistics are
@@ -178,9 +178,8 @@ Status lowerReduceRuntimeAxes(LowerContext &ctx) {
   if (!isFloat(x.dtype) && (kind == 4 || kind == 5))
     return ctx.error(opStr(ctx) + " requires a floating-point input, got " +
                      std::string(dtypeName(x.dtype)));
-  const Attrs &at = ctx.gnode().attrs;
-  bool keepdims = at.getInt("keepdims", 1) != 0;
-  bool noop = at.getInt("noop_with_empty_axes", 0) != 0;
+  COIL_TRY(ReduceAttrs ra, decodeReduce(ctx.gnode()));
+  bool keepdims = ra.keepdims, noop = ra.noopWithEmptyAxes;
   x = ctx.realize(x);
   TensorRef axes = ctx.realize(ctx.input(1));
   // The output dims: the symbols inference made (readers of the output see them), fresh ones
@@ -214,9 +213,8 @@ Status lowerReduce(LowerContext &ctx) {
   const coil::Node &n = ctx.gnode();
   TensorRef x = ctx.input(0);
   DType t = x.dtype;
-  const Attrs &at = n.attrs;
-  bool keepdims = at.getInt("keepdims", 1) != 0;
-  bool noop = at.getInt("noop_with_empty_axes", 0) != 0;
+  COIL_TRY(ReduceAttrs ra, decodeReduce(n));
+  bool keepdims = ra.keepdims, noop = ra.noopWithEmptyAxes;
   int64_t rank = x.rank();
   std::vector<int64_t> axes;
   if (ctx.hasInput(1)) {
@@ -231,7 +229,7 @@ Status lowerReduce(LowerContext &ctx) {
     if (known)
       for (const SymInt &s : *v) axes.push_back(s.constant());
   } else {
-    axes = at.getInts("axes", {});
+    axes = ra.axes.value_or(std::vector<int64_t>{});
   }
   if (axes.empty() && noop) {
     ctx.setOutput(0, x);
@@ -888,6 +886,7 @@ void registerReductionLowerings(LowerRegistry &r) {
   r.add(OpKind::LRN, lowerLRN);
   r.add(OpKind::NegativeLogLikelihoodLoss, lowerNllLoss);
   r.add(OpKind::SoftmaxCrossEntropyLoss, lowerSoftmaxCrossEntropy);
+  linalg::registerReductionDynamicLowerings(r);
 }
 
 } // namespace coil::loop

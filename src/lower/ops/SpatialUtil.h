@@ -1,6 +1,8 @@
-/// \file Private helpers shared by the spatial lowerings (lower/ops/Spatial*.cpp).
+/// \file Private helpers shared by the spatial lowerings (lower/ops/LinalgPool.cpp,
+/// LinalgResize.cpp, LinalgSample.cpp, LinalgRnn.cpp).
 #pragma once
 
+#include "ir/OpAttrs.h"
 #include "lower/Lower.h"
 
 #include <string>
@@ -20,12 +22,16 @@ SymInt clampSym(const SymInt &v, const SymInt &extent);
 Val andAll(BodyBuilder &b, const std::vector<Val> &conds);
 /// The lowest value of `t` (-inf for floats).
 Val lowestOf(BodyBuilder &b, DType t);
+/// The interpreter's cubicKernel (Resize, GridSample) on an f64 value `x` with coefficient `a`.
+Val cubicWeight(BodyBuilder &b, Val x, double a);
 /// Converts a computed value `v` back to `t` as the interpreter stores its double results:
 /// floats are converted, integers rounded half to even and saturated (saturateRound).
 Val storeAs(BodyBuilder &b, Val v, DType t);
 
-// One per file besides Spatial.cpp.
-void registerSpatialSampleLowerings(LowerRegistry &r); ///< SpatialSample.cpp
-void registerSpatialRnnLowerings(LowerRegistry &r);    ///< SpatialRnn.cpp
+// One per file, called by registerLinalgLowerings (Linalg.cpp).
+void registerLinalgPoolLowerings(LowerRegistry &r);   ///< LinalgPool.cpp
+void registerLinalgResizeLowerings(LowerRegistry &r); ///< LinalgResize.cpp
+void registerLinalgSampleLowerings(LowerRegistry &r); ///< LinalgSample.cpp
+void registerLinalgRnnLowerings(LowerRegistry &r);    ///< LinalgRnn.cpp
 
 } // namespace coil::loop::spatial

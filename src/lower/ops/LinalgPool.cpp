@@ -1,7 +1,6 @@
-// Lowerings of the pools (reductions over the kernel window, padding masked by Select),
-// DepthToSpace / SpaceToDepth (views), Col2Im and MaxUnpool, and the registration of every
-// spatial lowering: the sampling ops are in SpatialSample.cpp, the recurrent ops and
-// RotaryEmbedding in SpatialRnn.cpp.
+// Lowerings of the pools (reductions over the kernel window, padding masked by Select), Col2Im
+// and MaxUnpool, and the definitions of the helpers that SpatialUtil.h declares for the spatial
+// lowerings (LinalgPool, LinalgResize, LinalgSample, LinalgRnn).
 //
 // The reference kernels in interp/kernels/Linalg*.cpp define the semantics; the comments below
 // name the interpreter's rule where the lowering mirrors it.
@@ -70,6 +69,21 @@ Val storeAs(BodyBuilder &b, Val v, DType t) {
   return b.cast(r, t);
 }
 
+Val cubicWeight(BodyBuilder &b, Val x, double a) {
+  DType t = DType::F64;
+  x = b.op(ScalarOp::Abs, x);
+  auto c = [&](double v) { return b.constant(t, v); };
+  auto mul = [&](Val p, Val q) { return b.op(ScalarOp::Mul, p, q); };
+  Val near =
+      b.op(ScalarOp::Add, mul(mul(b.op(ScalarOp::Sub, mul(c(a + 2), x), c(a + 3)), x), x), c(1));
+  Val far = b.op(
+      ScalarOp::Sub,
+      mul(b.op(ScalarOp::Add, mul(b.op(ScalarOp::Sub, mul(c(a), x), c(5 * a)), x), c(8 * a)), x),
+      c(4 * a));
+  Val r = b.op(ScalarOp::Select, b.op(ScalarOp::Lt, x, c(2)), far, c(0));
+  return b.op(ScalarOp::Select, b.op(ScalarOp::Le, x, c(1)), near, r);
+}
+
 namespace {
 
 // ---------------------------------------------------------------------------------- pools
@@ -81,49 +95,19 @@ struct SymWindow {
   std::vector<int64_t> kernel, strides, dilations;
 };
 
-Expected<SymWindow> symWindow(const LowerContext &ctx, const Syms &in,
-                              const std::vector<int64_t> &kernel, bool allowCeil) {
-  const Attrs &at = attrsOf(ctx);
+/// The window of the decoded attributes `a` over input spatial dims `in`.
+Expected<SymWindow> symWindow(const WindowAttrs &a, const Syms &in) {
   SymWindow w;
-  size_t nd = in.size();
-  w.nd = nd;
+  w.nd = in.size();
   w.in = in;
-  w.kernel = kernel;
-  w.strides = at.getInts("strides", std::vector<int64_t>(nd, 1));
-  w.dilations = at.getInts("dilations", std::vector<int64_t>(nd, 1));
-  std::vector<int64_t> pads = at.getInts("pads", std::vector<int64_t>(2 * nd, 0));
-  std::string autoPad = at.getString("auto_pad", "NOTSET");
-  bool ceilMode = allowCeil && at.getInt("ceil_mode", 0) != 0;
-  if (kernel.size() != nd || w.strides.size() != nd || w.dilations.size() != nd ||
-      pads.size() != 2 * nd)
-    return ctx.error("kernel_shape, strides, dilations and pads must match the " +
-                     std::to_string(nd) + " spatial dims");
-  for (size_t i = 0; i < nd; ++i) {
-    int64_t s = w.strides[i], d = w.dilations[i], k = kernel[i];
-    if (s < 1 || d < 1 || k < 1)
-      return ctx.error("strides, dilations and kernel sizes must be positive");
-    int64_t span = (k - 1) * d + 1;
-    SymInt pb = 0, pe = 0, out;
-    if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
-      out = ceilDiv(in[i], s);
-      SymInt total = max(SymInt(0), (out - 1) * s + span - in[i]);
-      pb = autoPad == "SAME_UPPER" ? floorDiv(total, 2) : total - floorDiv(total, 2);
-      pe = total - pb;
-    } else if (autoPad == "VALID") {
-      out = ceilMode ? ceilDiv(in[i] - span, s) + 1 : floorDiv(in[i] - span, s) + 1;
-    } else if (autoPad == "NOTSET") {
-      if (pads[i] < 0 || pads[i + nd] < 0) return ctx.error("pads must be non-negative");
-      pb = pads[i];
-      pe = pads[i + nd];
-      SymInt num = in[i] + pb + pe - span;
-      out = ceilMode ? min(ceilDiv(num, s) + 1, ceilDiv(in[i] + pb, s)) : floorDiv(num, s) + 1;
-    } else {
-      return ctx.error("auto_pad must be NOTSET, SAME_UPPER, SAME_LOWER or VALID, got '" + autoPad +
-                       "'");
-    }
-    w.out.push_back(out);
-    w.padBegin.push_back(pb);
-    w.padEnd.push_back(pe);
+  w.kernel = *a.kernelShape;
+  w.strides = a.strides;
+  w.dilations = a.dilations;
+  for (size_t i = 0; i < w.nd; ++i) {
+    COIL_TRY(WindowDim d, windowDim(a, i, in[i], SymInt(w.kernel[i])));
+    w.out.push_back(d.out);
+    w.padBegin.push_back(d.padBegin);
+    w.padEnd.push_back(d.padEnd);
   }
   return w;
 }
@@ -149,17 +133,15 @@ Status lowerPool(LowerContext &ctx, PoolKind kind) {
   if (xt.rank() < 3)
     return ctx.error("input 0 must have rank >= 3 ([N, C, spatial...]), got rank " +
                      std::to_string(xt.rank()));
-  const Attrs &at = attrsOf(ctx);
-  auto ks = at.maybeInts("kernel_shape");
-  if (!ks) return ctx.error("attribute kernel_shape is required");
   Syms in(xt.shape.begin() + 2, xt.shape.end());
-  COIL_TRY(SymWindow w, symWindow(ctx, in, *ks, true));
+  COIL_TRY(WindowAttrs wa, decodePoolWindow(ctx.gnode(), in.size()));
+  COIL_TRY(SymWindow w, symWindow(wa, in));
   // The output type is authoritative for the sizes (inference computes the same).
   for (size_t d = 0; d < w.nd; ++d) w.out[d] = ctx.outputType(0).shape[2 + d];
   size_t nd = w.nd;
-  bool includePad = at.getInt("count_include_pad", 0) != 0;
-  int64_t storageOrder = at.getInt("storage_order", 0);
-  int64_t p = kind == PoolKind::Lp ? at.getInt("p", 2) : 1;
+  bool includePad = wa.countIncludePad;
+  int64_t storageOrder = wa.storageOrder;
+  int64_t p = kind == PoolKind::Lp ? wa.p : 1;
   DType dt = xt.dtype, ct = calcType(dt);
   if (kind != PoolKind::Max && !isFloat(dt))
     return ctx.error("pooling of " + std::string(dtypeName(dt)) + " tensors needs a float type");
@@ -375,40 +357,6 @@ Status lowerGlobalLpPool(LowerContext &ctx) {
   return lowerGlobalPool(ctx, PoolKind::Lp);
 }
 
-// --------------------------------------------------------------------------- image views
-
-Status lowerDepthToSpace(LowerContext &ctx) {
-  const TensorType &xt = ctx.inputType(0);
-  int64_t b = attrsOf(ctx).getInt("blocksize", 0);
-  bool crd = attrsOf(ctx).getString("mode", "DCR") == "CRD";
-  if (xt.rank() != 4 || b < 1)
-    return ctx.error("depth_to_space needs a rank-4 input and a positive blocksize");
-  const Syms &os = ctx.outputType(0).shape;
-  SymInt c = os[1];
-  ctx.setOutput(0, ctx.view(ctx.input(0), os, [&](const Syms &v) {
-    SymInt i = floorMod(v[2], b), j = floorMod(v[3], b);
-    SymInt src = crd ? v[1] * (b * b) + i * b + j : (i * b + j) * c + v[1];
-    return Syms{v[0], src, floorDiv(v[2], b), floorDiv(v[3], b)};
-  }));
-  return okStatus();
-}
-
-Status lowerSpaceToDepth(LowerContext &ctx) {
-  const TensorType &xt = ctx.inputType(0);
-  int64_t b = attrsOf(ctx).getInt("blocksize", 0);
-  bool crd = attrsOf(ctx).getString("mode", "DCR") == "CRD";
-  if (xt.rank() != 4 || b < 1)
-    return ctx.error("space_to_depth needs a rank-4 input and a positive blocksize");
-  const Syms &os = ctx.outputType(0).shape;
-  SymInt c = xt.shape[1];
-  ctx.setOutput(0, ctx.view(ctx.input(0), os, [&](const Syms &v) {
-    SymInt blk = crd ? floorMod(v[1], b * b) : floorDiv(v[1], c);
-    SymInt ic = crd ? floorDiv(v[1], b * b) : floorMod(v[1], c);
-    return Syms{v[0], ic, v[2] * b + floorDiv(blk, b), v[3] * b + floorMod(blk, b)};
-  }));
-  return okStatus();
-}
-
 // ---------------------------------------------------------------------------------- Col2Im
 
 /// Each image pixel sums the blocks that cover it: a reduction over the kernel positions k,
@@ -432,7 +380,9 @@ Status lowerCol2Im(LowerContext &ctx) {
                        "the compiler yet");
     blk.push_back(*c);
   }
-  COIL_TRY(SymWindow w, symWindow(ctx, *img, blk, false));
+  COIL_TRY(WindowAttrs wa, decodeWindow(ctx.gnode(), img->size()));
+  wa.kernelShape = blk;
+  COIL_TRY(SymWindow w, symWindow(wa, *img));
   size_t nd = w.nd;
   DType dt = xt.dtype, ct = calcType(dt);
   SymInt kSize = 1, blocks = 1;
@@ -486,19 +436,11 @@ Status lowerMaxUnpool(LowerContext &ctx) {
                      std::to_string(xt.rank()));
   if (it.shape != xt.shape)
     return ctx.error("indices must have the shape of the input " + xt.str() + ", got " + it.str());
-  const Attrs &at = attrsOf(ctx);
   size_t nd = size_t(xt.rank() - 2);
-  auto ks = at.maybeInts("kernel_shape");
-  if (!ks || ks->size() != nd)
-    return ctx.error("attribute kernel_shape must have " + std::to_string(nd) + " values");
-  auto strides = at.getInts("strides", std::vector<int64_t>(nd, 1));
-  auto pads = at.getInts("pads", std::vector<int64_t>(2 * nd, 0));
-  if (strides.size() != nd || pads.size() != 2 * nd)
-    return ctx.error("strides and pads must match the " + std::to_string(nd) + " spatial dims");
+  COIL_TRY(WindowAttrs wa, decodePoolWindow(ctx.gnode(), nd));
   // Indices address the default-sized output; an explicit output_shape only enlarges it.
   Syms inferred{xt.shape[0], xt.shape[1]};
-  for (size_t i = 0; i < nd; ++i)
-    inferred.push_back((xt.shape[2 + i] - 1) * strides[i] - pads[i] - pads[i + nd] + (*ks)[i]);
+  for (size_t i = 0; i < nd; ++i) inferred.push_back(unpoolDim(wa, i, xt.shape[2 + i]));
   size_t rank = inferred.size();
   Syms stride(rank, 1);
   for (size_t d = rank - 1; d-- > 0;) stride[d] = stride[d + 1] * inferred[d + 1];
@@ -546,22 +488,16 @@ Status lowerMaxUnpool(LowerContext &ctx) {
 
 } // namespace
 
-} // namespace spatial
-
-void registerSpatialLowerings(LowerRegistry &r) {
-  using namespace spatial;
+void registerLinalgPoolLowerings(LowerRegistry &r) {
   r.add(OpKind::MaxPool, lowerMaxPool);
   r.add(OpKind::AveragePool, lowerAveragePool);
   r.add(OpKind::LpPool, lowerLpPool);
   r.add(OpKind::GlobalAveragePool, lowerGlobalAveragePool);
   r.add(OpKind::GlobalMaxPool, lowerGlobalMaxPool);
   r.add(OpKind::GlobalLpPool, lowerGlobalLpPool);
-  r.add(OpKind::DepthToSpace, lowerDepthToSpace);
-  r.add(OpKind::SpaceToDepth, lowerSpaceToDepth);
-  r.add(OpKind::Col2Im, lowerCol2Im);
   r.add(OpKind::MaxUnpool, lowerMaxUnpool);
-  registerSpatialSampleLowerings(r);
-  registerSpatialRnnLowerings(r);
+  r.add(OpKind::Col2Im, lowerCol2Im);
 }
 
+} // namespace spatial
 } // namespace coil::loop

@@ -13,61 +13,15 @@ namespace {
 
 // ------------------------------------------------------------------------- RNN, GRU, LSTM
 
-enum class Cell { Rnn, Gru, Lstm };
-
-struct Activation {
-  std::string name;
-  double alpha = 0, beta = 0;
-};
-
-Expected<std::vector<Activation>> readActivations(const LowerContext &ctx, Cell cell,
-                                                  int64_t dirs) {
-  const Attrs &at = attrsOf(ctx);
-  std::vector<std::string> names;
-  if (at.has("activations")) names = at.getStrings("activations");
-  size_t per = cell == Cell::Rnn ? 1 : cell == Cell::Gru ? 2 : 3;
-  if (names.empty()) {
-    for (int64_t d = 0; d < dirs; ++d) {
-      names.push_back(cell == Cell::Rnn ? "Tanh" : "Sigmoid");
-      for (size_t k = 1; k < per; ++k) names.push_back("Tanh");
-    }
-  }
-  if (names.size() == per && dirs == 2) names.insert(names.end(), names.begin(), names.end());
-  if (names.size() != per * size_t(dirs))
-    return ctx.error("activations must list " + std::to_string(per * size_t(dirs)) +
-                     " functions, got " + std::to_string(names.size()));
-  auto alphas = at.getFloats("activation_alpha");
-  auto betas = at.getFloats("activation_beta");
-  static const char *known[] = {"Tanh",      "Sigmoid",         "Relu",       "Affine",
-                                "LeakyRelu", "ThresholdedRelu", "ScaledTanh", "HardSigmoid",
-                                "Elu",       "Softsign",        "Softplus"};
-  std::vector<Activation> acts;
-  for (size_t i = 0; i < names.size(); ++i) {
-    Activation a;
-    a.name = names[i];
-    if (std::find(std::begin(known), std::end(known), a.name) == std::end(known))
-      return ctx.error("unsupported activation '" + a.name + "'");
-    double da = a.name == "LeakyRelu" ? 0.01 : a.name == "HardSigmoid" ? 0.2 : 1.0;
-    double db = a.name == "HardSigmoid" ? 0.5 : a.name == "ScaledTanh" ? 1.0 : 0.0;
-    a.alpha = i < alphas.size() ? alphas[i] : da;
-    a.beta = i < betas.size() ? betas[i] : db;
-    acts.push_back(a);
-  }
-  return acts;
-}
+using Cell = RnnCell;
+using Activation = RnnActivation;
 
 const char *cellName(Cell c) {
   return c == Cell::Rnn ? "RNN" : c == Cell::Gru ? "GRU" : "LSTM";
 }
 
-/// The activation code of the extern (COIL_CPU_RNN_ACT_*) for a name readActivations accepted.
-int64_t activationCode(const std::string &n) {
-  static const char *names[] = {"Tanh",      "Sigmoid",         "Relu",       "Affine",
-                                "LeakyRelu", "ThresholdedRelu", "ScaledTanh", "HardSigmoid",
-                                "Elu",       "Softsign",        "Softplus"};
-  static_assert(COIL_CPU_RNN_ACT_TANH == 0 && COIL_CPU_RNN_ACT_SOFTPLUS == 10);
-  return std::find(std::begin(names), std::end(names), n) - std::begin(names);
-}
+static_assert(COIL_CPU_RNN_ACT_TANH == 0 && COIL_CPU_RNN_ACT_SOFTPLUS == 10,
+              "the extern's activation codes are the indices of rnnActivationNames()");
 
 /// RNN, GRU and LSTM as one extern call (kernels/cpu coil_cpu_recurrent_*: the recurrence, a
 /// loop over the time steps that the sequence length bounds at run time, so a dynamic or long
@@ -81,23 +35,18 @@ Status lowerRecurrent(LowerContext &ctx, Cell cell) {
   using linalg::nodeArg;
   using linalg::outArg;
   const TensorType &xt = ctx.inputType(0), &wt = ctx.inputType(1), &rt = ctx.inputType(2);
-  const Attrs &at = attrsOf(ctx);
-  int64_t layout = at.getInt("layout", 0);
-  std::string dir = at.getString("direction", "forward");
-  if (dir != "forward" && dir != "reverse" && dir != "bidirectional")
-    return ctx.error("direction must be forward, reverse or bidirectional, got '" + dir + "'");
-  int64_t dirs = dir == "bidirectional" ? 2 : 1;
-  int64_t gates = cell == Cell::Rnn ? 1 : cell == Cell::Gru ? 3 : 4;
+  COIL_TRY(RnnAttrs ra, decodeRnn(ctx.gnode()));
+  int64_t layout = ra.layout, dirs = ra.dirs, gates = ra.gates;
+  const std::string &dir = ra.direction;
   if (xt.rank() != 3 || wt.rank() != 3 || rt.rank() != 3)
     return ctx.error("X, W and R must have rank 3");
   SymInt seq = layout ? xt.shape[1] : xt.shape[0];
   SymInt batch = layout ? xt.shape[0] : xt.shape[1], in = xt.shape[2];
-  SymInt hid = at.has("hidden_size") ? SymInt(at.getInt("hidden_size", 0)) : rt.shape[2];
-  COIL_TRY(auto acts, readActivations(ctx, cell, dirs));
-  bool hasClip = at.has("clip");
-  double clip = hasClip ? at.getFloat("clip", 0.0) : 0.0;
-  bool linearBeforeReset = at.getInt("linear_before_reset", 0) != 0;
-  bool inputForget = at.getInt("input_forget", 0) != 0;
+  SymInt hid = ra.hiddenSize ? SymInt(*ra.hiddenSize) : rt.shape[2];
+  const std::vector<Activation> &acts = ra.activations;
+  bool hasClip = ra.clip.has_value();
+  double clip = ra.clip.value_or(0.0);
+  bool linearBeforeReset = ra.linearBeforeReset, inputForget = ra.inputForget;
   DType dt = xt.dtype, ct = calcType(dt);
   if (ct != DType::F32 && ct != DType::F64)
     return ctx.error(std::string(cellName(cell)) + " computes in f32 or f64, not " +
@@ -174,7 +123,7 @@ Status lowerRecurrent(LowerContext &ctx, Cell cell) {
     for (size_t k = 0; k < per; ++k) {
       const Activation &a = acts[size_t(d) * per + k];
       double *e = &table[size_t(d * 9) + k * 3];
-      e[0] = double(activationCode(a.name));
+      e[0] = double(rnnActivationCode(a.name));
       e[1] = a.alpha;
       e[2] = a.beta;
     }
@@ -322,7 +271,7 @@ Status lowerRotaryEmbedding(LowerContext &ctx) {
 
 } // namespace
 
-void registerSpatialRnnLowerings(LowerRegistry &r) {
+void registerLinalgRnnLowerings(LowerRegistry &r) {
   r.add(OpKind::RNN, lowerRnn);
   r.add(OpKind::GRU, lowerGru);
   r.add(OpKind::LSTM, lowerLstm);
