@@ -2,8 +2,8 @@
 
 #include "codegen/CSource.h"
 #include "codegen/KernelEmitter.h"
-#include "support/DType.h"
 #include "support/Check.h"
+#include "support/DType.h"
 
 #include <algorithm>
 #include <map>
@@ -58,10 +58,13 @@ private:
 
   // --- kernel structure
   Status emitPointwise(CodeWriter &w);
+  size_t mergeableTrailingDims(const std::vector<bool> &live);
   bool planFlat(LoopCtx &ctx, const std::vector<bool> &live);
   Status emitFlat(CodeWriter &w, LoopCtx &ctx, const std::vector<bool> &live);
   Status emitRows(CodeWriter &w);
   Status emitPhase(CodeWriter &w, size_t pi);
+  bool isWindowKernel();
+  Status emitWindowRows(CodeWriter &w);
   void emitStartPoint(CodeWriter &w, size_t lastDim);
   void emitCarry(CodeWriter &w, size_t dims);
   std::string paramList(bool restrict) const;
@@ -69,6 +72,9 @@ private:
 
   const CpuCodegenOptions &o_;
   int nextOffset_ = 0;
+  /// Phases are emitted inside the simd loop over the last outer dim (window kernels): their
+  /// inner points are unrolled, one block each, not loops.
+  bool inSimd_ = false;
 };
 
 // ------------------------------------------------------------------------------------- bodies
@@ -226,16 +232,103 @@ void Emitter::emitCarry(CodeWriter &w, size_t dims) {
   w.line(text);
 }
 
+/// How many trailing dims of a pointwise kernel one row segment can walk as if they were one
+/// dim (at least 1): those over which every load and store is contiguous in the same proportion
+/// (a per-channel parameter over an H x W plane: independent of H and W; the activations: the
+/// plane's flat index) and which no statement reads as a value. Short rows (7x7, 8x8 planes)
+/// then vectorize over the whole plane instead of one row of 7 or 8 lanes at a time.
+size_t Emitter::mergeableTrailingDims(const std::vector<bool> &live) {
+  const sched::Phase &ph = k_.phases[0];
+  size_t rank = k_.vars.size();
+  if (rank < 3) return 1;
+  std::vector<SymInt> lins;
+  auto linOf = [&](NodeId node, const std::vector<SymInt> &idx) {
+    std::vector<SymInt> ridx, shape;
+    for (const SymInt &e : idx) ridx.push_back(renamed(e));
+    for (const SymInt &d : p_.nodes[size_t(node)].shape) shape.push_back(renamed(d));
+    return simplify(linearIndex(shape, ridx), ranges_);
+  };
+  for (size_t i = 0; i < ph.body.stmts.size(); ++i) {
+    const Stmt &st = ph.body.stmts[i];
+    if (!live[i]) continue;
+    if (st.kind == Stmt::Kind::Load) lins.push_back(linOf(st.node, st.index));
+  }
+  for (const sched::Store &st : ph.stores) lins.push_back(linOf(st.node, st.index));
+  auto mentionsIndirect = [&](const SymInt &e) {
+    for (const std::string &ind : indirectSyms_)
+      if (mentions(e, cname_[ind])) return true;
+    return false;
+  };
+  for (const SymInt &lin : lins)
+    if (mentionsIndirect(lin)) return 1;
+  // Per access: its coefficient of the last dim and the rest.
+  std::string lastVar = cname_[k_.vars[rank - 1]];
+  std::vector<Affine> aff;
+  for (const SymInt &lin : lins) {
+    auto a = affineIn(lin, lastVar);
+    if (!a) return 1;
+    aff.push_back(*a);
+  }
+  size_t merged = 1;
+  SymInt inner = renamed(k_.ranges[rank - 1]); // extent of the dims merged so far
+  // The outermost dim is never merged (it bounds the launcher's blocks).
+  for (size_t d = rank - 1; d-- > 1;) {
+    const std::string &var = cname_[k_.vars[d]];
+    bool ok = true;
+    for (size_t i = 0; i < ph.body.stmts.size() && ok; ++i)
+      if (live[i] && ph.body.stmts[i].kind == Stmt::Kind::Index &&
+          (mentions(renamed(ph.body.stmts[i].expr), var) ||
+           mentions(renamed(ph.body.stmts[i].expr), lastVar)))
+        ok = false;
+    std::vector<Affine> next;
+    for (size_t i = 0; i < aff.size() && ok; ++i) {
+      auto a = affineIn(aff[i].rest, var);
+      if (!a || mentions(a->coef, lastVar) ||
+          !(simplify(a->coef - aff[i].coef * inner, ranges_) == SymInt(0)))
+        ok = false;
+      else
+        next.push_back(*a);
+    }
+    if (!ok) break;
+    aff = std::move(next);
+    inner = inner * renamed(k_.ranges[d]);
+    ++merged;
+  }
+  return merged;
+}
+
 Status Emitter::emitPointwise(CodeWriter &w) {
   const sched::Phase &ph = k_.phases[0];
   size_t rank = k_.vars.size();
   std::string last = cname_[k_.vars[rank - 1]];
-  emitStartPoint(w, rank - 1);
+  std::vector<bool> live = liveStmts(ph.body, &ph);
+  size_t merged = mergeableTrailingDims(live);
+  // With merged dims, `last` walks all of them (their flat index) and the others merged are 0:
+  // every access is affine in them in the same proportion, so its offset at (0, .., 0, m)
+  // equals its offset at the point whose merged flat index is m.
+  std::string rowExtent = extent_[rank - 1];
+  if (merged > 1) {
+    std::string prod;
+    for (size_t d = rank - merged; d < rank; ++d) prod += (prod.empty() ? "" : " * ") + extent_[d];
+    rowExtent = "n_row";
+    w.line("const int64_t n_row = " + prod + ";");
+    w.line("int64_t t = begin;");
+    w.line("int64_t lo = t % n_row;");
+    w.line("t /= n_row;");
+    for (size_t d = rank - merged; d-- > 1;) {
+      w.line("int64_t " + cname_[k_.vars[d]] + " = t % " + extent_[d] + ";");
+      w.line("t /= " + extent_[d] + ";");
+    }
+    w.line("int64_t " + cname_[k_.vars[0]] + " = t;");
+  } else {
+    emitStartPoint(w, rank - 1);
+  }
   w.open("for (int64_t f = begin; f < end;)");
-  w.line("const int64_t hi = std::min<int64_t>(" + extent_[rank - 1] + ", lo + (end - f));");
+  w.line("const int64_t hi = std::min<int64_t>(" + rowExtent + ", lo + (end - f));");
+  for (size_t d = rank - merged; d + 1 < rank; ++d)
+    w.line("const int64_t " + cname_[k_.vars[d]] + " = 0;");
   LoopCtx ctx;
   ctx.var = last;
-  std::vector<bool> live = liveStmts(ph.body, &ph);
   COIL_TRY_STATUS(planOffsets(ctx, ph.body, live, ph.stores));
   for (auto &[name, expr] : ctx.defs) w.line("const int64_t " + name + " = " + expr + ";");
   if (ctx.simd) w.line("#pragma omp simd");
@@ -246,7 +339,7 @@ Status Emitter::emitPointwise(CodeWriter &w) {
   w.close();
   w.line("f += hi - lo;");
   w.line("lo = 0;");
-  emitCarry(w, rank - 1);
+  emitCarry(w, rank - merged);
   w.close();
   return okStatus();
 }
@@ -407,85 +500,117 @@ Status Emitter::emitPhase(CodeWriter &w, size_t pi) {
   LoopCtx ctx;
   if (!ph.vars.empty()) ctx.var = cname_[ph.vars.back()];
   std::vector<bool> live = liveStmts(b, &ph);
-  for (size_t d = 0; d + 1 < ph.vars.size(); ++d) {
-    const std::string &v = cname_[ph.vars[d]];
-    w.open("for (int64_t " + v + " = 0; " + v + " < " + cpp(ph.ranges[d]) + "; ++" + v + ")");
-  }
-  if (ph.vars.empty()) w.open("");
-  COIL_TRY_STATUS(planOffsets(ctx, b, live, ph.stores));
-  if (!ph.vars.empty()) {
-    for (auto &[name, expr] : ctx.defs) w.line("const int64_t " + name + " = " + expr + ";");
-    if (ctx.simd && !argReduce) {
-      std::string pragma = "#pragma omp simd";
-      for (const std::string &c : clauses) pragma += " " + c;
-      w.line(pragma);
-    }
-    const std::string &v = ctx.var;
-    w.open("for (int64_t " + v + " = 0; " + v + " < " + cpp(ph.ranges.back()) + "; ++" + v + ")");
-  }
-  std::vector<std::string> valName;
-  COIL_TRY_STATUS(emitBody(w, ctx, b, live, valName));
-  COIL_TRY_STATUS(emitStores(w, ctx, ph.stores, b, valName));
-  for (const Red &red : reds) {
-    const sched::Accumulate &r = *red.r;
-    bool arg = r.kind == ReduceKind::ArgMax || r.kind == ReduceKind::ArgMin;
-    DType cmpType = arg ? red.vt : r.accDType;
-    std::string v = castExpr(valName[size_t(r.value)], red.vt, cmpType);
-    bool fl = isFloat(cmpType);
-    // A temporary when the folded value is an expression used more than once.
-    auto named = [&](std::string e) {
-      if (e == valName[size_t(r.value)] && e.find_first_of("(-") == std::string::npos) return e;
-      w.line("const " + red.W + " " + red.work + "v = " + e + ";");
-      return red.work + "v";
-    };
-    std::string wv = red.W == computeType(cmpType) ? v : red.W + "(" + v + ")";
-    switch (r.kind) {
-    case ReduceKind::Sum:
-      w.line(red.work + " += " + wv + ";");
-      break;
-    case ReduceKind::Prod:
-      w.line(red.work + " *= " + wv + ";");
-      break;
-    case ReduceKind::Max:
-    case ReduceKind::Min: {
-      const char *cmp = r.kind == ReduceKind::Max ? " > " : " < ";
-      v = named(v);
-      if (fl) {
-        w.line(red.nan + " |= " + v + " != " + v + ";");
+  // The body at one inner point and its folds into the accumulators.
+  auto inner = [&]() -> Status {
+    std::vector<std::string> valName;
+    COIL_TRY_STATUS(emitBody(w, ctx, b, live, valName));
+    COIL_TRY_STATUS(emitStores(w, ctx, ph.stores, b, valName));
+    for (const Red &red : reds) {
+      const sched::Accumulate &r = *red.r;
+      bool arg = r.kind == ReduceKind::ArgMax || r.kind == ReduceKind::ArgMin;
+      DType cmpType = arg ? red.vt : r.accDType;
+      std::string v = castExpr(valName[size_t(r.value)], red.vt, cmpType);
+      bool fl = isFloat(cmpType);
+      // A temporary when the folded value is an expression used more than once.
+      auto named = [&](std::string e) {
+        if (e == valName[size_t(r.value)] && e.find_first_of("(-") == std::string::npos) return e;
+        w.line("const " + red.W + " " + red.work + "v = " + e + ";");
+        return red.work + "v";
+      };
+      std::string wv = red.W == computeType(cmpType) ? v : red.W + "(" + v + ")";
+      switch (r.kind) {
+      case ReduceKind::Sum:
+        w.line(red.work + " += " + wv + ";");
+        break;
+      case ReduceKind::Prod:
+        w.line(red.work + " *= " + wv + ";");
+        break;
+      case ReduceKind::Max:
+      case ReduceKind::Min: {
+        const char *cmp = r.kind == ReduceKind::Max ? " > " : " < ";
+        v = named(v);
+        if (fl) {
+          w.line(red.nan + " |= " + v + " != " + v + ";");
+        }
+        w.line(red.work + " = " + v + cmp + red.work + " ? " + v + " : " + red.work + ";");
+        break;
       }
-      w.line(red.work + " = " + v + cmp + red.work + " ? " + v + " : " + red.work + ";");
-      break;
+      case ReduceKind::Any:
+        w.line(red.work + " |= int(" + v + ");");
+        break;
+      case ReduceKind::All:
+        w.line(red.work + " &= int(" + v + ");");
+        break;
+      case ReduceKind::ArgMax:
+      case ReduceKind::ArgMin: {
+        const char *cmp = r.kind == ReduceKind::ArgMax ? " > " : " < ";
+        v = named(v);
+        const std::string &best = red.work;
+        std::string tie = r.selectLast ? " || " + v + " == " + best : "";
+        std::string better = v + cmp + best + tie;
+        if (fl)
+          better = "(" + v + " != " + v + ") ? " +
+                   (r.selectLast ? std::string("true") : "!(" + best + " != " + best + ")") +
+                   " : (" + best + " == " + best + " && (" + better + "))";
+        w.open("if (!" + red.seen + " || (" + better + "))");
+        w.line(best + " = " + v + ";");
+        w.line(
+            red.pos + " = " +
+            castExpr(valName[size_t(r.position)], b.stmts[size_t(r.position)].dtype, DType::I64) +
+            ";");
+        w.line(red.seen + " = true;");
+        w.close();
+        break;
+      }
+      }
     }
-    case ReduceKind::Any:
-      w.line(red.work + " |= int(" + v + ");");
-      break;
-    case ReduceKind::All:
-      w.line(red.work + " &= int(" + v + ");");
-      break;
-    case ReduceKind::ArgMax:
-    case ReduceKind::ArgMin: {
-      const char *cmp = r.kind == ReduceKind::ArgMax ? " > " : " < ";
-      v = named(v);
-      const std::string &best = red.work;
-      std::string tie = r.selectLast ? " || " + v + " == " + best : "";
-      std::string better = v + cmp + best + tie;
-      if (fl)
-        better = "(" + v + " != " + v + ") ? " +
-                 (r.selectLast ? std::string("true") : "!(" + best + " != " + best + ")") + " : (" +
-                 best + " == " + best + " && (" + better + "))";
-      w.open("if (!" + red.seen + " || (" + better + "))");
-      w.line(best + " = " + v + ";");
-      w.line(red.pos + " = " +
-             castExpr(valName[size_t(r.position)], b.stmts[size_t(r.position)].dtype, DType::I64) +
-             ";");
-      w.line(red.seen + " = true;");
+    return okStatus();
+  };
+  if (inSimd_ && !ph.vars.empty()) {
+    // Inside a simd loop: every inner point of the (small, constant) window as a block of its
+    // own with the phase's variables as constants, so that the loop over outer points is the
+    // only loop left to vectorize.
+    COIL_TRY_STATUS(planOffsets(ctx, b, live, ph.stores));
+    std::vector<int64_t> ext;
+    int64_t points = 1;
+    for (const SymInt &r : ph.ranges) {
+      auto c = renamed(r).maybeConstant();
+      if (!c) return Error::internal(kernelError(k_, "window phase with a symbolic range"));
+      ext.push_back(*c);
+      points *= *c;
+    }
+    for (int64_t pt = 0; pt < points; ++pt) {
+      w.open("");
+      int64_t rest = pt;
+      std::vector<int64_t> at(ext.size());
+      for (size_t d = ext.size(); d-- > 0;) at[d] = rest % ext[d], rest /= ext[d];
+      for (size_t d = 0; d < ext.size(); ++d)
+        w.line("const int64_t " + cname_[ph.vars[d]] + " = " + std::to_string(at[d]) + ";");
+      for (auto &[name, expr] : ctx.defs) w.line("const int64_t " + name + " = " + expr + ";");
+      COIL_TRY_STATUS(inner());
       w.close();
-      break;
     }
+  } else {
+    for (size_t d = 0; d + 1 < ph.vars.size(); ++d) {
+      const std::string &v = cname_[ph.vars[d]];
+      w.open("for (int64_t " + v + " = 0; " + v + " < " + cpp(ph.ranges[d]) + "; ++" + v + ")");
     }
+    if (ph.vars.empty()) w.open("");
+    COIL_TRY_STATUS(planOffsets(ctx, b, live, ph.stores));
+    if (!ph.vars.empty()) {
+      for (auto &[name, expr] : ctx.defs) w.line("const int64_t " + name + " = " + expr + ";");
+      if (ctx.simd && !argReduce) {
+        std::string pragma = "#pragma omp simd";
+        for (const std::string &c : clauses) pragma += " " + c;
+        w.line(pragma);
+      }
+      const std::string &v = ctx.var;
+      w.open("for (int64_t " + v + " = 0; " + v + " < " + cpp(ph.ranges.back()) + "; ++" + v + ")");
+    }
+    COIL_TRY_STATUS(inner());
+    if (ph.vars.empty()) w.close();
+    for (size_t d = 0; d < ph.vars.size(); ++d) w.close();
   }
-  if (ph.vars.empty()) w.close();
-  for (size_t d = 0; d < ph.vars.size(); ++d) w.close();
   // Final values of the accumulators, visible to later phases.
   for (size_t si = 0; si < reds.size(); ++si) {
     const Red &red = reds[si];
@@ -499,6 +624,66 @@ Status Emitter::emitPhase(CodeWriter &w, size_t pi) {
       val = T + "(" + red.work + ")";
     w.line("const " + T + " acc" + tag + "_" + std::to_string(si) + " = " + val + ";");
   }
+  return okStatus();
+}
+
+/// A kernel whose phases all walk small constant windows (pooling: 3x3 sums and maxima, with
+/// their epilogues) runs as row segments of its last outer dim, vectorized across neighbouring
+/// output points, each lane walking its window with unrolled loops; per outer point, a window
+/// of 9 taps would leave the simd loop 9 lanes and a scalar epilogue. Not for arg reductions
+/// (a position per lane) nor phases that store inside their loops; the stores at the outer
+/// point must move with the last outer dim, so that lanes store to distinct elements.
+bool Emitter::isWindowKernel() {
+  size_t rank = k_.vars.size();
+  if (rank == 0) return false;
+  std::string lastVar = cname_[k_.vars[rank - 1]];
+  bool anyLoop = false;
+  for (const sched::Phase &ph : k_.phases) {
+    int64_t points = 1;
+    for (const SymInt &r : ph.ranges) {
+      auto c = renamed(r).maybeConstant();
+      if (!c || *c < 0) return false;
+      points *= *c;
+      if (points > 64) return false;
+    }
+    anyLoop = anyLoop || !ph.vars.empty();
+    for (const sched::Accumulate &r : ph.reductions)
+      if (r.kind == ReduceKind::ArgMax || r.kind == ReduceKind::ArgMin) return false;
+    if (!ph.vars.empty() && !ph.stores.empty()) return false;
+    for (const sched::Store &st : ph.stores) {
+      if (readSet_.count(st.node)) return false;
+      std::vector<SymInt> ridx, shape;
+      for (const SymInt &e : st.index) ridx.push_back(renamed(e));
+      for (const SymInt &d : p_.nodes[size_t(st.node)].shape) shape.push_back(renamed(d));
+      SymInt lin = simplify(linearIndex(shape, ridx), ranges_);
+      auto a = affineIn(lin, lastVar);
+      if (!a) return false;
+      for (const std::string &ind : indirectSyms_)
+        if (mentions(lin, cname_[ind])) return false;
+      bool distinct =
+          a->coef.isConstant() ? a->coef.constant() != 0 : proveLE(SymInt(1), a->coef, ranges_);
+      if (!distinct) return false;
+    }
+  }
+  return anyLoop;
+}
+
+Status Emitter::emitWindowRows(CodeWriter &w) {
+  size_t rank = k_.vars.size();
+  std::string last = cname_[k_.vars[rank - 1]];
+  emitStartPoint(w, rank - 1);
+  w.open("for (int64_t f = begin; f < end;)");
+  w.line("const int64_t hi = std::min<int64_t>(" + extent_[rank - 1] + ", lo + (end - f));");
+  w.line("#pragma omp simd");
+  w.open("for (int64_t " + last + " = lo; " + last + " < hi; ++" + last + ")");
+  inSimd_ = true;
+  for (size_t pi = 0; pi < k_.phases.size(); ++pi) COIL_TRY_STATUS(emitPhase(w, pi));
+  inSimd_ = false;
+  w.close();
+  w.line("f += hi - lo;");
+  w.line("lo = 0;");
+  emitCarry(w, rank - 1);
+  w.close();
   return okStatus();
 }
 
@@ -526,7 +711,8 @@ Expected<CpuKernelSource> Emitter::run() {
 
   bool pointwise = k_.phases.size() == 1 && k_.phases[0].vars.empty() &&
                    k_.phases[0].reductions.empty() && !k_.vars.empty();
-  const std::vector<int64_t> &blocks = pointwise ? o_.pointwiseBlocks : o_.rowBlocks;
+  bool window = !pointwise && isWindowKernel();
+  const std::vector<int64_t> &blocks = pointwise || window ? o_.pointwiseBlocks : o_.rowBlocks;
   if (blocks.empty()) return Error::internal(kernelError(k_, "no configs requested"));
   for (int64_t blk : blocks) {
     if (blk < 1) return Error::internal(kernelError(k_, "config block must be >= 1"));
@@ -548,14 +734,18 @@ Expected<CpuKernelSource> Emitter::run() {
   w.line("// kernel " + k_.name + (fusedNames.empty() ? "" : " (" + fusedNames + ")") + ": " +
          (flat        ? "pointwise, flat"
           : pointwise ? "pointwise, blocks of rows"
-                      : "per outer point, " + std::to_string(k_.phases.size()) + " phase(s)"));
+          : window    ? "small windows, rows of outer points, " + std::to_string(k_.phases.size()) +
+                         " phase(s)"
+                   : "per outer point, " + std::to_string(k_.phases.size()) + " phase(s)"));
   w.open("static void " + k_.name + "_body(int64_t begin, int64_t end" +
          (buffers_.empty() && sizeSyms_.empty() ? "" : ", ") + paramList(true) + ")");
   // Extents of the outer dims the body walks (the outermost one only bounds a pointwise row).
-  for (size_t d = pointwise && k_.vars.size() == 1 ? 0 : 1; d < k_.vars.size() && !flat; ++d)
+  for (size_t d = (pointwise || window) && k_.vars.size() == 1 ? 0 : 1; d < k_.vars.size() && !flat;
+       ++d)
     w.line("const int64_t " + extent_[d] + " = " + cpp(k_.ranges[d]) + ";");
   COIL_TRY_STATUS(flat        ? emitFlat(w, flatCtx, flatLive)
                   : pointwise ? emitPointwise(w)
+                  : window    ? emitWindowRows(w)
                               : emitRows(w));
   w.close();
   for (size_t c = 0; c < blocks.size(); ++c) {
