@@ -690,6 +690,11 @@ Status Emitter::emitWindowRows(CodeWriter &w) {
 /// Below this much work (statements evaluated), a launcher runs its kernel on one thread: a
 /// parallel region's fork and join costs microseconds, which tiny kernels cannot win back.
 constexpr int64_t kParallelWork = int64_t(1) << 15;
+/// The same for kernels whose innermost loops are simd loops over about 8 lanes (all but window
+/// kernels, whose taps are gathers, and arg reductions): a GELU + batch norm over [4, 32, 8, 8]
+/// (3e5 statements, about 12 us on one thread) ran slower on 2 threads than on one (fork and
+/// join on the 2-core machine, issue 19).
+constexpr int64_t kParallelWorkSimd = int64_t(1) << 18;
 
 /// The work per outer point of a kernel: each phase's inner points times its statements.
 SymInt Emitter::perPointWork() const {
@@ -712,6 +717,10 @@ Expected<CpuKernelSource> Emitter::run() {
   bool pointwise = k_.phases.size() == 1 && k_.phases[0].vars.empty() &&
                    k_.phases[0].reductions.empty() && !k_.vars.empty();
   bool window = !pointwise && isWindowKernel();
+  bool scalarLanes = window;
+  for (const sched::Phase &ph : k_.phases)
+    for (const sched::Accumulate &r : ph.reductions)
+      if (r.kind == ReduceKind::ArgMax || r.kind == ReduceKind::ArgMin) scalarLanes = true;
   const std::vector<int64_t> &blocks = pointwise || window ? o_.pointwiseBlocks : o_.rowBlocks;
   if (blocks.empty()) return Error::internal(kernelError(k_, "no configs requested"));
   for (int64_t blk : blocks) {
@@ -772,7 +781,8 @@ Expected<CpuKernelSource> Emitter::run() {
     std::string call = k_.name +
                        "_body(task * block, std::min<int64_t>(total, (task + 1) * block)" +
                        argList() + ");";
-    w.open("if (grid > 1 && work >= " + std::to_string(kParallelWork) + ")");
+    w.open("if (grid > 1 && work >= " +
+           std::to_string(scalarLanes ? kParallelWork : kParallelWorkSimd) + ")");
     w.line("#pragma omp parallel for schedule(static)");
     w.open("for (int64_t task = 0; task < grid; ++task)");
     w.line(call);
