@@ -29,7 +29,8 @@ class Emitter : KernelEmitterBase {
 public:
   Emitter(const sched::Kernel &k, const loop::LoopProgram &p, const CpuCodegenOptions &o)
       : KernelEmitterBase(k, p, {"v", "o", "d", "n", "acc", "red"},
-                          {"begin", "end", "f", "t", "lo", "hi", "total", "grid", "block", "task"},
+                          {"begin", "end", "f", "t", "lo", "hi", "total", "grid", "block", "task",
+                           "n_row", "ilo", "ihi", "part", "pa", "pb"},
                           "cpu codegen: "),
         o_(o) {}
 
@@ -75,6 +76,19 @@ private:
   /// Phases are emitted inside the simd loop over the last outer dim (window kernels): their
   /// inner points are unrolled, one block each, not loops.
   bool inSimd_ = false;
+  /// Window kernels' interior: while set, load offsets drop the min/max clamps that select an
+  /// operand moving with this (C-named) variable, and record where that is exact.
+  std::string declampVar_;
+  bool declampOk_ = true;
+  struct Bound {
+    size_t phase;
+    bool upper; ///< var <= e (else var >= e)
+    SymInt e;
+  };
+  std::vector<Bound> bounds_;
+  size_t curPhase_ = 0;
+  std::optional<SymInt> declamp(const SymInt &e, const std::string &v);
+  std::optional<SymInt> resolveClamps(const SymInt &e, const std::string &v);
 };
 
 // ------------------------------------------------------------------------------------- bodies
@@ -87,6 +101,12 @@ std::string Emitter::offsetOf(LoopCtx &ctx, const Body &b, NodeId node,
   std::vector<SymInt> shape;
   for (const SymInt &d : p_.nodes[size_t(node)].shape) shape.push_back(renamed(d));
   SymInt lin = simplify(linearIndex(shape, ridx), ranges_);
+  if (!declampVar_.empty() && !isStore) {
+    if (auto d = declamp(lin, declampVar_))
+      lin = simplify(*d, ranges_);
+    else
+      declampOk_ = false;
+  }
   std::optional<Affine> a;
   if (!ctx.var.empty()) a = affineIn(lin, ctx.var);
   bool hoistable = false;
@@ -157,7 +177,14 @@ Status Emitter::emitBody(CodeWriter &w, LoopCtx &ctx, const Body &b, const std::
   return emitStatements(
       w, b, live, valName,
       [&](const Stmt &s) { return bufName_[s.node] + "[" + ctx.offsets[&s] + "]"; },
-      [&](const SymInt &e) { return cpp(e); });
+      [&](const SymInt &e) {
+        if (declampVar_.empty()) return cpp(e);
+        // In a window interior, a value's min / max against the moving variable (a tap count
+        // near the border) is its other operand: hoistable, and no 64-bit min / max per lane.
+        SymInt r = simplify(renamed(e), ranges_);
+        if (auto d = resolveClamps(r, declampVar_)) r = simplify(*d, ranges_);
+        return r.toCpp(ranges_);
+      });
 }
 
 Status Emitter::emitStores(CodeWriter &w, LoopCtx &ctx, const std::vector<sched::Store> &stores,
@@ -413,6 +440,7 @@ Status Emitter::emitRows(CodeWriter &w) {
 }
 
 Status Emitter::emitPhase(CodeWriter &w, size_t pi) {
+  curPhase_ = pi;
   const sched::Phase &ph = k_.phases[pi];
   const Body &b = ph.body;
   std::string tag = std::to_string(pi);
@@ -668,18 +696,163 @@ bool Emitter::isWindowKernel() {
   return anyLoop;
 }
 
+/// `e` with every min / max that selects the one operand moving with `v` replaced by that
+/// operand (which must be v + something), recording in bounds_ where that is exact: v <= o - rest
+/// for each other operand o of a min, v >= o - rest of a max. nullopt where `e` has another form
+/// that moves with v (a division, a min of two moving operands, ...).
+std::optional<SymInt> Emitter::declamp(const SymInt &e, const std::string &v) {
+  if (!mentions(e, v)) return e;
+  using K = SymInt::Kind;
+  switch (e.kind()) {
+  case K::Symbol:
+    return e;
+  case K::Add:
+  case K::Mul: {
+    bool add = e.kind() == K::Add;
+    SymInt r(add ? 0 : 1);
+    for (const SymInt &o : e.operands()) {
+      auto d = declamp(o, v);
+      if (!d) return std::nullopt;
+      r = add ? r + *d : r * *d;
+    }
+    return r;
+  }
+  case K::Min:
+  case K::Max: {
+    const SymInt *moving = nullptr;
+    for (const SymInt &o : e.operands())
+      if (mentions(o, v)) {
+        if (moving) return std::nullopt;
+        moving = &o;
+      }
+    auto d = declamp(*moving, v);
+    if (!d) return std::nullopt;
+    auto a = affineIn(*d, v);
+    if (!a || !(a->coef == SymInt(1))) return std::nullopt;
+    for (const SymInt &o : e.operands())
+      if (&o != moving) bounds_.push_back({curPhase_, e.kind() == K::Min, o - a->rest});
+    return d;
+  }
+  default:
+    return std::nullopt;
+  }
+}
+
+/// `e` with every min / max of two operands, one moving with `v` (as v or -v plus something),
+/// replaced by the other, recording in bounds_ where that is exact; nullopt where `e` has another
+/// form that moves with v.
+std::optional<SymInt> Emitter::resolveClamps(const SymInt &e, const std::string &v) {
+  if (!mentions(e, v)) return e;
+  using K = SymInt::Kind;
+  switch (e.kind()) {
+  case K::Symbol:
+    return e;
+  case K::Add:
+  case K::Mul: {
+    bool add = e.kind() == K::Add;
+    SymInt r(add ? 0 : 1);
+    for (const SymInt &o : e.operands()) {
+      auto d = resolveClamps(o, v);
+      if (!d) return std::nullopt;
+      r = add ? r + *d : r * *d;
+    }
+    return r;
+  }
+  case K::Min:
+  case K::Max: {
+    const std::vector<SymInt> &ops = e.operands();
+    if (ops.size() != 2 || mentions(ops[0], v) == mentions(ops[1], v)) return std::nullopt;
+    const SymInt &m = mentions(ops[0], v) ? ops[0] : ops[1];
+    const SymInt &o = mentions(ops[0], v) ? ops[1] : ops[0];
+    auto a = affineIn(m, v);
+    if (!a || !a->coef.isConstant() || std::abs(a->coef.constant()) != 1) return std::nullopt;
+    bool up = a->coef.constant() == 1;
+    // min(m, o) = o where o <= m; max(m, o) = o where o >= m; m = c*v + rest, c = +-1.
+    bool isMin = e.kind() == K::Min;
+    SymInt bound = up ? o - a->rest : a->rest - o;
+    bounds_.push_back({curPhase_, isMin != up, bound});
+    return o;
+  }
+  default:
+    return std::nullopt;
+  }
+}
+
 Status Emitter::emitWindowRows(CodeWriter &w) {
   size_t rank = k_.vars.size();
   std::string last = cname_[k_.vars[rank - 1]];
+  auto phases = [&](CodeWriter &out) -> Status {
+    inSimd_ = true;
+    for (size_t pi = 0; pi < k_.phases.size(); ++pi) COIL_TRY_STATUS(emitPhase(out, pi));
+    inSimd_ = false;
+    return okStatus();
+  };
+  // The interior: where every clamped tap index (a window inside the padding) equals its
+  // unclamped value, the taps are contiguous in `last` and vectorize as plain loads (no
+  // gathers). A dry run finds the clamps and the bounds of that range.
+  std::set<std::string> lowers, uppers;
+  {
+    CodeWriter dry;
+    declampVar_ = last;
+    declampOk_ = true;
+    bounds_.clear();
+    Status st = phases(dry);
+    declampVar_.clear();
+    COIL_TRY_STATUS(st);
+    for (const Bound &bd : bounds_) {
+      const sched::Phase &ph = k_.phases[bd.phase];
+      std::vector<int64_t> ext;
+      int64_t points = 1;
+      for (const SymInt &r : ph.ranges) {
+        ext.push_back(renamed(r).maybeConstant().value_or(0));
+        points *= ext.back();
+      }
+      for (int64_t pt = 0; pt < points; ++pt) {
+        std::map<std::string, SymInt> at;
+        int64_t rest = pt;
+        for (size_t d = ext.size(); d-- > 0;) {
+          at[cname_[ph.vars[d]]] = SymInt(rest % ext[d]);
+          rest /= ext[d];
+        }
+        std::string text = simplify(bd.e.substitute(at), ranges_).toCpp(ranges_);
+        (bd.upper ? uppers : lowers).insert(text);
+      }
+    }
+  }
+  bool interior = declampOk_ && !bounds_.empty();
+  bounds_.clear();
   emitStartPoint(w, rank - 1);
   w.open("for (int64_t f = begin; f < end;)");
   w.line("const int64_t hi = std::min<int64_t>(" + extent_[rank - 1] + ", lo + (end - f));");
-  w.line("#pragma omp simd");
-  w.open("for (int64_t " + last + " = lo; " + last + " < hi; ++" + last + ")");
-  inSimd_ = true;
-  for (size_t pi = 0; pi < k_.phases.size(); ++pi) COIL_TRY_STATUS(emitPhase(w, pi));
-  inSimd_ = false;
-  w.close();
+  if (!interior) {
+    w.line("#pragma omp simd");
+    w.open("for (int64_t " + last + " = lo; " + last + " < hi; ++" + last + ")");
+    COIL_TRY_STATUS(phases(w));
+    w.close();
+  } else {
+    // [lo, ilo) and [ihi, hi) with clamps, [ilo, ihi) without.
+    w.line("int64_t ilo = lo, ihi = hi;");
+    for (const std::string &b : lowers) w.line("ilo = std::max<int64_t>(ilo, " + b + ");");
+    for (const std::string &b : uppers) w.line("ihi = std::min<int64_t>(ihi, (" + b + ") + 1);");
+    w.line("ilo = std::min<int64_t>(ilo, hi);");
+    w.line("ihi = std::max<int64_t>(ihi, ilo);");
+    w.open("for (int part = 0; part < 2; ++part)");
+    w.line("const int64_t pa = part == 0 ? lo : ihi, pb = part == 0 ? ilo : hi;");
+    w.line("#pragma omp simd");
+    w.open("for (int64_t " + last + " = pa; " + last + " < pb; ++" + last + ")");
+    COIL_TRY_STATUS(phases(w));
+    w.close();
+    w.close();
+    w.line("#pragma omp simd");
+    w.open("for (int64_t " + last + " = ilo; " + last + " < ihi; ++" + last + ")");
+    declampVar_ = last;
+    Status st = phases(w);
+    declampVar_.clear();
+    bounds_.clear();
+    COIL_TRY_STATUS(st);
+    if (!declampOk_) return Error::internal(kernelError(k_, "window interior not reproducible"));
+    w.close();
+  }
   w.line("f += hi - lo;");
   w.line("lo = 0;");
   emitCarry(w, rank - 1);
