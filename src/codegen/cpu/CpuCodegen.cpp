@@ -59,7 +59,9 @@ private:
 
   // --- kernel structure
   Status emitPointwise(CodeWriter &w);
-  size_t mergeableTrailingDims(const std::vector<bool> &live);
+  size_t mergeableTrailingDims(const sched::Phase &ph, const std::vector<bool> &live,
+                               const std::vector<std::string> &vars,
+                               const std::vector<SymInt> &ranges, size_t keep);
   bool planFlat(LoopCtx &ctx, const std::vector<bool> &live);
   Status emitFlat(CodeWriter &w, LoopCtx &ctx, const std::vector<bool> &live);
   Status emitRows(CodeWriter &w);
@@ -264,10 +266,11 @@ void Emitter::emitCarry(CodeWriter &w, size_t dims) {
 /// (a per-channel parameter over an H x W plane: independent of H and W; the activations: the
 /// plane's flat index) and which no statement reads as a value. Short rows (7x7, 8x8 planes)
 /// then vectorize over the whole plane instead of one row of 7 or 8 lanes at a time.
-size_t Emitter::mergeableTrailingDims(const std::vector<bool> &live) {
-  const sched::Phase &ph = k_.phases[0];
-  size_t rank = k_.vars.size();
-  if (rank < 3) return 1;
+size_t Emitter::mergeableTrailingDims(const sched::Phase &ph, const std::vector<bool> &live,
+                                      const std::vector<std::string> &vars,
+                                      const std::vector<SymInt> &ranges, size_t keep) {
+  size_t rank = vars.size();
+  if (rank < keep + 2) return 1;
   std::vector<SymInt> lins;
   auto linOf = [&](NodeId node, const std::vector<SymInt> &idx) {
     std::vector<SymInt> ridx, shape;
@@ -289,7 +292,7 @@ size_t Emitter::mergeableTrailingDims(const std::vector<bool> &live) {
   for (const SymInt &lin : lins)
     if (mentionsIndirect(lin)) return 1;
   // Per access: its coefficient of the last dim and the rest.
-  std::string lastVar = cname_[k_.vars[rank - 1]];
+  std::string lastVar = cname_[vars[rank - 1]];
   std::vector<Affine> aff;
   for (const SymInt &lin : lins) {
     auto a = affineIn(lin, lastVar);
@@ -297,10 +300,11 @@ size_t Emitter::mergeableTrailingDims(const std::vector<bool> &live) {
     aff.push_back(*a);
   }
   size_t merged = 1;
-  SymInt inner = renamed(k_.ranges[rank - 1]); // extent of the dims merged so far
-  // The outermost dim is never merged (it bounds the launcher's blocks).
-  for (size_t d = rank - 1; d-- > 1;) {
-    const std::string &var = cname_[k_.vars[d]];
+  SymInt inner = renamed(ranges[rank - 1]); // extent of the dims merged so far
+  // The first `keep` dims are never merged (the kernel's outermost dim bounds the launcher's
+  // blocks).
+  for (size_t d = rank - 1; d-- > keep;) {
+    const std::string &var = cname_[vars[d]];
     bool ok = true;
     for (size_t i = 0; i < ph.body.stmts.size() && ok; ++i)
       if (live[i] && ph.body.stmts[i].kind == Stmt::Kind::Index &&
@@ -318,7 +322,7 @@ size_t Emitter::mergeableTrailingDims(const std::vector<bool> &live) {
     }
     if (!ok) break;
     aff = std::move(next);
-    inner = inner * renamed(k_.ranges[d]);
+    inner = inner * renamed(ranges[d]);
     ++merged;
   }
   return merged;
@@ -329,7 +333,7 @@ Status Emitter::emitPointwise(CodeWriter &w) {
   size_t rank = k_.vars.size();
   std::string last = cname_[k_.vars[rank - 1]];
   std::vector<bool> live = liveStmts(ph.body, &ph);
-  size_t merged = mergeableTrailingDims(live);
+  size_t merged = mergeableTrailingDims(ph, live, k_.vars, k_.ranges, 1);
   // With merged dims, `last` walks all of them (their flat index) and the others merged are 0:
   // every access is affine in them in the same proportion, so its offset at (0, .., 0, m)
   // equals its offset at the point whose merged flat index is m.
@@ -619,11 +623,18 @@ Status Emitter::emitPhase(CodeWriter &w, size_t pi) {
       w.close();
     }
   } else {
-    for (size_t d = 0; d + 1 < ph.vars.size(); ++d) {
+    // Trailing phase dims that every access walks in one proportion are one loop (an 8x8
+    // window summed as one simd loop of 64), the others merged into it 0.
+    size_t nv = ph.vars.size();
+    size_t merged = nv >= 2 && !argReduce ? mergeableTrailingDims(ph, live, ph.vars, ph.ranges, 0)
+                                          : std::min<size_t>(nv, 1);
+    for (size_t d = 0; d + merged < nv; ++d) {
       const std::string &v = cname_[ph.vars[d]];
       w.open("for (int64_t " + v + " = 0; " + v + " < " + cpp(ph.ranges[d]) + "; ++" + v + ")");
     }
     if (ph.vars.empty()) w.open("");
+    for (size_t d = nv - merged; d + 1 < nv; ++d)
+      w.line("const int64_t " + cname_[ph.vars[d]] + " = 0;");
     COIL_TRY_STATUS(planOffsets(ctx, b, live, ph.stores));
     if (!ph.vars.empty()) {
       for (auto &[name, expr] : ctx.defs) w.line("const int64_t " + name + " = " + expr + ";");
@@ -633,11 +644,13 @@ Status Emitter::emitPhase(CodeWriter &w, size_t pi) {
         w.line(pragma);
       }
       const std::string &v = ctx.var;
-      w.open("for (int64_t " + v + " = 0; " + v + " < " + cpp(ph.ranges.back()) + "; ++" + v + ")");
+      SymInt extent(1);
+      for (size_t d = nv - merged; d < nv; ++d) extent = extent * ph.ranges[d];
+      w.open("for (int64_t " + v + " = 0; " + v + " < " + cpp(extent) + "; ++" + v + ")");
     }
     COIL_TRY_STATUS(inner());
     if (ph.vars.empty()) w.close();
-    for (size_t d = 0; d < ph.vars.size(); ++d) w.close();
+    for (size_t d = 0; d < nv - merged + (nv ? 1 : 0); ++d) w.close();
   }
   // Final values of the accumulators, visible to later phases.
   for (size_t si = 0; si < reds.size(); ++si) {
