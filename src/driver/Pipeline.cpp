@@ -137,7 +137,9 @@ Expected<std::unique_ptr<Compilation>> compileGraph(Graph g, const CompileOption
   }
   timer.done("fold");
 
-  COIL_TRY(c->loops, loop::lowerGraph(c->graph));
+  loop::LowerOptions lo;
+  lo.cpuExterns = !cuda;
+  COIL_TRY(c->loops, loop::lowerGraph(c->graph, lo));
   // Bias adds (and ReLUs) after GEMMs become the GEMM extern's epilogue.
   loop::foldGemmBias(c->loops);
   // On the CPU, conv bias adds (and a ReLU or Clip after them) become the conv extern's

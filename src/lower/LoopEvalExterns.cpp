@@ -416,11 +416,13 @@ EvalExternFn reduceDynAdapter(ReduceDynFn fn) {
 void registerCpuShapeEvalExterns();
 void registerCpuGemmBiasEvalExterns();
 void registerCpuAttentionEvalExterns();
+void registerCpuResizeEvalExterns();
 
 void registerCpuKernelEvalExterns() {
   registerCpuShapeEvalExterns();
   registerCpuGemmBiasEvalExterns();
   registerCpuAttentionEvalExterns();
+  registerCpuResizeEvalExterns();
   registerEvalExtern("coil_cpu_gemm_f32", gemmAdapter(coil_cpu_gemm_f32));
   registerEvalExtern("coil_cpu_gemm_f64", gemmAdapter(coil_cpu_gemm_f64));
   registerEvalExtern("coil_cpu_conv_f32", convAdapter(coil_cpu_conv_f32, false));
@@ -620,6 +622,33 @@ void registerCpuAttentionEvalExterns() {
   registerEvalExtern("coil_cpu_attention_f32", attentionAdapter(coil_cpu_attention_f32));
   registerEvalExtern("coil_cpu_attention_f16", attentionAdapter(coil_cpu_attention_f16));
   registerEvalExtern("coil_cpu_attention_bf16", attentionAdapter(coil_cpu_attention_bf16));
+}
+
+// --- Resize of the two innermost axes (kernels/cpu/CpuResize.cpp): x, y, planes, inH, inW,
+// outH, outW, scaleH, numH, denH, scaleW, numW, denW, mode, coord, nearestMode
+
+namespace {
+using Resize2dFn = int32_t (*)(const void *, void *, int64_t, int64_t, int64_t, int64_t, int64_t,
+                               double, int64_t, int64_t, double, int64_t, int64_t, int64_t, int64_t,
+                               int64_t);
+
+EvalExternFn resize2dAdapter(Resize2dFn fn) {
+  return [fn](const ExternNode &en, Args &a) -> Status {
+    COIL_TRY_STATUS(checkSignature(en, a, "NOIIIIIFIIFIIIII"));
+    int64_t planes = a[2].i, inH = a[3].i, inW = a[4].i, outH = a[5].i, outW = a[6].i;
+    if (planes < 0 || inH < 0 || inW < 0 || outH < 0 || outW < 0)
+      return kernelStatus(fn(nullptr, nullptr, planes, inH, inW, outH, outW, 1, 0, 0, 1, 0, 0,
+                             a[13].i, a[14].i, a[15].i));
+    COIL_TRY_STATUS(checkNumel(en, *a[0].tensor, prod({planes, inH, inW}), "the input"));
+    COIL_TRY_STATUS(checkNumel(en, *a[1].output, prod({planes, outH, outW}), "the output"));
+    return kernelStatus(fn(in(a, 0), out(a, 1), planes, inH, inW, outH, outW, a[7].number, a[8].i,
+                           a[9].i, a[10].number, a[11].i, a[12].i, a[13].i, a[14].i, a[15].i));
+  };
+}
+} // namespace
+
+void registerCpuResizeEvalExterns() {
+  registerEvalExtern("coil_cpu_resize2d_f32", resize2dAdapter(coil_cpu_resize2d_f32));
 }
 
 } // namespace coil::loop

@@ -309,8 +309,8 @@ NodeId leafNode(LoopProgram &p, const Graph &g, ValueId v, int32_t origin) {
 // --- LowerContext
 
 LowerContext::LowerContext(LoopProgram &program, const Graph &graph, int32_t nodeIndex,
-                           std::vector<std::optional<TensorRef>> &refs)
-    : program_(program), graph_(graph), nodeIndex_(nodeIndex), refs_(refs) {}
+                           std::vector<std::optional<TensorRef>> &refs, const LowerOptions &options)
+    : program_(program), graph_(graph), nodeIndex_(nodeIndex), refs_(refs), options_(options) {}
 
 bool LowerContext::hasInput(size_t i) const {
   return i < gnode().inputs.size() && gnode().inputs[i] != kNoValue;
@@ -731,7 +731,7 @@ LowerFn lowerFnFor(OpKind op) {
   return registry().get(op);
 }
 
-Expected<LoopProgram> lowerGraph(const Graph &g) {
+Expected<LoopProgram> lowerGraph(const Graph &g, const LowerOptions &options) {
   LoopProgram p;
   p.graph = &g;
   p.symbols = g.symbols;
@@ -771,7 +771,7 @@ Expected<LoopProgram> lowerGraph(const Graph &g) {
         ready = false;
     if (!ready) continue;
     size_t first = p.nodes.size();
-    LowerContext ctx(p, g, int32_t(ni), refs);
+    LowerContext ctx(p, g, int32_t(ni), refs, options);
     Status st = fn(ctx);
     if (st.ok()) st = checkSizesKnown(p, first, bound, gn, refs);
     if (!st.ok()) {

@@ -66,6 +66,14 @@ private:
   int nextIndirect_ = 0;
 };
 
+/// Choices of lowerGraph that depend on where the program runs.
+struct LowerOptions {
+  /// The program runs on the CPU: lowerings may call externs of kernels/cpu that have no CUDA
+  /// twin (kernels/cuda/CudaExterns.h), where they beat the generic Loop IR (Resize of the two
+  /// innermost axes: coil_cpu_resize2d_*). Off, every op lowers as it does for CUDA.
+  bool cpuExterns = false;
+};
+
 using PointwiseFn = std::function<Val(BodyBuilder &, const std::vector<SymInt> &idx)>;
 /// Returns the value folded at (outer point, reduced point); sets *position for ArgMax/ArgMin.
 using ReduceFn = std::function<Val(BodyBuilder &, const std::vector<SymInt> &outer,
@@ -74,11 +82,12 @@ using ReduceFn = std::function<Val(BodyBuilder &, const std::vector<SymInt> &out
 class LowerContext {
 public:
   LowerContext(LoopProgram &program, const Graph &graph, int32_t nodeIndex,
-               std::vector<std::optional<TensorRef>> &refs);
+               std::vector<std::optional<TensorRef>> &refs, const LowerOptions &options = {});
 
   const Graph &graph() const { return graph_; }
   const coil::Node &gnode() const { return graph_.nodes()[size_t(nodeIndex_)]; }
   LoopProgram &program() { return program_; }
+  const LowerOptions &options() const { return options_; }
 
   size_t numInputs() const { return gnode().inputs.size(); }
   bool hasInput(size_t i) const;
@@ -119,6 +128,7 @@ private:
   const Graph &graph_;
   int32_t nodeIndex_;
   std::vector<std::optional<TensorRef>> &refs_;
+  LowerOptions options_;
 };
 
 using LowerFn = Status (*)(LowerContext &);
@@ -142,6 +152,6 @@ void registerShapeOpsLowerings(LowerRegistry &r);
 LowerFn lowerFnFor(OpKind op);
 
 /// Lowers a verified graph. Every op without a lowering is reported in one error.
-Expected<LoopProgram> lowerGraph(const Graph &g);
+Expected<LoopProgram> lowerGraph(const Graph &g, const LowerOptions &options = {});
 
 } // namespace coil::loop

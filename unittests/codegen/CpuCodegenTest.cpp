@@ -948,8 +948,9 @@ TEST_F(CpuCodegenTest, KernelInfoAndText) {
   EXPECT_NE(t.find("#pragma omp simd"), std::string::npos);
   EXPECT_EQ(t.find("3.0f"), std::string::npos) << "dead constant printed";
   // Threads only for enough work: points times statements (a pointwise kernel's inner phase
-  // has one point), and the reductions' inner points for softmax.
-  EXPECT_NE(t.find("  if (grid > 1 && work >= 32768) {\n    #pragma omp parallel for "
+  // has one point), and the reductions' inner points for softmax; 2^18 for kernels whose
+  // statements run in simd lanes, 2^15 for scalar ones (arg reductions).
+  EXPECT_NE(t.find("  if (grid > 1 && work >= 262144) {\n    #pragma omp parallel for "
                    "schedule(static)\n"),
             std::string::npos)
       << t;
@@ -970,9 +971,11 @@ TEST_F(CpuCodegenTest, KernelInfoAndText) {
   EXPECT_NE(sm.find("const int64_t work = total * (" + std::to_string(kSmD * 11) + ");"),
             std::string::npos)
       << sm;
+  EXPECT_NE(sm.find("work >= 262144"), std::string::npos) << sm;
   // ArgMax stays a scalar loop.
   const std::string &arg = source("k_arg").code;
   EXPECT_EQ(arg.find("#pragma omp simd"), std::string::npos) << arg;
+  EXPECT_NE(arg.find("work >= 32768"), std::string::npos) << arg;
   // Pow by a constant 2 or 3 is a product (vectorizes); other exponents call std::pow.
   const std::string &un = source("k_unary").code;
   EXPECT_EQ(un.find("std::pow(v0, 2"), std::string::npos) << un;

@@ -91,15 +91,16 @@ Expected<Graph> parseUntyped(const std::string &text) {
   return g;
 }
 
-/// Lowers the graph of `text`, evaluates it on `inputs` and compares every output with the
-/// interpreter's (integers exactly, floats within `tol` relative to max(1, |want|)).
-void expectMatches(const std::string &text, const std::vector<Tensor> &inputs, double tol = 1e-4) {
+/// Lowers the graph of `text` (with `lo`), evaluates it on `inputs` and compares every output
+/// with the interpreter's (integers exactly, floats within `tol` relative to max(1, |want|)).
+void expectMatches(const std::string &text, const std::vector<Tensor> &inputs, double tol = 1e-4,
+                   const loop::LowerOptions &lo = {}) {
   SCOPED_TRACE(text);
   auto g = parseUntyped(text);
   ASSERT_TRUE(g.ok()) << g.error().render();
   auto want = interpret(*g, inputs);
   ASSERT_TRUE(want.ok()) << want.error().render();
-  auto prog = loop::lowerGraph(*g);
+  auto prog = loop::lowerGraph(*g, lo);
   ASSERT_TRUE(prog.ok()) << prog.error().render();
   {
     loop::LoopProgram copy = *prog;
@@ -712,6 +713,121 @@ TEST(SpatialLower, ResizeMoreCases) {
   // Identity axes are copies.
   expectMatches(resizeGraph("2, 3, 4, 5", "f32[4] [1, 1, 1, 1]", "mode = \"cubic\""),
                 {randomTensor(DType::F32, {2, 3, 4, 5}, 175)});
+}
+
+// Resize on the CPU (LowerOptions::cpuExterns): nearest and linear f32 Resize of the two
+// innermost axes is one call of coil_cpu_resize2d_f32; everything else lowers generically.
+
+loop::LowerOptions cpuExterns() {
+  loop::LowerOptions lo;
+  lo.cpuExterns = true;
+  return lo;
+}
+
+/// The extern functions the lowering of `text` calls.
+std::string externsOf(const std::string &text, const loop::LowerOptions &lo) {
+  auto g = parseUntyped(text);
+  if (!g.ok()) return "parse: " + g.error().render();
+  auto prog = loop::lowerGraph(*g, lo);
+  if (!prog.ok()) return "lower: " + prog.error().render();
+  std::string names;
+  for (const loop::Node &n : prog->nodes)
+    if (const auto *e = std::get_if<loop::ExternNode>(&n.kind)) names += e->function + " ";
+  return names;
+}
+
+TEST(SpatialLower, ResizeCpuExternModes) {
+  for (const char *mode : {"nearest", "linear"})
+    for (const char *cm : {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel",
+                           "half_pixel_symmetric"})
+      for (const char *nm : {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"})
+        for (const char *sc : {"f32[4] [1, 1, 2.5, 1.75]", "f32[4] [1, 1, 0.6, 0.5]",
+                               "f32[4] [1, 1, 2, 1]", "f32[4] [1, 1, 1, 0.4]"}) {
+          if (std::string(mode) == "linear" && std::string(nm) != "round_prefer_floor") continue;
+          std::string text = resizeGraph("2, 3, 4, 5", sc,
+                                         std::string("mode = \"") + mode +
+                                             "\", coordinate_transformation_mode = \"" + cm +
+                                             "\", nearest_mode = \"" + nm + "\"");
+          EXPECT_EQ(externsOf(text, cpuExterns()), "coil_cpu_resize2d_f32 ") << text;
+          EXPECT_EQ(externsOf(text, {}), "") << text;
+          expectMatches(text, {randomTensor(DType::F32, {2, 3, 4, 5}, 300)}, 1e-5, cpuExterns());
+        }
+}
+
+TEST(SpatialLower, ResizeCpuExternSymbolicSizes) {
+  // The segmentation heads' form: sizes [batch, C, H, W] taken from Shape of the image; the
+  // batch and channel axes are identities, H and W scales are run-time ratios of symbols.
+  std::string text =
+      R"(graph @g(%img: f32[N, 1, H, W], %x: f32[N, 3, (H + 1) // 2, (W + 1) // 4]) -> (%y) {
+    symbol N in [1, 8]
+    symbol H in [1, 64]
+    symbol W in [1, 64]
+    %sz = symconst i64[4] [N, 3, H, W]
+    %y = Resize(%x, _, _, %sz) {mode = "linear"} : ?
+  })";
+  EXPECT_EQ(externsOf(text, cpuExterns()), "coil_cpu_resize2d_f32 ");
+  for (auto [n, h, w] : {std::tuple<int64_t, int64_t, int64_t>{2, 7, 9}, {1, 32, 32}, {3, 1, 5}})
+    expectMatches(text,
+                  {randomTensor(DType::F32, {n, 1, h, w}, 300),
+                   randomTensor(DType::F32, {n, 3, (h + 1) / 2, (w + 1) / 4}, 301)},
+                  1e-5, cpuExterns());
+  // Only W resized (H given as its own size); a rank-3 input; the threaded path (2^17 outputs).
+  std::string onlyW = R"(graph @g(%x: f32[2, H, 6]) -> (%y) {
+    symbol H in [1, 64]
+    %sz = symconst i64[3] [2, H, 13]
+    %y = Resize(%x, _, _, %sz) {mode = "linear", coordinate_transformation_mode = "align_corners"} : ?
+  })";
+  EXPECT_EQ(externsOf(onlyW, cpuExterns()), "coil_cpu_resize2d_f32 ");
+  expectMatches(onlyW, {randomTensor(DType::F32, {2, 5, 6}, 302)}, 1e-5, cpuExterns());
+  std::string big = resizeGraph("2, 4, 64, 64", "f32[4] [1, 1, 2, 2]", "mode = \"linear\"");
+  EXPECT_EQ(externsOf(big, cpuExterns()), "coil_cpu_resize2d_f32 ");
+  expectMatches(big, {randomTensor(DType::F32, {2, 4, 64, 64}, 303)}, 1e-5, cpuExterns());
+  std::string bigNearest = resizeGraph("2, 4, 64, 64", "f32[4] [1, 1, 2, 2]", "mode = \"nearest\"");
+  expectMatches(bigNearest, {randomTensor(DType::F32, {2, 4, 64, 64}, 304)}, 0, cpuExterns());
+}
+
+TEST(SpatialLower, ResizeCpuExternNotTaken) {
+  // Forms the extern does not cover lower as before, with the option on.
+  for (const std::string &text :
+       {resizeGraph("1, 2, 4, 5", "f32[4] [1, 1, 2.5, 1.5]", "mode = \"cubic\""),
+        resizeGraph("1, 2, 9, 8", "f32[4] [1, 1, 0.45, 0.6]", "mode = \"linear\", antialias = 1"),
+        resizeGraph("1, 2, 4, 5", "f32[4] [1, 2, 2, 1]", "mode = \"linear\""),
+        resizeGraph("1, 3, 4, 4", "f32[4] [1, 1, 1.5, 0.75]", "mode = \"linear\"", "f16")}) {
+    EXPECT_EQ(externsOf(text, cpuExterns()), "") << text;
+    bool half = text.find("f16[") != std::string::npos;
+    expectMatches(text,
+                  {randomTensor(half ? DType::F16 : DType::F32,
+                                half                                     ? Shape{1, 3, 4, 4}
+                                : text.find("9, 8") != std::string::npos ? Shape{1, 2, 9, 8}
+                                                                         : Shape{1, 2, 4, 5},
+                                305)},
+                  half ? 2e-3 : 1e-4, cpuExterns());
+  }
+}
+
+TEST(SpatialLower, ResizeCpuExternRandomSweep) {
+  std::mt19937 rng(4242);
+  const char *coords[] = {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel",
+                          "half_pixel_symmetric"};
+  const char *nearest[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
+  int ran = 0;
+  for (int it = 0; it < 60; ++it) {
+    std::string mode = rng() % 2 ? "linear" : "nearest";
+    int64_t h = 1 + int64_t(rng() % 7), w = 1 + int64_t(rng() % 7);
+    double sh = double(2 + rng() % 30) / 8, sw = double(2 + rng() % 30) / 8;
+    if (std::floor(sh * double(h)) < 1 || std::floor(sw * double(w)) < 1) continue;
+    std::string attrs = "mode = \"" + mode + "\", coordinate_transformation_mode = \"" +
+                        coords[rng() % 5] + "\", nearest_mode = \"" + nearest[rng() % 4] + "\"";
+    std::ostringstream sc;
+    sc << "f32[4] [1, 1, " << sh << ", " << sw << "]";
+    std::string text =
+        resizeGraph("2, 3, " + std::to_string(h) + ", " + std::to_string(w), sc.str(), attrs);
+    EXPECT_EQ(externsOf(text, cpuExterns()), "coil_cpu_resize2d_f32 ") << text;
+    expectMatches(text, {randomTensor(DType::F32, {2, 3, h, w}, uint32_t(400 + it))}, 1e-5,
+                  cpuExterns());
+    ++ran;
+  }
+  EXPECT_GE(ran, 40);
 }
 
 TEST(SpatialLower, UnsupportedFormsAreReported) {

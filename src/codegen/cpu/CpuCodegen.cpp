@@ -2,8 +2,8 @@
 
 #include "codegen/CSource.h"
 #include "codegen/KernelEmitter.h"
-#include "support/DType.h"
 #include "support/Check.h"
+#include "support/DType.h"
 
 #include <algorithm>
 #include <map>
@@ -29,7 +29,8 @@ class Emitter : KernelEmitterBase {
 public:
   Emitter(const sched::Kernel &k, const loop::LoopProgram &p, const CpuCodegenOptions &o)
       : KernelEmitterBase(k, p, {"v", "o", "d", "n", "acc", "red"},
-                          {"begin", "end", "f", "t", "lo", "hi", "total", "grid", "block", "task"},
+                          {"begin", "end", "f", "t", "lo", "hi", "total", "grid", "block", "task",
+                           "n_row", "ilo", "ihi", "part", "pa", "pb"},
                           "cpu codegen: "),
         o_(o) {}
 
@@ -58,10 +59,15 @@ private:
 
   // --- kernel structure
   Status emitPointwise(CodeWriter &w);
+  size_t mergeableTrailingDims(const sched::Phase &ph, const std::vector<bool> &live,
+                               const std::vector<std::string> &vars,
+                               const std::vector<SymInt> &ranges, size_t keep);
   bool planFlat(LoopCtx &ctx, const std::vector<bool> &live);
   Status emitFlat(CodeWriter &w, LoopCtx &ctx, const std::vector<bool> &live);
   Status emitRows(CodeWriter &w);
   Status emitPhase(CodeWriter &w, size_t pi);
+  bool isWindowKernel();
+  Status emitWindowRows(CodeWriter &w);
   void emitStartPoint(CodeWriter &w, size_t lastDim);
   void emitCarry(CodeWriter &w, size_t dims);
   std::string paramList(bool restrict) const;
@@ -69,6 +75,22 @@ private:
 
   const CpuCodegenOptions &o_;
   int nextOffset_ = 0;
+  /// Phases are emitted inside the simd loop over the last outer dim (window kernels): their
+  /// inner points are unrolled, one block each, not loops.
+  bool inSimd_ = false;
+  /// Window kernels' interior: while set, load offsets drop the min/max clamps that select an
+  /// operand moving with this (C-named) variable, and record where that is exact.
+  std::string declampVar_;
+  bool declampOk_ = true;
+  struct Bound {
+    size_t phase;
+    bool upper; ///< var <= e (else var >= e)
+    SymInt e;
+  };
+  std::vector<Bound> bounds_;
+  size_t curPhase_ = 0;
+  std::optional<SymInt> declamp(const SymInt &e, const std::string &v);
+  std::optional<SymInt> resolveClamps(const SymInt &e, const std::string &v);
 };
 
 // ------------------------------------------------------------------------------------- bodies
@@ -81,6 +103,12 @@ std::string Emitter::offsetOf(LoopCtx &ctx, const Body &b, NodeId node,
   std::vector<SymInt> shape;
   for (const SymInt &d : p_.nodes[size_t(node)].shape) shape.push_back(renamed(d));
   SymInt lin = simplify(linearIndex(shape, ridx), ranges_);
+  if (!declampVar_.empty() && !isStore) {
+    if (auto d = declamp(lin, declampVar_))
+      lin = simplify(*d, ranges_);
+    else
+      declampOk_ = false;
+  }
   std::optional<Affine> a;
   if (!ctx.var.empty()) a = affineIn(lin, ctx.var);
   bool hoistable = false;
@@ -151,7 +179,14 @@ Status Emitter::emitBody(CodeWriter &w, LoopCtx &ctx, const Body &b, const std::
   return emitStatements(
       w, b, live, valName,
       [&](const Stmt &s) { return bufName_[s.node] + "[" + ctx.offsets[&s] + "]"; },
-      [&](const SymInt &e) { return cpp(e); });
+      [&](const SymInt &e) {
+        if (declampVar_.empty()) return cpp(e);
+        // In a window interior, a value's min / max against the moving variable (a tap count
+        // near the border) is its other operand: hoistable, and no 64-bit min / max per lane.
+        SymInt r = simplify(renamed(e), ranges_);
+        if (auto d = resolveClamps(r, declampVar_)) r = simplify(*d, ranges_);
+        return r.toCpp(ranges_);
+      });
 }
 
 Status Emitter::emitStores(CodeWriter &w, LoopCtx &ctx, const std::vector<sched::Store> &stores,
@@ -226,16 +261,105 @@ void Emitter::emitCarry(CodeWriter &w, size_t dims) {
   w.line(text);
 }
 
+/// How many trailing dims of a pointwise kernel one row segment can walk as if they were one
+/// dim (at least 1): those over which every load and store is contiguous in the same proportion
+/// (a per-channel parameter over an H x W plane: independent of H and W; the activations: the
+/// plane's flat index) and which no statement reads as a value. Short rows (7x7, 8x8 planes)
+/// then vectorize over the whole plane instead of one row of 7 or 8 lanes at a time.
+size_t Emitter::mergeableTrailingDims(const sched::Phase &ph, const std::vector<bool> &live,
+                                      const std::vector<std::string> &vars,
+                                      const std::vector<SymInt> &ranges, size_t keep) {
+  size_t rank = vars.size();
+  if (rank < keep + 2) return 1;
+  std::vector<SymInt> lins;
+  auto linOf = [&](NodeId node, const std::vector<SymInt> &idx) {
+    std::vector<SymInt> ridx, shape;
+    for (const SymInt &e : idx) ridx.push_back(renamed(e));
+    for (const SymInt &d : p_.nodes[size_t(node)].shape) shape.push_back(renamed(d));
+    return simplify(linearIndex(shape, ridx), ranges_);
+  };
+  for (size_t i = 0; i < ph.body.stmts.size(); ++i) {
+    const Stmt &st = ph.body.stmts[i];
+    if (!live[i]) continue;
+    if (st.kind == Stmt::Kind::Load) lins.push_back(linOf(st.node, st.index));
+  }
+  for (const sched::Store &st : ph.stores) lins.push_back(linOf(st.node, st.index));
+  auto mentionsIndirect = [&](const SymInt &e) {
+    for (const std::string &ind : indirectSyms_)
+      if (mentions(e, cname_[ind])) return true;
+    return false;
+  };
+  for (const SymInt &lin : lins)
+    if (mentionsIndirect(lin)) return 1;
+  // Per access: its coefficient of the last dim and the rest.
+  std::string lastVar = cname_[vars[rank - 1]];
+  std::vector<Affine> aff;
+  for (const SymInt &lin : lins) {
+    auto a = affineIn(lin, lastVar);
+    if (!a) return 1;
+    aff.push_back(*a);
+  }
+  size_t merged = 1;
+  SymInt inner = renamed(ranges[rank - 1]); // extent of the dims merged so far
+  // The first `keep` dims are never merged (the kernel's outermost dim bounds the launcher's
+  // blocks).
+  for (size_t d = rank - 1; d-- > keep;) {
+    const std::string &var = cname_[vars[d]];
+    bool ok = true;
+    for (size_t i = 0; i < ph.body.stmts.size() && ok; ++i)
+      if (live[i] && ph.body.stmts[i].kind == Stmt::Kind::Index &&
+          (mentions(renamed(ph.body.stmts[i].expr), var) ||
+           mentions(renamed(ph.body.stmts[i].expr), lastVar)))
+        ok = false;
+    std::vector<Affine> next;
+    for (size_t i = 0; i < aff.size() && ok; ++i) {
+      auto a = affineIn(aff[i].rest, var);
+      if (!a || mentions(a->coef, lastVar) ||
+          !(simplify(a->coef - aff[i].coef * inner, ranges_) == SymInt(0)))
+        ok = false;
+      else
+        next.push_back(*a);
+    }
+    if (!ok) break;
+    aff = std::move(next);
+    inner = inner * renamed(ranges[d]);
+    ++merged;
+  }
+  return merged;
+}
+
 Status Emitter::emitPointwise(CodeWriter &w) {
   const sched::Phase &ph = k_.phases[0];
   size_t rank = k_.vars.size();
   std::string last = cname_[k_.vars[rank - 1]];
-  emitStartPoint(w, rank - 1);
+  std::vector<bool> live = liveStmts(ph.body, &ph);
+  size_t merged = mergeableTrailingDims(ph, live, k_.vars, k_.ranges, 1);
+  // With merged dims, `last` walks all of them (their flat index) and the others merged are 0:
+  // every access is affine in them in the same proportion, so its offset at (0, .., 0, m)
+  // equals its offset at the point whose merged flat index is m.
+  std::string rowExtent = extent_[rank - 1];
+  if (merged > 1) {
+    std::string prod;
+    for (size_t d = rank - merged; d < rank; ++d) prod += (prod.empty() ? "" : " * ") + extent_[d];
+    rowExtent = "n_row";
+    w.line("const int64_t n_row = " + prod + ";");
+    w.line("int64_t t = begin;");
+    w.line("int64_t lo = t % n_row;");
+    w.line("t /= n_row;");
+    for (size_t d = rank - merged; d-- > 1;) {
+      w.line("int64_t " + cname_[k_.vars[d]] + " = t % " + extent_[d] + ";");
+      w.line("t /= " + extent_[d] + ";");
+    }
+    w.line("int64_t " + cname_[k_.vars[0]] + " = t;");
+  } else {
+    emitStartPoint(w, rank - 1);
+  }
   w.open("for (int64_t f = begin; f < end;)");
-  w.line("const int64_t hi = std::min<int64_t>(" + extent_[rank - 1] + ", lo + (end - f));");
+  w.line("const int64_t hi = std::min<int64_t>(" + rowExtent + ", lo + (end - f));");
+  for (size_t d = rank - merged; d + 1 < rank; ++d)
+    w.line("const int64_t " + cname_[k_.vars[d]] + " = 0;");
   LoopCtx ctx;
   ctx.var = last;
-  std::vector<bool> live = liveStmts(ph.body, &ph);
   COIL_TRY_STATUS(planOffsets(ctx, ph.body, live, ph.stores));
   for (auto &[name, expr] : ctx.defs) w.line("const int64_t " + name + " = " + expr + ";");
   if (ctx.simd) w.line("#pragma omp simd");
@@ -246,7 +370,7 @@ Status Emitter::emitPointwise(CodeWriter &w) {
   w.close();
   w.line("f += hi - lo;");
   w.line("lo = 0;");
-  emitCarry(w, rank - 1);
+  emitCarry(w, rank - merged);
   w.close();
   return okStatus();
 }
@@ -320,6 +444,7 @@ Status Emitter::emitRows(CodeWriter &w) {
 }
 
 Status Emitter::emitPhase(CodeWriter &w, size_t pi) {
+  curPhase_ = pi;
   const sched::Phase &ph = k_.phases[pi];
   const Body &b = ph.body;
   std::string tag = std::to_string(pi);
@@ -407,85 +532,126 @@ Status Emitter::emitPhase(CodeWriter &w, size_t pi) {
   LoopCtx ctx;
   if (!ph.vars.empty()) ctx.var = cname_[ph.vars.back()];
   std::vector<bool> live = liveStmts(b, &ph);
-  for (size_t d = 0; d + 1 < ph.vars.size(); ++d) {
-    const std::string &v = cname_[ph.vars[d]];
-    w.open("for (int64_t " + v + " = 0; " + v + " < " + cpp(ph.ranges[d]) + "; ++" + v + ")");
-  }
-  if (ph.vars.empty()) w.open("");
-  COIL_TRY_STATUS(planOffsets(ctx, b, live, ph.stores));
-  if (!ph.vars.empty()) {
-    for (auto &[name, expr] : ctx.defs) w.line("const int64_t " + name + " = " + expr + ";");
-    if (ctx.simd && !argReduce) {
-      std::string pragma = "#pragma omp simd";
-      for (const std::string &c : clauses) pragma += " " + c;
-      w.line(pragma);
-    }
-    const std::string &v = ctx.var;
-    w.open("for (int64_t " + v + " = 0; " + v + " < " + cpp(ph.ranges.back()) + "; ++" + v + ")");
-  }
-  std::vector<std::string> valName;
-  COIL_TRY_STATUS(emitBody(w, ctx, b, live, valName));
-  COIL_TRY_STATUS(emitStores(w, ctx, ph.stores, b, valName));
-  for (const Red &red : reds) {
-    const sched::Accumulate &r = *red.r;
-    bool arg = r.kind == ReduceKind::ArgMax || r.kind == ReduceKind::ArgMin;
-    DType cmpType = arg ? red.vt : r.accDType;
-    std::string v = castExpr(valName[size_t(r.value)], red.vt, cmpType);
-    bool fl = isFloat(cmpType);
-    // A temporary when the folded value is an expression used more than once.
-    auto named = [&](std::string e) {
-      if (e == valName[size_t(r.value)] && e.find_first_of("(-") == std::string::npos) return e;
-      w.line("const " + red.W + " " + red.work + "v = " + e + ";");
-      return red.work + "v";
-    };
-    std::string wv = red.W == computeType(cmpType) ? v : red.W + "(" + v + ")";
-    switch (r.kind) {
-    case ReduceKind::Sum:
-      w.line(red.work + " += " + wv + ";");
-      break;
-    case ReduceKind::Prod:
-      w.line(red.work + " *= " + wv + ";");
-      break;
-    case ReduceKind::Max:
-    case ReduceKind::Min: {
-      const char *cmp = r.kind == ReduceKind::Max ? " > " : " < ";
-      v = named(v);
-      if (fl) {
-        w.line(red.nan + " |= " + v + " != " + v + ";");
+  // The body at one inner point and its folds into the accumulators.
+  auto inner = [&]() -> Status {
+    std::vector<std::string> valName;
+    COIL_TRY_STATUS(emitBody(w, ctx, b, live, valName));
+    COIL_TRY_STATUS(emitStores(w, ctx, ph.stores, b, valName));
+    for (const Red &red : reds) {
+      const sched::Accumulate &r = *red.r;
+      bool arg = r.kind == ReduceKind::ArgMax || r.kind == ReduceKind::ArgMin;
+      DType cmpType = arg ? red.vt : r.accDType;
+      std::string v = castExpr(valName[size_t(r.value)], red.vt, cmpType);
+      bool fl = isFloat(cmpType);
+      // A temporary when the folded value is an expression used more than once.
+      auto named = [&](std::string e) {
+        if (e == valName[size_t(r.value)] && e.find_first_of("(-") == std::string::npos) return e;
+        w.line("const " + red.W + " " + red.work + "v = " + e + ";");
+        return red.work + "v";
+      };
+      std::string wv = red.W == computeType(cmpType) ? v : red.W + "(" + v + ")";
+      switch (r.kind) {
+      case ReduceKind::Sum:
+        w.line(red.work + " += " + wv + ";");
+        break;
+      case ReduceKind::Prod:
+        w.line(red.work + " *= " + wv + ";");
+        break;
+      case ReduceKind::Max:
+      case ReduceKind::Min: {
+        const char *cmp = r.kind == ReduceKind::Max ? " > " : " < ";
+        v = named(v);
+        if (fl) {
+          w.line(red.nan + " |= " + v + " != " + v + ";");
+        }
+        w.line(red.work + " = " + v + cmp + red.work + " ? " + v + " : " + red.work + ";");
+        break;
       }
-      w.line(red.work + " = " + v + cmp + red.work + " ? " + v + " : " + red.work + ";");
-      break;
+      case ReduceKind::Any:
+        w.line(red.work + " |= int(" + v + ");");
+        break;
+      case ReduceKind::All:
+        w.line(red.work + " &= int(" + v + ");");
+        break;
+      case ReduceKind::ArgMax:
+      case ReduceKind::ArgMin: {
+        const char *cmp = r.kind == ReduceKind::ArgMax ? " > " : " < ";
+        v = named(v);
+        const std::string &best = red.work;
+        std::string tie = r.selectLast ? " || " + v + " == " + best : "";
+        std::string better = v + cmp + best + tie;
+        if (fl)
+          better = "(" + v + " != " + v + ") ? " +
+                   (r.selectLast ? std::string("true") : "!(" + best + " != " + best + ")") +
+                   " : (" + best + " == " + best + " && (" + better + "))";
+        w.open("if (!" + red.seen + " || (" + better + "))");
+        w.line(best + " = " + v + ";");
+        w.line(
+            red.pos + " = " +
+            castExpr(valName[size_t(r.position)], b.stmts[size_t(r.position)].dtype, DType::I64) +
+            ";");
+        w.line(red.seen + " = true;");
+        w.close();
+        break;
+      }
+      }
     }
-    case ReduceKind::Any:
-      w.line(red.work + " |= int(" + v + ");");
-      break;
-    case ReduceKind::All:
-      w.line(red.work + " &= int(" + v + ");");
-      break;
-    case ReduceKind::ArgMax:
-    case ReduceKind::ArgMin: {
-      const char *cmp = r.kind == ReduceKind::ArgMax ? " > " : " < ";
-      v = named(v);
-      const std::string &best = red.work;
-      std::string tie = r.selectLast ? " || " + v + " == " + best : "";
-      std::string better = v + cmp + best + tie;
-      if (fl)
-        better = "(" + v + " != " + v + ") ? " +
-                 (r.selectLast ? std::string("true") : "!(" + best + " != " + best + ")") + " : (" +
-                 best + " == " + best + " && (" + better + "))";
-      w.open("if (!" + red.seen + " || (" + better + "))");
-      w.line(best + " = " + v + ";");
-      w.line(red.pos + " = " +
-             castExpr(valName[size_t(r.position)], b.stmts[size_t(r.position)].dtype, DType::I64) +
-             ";");
-      w.line(red.seen + " = true;");
+    return okStatus();
+  };
+  if (inSimd_ && !ph.vars.empty()) {
+    // Inside a simd loop: every inner point of the (small, constant) window as a block of its
+    // own with the phase's variables as constants, so that the loop over outer points is the
+    // only loop left to vectorize.
+    COIL_TRY_STATUS(planOffsets(ctx, b, live, ph.stores));
+    std::vector<int64_t> ext;
+    int64_t points = 1;
+    for (const SymInt &r : ph.ranges) {
+      auto c = renamed(r).maybeConstant();
+      if (!c) return Error::internal(kernelError(k_, "window phase with a symbolic range"));
+      ext.push_back(*c);
+      points *= *c;
+    }
+    for (int64_t pt = 0; pt < points; ++pt) {
+      w.open("");
+      int64_t rest = pt;
+      std::vector<int64_t> at(ext.size());
+      for (size_t d = ext.size(); d-- > 0;) at[d] = rest % ext[d], rest /= ext[d];
+      for (size_t d = 0; d < ext.size(); ++d)
+        w.line("const int64_t " + cname_[ph.vars[d]] + " = " + std::to_string(at[d]) + ";");
+      for (auto &[name, expr] : ctx.defs) w.line("const int64_t " + name + " = " + expr + ";");
+      COIL_TRY_STATUS(inner());
       w.close();
-      break;
     }
+  } else {
+    // Trailing phase dims that every access walks in one proportion are one loop (an 8x8
+    // window summed as one simd loop of 64), the others merged into it 0.
+    size_t nv = ph.vars.size();
+    size_t merged = nv >= 2 && !argReduce ? mergeableTrailingDims(ph, live, ph.vars, ph.ranges, 0)
+                                          : std::min<size_t>(nv, 1);
+    for (size_t d = 0; d + merged < nv; ++d) {
+      const std::string &v = cname_[ph.vars[d]];
+      w.open("for (int64_t " + v + " = 0; " + v + " < " + cpp(ph.ranges[d]) + "; ++" + v + ")");
     }
+    if (ph.vars.empty()) w.open("");
+    for (size_t d = nv - merged; d + 1 < nv; ++d)
+      w.line("const int64_t " + cname_[ph.vars[d]] + " = 0;");
+    COIL_TRY_STATUS(planOffsets(ctx, b, live, ph.stores));
+    if (!ph.vars.empty()) {
+      for (auto &[name, expr] : ctx.defs) w.line("const int64_t " + name + " = " + expr + ";");
+      if (ctx.simd && !argReduce) {
+        std::string pragma = "#pragma omp simd";
+        for (const std::string &c : clauses) pragma += " " + c;
+        w.line(pragma);
+      }
+      const std::string &v = ctx.var;
+      SymInt extent(1);
+      for (size_t d = nv - merged; d < nv; ++d) extent = extent * ph.ranges[d];
+      w.open("for (int64_t " + v + " = 0; " + v + " < " + cpp(extent) + "; ++" + v + ")");
+    }
+    COIL_TRY_STATUS(inner());
+    if (ph.vars.empty()) w.close();
+    for (size_t d = 0; d < nv - merged + (nv ? 1 : 0); ++d) w.close();
   }
-  if (ph.vars.empty()) w.close();
-  for (size_t d = 0; d < ph.vars.size(); ++d) w.close();
   // Final values of the accumulators, visible to later phases.
   for (size_t si = 0; si < reds.size(); ++si) {
     const Red &red = reds[si];
@@ -502,9 +668,219 @@ Status Emitter::emitPhase(CodeWriter &w, size_t pi) {
   return okStatus();
 }
 
+/// A kernel whose phases all walk small constant windows (pooling: 3x3 sums and maxima, with
+/// their epilogues) runs as row segments of its last outer dim, vectorized across neighbouring
+/// output points, each lane walking its window with unrolled loops; per outer point, a window
+/// of 9 taps would leave the simd loop 9 lanes and a scalar epilogue. Not for arg reductions
+/// (a position per lane) nor phases that store inside their loops; the stores at the outer
+/// point must move with the last outer dim, so that lanes store to distinct elements.
+bool Emitter::isWindowKernel() {
+  size_t rank = k_.vars.size();
+  if (rank == 0) return false;
+  std::string lastVar = cname_[k_.vars[rank - 1]];
+  bool anyLoop = false;
+  for (const sched::Phase &ph : k_.phases) {
+    int64_t points = 1;
+    for (const SymInt &r : ph.ranges) {
+      auto c = renamed(r).maybeConstant();
+      if (!c || *c < 0) return false;
+      points *= *c;
+      if (points > 64) return false;
+    }
+    anyLoop = anyLoop || !ph.vars.empty();
+    for (const sched::Accumulate &r : ph.reductions)
+      if (r.kind == ReduceKind::ArgMax || r.kind == ReduceKind::ArgMin) return false;
+    if (!ph.vars.empty() && !ph.stores.empty()) return false;
+    for (const sched::Store &st : ph.stores) {
+      if (readSet_.count(st.node)) return false;
+      std::vector<SymInt> ridx, shape;
+      for (const SymInt &e : st.index) ridx.push_back(renamed(e));
+      for (const SymInt &d : p_.nodes[size_t(st.node)].shape) shape.push_back(renamed(d));
+      SymInt lin = simplify(linearIndex(shape, ridx), ranges_);
+      auto a = affineIn(lin, lastVar);
+      if (!a) return false;
+      for (const std::string &ind : indirectSyms_)
+        if (mentions(lin, cname_[ind])) return false;
+      bool distinct =
+          a->coef.isConstant() ? a->coef.constant() != 0 : proveLE(SymInt(1), a->coef, ranges_);
+      if (!distinct) return false;
+    }
+  }
+  return anyLoop;
+}
+
+/// `e` with every min / max that selects the one operand moving with `v` replaced by that
+/// operand (which must be v + something), recording in bounds_ where that is exact: v <= o - rest
+/// for each other operand o of a min, v >= o - rest of a max. nullopt where `e` has another form
+/// that moves with v (a division, a min of two moving operands, ...).
+std::optional<SymInt> Emitter::declamp(const SymInt &e, const std::string &v) {
+  if (!mentions(e, v)) return e;
+  using K = SymInt::Kind;
+  switch (e.kind()) {
+  case K::Symbol:
+    return e;
+  case K::Add:
+  case K::Mul: {
+    bool add = e.kind() == K::Add;
+    SymInt r(add ? 0 : 1);
+    for (const SymInt &o : e.operands()) {
+      auto d = declamp(o, v);
+      if (!d) return std::nullopt;
+      r = add ? r + *d : r * *d;
+    }
+    return r;
+  }
+  case K::Min:
+  case K::Max: {
+    const SymInt *moving = nullptr;
+    for (const SymInt &o : e.operands())
+      if (mentions(o, v)) {
+        if (moving) return std::nullopt;
+        moving = &o;
+      }
+    auto d = declamp(*moving, v);
+    if (!d) return std::nullopt;
+    auto a = affineIn(*d, v);
+    if (!a || !(a->coef == SymInt(1))) return std::nullopt;
+    for (const SymInt &o : e.operands())
+      if (&o != moving) bounds_.push_back({curPhase_, e.kind() == K::Min, o - a->rest});
+    return d;
+  }
+  default:
+    return std::nullopt;
+  }
+}
+
+/// `e` with every min / max of two operands, one moving with `v` (as v or -v plus something),
+/// replaced by the other, recording in bounds_ where that is exact; nullopt where `e` has another
+/// form that moves with v.
+std::optional<SymInt> Emitter::resolveClamps(const SymInt &e, const std::string &v) {
+  if (!mentions(e, v)) return e;
+  using K = SymInt::Kind;
+  switch (e.kind()) {
+  case K::Symbol:
+    return e;
+  case K::Add:
+  case K::Mul: {
+    bool add = e.kind() == K::Add;
+    SymInt r(add ? 0 : 1);
+    for (const SymInt &o : e.operands()) {
+      auto d = resolveClamps(o, v);
+      if (!d) return std::nullopt;
+      r = add ? r + *d : r * *d;
+    }
+    return r;
+  }
+  case K::Min:
+  case K::Max: {
+    const std::vector<SymInt> &ops = e.operands();
+    if (ops.size() != 2 || mentions(ops[0], v) == mentions(ops[1], v)) return std::nullopt;
+    const SymInt &m = mentions(ops[0], v) ? ops[0] : ops[1];
+    const SymInt &o = mentions(ops[0], v) ? ops[1] : ops[0];
+    auto a = affineIn(m, v);
+    if (!a || !a->coef.isConstant() || std::abs(a->coef.constant()) != 1) return std::nullopt;
+    bool up = a->coef.constant() == 1;
+    // min(m, o) = o where o <= m; max(m, o) = o where o >= m; m = c*v + rest, c = +-1.
+    bool isMin = e.kind() == K::Min;
+    SymInt bound = up ? o - a->rest : a->rest - o;
+    bounds_.push_back({curPhase_, isMin != up, bound});
+    return o;
+  }
+  default:
+    return std::nullopt;
+  }
+}
+
+Status Emitter::emitWindowRows(CodeWriter &w) {
+  size_t rank = k_.vars.size();
+  std::string last = cname_[k_.vars[rank - 1]];
+  auto phases = [&](CodeWriter &out) -> Status {
+    inSimd_ = true;
+    for (size_t pi = 0; pi < k_.phases.size(); ++pi) COIL_TRY_STATUS(emitPhase(out, pi));
+    inSimd_ = false;
+    return okStatus();
+  };
+  // The interior: where every clamped tap index (a window inside the padding) equals its
+  // unclamped value, the taps are contiguous in `last` and vectorize as plain loads (no
+  // gathers). A dry run finds the clamps and the bounds of that range.
+  std::set<std::string> lowers, uppers;
+  {
+    CodeWriter dry;
+    declampVar_ = last;
+    declampOk_ = true;
+    bounds_.clear();
+    Status st = phases(dry);
+    declampVar_.clear();
+    COIL_TRY_STATUS(st);
+    for (const Bound &bd : bounds_) {
+      const sched::Phase &ph = k_.phases[bd.phase];
+      std::vector<int64_t> ext;
+      int64_t points = 1;
+      for (const SymInt &r : ph.ranges) {
+        ext.push_back(renamed(r).maybeConstant().value_or(0));
+        points *= ext.back();
+      }
+      for (int64_t pt = 0; pt < points; ++pt) {
+        std::map<std::string, SymInt> at;
+        int64_t rest = pt;
+        for (size_t d = ext.size(); d-- > 0;) {
+          at[cname_[ph.vars[d]]] = SymInt(rest % ext[d]);
+          rest /= ext[d];
+        }
+        std::string text = simplify(bd.e.substitute(at), ranges_).toCpp(ranges_);
+        (bd.upper ? uppers : lowers).insert(text);
+      }
+    }
+  }
+  bool interior = declampOk_ && !bounds_.empty();
+  bounds_.clear();
+  emitStartPoint(w, rank - 1);
+  w.open("for (int64_t f = begin; f < end;)");
+  w.line("const int64_t hi = std::min<int64_t>(" + extent_[rank - 1] + ", lo + (end - f));");
+  if (!interior) {
+    w.line("#pragma omp simd");
+    w.open("for (int64_t " + last + " = lo; " + last + " < hi; ++" + last + ")");
+    COIL_TRY_STATUS(phases(w));
+    w.close();
+  } else {
+    // [lo, ilo) and [ihi, hi) with clamps, [ilo, ihi) without.
+    w.line("int64_t ilo = lo, ihi = hi;");
+    for (const std::string &b : lowers) w.line("ilo = std::max<int64_t>(ilo, " + b + ");");
+    for (const std::string &b : uppers) w.line("ihi = std::min<int64_t>(ihi, (" + b + ") + 1);");
+    w.line("ilo = std::min<int64_t>(ilo, hi);");
+    w.line("ihi = std::max<int64_t>(ihi, ilo);");
+    w.open("for (int part = 0; part < 2; ++part)");
+    w.line("const int64_t pa = part == 0 ? lo : ihi, pb = part == 0 ? ilo : hi;");
+    w.line("#pragma omp simd");
+    w.open("for (int64_t " + last + " = pa; " + last + " < pb; ++" + last + ")");
+    COIL_TRY_STATUS(phases(w));
+    w.close();
+    w.close();
+    w.line("#pragma omp simd");
+    w.open("for (int64_t " + last + " = ilo; " + last + " < ihi; ++" + last + ")");
+    declampVar_ = last;
+    Status st = phases(w);
+    declampVar_.clear();
+    bounds_.clear();
+    COIL_TRY_STATUS(st);
+    if (!declampOk_) return Error::internal(kernelError(k_, "window interior not reproducible"));
+    w.close();
+  }
+  w.line("f += hi - lo;");
+  w.line("lo = 0;");
+  emitCarry(w, rank - 1);
+  w.close();
+  return okStatus();
+}
+
 /// Below this much work (statements evaluated), a launcher runs its kernel on one thread: a
 /// parallel region's fork and join costs microseconds, which tiny kernels cannot win back.
 constexpr int64_t kParallelWork = int64_t(1) << 15;
+/// The same for kernels whose innermost loops are simd loops over about 8 lanes (all but window
+/// kernels, whose taps are gathers, and arg reductions): a GELU + batch norm over [4, 32, 8, 8]
+/// (3e5 statements, about 12 us on one thread) ran slower on 2 threads than on one (fork and
+/// join on the 2-core machine, issue 19).
+constexpr int64_t kParallelWorkSimd = int64_t(1) << 18;
 
 /// The work per outer point of a kernel: each phase's inner points times its statements.
 SymInt Emitter::perPointWork() const {
@@ -526,7 +902,12 @@ Expected<CpuKernelSource> Emitter::run() {
 
   bool pointwise = k_.phases.size() == 1 && k_.phases[0].vars.empty() &&
                    k_.phases[0].reductions.empty() && !k_.vars.empty();
-  const std::vector<int64_t> &blocks = pointwise ? o_.pointwiseBlocks : o_.rowBlocks;
+  bool window = !pointwise && isWindowKernel();
+  bool scalarLanes = window;
+  for (const sched::Phase &ph : k_.phases)
+    for (const sched::Accumulate &r : ph.reductions)
+      if (r.kind == ReduceKind::ArgMax || r.kind == ReduceKind::ArgMin) scalarLanes = true;
+  const std::vector<int64_t> &blocks = pointwise || window ? o_.pointwiseBlocks : o_.rowBlocks;
   if (blocks.empty()) return Error::internal(kernelError(k_, "no configs requested"));
   for (int64_t blk : blocks) {
     if (blk < 1) return Error::internal(kernelError(k_, "config block must be >= 1"));
@@ -548,14 +929,18 @@ Expected<CpuKernelSource> Emitter::run() {
   w.line("// kernel " + k_.name + (fusedNames.empty() ? "" : " (" + fusedNames + ")") + ": " +
          (flat        ? "pointwise, flat"
           : pointwise ? "pointwise, blocks of rows"
-                      : "per outer point, " + std::to_string(k_.phases.size()) + " phase(s)"));
+          : window    ? "small windows, rows of outer points, " + std::to_string(k_.phases.size()) +
+                         " phase(s)"
+                   : "per outer point, " + std::to_string(k_.phases.size()) + " phase(s)"));
   w.open("static void " + k_.name + "_body(int64_t begin, int64_t end" +
          (buffers_.empty() && sizeSyms_.empty() ? "" : ", ") + paramList(true) + ")");
   // Extents of the outer dims the body walks (the outermost one only bounds a pointwise row).
-  for (size_t d = pointwise && k_.vars.size() == 1 ? 0 : 1; d < k_.vars.size() && !flat; ++d)
+  for (size_t d = (pointwise || window) && k_.vars.size() == 1 ? 0 : 1; d < k_.vars.size() && !flat;
+       ++d)
     w.line("const int64_t " + extent_[d] + " = " + cpp(k_.ranges[d]) + ";");
   COIL_TRY_STATUS(flat        ? emitFlat(w, flatCtx, flatLive)
                   : pointwise ? emitPointwise(w)
+                  : window    ? emitWindowRows(w)
                               : emitRows(w));
   w.close();
   for (size_t c = 0; c < blocks.size(); ++c) {
@@ -582,7 +967,8 @@ Expected<CpuKernelSource> Emitter::run() {
     std::string call = k_.name +
                        "_body(task * block, std::min<int64_t>(total, (task + 1) * block)" +
                        argList() + ");";
-    w.open("if (grid > 1 && work >= " + std::to_string(kParallelWork) + ")");
+    w.open("if (grid > 1 && work >= " +
+           std::to_string(scalarLanes ? kParallelWork : kParallelWorkSimd) + ")");
     w.line("#pragma omp parallel for schedule(static)");
     w.open("for (int64_t task = 0; task < grid; ++task)");
     w.line(call);

@@ -503,6 +503,32 @@ COIL_CPU_DECLARE_ATTENTION(f16)
 COIL_CPU_DECLARE_ATTENTION(bf16)
 #undef COIL_CPU_DECLARE_ATTENTION
 
+// --- Resize of the two innermost axes (CpuResize.cpp) ------------------------------------------
+
+/// Resize codes: the mode, coordinate_transformation_mode and nearest_mode of ONNX Resize.
+#define COIL_RESIZE_NEAREST 0
+#define COIL_RESIZE_LINEAR 1
+#define COIL_RESIZE_HALF_PIXEL 0
+#define COIL_RESIZE_PYTORCH_HALF_PIXEL 1
+#define COIL_RESIZE_ALIGN_CORNERS 2
+#define COIL_RESIZE_ASYMMETRIC 3
+#define COIL_RESIZE_HALF_PIXEL_SYMMETRIC 4
+#define COIL_RESIZE_ROUND_PREFER_FLOOR 0
+#define COIL_RESIZE_ROUND_PREFER_CEIL 1
+#define COIL_RESIZE_FLOOR 2
+#define COIL_RESIZE_CEIL 3
+
+/// ONNX Resize (no antialias, exclude_outside 0, not tf_crop_and_resize) of the two innermost
+/// axes of x [planes, inH, inW] into y [planes, outH, outW], with the reference interpreter's
+/// semantics (source coordinates and weights in f64, tap indices clamped into the input). The
+/// scale of each axis is num / den when den > 0 (sizes given), else `scale`. Linear blends the
+/// H axis first, then W, in f32, skipping taps of weight 0. Fails on negative or overflowing
+/// sizes, an empty input axis with a non-empty output, or an unknown mode code.
+int32_t coil_cpu_resize2d_f32(const void *x, void *y, int64_t planes, int64_t inH, int64_t inW,
+                              int64_t outH, int64_t outW, double scaleH, int64_t numH, int64_t denH,
+                              double scaleW, int64_t numW, int64_t denW, int64_t mode,
+                              int64_t coord, int64_t nearestMode);
+
 #ifdef __cplusplus
 } // extern "C"
 #endif

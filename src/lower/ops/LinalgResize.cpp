@@ -3,6 +3,7 @@
 // SpaceToDepth (views). Semantics: interp/kernels/LinalgResize.cpp.
 #include "kernels/cpu/CpuKernels.h"
 #include "lower/ops/DynShape.h"
+#include "lower/ops/LinalgLower.h"
 #include "lower/ops/SpatialUtil.h"
 
 #include <algorithm>
@@ -273,6 +274,67 @@ TensorRef resizeAxis(LowerContext &ctx, const ResizeParams &p, const ResizeAxis 
   });
 }
 
+/// On the CPU (LowerOptions::cpuExterns), an f32 nearest or linear Resize of at most the two
+/// innermost axes as one call of coil_cpu_resize2d_f32, which computes each axis's taps once
+/// instead of per output element; nullopt where the extern does not apply (the generic
+/// lowering then runs). `todo` are the axes that are not identities.
+std::optional<TensorRef> resizeOnCpu(LowerContext &ctx, const ResizeParams &p,
+                                     const std::vector<const ResizeAxis *> &todo) {
+  using linalg::floatArg;
+  using linalg::intArg;
+  using linalg::nodeArg;
+  using linalg::outArg;
+  TensorRef x = ctx.input(0);
+  int64_t r = x.rank();
+  if (!ctx.options().cpuExterns || x.dtype != DType::F32 || r < 2 || p.antialias ||
+      p.excludeOutside || (p.mode != "nearest" && p.mode != "linear") ||
+      p.coordMode == "tf_crop_and_resize")
+    return std::nullopt;
+  static const char *coords[] = {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
+                                 "half_pixel_symmetric"};
+  static const char *nearests[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
+  auto code = [](const std::string &s, const char *const *names, int64_t n) -> int64_t {
+    for (int64_t i = 0; i < n; ++i)
+      if (s == names[i]) return i;
+    return -1;
+  };
+  int64_t coord = code(p.coordMode, coords, 5), nearest = code(p.nearestMode, nearests, 4);
+  if (coord < 0 || (p.mode == "nearest" && nearest < 0)) return std::nullopt;
+  // Per innermost axis: its output size and its scale (a double, or num / den at run time).
+  // An axis that is not resized keeps its size with scale 1, which the taps reproduce exactly.
+  struct Inner {
+    SymInt out;
+    double scale = 1;
+    SymInt num = 0, den = 0;
+  };
+  Inner inner[2];
+  for (int k = 0; k < 2; ++k) inner[k].out = x.shape[size_t(r - 2 + k)];
+  for (const ResizeAxis *a : todo) {
+    if (a->axis < r - 2) return std::nullopt;
+    Inner &in = inner[a->axis - (r - 2)];
+    in.out = a->out;
+    if (a->scale)
+      in.scale = *a->scale;
+    else if (!a->scales && a->sizeRatios.size() == 1)
+      in.num = a->sizeRatios[0].first, in.den = a->sizeRatios[0].second;
+    else
+      return std::nullopt;
+  }
+  SymInt planes = 1;
+  for (int64_t d = 0; d < r - 2; ++d) planes = planes * x.shape[size_t(d)];
+  TensorRef src = ctx.realize(x);
+  int64_t mode = p.mode == "nearest" ? COIL_RESIZE_NEAREST : COIL_RESIZE_LINEAR;
+  Syms shape = x.shape;
+  shape[size_t(r - 2)] = inner[0].out, shape[size_t(r - 1)] = inner[1].out;
+  return ctx.externCall("coil_cpu_resize2d_f32",
+                        {nodeArg(src), outArg(0), intArg(planes), intArg(x.shape[size_t(r - 2)]),
+                         intArg(x.shape[size_t(r - 1)]), intArg(inner[0].out), intArg(inner[1].out),
+                         floatArg(inner[0].scale), intArg(inner[0].num), intArg(inner[0].den),
+                         floatArg(inner[1].scale), intArg(inner[1].num), intArg(inner[1].den),
+                         intArg(mode), intArg(coord), intArg(std::max<int64_t>(nearest, 0))},
+                        {TensorType{DType::F32, shape}})[0];
+}
+
 Status lowerResize(LowerContext &ctx) {
   const TensorType &xt = ctx.inputType(0);
   int64_t r = xt.rank();
@@ -412,9 +474,16 @@ Status lowerResize(LowerContext &ctx) {
   std::vector<const ResizeAxis *> todo;
   for (const ResizeAxis &a : ra) {
     auto ic = a.in.maybeConstant(), oc = a.out.maybeConstant();
+    bool roiWhole =
+        !hasRoi || (!a.roi && std::fabs(a.roiStart) <= 1e-9 && std::fabs(a.roiEnd - 1) <= 1e-9);
     // The interpreter skips identity axes; elsewhere the interpolation reproduces the input.
-    if (a.scale && ic && oc && std::fabs(*a.scale - 1.0) <= 1e-9 && *ic == *oc &&
-        (!hasRoi || (std::fabs(a.roiStart) <= 1e-9 && std::fabs(a.roiEnd - 1) <= 1e-9)))
+    if (a.scale && ic && oc && std::fabs(*a.scale - 1.0) <= 1e-9 && *ic == *oc && roiWhole)
+      continue;
+    // An axis resized to its own symbolic size (sizes such as [batch, C, H, W] taken from
+    // Shape): with the stretch policy its scale is that size over itself, exactly 1 for every
+    // value of the symbols, so it is an identity axis too.
+    if (!a.scale && !a.scales && policy == "stretch" && a.sizeRatios.size() == 1 &&
+        a.sizeRatios[0].first == a.sizeRatios[0].second && a.out == a.in && roiWhole)
       continue;
     if (ic && oc && *ic == 0 && *oc > 0)
       return ctx.error("cannot resize an empty axis to size " + std::to_string(*oc));
@@ -426,6 +495,10 @@ Status lowerResize(LowerContext &ctx) {
   TensorRef cur = ctx.input(0);
   if (todo.empty()) {
     ctx.setOutput(0, cur);
+    return okStatus();
+  }
+  if (auto y = resizeOnCpu(ctx, p, todo)) {
+    ctx.setOutput(0, *y);
     return okStatus();
   }
   for (size_t i = 0; i < todo.size(); ++i)
