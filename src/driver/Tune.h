@@ -121,7 +121,7 @@ std::string tuneTrampolineSource(const wrapper::WrapperProgram &p);
 /// PATH", "workspace BYTES", "function NAME" per cuda.functions entry, then per task and bucket
 /// "job TASK BUCKET KERNEL NAME CONFIGS ARGS" followed by one line per argument, "arg b DTYPE
 /// NUMEL" or "arg s VALUE", at the bucket's representative sizes. Buckets whose buffers exceed
-/// 4 GiB are left out (the heuristic decides them).
+/// 512 MiB are left out (the heuristic decides them).
 std::string tuneRequestText(const wrapper::WrapperProgram &p, const std::vector<TuneTask> &tasks,
                             const MeasureInput &in, const std::string &lib);
 

@@ -389,8 +389,8 @@ TEST(TuneMeasure, RequestHasAJobPerBucketWithItsSizes) {
                   "job 0 0 0 k 3 3\narg b bf16 4\narg b f32 4\narg s 4\n"
                   "job 0 1 0 k 3 3\narg b bf16 16\narg b f32 16\narg s 16\n"
                   "job 0 2 0 k 3 3\narg b bf16 64\narg b f32 64\narg s 64\n");
-  // Buckets whose buffers exceed 4 GiB are not measured: rows of 2^20 (6 MiB per row of x
-  // and y together): N = 256 (1.5 GiB) is, N = 1024 (6 GiB) is not.
+  // Buckets whose buffers exceed 512 MiB are not measured: rows of 2^20 (6 MiB per row of x
+  // and y together): N = 64 (384 MiB) is, N = 256 (1.5 GiB) is not.
   ProgramBuilder w("wide");
   x = w.input("x", DType::BF16, {sym("N"), int64_t(1) << 20});
   y = w.output("y", DType::F32, {sym("N"), int64_t(1) << 20});
@@ -403,7 +403,8 @@ TEST(TuneMeasure, RequestHasAJobPerBucketWithItsSizes) {
   w.call(k, {bufArg(x), bufArg(y), sizeArg(sym("N"))});
   ASSERT_EQ(tuneTasks(w.p).at(0).buckets.size(), 7u);
   text = tuneRequestText(w.p, tuneTasks(w.p), in, "/pkg/tune/tune.so");
-  EXPECT_NE(text.find("job 0 4 0 k 3 3\narg b bf16 268435456\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("job 0 3 0 k 3 3\narg b bf16 67108864\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("job 0 4 "), std::string::npos) << text;
   EXPECT_EQ(text.find("job 0 5 "), std::string::npos) << text;
   EXPECT_EQ(text.find("job 0 6 "), std::string::npos) << text;
 }
