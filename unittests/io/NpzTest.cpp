@@ -50,6 +50,25 @@ TEST(Npz, ReadsFortranOrder) {
   EXPECT_EQ(t->toInts(), (std::vector<int64_t>{0, 1, 2, 3, 4, 5}));
 }
 
+TEST(Npz, RejectsShapesWhoseDimsOverflow) {
+  // Found by the npz fuzz target: an empty array (one dim 0) whose other dims multiply past
+  // int64 passed the size check (0 bytes) and overflowed the element count after it.
+  for (const char *shape : {"(999999999999999, 99999, 0)", "(0, 4294967296, 4294967296)"}) {
+    std::string h = std::string("{'descr': '<f4', 'fortran_order': False, 'shape': ") + shape +
+                    ", }";
+    h.append(64 - (10 + h.size() + 1) % 64, ' ');
+    h += '\n';
+    std::string img = std::string("\x93NUMPY\x01\x00", 8);
+    img += char(h.size() & 0xff);
+    img += char(h.size() >> 8);
+    img += h;
+    auto t = parseNpy(img, "e.npy");
+    ASSERT_FALSE(t.ok()) << shape;
+    EXPECT_NE(t.error().message().find("more than 2^62 elements"), std::string::npos)
+        << t.error().message();
+  }
+}
+
 TEST(Npz, RejectsBadImages) {
   EXPECT_FALSE(parseNpy("", "x").ok());
   EXPECT_FALSE(parseNpy("\x93NUMPY\x01\x00\xff\xff", "x").ok());
