@@ -25,6 +25,47 @@ const char *cpuStorageType(DType t) {
 
 namespace {
 
+/// How CPU kernels keep reductions' partial states (KernelEmitter.h).
+ReductionStyle kCpuReductions(const CpuCodegenOptions &o) {
+  return ReductionStyle{o.sumF32InDouble, /*cuda=*/false};
+}
+
+/// The `#pragma omp simd` clauses that combine the lanes' partial states (none for arg
+/// reductions, which do not run as simd loops).
+std::vector<std::string> ompReductionClauses(const std::vector<ReductionVar> &reds) {
+  std::vector<std::string> clauses;
+  for (const ReductionVar &red : reds) {
+    const char *op = nullptr;
+    switch (red.r->kind) {
+    case ReduceKind::Sum:
+      op = "+";
+      break;
+    case ReduceKind::Prod:
+      op = "*";
+      break;
+    case ReduceKind::Max:
+      op = "max";
+      break;
+    case ReduceKind::Min:
+      op = "min";
+      break;
+    case ReduceKind::Any:
+      op = "|";
+      break;
+    case ReduceKind::All:
+      op = "&";
+      break;
+    case ReduceKind::ArgMax:
+    case ReduceKind::ArgMin:
+      break;
+    }
+    if (!op) continue;
+    clauses.push_back(std::string("reduction(") + op + ":" + red.work + ")");
+    if (!red.nan.empty()) clauses.push_back("reduction(|:" + red.nan + ")");
+  }
+  return clauses;
+}
+
 class Emitter : KernelEmitterBase {
 public:
   Emitter(const sched::Kernel &k, const loop::LoopProgram &p, const CpuCodegenOptions &o)
@@ -448,85 +489,13 @@ Status Emitter::emitPhase(CodeWriter &w, size_t pi) {
   const sched::Phase &ph = k_.phases[pi];
   const Body &b = ph.body;
   std::string tag = std::to_string(pi);
-  {
-    // "// phase 1 over r1 < 100: sum; stores y"
-    std::string text = "// phase " + tag;
-    for (size_t d = 0; d < ph.vars.size(); ++d)
-      text += (d ? ", " : " over ") + cname_[ph.vars[d]] + " < " + cpp(ph.ranges[d]);
-    std::string what;
-    for (const sched::Accumulate &r : ph.reductions)
-      what += (what.empty() ? "" : ", ") + std::string(loop::reduceKindName(r.kind));
-    std::set<NodeId> stored;
-    for (const sched::Store &st : ph.stores) stored.insert(st.node);
-    for (NodeId n : stored) what += (what.empty() ? "stores " : ", stores ") + bufName_[n];
-    w.line(text + (what.empty() ? "" : ": " + what));
-  }
-  // Working variables of the reductions.
-  struct Red {
-    std::string work, nan, pos, seen, W;
-    const sched::Accumulate *r;
-    DType vt;
-  };
-  std::vector<Red> reds;
-  std::vector<std::string> clauses;
-  bool argReduce = false;
-  for (size_t si = 0; si < ph.reductions.size(); ++si) {
-    const sched::Accumulate &r = ph.reductions[si];
-    Red red;
-    red.r = &r;
-    red.vt = b.stmts[size_t(r.value)].dtype;
-    red.work = "red" + tag + "_" + std::to_string(si);
-    DType D = r.accDType;
-    bool fl = isFloat(D);
-    std::string T = computeType(D);
-    switch (r.kind) {
-    case ReduceKind::Sum:
-    case ReduceKind::Prod: {
-      bool sum = r.kind == ReduceKind::Sum;
-      red.W = fl                 ? (D == DType::F32 && sum && o_.sumF32InDouble ? "double" : T)
-              : D == DType::Bool ? "bool"
-                                 : (dtypeSize(D) > 4 ? "uint64_t" : "uint32_t");
-      w.line(red.W + " " + red.work + " = " + red.W + (sum ? "(0);" : "(1);"));
-      clauses.push_back(std::string("reduction(") + (sum ? "+" : "*") + ":" + red.work + ")");
-      break;
-    }
-    case ReduceKind::Max:
-    case ReduceKind::Min: {
-      bool mx = r.kind == ReduceKind::Max;
-      red.W = T;
-      std::string init = fl ? (mx ? "-" : "") + T + "(INFINITY)"
-                            : "std::numeric_limits<" + T + ">::" + (mx ? "lowest()" : "max()");
-      w.line(T + " " + red.work + " = " + init + ";");
-      clauses.push_back(std::string("reduction(") + (mx ? "max" : "min") + ":" + red.work + ")");
-      if (fl) {
-        red.nan = red.work + "n";
-        w.line("int " + red.nan + " = 0;");
-        clauses.push_back("reduction(|:" + red.nan + ")");
-      }
-      break;
-    }
-    case ReduceKind::Any:
-    case ReduceKind::All: {
-      bool any = r.kind == ReduceKind::Any;
-      red.W = "int"; // int, not bool: GCC vectorizes int reductions only
-      w.line("int " + red.work + (any ? " = 0;" : " = 1;"));
-      clauses.push_back(std::string("reduction(") + (any ? "|" : "&") + ":" + red.work + ")");
-      break;
-    }
-    case ReduceKind::ArgMax:
-    case ReduceKind::ArgMin:
-      // Compared in the value's own type (accDType may name the i64 result).
-      argReduce = true;
-      red.W = computeType(red.vt);
-      red.pos = red.work + "i";
-      red.seen = red.work + "s";
-      w.line(red.W + " " + red.work + " = " + red.W + "(0);");
-      w.line("int64_t " + red.pos + " = 0;");
-      w.line("bool " + red.seen + " = false;");
-      break;
-    }
-    reds.push_back(red);
-  }
+  w.line(phaseComment(ph, pi, [&](const SymInt &e) { return cpp(e); }));
+  // Working variables of the reductions, and the simd loop's clauses for them.
+  std::vector<ReductionVar> reds = declareReductionVars(w, ph, tag, kCpuReductions(o_));
+  std::vector<std::string> clauses = ompReductionClauses(reds);
+  bool argReduce = std::any_of(reds.begin(), reds.end(), [](const ReductionVar &red) {
+    return red.r->kind == ReduceKind::ArgMax || red.r->kind == ReduceKind::ArgMin;
+  });
 
   // The loop nest.
   LoopCtx ctx;
@@ -537,65 +506,7 @@ Status Emitter::emitPhase(CodeWriter &w, size_t pi) {
     std::vector<std::string> valName;
     COIL_TRY_STATUS(emitBody(w, ctx, b, live, valName));
     COIL_TRY_STATUS(emitStores(w, ctx, ph.stores, b, valName));
-    for (const Red &red : reds) {
-      const sched::Accumulate &r = *red.r;
-      bool arg = r.kind == ReduceKind::ArgMax || r.kind == ReduceKind::ArgMin;
-      DType cmpType = arg ? red.vt : r.accDType;
-      std::string v = castExpr(valName[size_t(r.value)], red.vt, cmpType);
-      bool fl = isFloat(cmpType);
-      // A temporary when the folded value is an expression used more than once.
-      auto named = [&](std::string e) {
-        if (e == valName[size_t(r.value)] && e.find_first_of("(-") == std::string::npos) return e;
-        w.line("const " + red.W + " " + red.work + "v = " + e + ";");
-        return red.work + "v";
-      };
-      std::string wv = red.W == computeType(cmpType) ? v : red.W + "(" + v + ")";
-      switch (r.kind) {
-      case ReduceKind::Sum:
-        w.line(red.work + " += " + wv + ";");
-        break;
-      case ReduceKind::Prod:
-        w.line(red.work + " *= " + wv + ";");
-        break;
-      case ReduceKind::Max:
-      case ReduceKind::Min: {
-        const char *cmp = r.kind == ReduceKind::Max ? " > " : " < ";
-        v = named(v);
-        if (fl) {
-          w.line(red.nan + " |= " + v + " != " + v + ";");
-        }
-        w.line(red.work + " = " + v + cmp + red.work + " ? " + v + " : " + red.work + ";");
-        break;
-      }
-      case ReduceKind::Any:
-        w.line(red.work + " |= int(" + v + ");");
-        break;
-      case ReduceKind::All:
-        w.line(red.work + " &= int(" + v + ");");
-        break;
-      case ReduceKind::ArgMax:
-      case ReduceKind::ArgMin: {
-        const char *cmp = r.kind == ReduceKind::ArgMax ? " > " : " < ";
-        v = named(v);
-        const std::string &best = red.work;
-        std::string tie = r.selectLast ? " || " + v + " == " + best : "";
-        std::string better = v + cmp + best + tie;
-        if (fl)
-          better = "(" + v + " != " + v + ") ? " +
-                   (r.selectLast ? std::string("true") : "!(" + best + " != " + best + ")") +
-                   " : (" + best + " == " + best + " && (" + better + "))";
-        w.open("if (!" + red.seen + " || (" + better + "))");
-        w.line(best + " = " + v + ";");
-        w.line(
-            red.pos + " = " +
-            castExpr(valName[size_t(r.position)], b.stmts[size_t(r.position)].dtype, DType::I64) +
-            ";");
-        w.line(red.seen + " = true;");
-        w.close();
-        break;
-      }
-      }
-    }
+    for (const ReductionVar &red : reds) emitFoldElement(w, red, b, valName, kCpuReductions(o_));
     return okStatus();
   };
   if (inSimd_ && !ph.vars.empty()) {
@@ -653,18 +564,7 @@ Status Emitter::emitPhase(CodeWriter &w, size_t pi) {
     for (size_t d = 0; d < nv - merged + (nv ? 1 : 0); ++d) w.close();
   }
   // Final values of the accumulators, visible to later phases.
-  for (size_t si = 0; si < reds.size(); ++si) {
-    const Red &red = reds[si];
-    const sched::Accumulate &r = *red.r;
-    bool arg = r.kind == ReduceKind::ArgMax || r.kind == ReduceKind::ArgMin;
-    std::string T = arg ? "int64_t" : computeType(r.accDType);
-    std::string val = arg ? red.pos : red.work;
-    if (!red.nan.empty())
-      val = red.nan + " ? " + T + "(NAN) : " + red.work;
-    else if (!arg && red.W != T)
-      val = T + "(" + red.work + ")";
-    w.line("const " + T + " acc" + tag + "_" + std::to_string(si) + " = " + val + ";");
-  }
+  emitReductionResults(w, tag, reds);
   return okStatus();
 }
 
