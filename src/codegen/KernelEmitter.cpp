@@ -656,6 +656,38 @@ wrapper::KernelInfo KernelEmitterBase::kernelInfo(const std::string &sourceFile)
   return info;
 }
 
+bool KernelEmitterBase::FlatIndex::usesOuter(const SymInt &e) const {
+  std::set<std::string> syms;
+  e.collectSymbols(syms);
+  for (const std::string &v : syms)
+    if (outer.count(v)) return true;
+  return false;
+}
+
+KernelEmitterBase::FlatIndex KernelEmitterBase::flatIndex() const {
+  FlatIndex fi;
+  std::vector<SymInt> vars, extents;
+  for (size_t d = 0; d < k_.vars.size(); ++d) {
+    vars.push_back(SymInt::symbol(cname_.at(k_.vars[d])));
+    extents.push_back(renamed(k_.ranges[d]));
+    fi.outer.insert(cname_.at(k_.vars[d]));
+  }
+  fi.flat = simplify(linearIndex(extents, vars), ranges_);
+  return fi;
+}
+
+KernelEmitterBase::FlatAccess KernelEmitterBase::flatAccess(const FlatIndex &fi, loop::NodeId node,
+                                                            const std::vector<SymInt> &idx,
+                                                            SymInt *lin) const {
+  std::vector<SymInt> ridx, shape;
+  for (const SymInt &e : idx) ridx.push_back(renamed(e));
+  for (const SymInt &d : p_.nodes[size_t(node)].shape) shape.push_back(renamed(d));
+  SymInt l = simplify(linearIndex(shape, ridx), ranges_);
+  if (lin) *lin = l;
+  if (l == fi.flat) return FlatAccess::Flat;
+  return fi.usesOuter(l) ? FlatAccess::Other : FlatAccess::Uniform;
+}
+
 std::string KernelEmitterBase::phaseComment(const sched::Phase &ph, size_t pi,
                                             const IndexFn &index) const {
   std::string text = "// phase " + std::to_string(pi);

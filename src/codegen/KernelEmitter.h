@@ -104,6 +104,19 @@ protected:
   /// The stored representation of value `v` (dtype `from`) in a buffer of dtype `node`.
   std::string storeConv(const std::string &v, DType from, DType node) const;
 
+  /// How an access of a pointwise kernel relates to its outer space's row-major flat index
+  /// (`flatIndex`): at it (`Flat`), independent of the outer point (`Uniform`, with `lin` its
+  /// index), or neither (`Other`). The flat loops of both emitters are built on this.
+  enum class FlatAccess { Other, Flat, Uniform };
+  struct FlatIndex {
+    SymInt flat;                 ///< the outer variables' row-major flat index
+    std::set<std::string> outer; ///< C names of the outer variables
+    bool usesOuter(const SymInt &e) const;
+  };
+  FlatIndex flatIndex() const;
+  FlatAccess flatAccess(const FlatIndex &fi, loop::NodeId node, const std::vector<SymInt> &idx,
+                        SymInt *lin = nullptr) const;
+
   /// `// phase 1 over r1 < 100: sum, stores y` (`index` prints the extents).
   std::string phaseComment(const sched::Phase &ph, size_t pi, const IndexFn &index) const;
   /// Declares and initializes the partial state of every reduction of phase `ph` (names

@@ -421,38 +421,22 @@ Status Emitter::emitPointwise(CodeWriter &w) {
 /// no row segments, no index decomposition. Fills ctx.offsets; false when not flat.
 bool Emitter::planFlat(LoopCtx &ctx, const std::vector<bool> &live) {
   const sched::Phase &ph = k_.phases[0];
-  std::vector<SymInt> vars, extents;
-  std::set<std::string> outer;
-  for (size_t d = 0; d < k_.vars.size(); ++d) {
-    vars.push_back(SymInt::symbol(cname_[k_.vars[d]]));
-    extents.push_back(renamed(k_.ranges[d]));
-    outer.insert(cname_[k_.vars[d]]);
-  }
-  SymInt flat = simplify(linearIndex(extents, vars), ranges_);
-  auto usesOuter = [&](const SymInt &e) {
-    std::set<std::string> syms;
-    e.collectSymbols(syms);
-    for (const std::string &v : syms)
-      if (outer.count(v)) return true;
-    return false;
-  };
+  const FlatIndex fi = flatIndex();
   auto offset = [&](NodeId node, const std::vector<SymInt> &idx, bool isStore, std::string &out) {
-    std::vector<SymInt> ridx, shape;
-    for (const SymInt &e : idx) ridx.push_back(renamed(e));
-    for (const SymInt &d : p_.nodes[size_t(node)].shape) shape.push_back(renamed(d));
-    SymInt lin = simplify(linearIndex(shape, ridx), ranges_);
-    if (lin == flat) {
+    SymInt lin;
+    FlatAccess a = flatAccess(fi, node, idx, &lin);
+    if (a == FlatAccess::Flat) {
       out = "f";
       return true;
     }
-    if (isStore || usesOuter(lin)) return false;
+    if (isStore || a == FlatAccess::Other) return false;
     out = lin.toCpp(ranges_);
     return true;
   };
   for (size_t i = 0; i < ph.body.stmts.size(); ++i) {
     const Stmt &s = ph.body.stmts[i];
     if (!live[i]) continue;
-    if (s.kind == Stmt::Kind::Index && usesOuter(renamed(s.expr))) return false;
+    if (s.kind == Stmt::Kind::Index && fi.usesOuter(renamed(s.expr))) return false;
     if (s.kind == Stmt::Kind::Load && !offset(s.node, s.index, false, ctx.offsets[&s]))
       return false;
   }

@@ -263,40 +263,17 @@ const std::optional<VecRuns> &CudaEmitter::phaseVec(size_t pi) const {
 
 bool CudaEmitter::planFlat(const std::vector<bool> &live) {
   const sched::Phase &ph = k_.phases[0];
-  std::vector<SymInt> vars, extents;
-  std::set<std::string> outer;
-  for (size_t d = 0; d < k_.vars.size(); ++d) {
-    vars.push_back(SymInt::symbol(cname_[k_.vars[d]]));
-    extents.push_back(renamed(k_.ranges[d]));
-    outer.insert(cname_[k_.vars[d]]);
-  }
-  SymInt flat = simplify(linearIndex(extents, vars), ranges_);
-  auto usesOuter = [&](const SymInt &e) {
-    std::set<std::string> syms;
-    e.collectSymbols(syms);
-    for (const std::string &v : syms)
-      if (outer.count(v)) return true;
-    return false;
-  };
-  // 0: not flat; 1: at the flat index; 2: independent of the outer point.
-  auto kind = [&](NodeId node, const std::vector<SymInt> &idx) {
-    std::vector<SymInt> ridx, shape;
-    for (const SymInt &e : idx) ridx.push_back(renamed(e));
-    for (const SymInt &d : p_.nodes[size_t(node)].shape) shape.push_back(renamed(d));
-    SymInt lin = simplify(linearIndex(shape, ridx), ranges_);
-    if (lin == flat) return 1;
-    return usesOuter(lin) ? 0 : 2;
-  };
+  const FlatIndex fi = flatIndex();
   int64_t maxSize = 1;
   for (size_t i = 0; i < ph.body.stmts.size(); ++i) {
     const Stmt &s = ph.body.stmts[i];
     if (!live[i]) continue;
-    if (s.kind == Stmt::Kind::Index && usesOuter(renamed(s.expr))) return false;
+    if (s.kind == Stmt::Kind::Index && fi.usesOuter(renamed(s.expr))) return false;
     if (s.kind == Stmt::Kind::Load) {
-      int kd = kind(s.node, s.index);
-      if (kd == 0) return false;
-      plan_.flatAccess[&s] = kd == 1;
-      if (kd == 1) {
+      FlatAccess a = flatAccess(fi, s.node, s.index);
+      if (a == FlatAccess::Other) return false;
+      plan_.flatAccess[&s] = a == FlatAccess::Flat;
+      if (a == FlatAccess::Flat) {
         plan_.flatNodes.insert(s.node);
         maxSize = std::max<int64_t>(maxSize, dtypeSize(s.dtype));
       }
@@ -304,7 +281,7 @@ bool CudaEmitter::planFlat(const std::vector<bool> &live) {
   }
   bool inPlace = false;
   for (const sched::Store &st : ph.stores) {
-    if (kind(st.node, st.index) != 1) return false;
+    if (flatAccess(fi, st.node, st.index) != FlatAccess::Flat) return false;
     plan_.flatAccess[&st] = true;
     plan_.flatNodes.insert(st.node);
     maxSize = std::max<int64_t>(maxSize, dtypeSize(p_.nodes[size_t(st.node)].dtype));
