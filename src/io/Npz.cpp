@@ -102,14 +102,15 @@ Expected<Tensor> parseNpy(const std::string &b, const std::string &what) {
   }
   size_t dataStart = hstart + hlen;
   // Guard against overflow in the element count before comparing sizes. Dims are bounded
-  // together, zeros left out: strides multiply the others even when one of them is 0.
+  // together, zeros left out (strides and Tensor's own check multiply the others even when one
+  // of them is 0), by the bound of every tensor (ir/Tensor.h).
   long double elems = 1, extent = 1;
   for (int64_t x : shape) {
     elems *= (long double)x;
     extent *= (long double)std::max<int64_t>(x, 1);
   }
-  if (extent > (long double)(int64_t(1) << 62))
-    return bad("shape " + shapeStr(shape) + " has more than 2^62 elements");
+  if (extent > (long double)kMaxTensorElements)
+    return bad("shape " + shapeStr(shape) + " is too large (more than 2^59 elements)");
   if (elems * dtypeSize(d->dtype) > (long double)(b.size() - dataStart))
     return bad("data is shorter than the shape " + shapeStr(shape) + " needs");
   size_t nbytes = size_t(numelOf(shape)) * dtypeSize(d->dtype);
