@@ -3,6 +3,7 @@
 // the sizes of the evaluator's tensors (a mismatch is a lowering bug: an internal error, never
 // an out-of-bounds access), then calls the kernel. Allocating kernels get an allocator whose
 // blocks become the output tensors.
+#include "kernels/Externs.h"
 #include "kernels/cpu/CpuKernels.h"
 #include "lower/LoopEval.h"
 
@@ -423,75 +424,103 @@ void registerCpuKernelEvalExterns() {
   registerCpuGemmBiasEvalExterns();
   registerCpuAttentionEvalExterns();
   registerCpuResizeEvalExterns();
-  registerEvalExtern("coil_cpu_gemm_f32", gemmAdapter(coil_cpu_gemm_f32));
-  registerEvalExtern("coil_cpu_gemm_f64", gemmAdapter(coil_cpu_gemm_f64));
-  registerEvalExtern("coil_cpu_conv_f32", convAdapter(coil_cpu_conv_f32, false));
-  registerEvalExtern("coil_cpu_conv_f64", convAdapter(coil_cpu_conv_f64, false));
-  registerEvalExtern("coil_cpu_conv_bias_f32", convBiasAdapter(coil_cpu_conv_bias_f32));
-  registerEvalExtern("coil_cpu_conv_bias_f64", convBiasAdapter(coil_cpu_conv_bias_f64));
-  registerEvalExtern("coil_cpu_conv_transpose_f32", convAdapter(coil_cpu_conv_transpose_f32, true));
-  registerEvalExtern("coil_cpu_conv_transpose_f64", convAdapter(coil_cpu_conv_transpose_f64, true));
-  registerEvalExtern("coil_cpu_gemm_f16", gemmAdapter(coil_cpu_gemm_f16));
-  registerEvalExtern("coil_cpu_gemm_bf16", gemmAdapter(coil_cpu_gemm_bf16));
-  registerEvalExtern("coil_cpu_conv_f16", convAdapter(coil_cpu_conv_f16, false));
-  registerEvalExtern("coil_cpu_conv_bf16", convAdapter(coil_cpu_conv_bf16, false));
-  registerEvalExtern("coil_cpu_conv_transpose_f16", convAdapter(coil_cpu_conv_transpose_f16, true));
-  registerEvalExtern("coil_cpu_conv_transpose_bf16",
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::Gemm, DType::F32),
+                     gemmAdapter(coil_cpu_gemm_f32));
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::Gemm, DType::F64),
+                     gemmAdapter(coil_cpu_gemm_f64));
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::Conv, DType::F32),
+                     convAdapter(coil_cpu_conv_f32, false));
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::Conv, DType::F64),
+                     convAdapter(coil_cpu_conv_f64, false));
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::ConvBias, DType::F32),
+                     convBiasAdapter(coil_cpu_conv_bias_f32));
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::ConvBias, DType::F64),
+                     convBiasAdapter(coil_cpu_conv_bias_f64));
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::ConvTranspose, DType::F32),
+                     convAdapter(coil_cpu_conv_transpose_f32, true));
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::ConvTranspose, DType::F64),
+                     convAdapter(coil_cpu_conv_transpose_f64, true));
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::Gemm, DType::F16),
+                     gemmAdapter(coil_cpu_gemm_f16));
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::Gemm, DType::BF16),
+                     gemmAdapter(coil_cpu_gemm_bf16));
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::Conv, DType::F16),
+                     convAdapter(coil_cpu_conv_f16, false));
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::Conv, DType::BF16),
+                     convAdapter(coil_cpu_conv_bf16, false));
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::ConvTranspose, DType::F16),
+                     convAdapter(coil_cpu_conv_transpose_f16, true));
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::ConvTranspose, DType::BF16),
                      convAdapter(coil_cpu_conv_transpose_bf16, true));
   // Channels-last convolutions: the same geometry and element counts as the NCHW ones.
-  registerEvalExtern("coil_cpu_conv_nhwc_f32", convAdapter(coil_cpu_conv_nhwc_f32, false));
-  registerEvalExtern("coil_cpu_conv_nhwc_f64", convAdapter(coil_cpu_conv_nhwc_f64, false));
-  registerEvalExtern("coil_cpu_conv_nhwc_f16", convAdapter(coil_cpu_conv_nhwc_f16, false));
-  registerEvalExtern("coil_cpu_conv_nhwc_bf16", convAdapter(coil_cpu_conv_nhwc_bf16, false));
-  registerEvalExtern("coil_cpu_recurrent_f32",
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::ConvNhwc, DType::F32),
+                     convAdapter(coil_cpu_conv_nhwc_f32, false));
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::ConvNhwc, DType::F64),
+                     convAdapter(coil_cpu_conv_nhwc_f64, false));
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::ConvNhwc, DType::F16),
+                     convAdapter(coil_cpu_conv_nhwc_f16, false));
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::ConvNhwc, DType::BF16),
+                     convAdapter(coil_cpu_conv_nhwc_bf16, false));
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::Recurrent, DType::F32),
                      recurrentAdapter(coil_cpu_recurrent_f32, DType::F32));
-  registerEvalExtern("coil_cpu_recurrent_f64",
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::Recurrent, DType::F64),
                      recurrentAdapter(coil_cpu_recurrent_f64, DType::F64));
-  registerEvalExtern("coil_cpu_det_f32", detAdapter(coil_cpu_det_f32));
-  registerEvalExtern("coil_cpu_det_f64", detAdapter(coil_cpu_det_f64));
-#define COIL_REGISTER_NUMERIC(S)                                                                   \
-  registerEvalExtern("coil_cpu_cumsum_" #S, scanAdapter(coil_cpu_cumsum_##S));                     \
-  registerEvalExtern("coil_cpu_cumprod_" #S, scanAdapter(coil_cpu_cumprod_##S));                   \
-  registerEvalExtern("coil_cpu_topk_" #S, topkAdapter(coil_cpu_topk_##S));                         \
-  registerEvalExtern("coil_cpu_cumsum_dyn_" #S, scanDynAdapter(coil_cpu_cumsum_dyn_##S));          \
-  registerEvalExtern("coil_cpu_cumprod_dyn_" #S, scanDynAdapter(coil_cpu_cumprod_dyn_##S));        \
-  registerEvalExtern("coil_cpu_topk_dyn_" #S, topkDynAdapter(coil_cpu_topk_dyn_##S));
-#define COIL_REGISTER_DYNAMIC(S)                                                                   \
-  registerEvalExtern("coil_cpu_nonzero_" #S, nonzeroAdapter(coil_cpu_nonzero_##S));                \
-  registerEvalExtern("coil_cpu_unique_" #S, uniqueAdapter(coil_cpu_unique_##S));
-#define COIL_REGISTER_ALL(S) COIL_REGISTER_NUMERIC(S) COIL_REGISTER_DYNAMIC(S)
-  COIL_REGISTER_ALL(f64)
-  COIL_REGISTER_ALL(f32)
-  COIL_REGISTER_ALL(f16)
-  COIL_REGISTER_ALL(bf16)
-  COIL_REGISTER_ALL(i64)
-  COIL_REGISTER_ALL(i32)
-  COIL_REGISTER_ALL(i16)
-  COIL_REGISTER_ALL(i8)
-  COIL_REGISTER_ALL(u64)
-  COIL_REGISTER_ALL(u32)
-  COIL_REGISTER_ALL(u16)
-  COIL_REGISTER_ALL(u8)
-  COIL_REGISTER_DYNAMIC(bool)
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::Det, DType::F32),
+                     detAdapter(coil_cpu_det_f32));
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::Det, DType::F64),
+                     detAdapter(coil_cpu_det_f64));
+#define COIL_REGISTER_NUMERIC(S, E)                                                                \
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::CumSum, DType::E),                      \
+                     scanAdapter(coil_cpu_cumsum_##S));                                            \
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::CumProd, DType::E),                     \
+                     scanAdapter(coil_cpu_cumprod_##S));                                           \
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::TopK, DType::E),                        \
+                     topkAdapter(coil_cpu_topk_##S));                                              \
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::CumSumDyn, DType::E),                   \
+                     scanDynAdapter(coil_cpu_cumsum_dyn_##S));                                     \
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::CumProdDyn, DType::E),                  \
+                     scanDynAdapter(coil_cpu_cumprod_dyn_##S));                                    \
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::TopKDyn, DType::E),                     \
+                     topkDynAdapter(coil_cpu_topk_dyn_##S));
+#define COIL_REGISTER_DYNAMIC(S, E)                                                                \
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::NonZero, DType::E),                     \
+                     nonzeroAdapter(coil_cpu_nonzero_##S));                                        \
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::Unique, DType::E),                      \
+                     uniqueAdapter(coil_cpu_unique_##S));
+#define COIL_REGISTER_ALL(S, E) COIL_REGISTER_NUMERIC(S, E) COIL_REGISTER_DYNAMIC(S, E)
+  COIL_REGISTER_ALL(f64, F64)
+  COIL_REGISTER_ALL(f32, F32)
+  COIL_REGISTER_ALL(f16, F16)
+  COIL_REGISTER_ALL(bf16, BF16)
+  COIL_REGISTER_ALL(i64, I64)
+  COIL_REGISTER_ALL(i32, I32)
+  COIL_REGISTER_ALL(i16, I16)
+  COIL_REGISTER_ALL(i8, I8)
+  COIL_REGISTER_ALL(u64, U64)
+  COIL_REGISTER_ALL(u32, U32)
+  COIL_REGISTER_ALL(u16, U16)
+  COIL_REGISTER_ALL(u8, U8)
+  COIL_REGISTER_DYNAMIC(bool, Bool)
 #undef COIL_REGISTER_ALL
 #undef COIL_REGISTER_DYNAMIC
 #undef COIL_REGISTER_NUMERIC
-  registerEvalExtern("coil_cpu_nms_dyn_f32", nmsAdapter());
-#define COIL_REGISTER_REDUCE_DYN(S)                                                                \
-  registerEvalExtern("coil_cpu_reduce_dyn_" #S, reduceDynAdapter(coil_cpu_reduce_dyn_##S));
-  COIL_REGISTER_REDUCE_DYN(f64)
-  COIL_REGISTER_REDUCE_DYN(f32)
-  COIL_REGISTER_REDUCE_DYN(f16)
-  COIL_REGISTER_REDUCE_DYN(bf16)
-  COIL_REGISTER_REDUCE_DYN(i64)
-  COIL_REGISTER_REDUCE_DYN(i32)
-  COIL_REGISTER_REDUCE_DYN(i16)
-  COIL_REGISTER_REDUCE_DYN(i8)
-  COIL_REGISTER_REDUCE_DYN(u64)
-  COIL_REGISTER_REDUCE_DYN(u32)
-  COIL_REGISTER_REDUCE_DYN(u16)
-  COIL_REGISTER_REDUCE_DYN(u8)
-  COIL_REGISTER_REDUCE_DYN(bool)
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::NmsDyn, DType::F32), nmsAdapter());
+#define COIL_REGISTER_REDUCE_DYN(S, E)                                                             \
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::ReduceDyn, DType::E),                   \
+                     reduceDynAdapter(coil_cpu_reduce_dyn_##S));
+  COIL_REGISTER_REDUCE_DYN(f64, F64)
+  COIL_REGISTER_REDUCE_DYN(f32, F32)
+  COIL_REGISTER_REDUCE_DYN(f16, F16)
+  COIL_REGISTER_REDUCE_DYN(bf16, BF16)
+  COIL_REGISTER_REDUCE_DYN(i64, I64)
+  COIL_REGISTER_REDUCE_DYN(i32, I32)
+  COIL_REGISTER_REDUCE_DYN(i16, I16)
+  COIL_REGISTER_REDUCE_DYN(i8, I8)
+  COIL_REGISTER_REDUCE_DYN(u64, U64)
+  COIL_REGISTER_REDUCE_DYN(u32, U32)
+  COIL_REGISTER_REDUCE_DYN(u16, U16)
+  COIL_REGISTER_REDUCE_DYN(u8, U8)
+  COIL_REGISTER_REDUCE_DYN(bool, Bool)
 #undef COIL_REGISTER_REDUCE_DYN
 }
 
@@ -522,7 +551,7 @@ EvalExternFn shapeDimsAdapter() {
 } // namespace
 
 void registerCpuShapeEvalExterns() {
-  registerEvalExtern("coil_cpu_shape_dims", shapeDimsAdapter());
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::ShapeDims), shapeDimsAdapter());
 }
 
 // --- GEMM with a bias epilogue (kernels/cpu/CpuGemm.cpp): a, b, bias, y, batch, m, n, k,
@@ -556,10 +585,14 @@ EvalExternFn gemmBiasAdapter(GemmBiasFn fn) {
 } // namespace
 
 void registerCpuGemmBiasEvalExterns() {
-  registerEvalExtern("coil_cpu_gemm_bias_f32", gemmBiasAdapter(coil_cpu_gemm_bias_f32));
-  registerEvalExtern("coil_cpu_gemm_bias_f64", gemmBiasAdapter(coil_cpu_gemm_bias_f64));
-  registerEvalExtern("coil_cpu_gemm_bias_f16", gemmBiasAdapter(coil_cpu_gemm_bias_f16));
-  registerEvalExtern("coil_cpu_gemm_bias_bf16", gemmBiasAdapter(coil_cpu_gemm_bias_bf16));
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::GemmBias, DType::F32),
+                     gemmBiasAdapter(coil_cpu_gemm_bias_f32));
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::GemmBias, DType::F64),
+                     gemmBiasAdapter(coil_cpu_gemm_bias_f64));
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::GemmBias, DType::F16),
+                     gemmBiasAdapter(coil_cpu_gemm_bias_f16));
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::GemmBias, DType::BF16),
+                     gemmBiasAdapter(coil_cpu_gemm_bias_bf16));
 }
 
 // --- Fused attention (kernels/cpu/CpuAttention.cpp): q, k, v, mask, y, batch, heads, kvHeads,
@@ -618,10 +651,14 @@ EvalExternFn attentionAdapter(AttentionFn fn) {
 } // namespace
 
 void registerCpuAttentionEvalExterns() {
-  registerEvalExtern("coil_cpu_attention_f64", attentionAdapter(coil_cpu_attention_f64));
-  registerEvalExtern("coil_cpu_attention_f32", attentionAdapter(coil_cpu_attention_f32));
-  registerEvalExtern("coil_cpu_attention_f16", attentionAdapter(coil_cpu_attention_f16));
-  registerEvalExtern("coil_cpu_attention_bf16", attentionAdapter(coil_cpu_attention_bf16));
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::Attention, DType::F64),
+                     attentionAdapter(coil_cpu_attention_f64));
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::Attention, DType::F32),
+                     attentionAdapter(coil_cpu_attention_f32));
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::Attention, DType::F16),
+                     attentionAdapter(coil_cpu_attention_f16));
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::Attention, DType::BF16),
+                     attentionAdapter(coil_cpu_attention_bf16));
 }
 
 // --- Resize of the two innermost axes (kernels/cpu/CpuResize.cpp): x, y, planes, inH, inW,
@@ -648,7 +685,8 @@ EvalExternFn resize2dAdapter(Resize2dFn fn) {
 } // namespace
 
 void registerCpuResizeEvalExterns() {
-  registerEvalExtern("coil_cpu_resize2d_f32", resize2dAdapter(coil_cpu_resize2d_f32));
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::Resize2d, DType::F32),
+                     resize2dAdapter(coil_cpu_resize2d_f32));
 }
 
 } // namespace coil::loop

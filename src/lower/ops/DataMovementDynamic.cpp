@@ -4,6 +4,7 @@
 // indices from the extern and finish with a Pointwise (unravel, gather), which the scheduler
 // may fuse. Semantics: interp/kernels/DataMovementDynamic.cpp.
 #include "ir/Infer.h"
+#include "kernels/Externs.h"
 #include "lower/ops/LinalgLower.h"
 
 namespace coil::loop::linalg {
@@ -13,7 +14,7 @@ namespace {
 /// through the allocating extern; `count` is the data-dependent symbol `symbol`.
 TensorRef nonZeroFlat(LowerContext &ctx, const TensorRef &x, const SymInt &numel,
                       const std::string &symbol) {
-  return ctx.externCall("coil_cpu_nonzero_" + suffix(x.dtype),
+  return ctx.externCall(kernels::cpuSymbol(kernels::ExternId::NonZero, x.dtype),
                         {nodeArg(x), outArg(0), outSymbolArg(symbol), intArg(numel)},
                         {{DType::I64, {SymInt::symbol(symbol)}}}, true)[0];
 }
@@ -87,7 +88,7 @@ Status lowerUnique(LowerContext &ctx) {
   std::vector<SymInt> yShape = x.shape;
   yShape[axis] = u;
   auto outs = ctx.externCall(
-      "coil_cpu_unique_" + suffix(x.dtype),
+      kernels::cpuSymbol(kernels::ExternId::Unique, x.dtype),
       {nodeArg(x), outArg(0), outArg(1), outArg(2), outArg(3), outSymbolArg(sym), intArg(s.outer),
        intArg(s.len), intArg(s.inner), intArg(sorted ? 1 : 0)},
       {{x.dtype, yShape}, {DType::I64, {u}}, {DType::I64, {s.len}}, {DType::I64, {u}}}, true);
@@ -132,8 +133,8 @@ Status lowerNonMaxSuppression(LowerContext &ctx) {
   args.push_back(intArg(boxes.shape[1]));
   args.insert(args.end(), counts.begin(), counts.end());
   args.push_back(intArg(center ? 1 : 0));
-  auto outs = ctx.externCall("coil_cpu_nms_dyn_f32", std::move(args),
-                             {{DType::I64, {SymInt::symbol(sym), 3}}}, true);
+  auto outs = ctx.externCall(kernels::cpuSymbol(kernels::ExternId::NmsDyn, DType::F32),
+                             std::move(args), {{DType::I64, {SymInt::symbol(sym), 3}}}, true);
   ctx.setOutput(0, outs[0]);
   return okStatus();
 }

@@ -3,6 +3,7 @@
 // ordinary Loop IR over those symbols (see DynShape.h).
 #include "lower/ops/DynShape.h"
 
+#include "kernels/Externs.h"
 #include "kernels/cpu/CpuKernels.h"
 #include "lower/ops/LinalgLower.h"
 
@@ -123,7 +124,8 @@ Expected<DynDims> shapeDimsNamed(LowerContext &ctx, int64_t op, const std::vecto
   }
   for (int64_t v : {op, int64_t(values.size()), int64_t(inShape.size()), outRank, attr})
     args.push_back(intArg(v));
-  ctx.externCall("coil_cpu_shape_dims", std::move(args), {{DType::I64, {1}}}, true);
+  ctx.externCall(kernels::cpuSymbol(kernels::ExternId::ShapeDims), std::move(args),
+                 {{DType::I64, {1}}}, true);
   return r;
 }
 

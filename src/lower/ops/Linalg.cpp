@@ -8,6 +8,7 @@
 // Reduction over K that accumulates as the interpreter does (f64 for floats, wrapping i64 for
 // integers).
 #include "ir/Infer.h"
+#include "kernels/Externs.h"
 #include "lower/ops/LinalgLower.h"
 #include "lower/ops/SpatialUtil.h"
 
@@ -159,7 +160,8 @@ TensorRef gemmExtern(LowerContext &ctx, const TensorRef &a, const TensorRef &b,
                               intArg(pa.stride),
                               intArg(pb.stride),
                               floatArg(alpha)};
-  return ctx.externCall("coil_cpu_gemm_" + suffix(dt), std::move(args), {{dt, shape}})[0];
+  return ctx.externCall(kernels::cpuSymbol(kernels::ExternId::Gemm, dt), std::move(args),
+                        {{dt, shape}})[0];
 }
 
 using ElemFn = std::function<Val(BodyBuilder &, const std::vector<SymInt> &idx, const SymInt &rc)>;
@@ -321,7 +323,8 @@ TensorRef gemmBiasExtern(LowerContext &ctx, const TensorRef &a, const TensorRef 
                               intArg(pb.stride),
                               floatArg(alpha),
                               intArg(0)};
-  return ctx.externCall("coil_cpu_gemm_bias_" + suffix(dt), std::move(args), {{dt, {m, n}}})[0];
+  return ctx.externCall(kernels::cpuSymbol(kernels::ExternId::GemmBias, dt), std::move(args),
+                        {{dt, {m, n}}})[0];
 }
 
 Status lowerGemm(LowerContext &ctx) {
@@ -526,7 +529,7 @@ Status lowerDet(LowerContext &ctx) {
   x = ctx.realize(x);
   std::vector<SymInt> outShape(x.shape.begin(), x.shape.end() - 2);
   TensorRef y =
-      ctx.externCall("coil_cpu_det_" + suffix(kt),
+      ctx.externCall(kernels::cpuSymbol(kernels::ExternId::Det, kt),
                      {nodeArg(x), outArg(0), intArg(symNumel(outShape)), intArg(x.shape[r - 1])},
                      {{kt, outShape}})[0];
   if (kt != dt)

@@ -20,6 +20,7 @@
 //   softmax over the keys as Reductions (max, sum of exp) and a Pointwise, rows masked
 //   everywhere giving zeros; Y = P V (GEMM or Reduction), back to [B, S, H*Dv] for 3-D Q.
 // f32 computes in f32, f64 in f64, f16/bf16 in f32 (the interpreter uses double throughout).
+#include "kernels/Externs.h"
 #include "lower/ops/LinalgLower.h"
 
 #include <array>
@@ -513,8 +514,8 @@ Expected<bool> lowerAttentionExtern(LowerContext &ctx) {
   // A 3-D output ([B, S, H*Dv]) is the [B, S, H, Dv] buffer itself; a 4-D one a view of the
   // buffer in its order.
   if (q0.rank() == 3) yShape = ctx.outputType(0).shape;
-  TensorRef y =
-      ctx.externCall("coil_cpu_attention_" + suffix(dt), std::move(args), {{dt, yShape}})[0];
+  TensorRef y = ctx.externCall(kernels::cpuSymbol(kernels::ExternId::Attention, dt),
+                               std::move(args), {{dt, yShape}})[0];
   if (q0.rank() == 3) {
     ctx.setOutput(0, y);
   } else {

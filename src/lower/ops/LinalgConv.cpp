@@ -9,6 +9,7 @@
 // the interpreter does (f64 for floats, i64 for integers, zero points subtracted before the
 // padding test so that padding contributes zero).
 #include "ir/Infer.h"
+#include "kernels/Externs.h"
 #include "lower/ChannelsLast.h"
 #include "lower/ops/LinalgLower.h"
 
@@ -228,8 +229,8 @@ TensorRef channelsLastConv(LowerContext &ctx, const ConvPlan &p, const TensorRef
   auto g = geometryArgs(p.n, p.c, p.m, p.group, p.nd, p.in, p.k, p.out, p.s, p.d, p.pb);
   args.insert(args.end(), g.begin(), g.end());
   std::vector<SymInt> shape{p.n, p.out[0], p.out[1], p.m};
-  TensorRef y =
-      ctx.externCall("coil_cpu_conv_nhwc_" + suffix(dt), std::move(args), {{dt, shape}})[0];
+  TensorRef y = ctx.externCall(kernels::cpuSymbol(kernels::ExternId::ConvNhwc, dt), std::move(args),
+                               {{dt, shape}})[0];
   if (bias) {
     DType ct = computeTypeOf(dt);
     TensorRef b = *bias;
@@ -278,7 +279,7 @@ Status lowerConv(LowerContext &ctx) {
     std::vector<ExternArg> args{nodeArg(x), nodeArg(w), outArg(0)};
     auto g = geometryArgs(p.n, p.c, p.m, p.group, p.nd, p.in, p.k, p.out, p.s, p.d, p.pb);
     args.insert(args.end(), g.begin(), g.end());
-    y = ctx.externCall("coil_cpu_conv_" + suffix(dt), std::move(args),
+    y = ctx.externCall(kernels::cpuSymbol(kernels::ExternId::Conv, dt), std::move(args),
                        {{dt, ctx.outputType(0).shape}})[0];
     if (bias) y = addChannelBias(ctx, y, *bias, ct, dt);
   } else {
@@ -367,8 +368,8 @@ Status lowerConvTranspose(LowerContext &ctx) {
   std::vector<ExternArg> args{nodeArg(x), nodeArg(w), outArg(0)};
   auto g = geometryArgs(n, c, m, group, nd, in, k, out, s, d, pb);
   args.insert(args.end(), g.begin(), g.end());
-  TensorRef y =
-      ctx.externCall("coil_cpu_conv_transpose_" + suffix(kt), std::move(args), {{kt, yt.shape}})[0];
+  TensorRef y = ctx.externCall(kernels::cpuSymbol(kernels::ExternId::ConvTranspose, kt),
+                               std::move(args), {{kt, yt.shape}})[0];
   if (ctx.hasInput(2))
     y = addChannelBias(ctx, y, ctx.input(2), kt, dt);
   else if (kt != dt)

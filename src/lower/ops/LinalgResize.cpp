@@ -1,6 +1,7 @@
 // Lowerings of the image rearrangements: Resize (one Pointwise node per resized axis, reading
 // its taps through indirect indices with weights computed in the body) and DepthToSpace /
 // SpaceToDepth (views). Semantics: interp/kernels/LinalgResize.cpp.
+#include "kernels/Externs.h"
 #include "kernels/cpu/CpuKernels.h"
 #include "lower/ops/DynShape.h"
 #include "lower/ops/LinalgLower.h"
@@ -326,7 +327,7 @@ std::optional<TensorRef> resizeOnCpu(LowerContext &ctx, const ResizeParams &p,
   int64_t mode = p.mode == "nearest" ? COIL_RESIZE_NEAREST : COIL_RESIZE_LINEAR;
   Syms shape = x.shape;
   shape[size_t(r - 2)] = inner[0].out, shape[size_t(r - 1)] = inner[1].out;
-  return ctx.externCall("coil_cpu_resize2d_f32",
+  return ctx.externCall(kernels::cpuSymbol(kernels::ExternId::Resize2d, DType::F32),
                         {nodeArg(src), outArg(0), intArg(planes), intArg(x.shape[size_t(r - 2)]),
                          intArg(x.shape[size_t(r - 1)]), intArg(inner[0].out), intArg(inner[1].out),
                          floatArg(inner[0].scale), intArg(inner[0].num), intArg(inner[0].den),

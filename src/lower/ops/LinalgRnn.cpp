@@ -1,6 +1,7 @@
 // Lowerings of the recurrent ops RNN, GRU and LSTM (an extern call for the recurrence) and of
 // RotaryEmbedding. Semantics:
 // interp/kernels/LinalgRnn.cpp.
+#include "kernels/Externs.h"
 #include "kernels/cpu/CpuKernels.h"
 #include "lower/ops/LinalgLower.h"
 #include "lower/ops/SpatialUtil.h"
@@ -143,7 +144,7 @@ Status lowerRecurrent(LowerContext &ctx, Cell cell) {
                      : cell == Cell::Gru ? COIL_CPU_RNN_CELL_GRU
                                          : COIL_CPU_RNN_CELL_LSTM;
   std::vector<TensorRef> outs = ctx.externCall(
-      std::string("coil_cpu_recurrent_") + (ct == DType::F64 ? "f64" : "f32"),
+      kernels::cpuSymbol(kernels::ExternId::Recurrent, ct == DType::F64 ? DType::F64 : DType::F32),
       {nodeArg(xw),
        nodeArg(r),
        nodeArg(bias),

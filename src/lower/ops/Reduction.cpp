@@ -8,6 +8,7 @@
 // (which wrap to the same result as the interpreter's exact arithmetic once stored).
 //
 // The interpreter (interp/kernels/Reduction*.cpp) is the reference for every formula here.
+#include "kernels/Externs.h"
 #include "lower/Lower.h"
 #include "lower/ops/LinalgLower.h"
 
@@ -203,8 +204,8 @@ Status lowerReduceRuntimeAxes(LowerContext &ctx) {
   args.push_back(la::intArg(kind));
   args.push_back(la::intArg(keepdims ? 1 : 0));
   args.push_back(la::intArg(noop ? 1 : 0));
-  auto outs = ctx.externCall("coil_cpu_reduce_dyn_" + la::suffix(x.dtype), std::move(args),
-                             {{x.dtype, shape}}, true);
+  auto outs = ctx.externCall(kernels::cpuSymbol(kernels::ExternId::ReduceDyn, x.dtype),
+                             std::move(args), {{x.dtype, shape}}, true);
   ctx.setOutput(0, outs[0]);
   return okStatus();
 }

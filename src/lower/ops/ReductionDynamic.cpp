@@ -1,6 +1,7 @@
 // Lowering of the Reduction-family ops that sort or scan: TopK, CumSum, CumProd. Each calls a
 // CPU extern (kernels/cpu) on contiguous inputs. Semantics: interp/kernels/Reduction.cpp.
 #include "ir/Infer.h"
+#include "kernels/Externs.h"
 #include "lower/ops/LinalgLower.h"
 
 namespace coil::loop::linalg {
@@ -28,7 +29,7 @@ Status lowerTopK(LowerContext &ctx) {
     std::string sym = dataDependentSymbol(ctx, k, "topk");
     std::vector<SymInt> shape = x.shape;
     shape[size_t(axis)] = SymInt::symbol(sym);
-    auto outs = ctx.externCall("coil_cpu_topk_dyn_" + suffix(x.dtype),
+    auto outs = ctx.externCall(kernels::cpuSymbol(kernels::ExternId::TopKDyn, x.dtype),
                                {nodeArg(x), nodeArg(ctx.realize(ctx.input(1))), outArg(0),
                                 outArg(1), outSymbolArg(sym), intArg(s.outer), intArg(s.len),
                                 intArg(s.inner), intArg(largest ? 1 : 0)},
@@ -38,7 +39,7 @@ Status lowerTopK(LowerContext &ctx) {
     return okStatus();
   }
   // The result is always sorted: a valid answer for sorted=0 too, and the interpreter's.
-  auto outs = ctx.externCall("coil_cpu_topk_" + suffix(x.dtype),
+  auto outs = ctx.externCall(kernels::cpuSymbol(kernels::ExternId::TopK, x.dtype),
                              {nodeArg(x), outArg(0), outArg(1), intArg(s.outer), intArg(s.len),
                               intArg(s.inner), intArg(k), intArg(largest ? 1 : 0)},
                              {vt, ctx.outputType(1)});
@@ -54,7 +55,8 @@ Status lowerCumulative(LowerContext &ctx) {
                      " must have rank >= 1, got rank 0");
   const Attrs &at = ctx.gnode().attrs;
   bool exclusive = at.getInt("exclusive", 0) != 0, reverse = at.getInt("reverse", 0) != 0;
-  std::string fn = ctx.gnode().op == OpKind::CumProd ? "coil_cpu_cumprod_" : "coil_cpu_cumsum_";
+  const bool prod = ctx.gnode().op == OpKind::CumProd;
+  using kernels::ExternId;
   x = ctx.realize(x);
   auto av = ctx.intValue(1);
   if (!av || av->size() != 1 || !(*av)[0].isConstant()) {
@@ -73,20 +75,21 @@ Status lowerCumulative(LowerContext &ctx) {
           return v;
         },
         "shape");
-    auto outs = ctx.externCall(fn + "dyn_" + suffix(x.dtype),
-                               {nodeArg(x), nodeArg(ctx.realize(ctx.input(1))), nodeArg(shape),
-                                outArg(0), intArg(r), intArg(at1 == DType::I32 ? 1 : 0),
-                                intArg(exclusive ? 1 : 0), intArg(reverse ? 1 : 0)},
-                               {ctx.outputType(0)});
+    auto outs = ctx.externCall(
+        kernels::cpuSymbol(prod ? ExternId::CumProdDyn : ExternId::CumSumDyn, x.dtype),
+        {nodeArg(x), nodeArg(ctx.realize(ctx.input(1))), nodeArg(shape), outArg(0), intArg(r),
+         intArg(at1 == DType::I32 ? 1 : 0), intArg(exclusive ? 1 : 0), intArg(reverse ? 1 : 0)},
+        {ctx.outputType(0)});
     ctx.setOutput(0, outs[0]);
     return okStatus();
   }
   COIL_TRY(int64_t axis, normalizeAxis((*av)[0].constant(), x.rank()));
   AxisSplit s = splitAt(x.shape, size_t(axis));
-  auto outs = ctx.externCall(fn + suffix(x.dtype),
-                             {nodeArg(x), outArg(0), intArg(s.outer), intArg(s.len),
-                              intArg(s.inner), intArg(exclusive ? 1 : 0), intArg(reverse ? 1 : 0)},
-                             {ctx.outputType(0)});
+  auto outs =
+      ctx.externCall(kernels::cpuSymbol(prod ? ExternId::CumProd : ExternId::CumSum, x.dtype),
+                     {nodeArg(x), outArg(0), intArg(s.outer), intArg(s.len), intArg(s.inner),
+                      intArg(exclusive ? 1 : 0), intArg(reverse ? 1 : 0)},
+                     {ctx.outputType(0)});
   ctx.setOutput(0, outs[0]);
   return okStatus();
 }
