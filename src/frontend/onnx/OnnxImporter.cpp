@@ -903,13 +903,22 @@ Status Importer::processPassThrough(const onnx::NodeProto &n, OpKind op) {
   return okStatus();
 }
 
-std::optional<std::vector<Folded>> Importer::fold(const Node &node, const onnx::NodeProto &n) {
-  const Attrs &attrs = node.attrs;
-  auto in = [&](size_t i) -> const Known * {
+namespace {
+
+/// Constant folding of one node over known values (`Known`: small integer tensors whose
+/// elements may be symbolic), split by op family; each returns nullopt where it does not fold.
+struct Folder {
+  const Node &node;
+  const Graph &g_;
+  std::function<const Known *(ValueId)> known;
+  size_t nIn = node.inputs.size();
+
+  const Known *in(size_t i) const {
     return i < node.inputs.size() && node.inputs[i] >= 0 ? known(node.inputs[i]) : nullptr;
-  };
-  auto dtypeIn = [&](size_t i) { return g_.value(node.inputs[i]).type.dtype; };
-  auto allIn = [&]() {
+  }
+  DType dtypeIn(size_t i) const { return g_.value(node.inputs[i]).type.dtype; }
+  /// Every input known, or an empty list.
+  std::vector<const Known *> allIn() const {
     std::vector<const Known *> r;
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       const Known *k = in(i);
@@ -917,10 +926,10 @@ std::optional<std::vector<Folded>> Importer::fold(const Node &node, const onnx::
       r.push_back(k);
     }
     return r;
-  };
-  auto one = [](DType dt, Known k) -> std::optional<std::vector<Folded>> {
-    // A value without symbols that is not a constant is one whose int64 arithmetic overflowed:
-    // not folded here; the node stays and the reference kernels define the result.
+  }
+  /// A value without symbols that is not a constant is one whose int64 arithmetic overflowed:
+  /// not folded here; the node stays and the reference kernels define the result.
+  static std::optional<std::vector<Folded>> one(DType dt, Known k) {
     for (const SymInt &v : k.v) {
       if (v.isConstant()) continue;
       std::set<std::string> syms;
@@ -928,15 +937,25 @@ std::optional<std::vector<Folded>> Importer::fold(const Node &node, const onnx::
       if (syms.empty()) return std::nullopt;
     }
     return std::vector<Folded>{Folded{dt, std::move(k), {}}};
-  };
-  auto constVec = [&](size_t i) -> std::optional<std::vector<int64_t>> {
+  }
+  std::optional<std::vector<int64_t>> constVec(size_t i) const {
     const Known *k = in(i);
     if (!k || !k->allConstant()) return std::nullopt;
     std::vector<int64_t> r;
     for (const SymInt &s : k->v) r.push_back(s.constant());
     return r;
-  };
-  const size_t nIn = node.inputs.size();
+  }
+
+  std::optional<std::vector<Folded>> shapes() const;
+  std::optional<std::vector<Folded>> slices() const;
+  std::optional<std::vector<Folded>> arith() const;
+  std::optional<std::vector<Folded>> logic() const;
+};
+
+/// Shape and Size, Cast, Range, ConstantOfShape, Expand and the reshaping ops.
+std::optional<std::vector<Folded>> Folder::shapes() const {
+  const Attrs &attrs = node.attrs;
+  (void)attrs;
   switch (node.op) {
   case OpKind::Shape: {
     const TensorType &t = g_.value(node.inputs[0]).type;
@@ -951,6 +970,111 @@ std::optional<std::vector<Folded>> Importer::fold(const Node &node, const onnx::
   }
   case OpKind::Size:
     return one(DType::I64, Known{{}, {symNumel(g_.value(node.inputs[0]).type.shape)}});
+  case OpKind::Cast: {
+    const Known *x = in(0);
+    if (!x) return std::nullopt;
+    auto to = onnxDType(int32_t(attrs.getInt("to", 0)));
+    if (!to) return std::nullopt;
+    DType from = dtypeIn(0);
+    if (x->allConstant()) {
+      // Exact ONNX Cast on the integral values through a tensor of the target type.
+      Tensor src(from, x->shape);
+      for (size_t i = 0; i < x->v.size(); ++i) src.setInt(int64_t(i), x->v[i].constant());
+      Tensor dst = src.castTo(*to);
+      Known k{x->shape, {}};
+      for (int64_t i = 0; i < dst.numel(); ++i) {
+        double v = dst.getDouble(i);
+        if (v != std::floor(v)) return std::nullopt;
+        k.v.push_back(isFloat(*to) ? int64_t(v) : dst.getInt(i));
+      }
+      return one(*to, k);
+    }
+    if (*to == DType::Bool || *to == DType::F16 || *to == DType::BF16 || dtypeSize(*to) < 4)
+      return std::nullopt; // symbolic values may not survive narrow types
+    return one(*to, *x);
+  }
+  case OpKind::Range: {
+    auto s = constVec(0), l = constVec(1), d = constVec(2);
+    DType dt = dtypeIn(0);
+    if (!s || !l || !d || s->size() != 1 || l->size() != 1 || d->size() != 1 || (*d)[0] == 0 ||
+        isFloat(dt))
+      return std::nullopt;
+    int64_t a = (*s)[0], b = (*l)[0], c = (*d)[0];
+    double n = std::ceil((double(b) - double(a)) / double(c));
+    if (n > double(kMaxKnown)) return std::nullopt;
+    Known k{{std::max<int64_t>(0, int64_t(n))}, {}};
+    for (int64_t i = 0; i < k.shape[0]; ++i) k.v.push_back(a + i * c);
+    return one(dt, k);
+  }
+  case OpKind::ConstantOfShape: {
+    auto shape = constVec(0);
+    if (!shape) return std::nullopt;
+    for (int64_t d : *shape)
+      if (d < 0) return std::nullopt;
+    if (numelOf(*shape) > kMaxKnown) return std::nullopt;
+    Tensor value = Tensor::scalar(DType::F32, 0);
+    if (auto v = attrs.getTensor("value")) {
+      if (v->numel() != 1) return std::nullopt;
+      value = *v;
+    }
+    Tensor t(value.dtype(), *shape);
+    size_t es = dtypeSize(value.dtype());
+    for (int64_t i = 0; i < t.numel(); ++i)
+      std::memcpy(static_cast<uint8_t *>(t.data()) + size_t(i) * es, value.data(), es);
+    return std::vector<Folded>{Folded{value.dtype(), Known{}, t}};
+  }
+  case OpKind::Expand: {
+    const Known *x = in(0);
+    auto shape = constVec(1);
+    if (!x || !shape) return std::nullopt;
+    for (int64_t d : *shape)
+      if (d < 0) return std::nullopt;
+    if (numelOf(*shape) > kMaxKnown) return std::nullopt;
+    Known target{*shape, std::vector<SymInt>(size_t(numelOf(*shape)), SymInt(0))};
+    auto k = mapKnown({x, &target},
+                      [](const std::vector<SymInt> &v) -> std::optional<SymInt> { return v[0]; });
+    if (!k) return std::nullopt;
+    return one(dtypeIn(0), *k);
+  }
+  case OpKind::Squeeze:
+  case OpKind::Unsqueeze:
+  case OpKind::Reshape:
+  case OpKind::Flatten: {
+    const Known *x = in(0);
+    if (!x) return std::nullopt;
+    // The new shape comes from inference (which sees the known axes / target).
+    std::vector<TensorType> types;
+    std::vector<const TensorType *> ptrs;
+    InferContext ctx{node, {}, {}, {}, {}};
+    for (ValueId v : node.inputs) types.push_back(v >= 0 ? g_.value(v).type : TensorType{});
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      ptrs.push_back(node.inputs[i] >= 0 ? &types[i] : nullptr);
+      const Known *k = in(i);
+      DType dt = node.inputs[i] >= 0 ? types[i].dtype : DType::F32;
+      ctx.intValues.push_back(k && !isFloat(dt) ? std::optional<std::vector<SymInt>>(k->v)
+                                                : std::nullopt);
+      ctx.constants.push_back(node.inputs[i] >= 0 && g_.isConstant(node.inputs[i])
+                                  ? &g_.constant(node.inputs[i])
+                                  : nullptr);
+    }
+    ctx.inputTypes = ptrs;
+    ctx.freshSymbol = [](const std::string &) { return SymInt(-1); };
+    auto r = inferNode(ctx);
+    if (!r.ok() || r->empty()) return std::nullopt;
+    auto s = (*r)[0].concreteShape();
+    if (!s || numelOf(*s) != int64_t(x->v.size())) return std::nullopt;
+    return one(dtypeIn(0), Known{*s, x->v});
+  }
+  default:
+    return std::nullopt;
+  }
+}
+
+/// Gather, Concat, Slice and Transpose of known values.
+std::optional<std::vector<Folded>> Folder::slices() const {
+  const Attrs &attrs = node.attrs;
+  (void)attrs;
+  switch (node.op) {
   case OpKind::Gather: {
     const Known *d = in(0);
     auto idx = constVec(1);
@@ -1056,29 +1180,16 @@ std::optional<std::vector<Folded>> Importer::fold(const Node &node, const onnx::
     }
     return one(dtypeIn(0), k);
   }
-  case OpKind::Cast: {
-    const Known *x = in(0);
-    if (!x) return std::nullopt;
-    auto to = onnxDType(int32_t(attrs.getInt("to", 0)));
-    if (!to) return std::nullopt;
-    DType from = dtypeIn(0);
-    if (x->allConstant()) {
-      // Exact ONNX Cast on the integral values through a tensor of the target type.
-      Tensor src(from, x->shape);
-      for (size_t i = 0; i < x->v.size(); ++i) src.setInt(int64_t(i), x->v[i].constant());
-      Tensor dst = src.castTo(*to);
-      Known k{x->shape, {}};
-      for (int64_t i = 0; i < dst.numel(); ++i) {
-        double v = dst.getDouble(i);
-        if (v != std::floor(v)) return std::nullopt;
-        k.v.push_back(isFloat(*to) ? int64_t(v) : dst.getInt(i));
-      }
-      return one(*to, k);
-    }
-    if (*to == DType::Bool || *to == DType::F16 || *to == DType::BF16 || dtypeSize(*to) < 4)
-      return std::nullopt; // symbolic values may not survive narrow types
-    return one(*to, *x);
+  default:
+    return std::nullopt;
   }
+}
+
+/// Elementwise arithmetic: Add, Sub, Mul, Div, Mod, Max, Min and the unary ops.
+std::optional<std::vector<Folded>> Folder::arith() const {
+  const Attrs &attrs = node.attrs;
+  (void)attrs;
+  switch (node.op) {
   case OpKind::Add:
   case OpKind::Sub:
   case OpKind::Mul:
@@ -1159,6 +1270,16 @@ std::optional<std::vector<Folded>> Importer::fold(const Node &node, const onnx::
     if (!k) return std::nullopt;
     return one(dtypeIn(0), *k);
   }
+  default:
+    return std::nullopt;
+  }
+}
+
+/// Comparisons, Where, and ReduceSum / ReduceProd of a vector.
+std::optional<std::vector<Folded>> Folder::logic() const {
+  const Attrs &attrs = node.attrs;
+  (void)attrs;
+  switch (node.op) {
   case OpKind::Equal:
   case OpKind::Less:
   case OpKind::LessOrEqual:
@@ -1201,49 +1322,6 @@ std::optional<std::vector<Folded>> Importer::fold(const Node &node, const onnx::
     if (!k) return std::nullopt;
     return one(dtypeIn(1), *k);
   }
-  case OpKind::Range: {
-    auto s = constVec(0), l = constVec(1), d = constVec(2);
-    DType dt = dtypeIn(0);
-    if (!s || !l || !d || s->size() != 1 || l->size() != 1 || d->size() != 1 || (*d)[0] == 0 ||
-        isFloat(dt))
-      return std::nullopt;
-    int64_t a = (*s)[0], b = (*l)[0], c = (*d)[0];
-    double n = std::ceil((double(b) - double(a)) / double(c));
-    if (n > double(kMaxKnown)) return std::nullopt;
-    Known k{{std::max<int64_t>(0, int64_t(n))}, {}};
-    for (int64_t i = 0; i < k.shape[0]; ++i) k.v.push_back(a + i * c);
-    return one(dt, k);
-  }
-  case OpKind::ConstantOfShape: {
-    auto shape = constVec(0);
-    if (!shape) return std::nullopt;
-    for (int64_t d : *shape)
-      if (d < 0) return std::nullopt;
-    if (numelOf(*shape) > kMaxKnown) return std::nullopt;
-    Tensor value = Tensor::scalar(DType::F32, 0);
-    if (auto v = attrs.getTensor("value")) {
-      if (v->numel() != 1) return std::nullopt;
-      value = *v;
-    }
-    Tensor t(value.dtype(), *shape);
-    size_t es = dtypeSize(value.dtype());
-    for (int64_t i = 0; i < t.numel(); ++i)
-      std::memcpy(static_cast<uint8_t *>(t.data()) + size_t(i) * es, value.data(), es);
-    return std::vector<Folded>{Folded{value.dtype(), Known{}, t}};
-  }
-  case OpKind::Expand: {
-    const Known *x = in(0);
-    auto shape = constVec(1);
-    if (!x || !shape) return std::nullopt;
-    for (int64_t d : *shape)
-      if (d < 0) return std::nullopt;
-    if (numelOf(*shape) > kMaxKnown) return std::nullopt;
-    Known target{*shape, std::vector<SymInt>(size_t(numelOf(*shape)), SymInt(0))};
-    auto k = mapKnown({x, &target},
-                      [](const std::vector<SymInt> &v) -> std::optional<SymInt> { return v[0]; });
-    if (!k) return std::nullopt;
-    return one(dtypeIn(0), *k);
-  }
   case OpKind::ReduceProd:
   case OpKind::ReduceSum: {
     const Known *x = in(0);
@@ -1265,39 +1343,19 @@ std::optional<std::vector<Folded>> Importer::fold(const Node &node, const onnx::
     Known k{x->shape.empty() || !keep ? Shape{} : Shape{1}, {r}};
     return one(dtypeIn(0), k);
   }
-  case OpKind::Squeeze:
-  case OpKind::Unsqueeze:
-  case OpKind::Reshape:
-  case OpKind::Flatten: {
-    const Known *x = in(0);
-    if (!x) return std::nullopt;
-    // The new shape comes from inference (which sees the known axes / target).
-    std::vector<TensorType> types;
-    std::vector<const TensorType *> ptrs;
-    InferContext ctx{node, {}, {}, {}, {}};
-    for (ValueId v : node.inputs) types.push_back(v >= 0 ? g_.value(v).type : TensorType{});
-    for (size_t i = 0; i < node.inputs.size(); ++i) {
-      ptrs.push_back(node.inputs[i] >= 0 ? &types[i] : nullptr);
-      const Known *k = in(i);
-      DType dt = node.inputs[i] >= 0 ? types[i].dtype : DType::F32;
-      ctx.intValues.push_back(k && !isFloat(dt) ? std::optional<std::vector<SymInt>>(k->v)
-                                                : std::nullopt);
-      ctx.constants.push_back(node.inputs[i] >= 0 && g_.isConstant(node.inputs[i])
-                                  ? &g_.constant(node.inputs[i])
-                                  : nullptr);
-    }
-    ctx.inputTypes = ptrs;
-    ctx.freshSymbol = [](const std::string &) { return SymInt(-1); };
-    auto r = inferNode(ctx);
-    if (!r.ok() || r->empty()) return std::nullopt;
-    auto s = (*r)[0].concreteShape();
-    if (!s || numelOf(*s) != int64_t(x->v.size())) return std::nullopt;
-    return one(dtypeIn(0), Known{*s, x->v});
-  }
   default:
     return std::nullopt;
   }
-  (void)n;
+}
+
+} // namespace
+
+std::optional<std::vector<Folded>> Importer::fold(const Node &node, const onnx::NodeProto &) {
+  Folder f{node, g_, [this](ValueId v) { return known(v); }};
+  if (auto r = f.shapes()) return r;
+  if (auto r = f.slices()) return r;
+  if (auto r = f.arith()) return r;
+  return f.logic();
 }
 
 bool Importer::materialize(const onnx::NodeProto &n, const std::vector<Folded> &outs) {
