@@ -186,6 +186,13 @@ Expected<RoiAlignAttrs> decodeRoiAlign(const Node &n);
 
 // --- Reductions: Reduce*, ArgMax, ArgMin
 
+/// The Reduce* ops: one attribute set (ReduceAttrs), one inference, one reference kernel and one
+/// lowering each, registered from this list.
+inline constexpr OpKind kReduceOps[] = {
+    OpKind::ReduceL1,  OpKind::ReduceL2,       OpKind::ReduceLogSum, OpKind::ReduceLogSumExp,
+    OpKind::ReduceMax, OpKind::ReduceMean,     OpKind::ReduceMin,    OpKind::ReduceProd,
+    OpKind::ReduceSum, OpKind::ReduceSumSquare};
+
 struct ReduceAttrs {
   bool keepdims = true;
   bool noopWithEmptyAxes = false;

@@ -7,6 +7,7 @@
 // computed exactly: sums and products in 64-bit two's complement, wrapping modulo 2^bits when
 // stored, as ONNX integer arithmetic does.
 #include "interp/kernels/ReductionImpl.h"
+#include "ir/OpAttrs.h"
 
 #include <algorithm>
 #include <cmath>
@@ -459,11 +460,7 @@ void copyElement(const Tensor &src, int64_t si, Tensor &dst, int64_t di) {
 }
 
 void registerReductionKernels(KernelRegistry &r) {
-  for (OpKind op :
-       {OpKind::ReduceL1, OpKind::ReduceL2, OpKind::ReduceLogSum, OpKind::ReduceLogSumExp,
-        OpKind::ReduceMax, OpKind::ReduceMean, OpKind::ReduceMin, OpKind::ReduceProd,
-        OpKind::ReduceSum, OpKind::ReduceSumSquare})
-    r.add(op, reduceKernel);
+  for (OpKind op : kReduceOps) r.add(op, reduceKernel);
   r.add(OpKind::ArgMax, argKernel);
   r.add(OpKind::ArgMin, argKernel);
   r.add(OpKind::Softmax, softmaxKernel);

@@ -409,11 +409,7 @@ Expected<Types> inferLoss(InferContext &ctx) {
 } // namespace
 
 void registerReductionInfer(InferRegistry &r) {
-  for (OpKind op :
-       {OpKind::ReduceL1, OpKind::ReduceL2, OpKind::ReduceLogSum, OpKind::ReduceLogSumExp,
-        OpKind::ReduceMax, OpKind::ReduceMean, OpKind::ReduceMin, OpKind::ReduceProd,
-        OpKind::ReduceSum, OpKind::ReduceSumSquare})
-    r.add(op, inferReduce);
+  for (OpKind op : kReduceOps) r.add(op, inferReduce);
   r.add(OpKind::ArgMax, inferArgMaxMin);
   r.add(OpKind::ArgMin, inferArgMaxMin);
   r.add(OpKind::Softmax, inferSoftmaxLike);

@@ -8,6 +8,7 @@
 // (which wrap to the same result as the interpreter's exact arithmetic once stored).
 //
 // The interpreter (interp/kernels/Reduction*.cpp) is the reference for every formula here.
+#include "ir/OpAttrs.h"
 #include "kernels/Externs.h"
 #include "lower/Lower.h"
 #include "lower/ops/LinalgLower.h"
@@ -867,11 +868,7 @@ Status lowerSoftmaxCrossEntropy(LowerContext &ctx) {
 } // namespace
 
 void registerReductionLowerings(LowerRegistry &r) {
-  for (OpKind op :
-       {OpKind::ReduceL1, OpKind::ReduceL2, OpKind::ReduceLogSum, OpKind::ReduceLogSumExp,
-        OpKind::ReduceMax, OpKind::ReduceMean, OpKind::ReduceMin, OpKind::ReduceProd,
-        OpKind::ReduceSum, OpKind::ReduceSumSquare})
-    r.add(op, lowerReduce);
+  for (OpKind op : kReduceOps) r.add(op, lowerReduce);
   r.add(OpKind::ArgMax, lowerArg);
   r.add(OpKind::ArgMin, lowerArg);
   r.add(OpKind::Softmax, lowerSoftmax);
