@@ -1068,6 +1068,25 @@ TEST(OnnxImporter, Opsets) {
   EXPECT_TRUE(g.ok()) << errorOf(g);
 }
 
+TEST(OnnxImporter, HugeShapesAsDataAreNotFolded) {
+  // Found by the onnx fuzz target: a ConstantOfShape or Expand whose constant shape has a 0 dim
+  // and huge others (0 elements) was folded: the element count overflowed int64 on the way,
+  // then the empty tensor of that shape failed Tensor's bound. Such shapes are left to
+  // inference now: the import succeeds or is a user error, never an internal one.
+  for (const char *op : {"ConstantOfShape", "Expand"}) {
+    ModelBuilder b;
+    b.initInts("x", {1}, {7});
+    b.initInts("shape", {3}, {int64_t(1) << 60, 32, 0});
+    if (std::string(op) == "ConstantOfShape")
+      b.node(op, {"shape"}, {"y"}, "n");
+    else
+      b.node(op, {"x", "shape"}, {"y"}, "n");
+    b.output("y");
+    auto r = import(b);
+    EXPECT_TRUE(r.ok() || r.error().kind() == ErrorKind::User) << op << ": " << errorOf(r);
+  }
+}
+
 TEST(OnnxImporter, GraphStructureErrors) {
   ModelBuilder dangling;
   dangling.input("x", TensorProto::FLOAT, {"2"});

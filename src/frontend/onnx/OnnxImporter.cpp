@@ -83,6 +83,19 @@ constexpr int64_t kMaxOpset = COIL_ONNX_MAX_OPSET;
 /// Integer values with at most this many elements have their contents tracked for folding.
 constexpr int64_t kMaxKnown = 4096;
 
+/// Whether a shape given as data (ConstantOfShape's, Expand's) is small enough to fold: no
+/// negative dim, and the dims, zeros counted as 1, multiply to at most kMaxKnown (checked
+/// factor by factor, so no partial product overflows; a 0-element tensor with huge other dims
+/// is left to inference, which reports it).
+bool smallShape(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0 || std::max<int64_t>(d, 1) > kMaxKnown / n) return false;
+    n *= std::max<int64_t>(d, 1);
+  }
+  return true;
+}
+
 const char *attrTypeName(int t) {
   switch (t) {
   case onnx::AttributeProto::FLOAT:
@@ -1008,10 +1021,7 @@ std::optional<std::vector<Folded>> Folder::shapes() const {
   }
   case OpKind::ConstantOfShape: {
     auto shape = constVec(0);
-    if (!shape) return std::nullopt;
-    for (int64_t d : *shape)
-      if (d < 0) return std::nullopt;
-    if (numelOf(*shape) > kMaxKnown) return std::nullopt;
+    if (!shape || !smallShape(*shape)) return std::nullopt;
     Tensor value = Tensor::scalar(DType::F32, 0);
     if (auto v = attrs.getTensor("value")) {
       if (v->numel() != 1) return std::nullopt;
@@ -1026,10 +1036,7 @@ std::optional<std::vector<Folded>> Folder::shapes() const {
   case OpKind::Expand: {
     const Known *x = in(0);
     auto shape = constVec(1);
-    if (!x || !shape) return std::nullopt;
-    for (int64_t d : *shape)
-      if (d < 0) return std::nullopt;
-    if (numelOf(*shape) > kMaxKnown) return std::nullopt;
+    if (!x || !shape || !smallShape(*shape)) return std::nullopt;
     Known target{*shape, std::vector<SymInt>(size_t(numelOf(*shape)), SymInt(0))};
     auto k = mapKnown({x, &target},
                       [](const std::vector<SymInt> &v) -> std::optional<SymInt> { return v[0]; });
