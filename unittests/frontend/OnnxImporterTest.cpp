@@ -1087,6 +1087,19 @@ TEST(OnnxImporter, HugeShapesAsDataAreNotFolded) {
   }
 }
 
+TEST(OnnxImporter, FuzzInputsImportOrFailAsUserErrors) {
+  // Inputs the onnx fuzz target found (test/fuzz/corpus/onnx): a Reshape whose symbolic sizes
+  // carry constants that multiply past int64 (symDivExact's coefficient overflowed, UBSan).
+  for (const char *name : {"d9ace823c57d9d81265d2fce2d62349fcc1f948c"}) {
+    std::string path = std::string(COIL_SOURCE_DIR) + "/test/fuzz/corpus/onnx/" + name;
+    std::ifstream f(path, std::ios::binary);
+    ASSERT_TRUE(f.good()) << path;
+    std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    auto r = importOnnxBytes(bytes, "fuzz.onnx");
+    EXPECT_TRUE(r.ok() || r.error().kind() == ErrorKind::User) << name << ": " << errorOf(r);
+  }
+}
+
 TEST(OnnxImporter, GraphStructureErrors) {
   ModelBuilder dangling;
   dangling.input("x", TensorProto::FLOAT, {"2"});

@@ -11,15 +11,17 @@ namespace coil {
 // --- helpers
 
 namespace {
-/// Splits a product into a constant coefficient and its non-constant factors (sorted).
-void factorize(const SymInt &e, int64_t &coef, std::vector<SymInt> &factors) {
-  if (e.isConstant()) {
-    coef *= e.constant();
-  } else if (e.kind() == SymInt::Kind::Mul) {
-    for (const SymInt &o : e.operands()) factorize(o, coef, factors);
-  } else {
-    factors.push_back(e);
+/// Splits a product into a constant coefficient and its non-constant factors; false when the
+/// coefficient overflows int64.
+bool factorize(const SymInt &e, int64_t &coef, std::vector<SymInt> &factors) {
+  if (e.isConstant()) return !__builtin_mul_overflow(coef, e.constant(), &coef);
+  if (e.kind() == SymInt::Kind::Mul) {
+    for (const SymInt &o : e.operands())
+      if (!factorize(o, coef, factors)) return false;
+    return true;
   }
+  factors.push_back(e);
+  return true;
 }
 
 std::string symsStr(const std::vector<SymInt> &s) {
@@ -44,6 +46,8 @@ std::optional<SymInt> symDivExact(const SymInt &a, const SymInt &b) {
   if (b.isConstant() && b.constant() == 1) return a;
   if (b.isConstant() && b.constant() == 0) return std::nullopt;
   if (a.isConstant() && b.isConstant()) {
+    if (b.constant() == -1) // INT64_MIN / -1 overflows (and % traps)
+      return a.constant() == INT64_MIN ? std::nullopt : std::optional<SymInt>(-a.constant());
     if (a.constant() % b.constant() != 0) return std::nullopt;
     return SymInt(a.constant() / b.constant());
   }
@@ -58,8 +62,8 @@ std::optional<SymInt> symDivExact(const SymInt &a, const SymInt &b) {
   }
   int64_t ca = 1, cb = 1;
   std::vector<SymInt> fa, fb;
-  factorize(a, ca, fa);
-  factorize(b, cb, fb);
+  if (!factorize(a, ca, fa) || !factorize(b, cb, fb)) return std::nullopt;
+  if (cb == -1 && ca == INT64_MIN) return std::nullopt;
   if (cb != 0 && ca % cb == 0) {
     std::sort(fa.begin(), fa.end());
     std::sort(fb.begin(), fb.end());
