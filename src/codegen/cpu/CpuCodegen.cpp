@@ -6,6 +6,7 @@
 #include "support/DType.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -130,6 +131,8 @@ private:
   };
   std::vector<Bound> bounds_;
   size_t curPhase_ = 0;
+  using ClampFn = std::function<std::optional<SymInt>(const SymInt &)>;
+  std::optional<SymInt> mapClamps(const SymInt &e, const std::string &v, const ClampFn &clamp);
   std::optional<SymInt> declamp(const SymInt &e, const std::string &v);
   std::optional<SymInt> resolveClamps(const SymInt &e, const std::string &v);
 };
@@ -593,11 +596,11 @@ bool Emitter::isWindowKernel() {
   return anyLoop;
 }
 
-/// `e` with every min / max that selects the one operand moving with `v` replaced by that
-/// operand (which must be v + something), recording in bounds_ where that is exact: v <= o - rest
-/// for each other operand o of a min, v >= o - rest of a max. nullopt where `e` has another form
-/// that moves with v (a division, a min of two moving operands, ...).
-std::optional<SymInt> Emitter::declamp(const SymInt &e, const std::string &v) {
+/// `e` with each min / max that moves with `v` replaced by `clamp(node)`, the sums and products
+/// around them rebuilt; nullopt where `e` has another form that moves with v (a division, ...)
+/// or `clamp` gives up.
+std::optional<SymInt> Emitter::mapClamps(const SymInt &e, const std::string &v,
+                                         const ClampFn &clamp) {
   if (!mentions(e, v)) return e;
   using K = SymInt::Kind;
   switch (e.kind()) {
@@ -608,16 +611,27 @@ std::optional<SymInt> Emitter::declamp(const SymInt &e, const std::string &v) {
     bool add = e.kind() == K::Add;
     SymInt r(add ? 0 : 1);
     for (const SymInt &o : e.operands()) {
-      auto d = declamp(o, v);
+      auto d = mapClamps(o, v, clamp);
       if (!d) return std::nullopt;
       r = add ? r + *d : r * *d;
     }
     return r;
   }
   case K::Min:
-  case K::Max: {
+  case K::Max:
+    return clamp(e);
+  default:
+    return std::nullopt;
+  }
+}
+
+/// `e` with every min / max that selects the one operand moving with `v` replaced by that
+/// operand (which must be v + something), recording in bounds_ where that is exact: v <= o - rest
+/// for each other operand o of a min, v >= o - rest of a max.
+std::optional<SymInt> Emitter::declamp(const SymInt &e, const std::string &v) {
+  return mapClamps(e, v, [&](const SymInt &mm) -> std::optional<SymInt> {
     const SymInt *moving = nullptr;
-    for (const SymInt &o : e.operands())
+    for (const SymInt &o : mm.operands())
       if (mentions(o, v)) {
         if (moving) return std::nullopt;
         moving = &o;
@@ -626,38 +640,17 @@ std::optional<SymInt> Emitter::declamp(const SymInt &e, const std::string &v) {
     if (!d) return std::nullopt;
     auto a = affineIn(*d, v);
     if (!a || !(a->coef == SymInt(1))) return std::nullopt;
-    for (const SymInt &o : e.operands())
-      if (&o != moving) bounds_.push_back({curPhase_, e.kind() == K::Min, o - a->rest});
+    for (const SymInt &o : mm.operands())
+      if (&o != moving) bounds_.push_back({curPhase_, mm.kind() == SymInt::Kind::Min, o - a->rest});
     return d;
-  }
-  default:
-    return std::nullopt;
-  }
+  });
 }
 
 /// `e` with every min / max of two operands, one moving with `v` (as v or -v plus something),
-/// replaced by the other, recording in bounds_ where that is exact; nullopt where `e` has another
-/// form that moves with v.
+/// replaced by the other, recording in bounds_ where that is exact.
 std::optional<SymInt> Emitter::resolveClamps(const SymInt &e, const std::string &v) {
-  if (!mentions(e, v)) return e;
-  using K = SymInt::Kind;
-  switch (e.kind()) {
-  case K::Symbol:
-    return e;
-  case K::Add:
-  case K::Mul: {
-    bool add = e.kind() == K::Add;
-    SymInt r(add ? 0 : 1);
-    for (const SymInt &o : e.operands()) {
-      auto d = resolveClamps(o, v);
-      if (!d) return std::nullopt;
-      r = add ? r + *d : r * *d;
-    }
-    return r;
-  }
-  case K::Min:
-  case K::Max: {
-    const std::vector<SymInt> &ops = e.operands();
+  return mapClamps(e, v, [&](const SymInt &mm) -> std::optional<SymInt> {
+    const std::vector<SymInt> &ops = mm.operands();
     if (ops.size() != 2 || mentions(ops[0], v) == mentions(ops[1], v)) return std::nullopt;
     const SymInt &m = mentions(ops[0], v) ? ops[0] : ops[1];
     const SymInt &o = mentions(ops[0], v) ? ops[1] : ops[0];
@@ -665,14 +658,11 @@ std::optional<SymInt> Emitter::resolveClamps(const SymInt &e, const std::string 
     if (!a || !a->coef.isConstant() || std::abs(a->coef.constant()) != 1) return std::nullopt;
     bool up = a->coef.constant() == 1;
     // min(m, o) = o where o <= m; max(m, o) = o where o >= m; m = c*v + rest, c = +-1.
-    bool isMin = e.kind() == K::Min;
+    bool isMin = mm.kind() == SymInt::Kind::Min;
     SymInt bound = up ? o - a->rest : a->rest - o;
     bounds_.push_back({curPhase_, isMin != up, bound});
     return o;
-  }
-  default:
-    return std::nullopt;
-  }
+  });
 }
 
 Status Emitter::emitWindowRows(CodeWriter &w) {
