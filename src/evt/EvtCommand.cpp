@@ -33,7 +33,7 @@ The epilogue is one Python function:
 accum is the accumulator and C the GEMM source; other parameters are dense (M, N[, L]) tensors
 unless annotated with the dimensions they span ("1,N", "M,1", "1,N,L", "scalar"), optionally
 followed by :f32/:f16/:bf16. Operators: + - * / ** unary minus, < <= > >= == !=; functions: relu
-sigmoid tanh gelu silu exp log abs sqrt maximum minimum pow clamp where cast(x, "f16"); reductions
+sigmoid tanh gelu erf silu exp log abs sqrt maximum minimum pow clamp where cast(x, "f16"); reductions
 sum / max with dim= over (M, N). Every epilogue returns D; every returned name is stored.
 --dtype DT sets the element type of A, B, C, D and tensors; --dtype NAME=DT one tensor's;
 --compute DT the compute type (default f32). --print-ir prints the compiled EVT IR.

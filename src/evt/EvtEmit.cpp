@@ -74,6 +74,8 @@ std::string scalarExpr(Op op) {
     return "tanhf(a0)";
   case Op::Gelu:
     return "0.5f * a0 * (1.f + erff(a0 * 0.70710678118654752f))";
+  case Op::Erf:
+    return "erff(a0)";
   case Op::Silu:
     return "a0 / (1.f + expf(-a0))";
   case Op::Exp:
@@ -154,7 +156,7 @@ public:
        << ", L=" << p_.problem.l << "). Do not edit.\n";
     os << "// Visitor plan: " << plan_.regions.size() << " topological region(s); "
        << plan_.topo.size() << " node(s).\n";
-    if (!o_.kernel) os << "#pragma once\n";
+    if (!o_.kernel && !lib()) os << "#pragma once\n";
     os << includes() << "\nnamespace " << ns_ << " {\n\n";
     os << prelude();
     os << functors();
@@ -165,9 +167,10 @@ public:
     os << "inline typename Callbacks::Arguments make_arguments(EpilogueParams const &p) {\n";
     os << "  (void)p;\n";
     os << "  return " << indent(root.args, "  ").substr(2) << ";\n}\n\n";
-    if (o_.kernel) os << kernel();
+    if (o_.kernel || lib()) os << kernel();
     os << "} // namespace " << ns_ << "\n";
     if (o_.kernel) os << mainFunction();
+    if (lib()) COIL_TRY_STATUS(entryFunction(os));
     return os.str();
   }
 
@@ -190,12 +193,12 @@ private:
            "#include <cutlass/epilogue/threadblock/fusion/visitors.hpp>\n"
            "#include <cutlass/gemm/kernel/default_gemm_universal_with_visitor.h>\n";
     }
-    if (o_.kernel) {
+    if (o_.kernel || lib()) {
       if (sm90_)
         s += "#include <cutlass/gemm/collective/collective_builder.hpp>\n"
              "#include <cutlass/gemm/device/gemm_universal_adapter.h>\n"
-             "#include <cutlass/gemm/kernel/gemm_universal.hpp>\n"
-             "#include <cutlass/util/packed_stride.hpp>\n";
+             "#include <cutlass/gemm/kernel/gemm_universal.hpp>\n";
+      if (sm90_ && o_.kernel) s += "#include <cutlass/util/packed_stride.hpp>\n";
       s += "#include <cuda_runtime.h>\n#include <cstdio>\n#include <cstdint>\n#include "
            "<map>\n#include <string>\n#include <vector>\n";
     }
@@ -231,11 +234,14 @@ private:
     os << "[[maybe_unused]] constexpr int AlignmentC = AlignmentD;\n";
     os << "constexpr auto RoundStyle = cutlass::FloatRoundStyle::round_to_nearest;\n";
     if (sm90_) {
-      bool f32 = o_.inputs == DType::F32;
-      os << "using TileShape = cute::Shape<cute::_128, cute::_128, cute::" << (f32 ? "_32" : "_64")
-         << ">;\n";
-      os << "using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;\n";
-      os << "using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;\n";
+      const GemmShape &g = o_.gemm;
+      int tileK = o_.inputs == DType::F32 ? std::min(g.tileK, 32) : g.tileK;
+      os << "using TileShape = cute::Shape<cute::_" << g.tileM << ", cute::_" << g.tileN
+         << ", cute::_" << tileK << ">;\n";
+      os << "using ClusterShape = cute::Shape<cute::_" << g.clusterM << ", cute::_" << g.clusterN
+         << ", cute::_1>;\n";
+      os << "using EpilogueSchedule = cutlass::epilogue::"
+         << (g.pingpong ? "TmaWarpSpecialized" : "TmaWarpSpecializedCooperative") << ";\n";
       os << "using EpilogueDescriptor = "
             "cutlass::epilogue::collective::detail::EpilogueDescriptor<\n"
             "    TileShape, cutlass::epilogue::collective::EpilogueTileAuto, ElementC, ElementD,\n"
@@ -646,8 +652,8 @@ private:
     std::ostringstream os;
     std::string ea = cppType(o_.inputs);
     os << "using ElementA = " << ea << ";\nusing ElementB = " << ea << ";\n";
-    os << "using LayoutA = cutlass::layout::RowMajor;\nusing LayoutB = "
-          "cutlass::layout::ColumnMajor;\n";
+    os << "using LayoutA = cutlass::layout::RowMajor;\nusing LayoutB = cutlass::layout::"
+       << (o_.rowMajorB ? "RowMajor" : "ColumnMajor") << ";\n";
     os << "constexpr int AlignmentA = 128 / cutlass::sizeof_bits<ElementA>::value;\n";
     os << "constexpr int AlignmentB = 128 / cutlass::sizeof_bits<ElementB>::value;\n";
     if (sm90_) {
@@ -664,7 +670,8 @@ private:
             "    ElementB, LayoutB, AlignmentB, ElementAccumulator, TileShape, ClusterShape,\n"
             "    cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(\n"
             "        sizeof(typename CollectiveEpilogue::SharedStorage))>,\n"
-            "    cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;\n";
+            "    cutlass::gemm::KernelTmaWarpSpecialized"
+         << (o_.gemm.pingpong ? "Pingpong" : "Cooperative") << ">::CollectiveOp;\n";
       os << "using GemmKernel = cutlass::gemm::kernel::GemmUniversal<\n"
             "    cute::Shape<int, int, int, int>, CollectiveMainloop, CollectiveEpilogue>;\n";
     } else {
@@ -679,7 +686,8 @@ private:
             "    cutlass::arch::OpMultiplyAdd, EpilogueStages>::GemmKernel;\n";
     }
     os << "using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;\n\n";
-    os << smemChecks();
+    // coil's shared-memory model describes the kernel program's mainloop (128 x 128 tiles).
+    if (o_.kernel) os << smemChecks();
     return os.str();
   }
 
@@ -968,6 +976,101 @@ private:
        << ": %s\\n\", ok ? \"PASS\" : \"FAIL\");\n";
     os << "  return ok ? 0 : 1;\n}\n";
     return os.str();
+  }
+
+  bool lib() const { return o_.entry.has_value(); }
+
+  /// The library entry point (EvtEmit.h, LibraryEntry): operands by position into
+  /// EpilogueParams, then the GEMM enqueued on the caller's stream.
+  Status entryFunction(std::ostream &os) const {
+    const LibraryEntry &e = *o_.entry;
+    if (!sm90_) return Error::internal("evt: library entry points are sm90 only");
+    std::map<std::string, std::string> inField, outField;
+    for (int id : paramNodes()) {
+      const Node &n = p_.at(id);
+      if (n.kind == Kind::ScalarBcast && n.stride.l == 0)
+        return Error::internal("evt: library entry: scalar '" + n.name + "' passed by value");
+      inField[n.name] = field(n) + " = static_cast<" + cppType(n.dtype) + " *>(const_cast<void *>(";
+    }
+    for (int id : storeNodes()) outField[p_.at(id).name] = field(p_.at(id));
+    os << "\nextern \"C\" int32_t " << e.name
+       << "(const void *a, const void *b, const void *const *in, void *const *out, int64_t m,\n"
+          "    int64_t n, int64_t k, void *stream, void *workspace, size_t workspace_bytes,\n"
+          "    char *error, size_t error_size) {\n";
+    os << "  using namespace " << ns_ << ";\n";
+    os << "  (void)in; (void)out;\n";
+    os << "  auto fail = [&](const char *what) {\n"
+          "    if (error && error_size) std::snprintf(error, error_size, \"%s\", what);\n"
+          "    return int32_t(1);\n  };\n";
+    os << "  if (m <= 0 || n <= 0) return 0;\n";
+    os << "  if (m > 2147483647 || n > 2147483647 || k > 2147483647)\n"
+          "    return fail(\""
+       << e.name << ": a GEMM dimension exceeds 2^31 - 1\");\n";
+    os << "  int M = int(m), N = int(n), K = int(k), L = 1;\n";
+    os << "  EpilogueParams p;\n  p.M = M; p.N = N; p.L = L;\n";
+    for (size_t i = 0; i < e.inputs.size(); ++i) {
+      auto it = inField.find(e.inputs[i]);
+      if (it == inField.end())
+        return Error::internal("evt: library entry: no epilogue parameter '" + e.inputs[i] + "'");
+      os << "  p." << it->second << "in[" << i << "]));\n";
+    }
+    if (inField.size() != e.inputs.size())
+      return Error::internal("evt: library entry: the epilogue has parameters the entry omits");
+    if (e.outputs.empty() || e.outputs[0] != "D")
+      return Error::internal("evt: library entry: D must be the first output");
+    os << "  p.o_D = static_cast<ElementD *>(out[0]);\n";
+    for (size_t j = 1; j < e.outputs.size(); ++j) {
+      auto it = outField.find(e.outputs[j]);
+      if (it == outField.end())
+        return Error::internal("evt: library entry: no epilogue output '" + e.outputs[j] + "'");
+      os << "  p." << it->second << " = static_cast<decltype(p." << it->second << ")>(out[" << j
+         << "]);\n";
+    }
+    int c = srcNode();
+    // Packed strides: the dynamic one of the first two modes is the leading dimension.
+    os << "  auto packed = [](auto s, int64_t ld, int64_t batch) {\n"
+          "    if constexpr "
+          "(cute::is_static<cute::remove_cvref_t<decltype(cute::get<0>(s))>>::value)\n"
+          "      cute::get<1>(s) = ld;\n"
+          "    else\n"
+          "      cute::get<0>(s) = ld;\n"
+          "    cute::get<2>(s) = batch;\n"
+          "    return s;\n"
+          "  };\n";
+    os << "  auto strideA = packed(GemmKernel::StrideA{}, K, int64_t(M) * K);\n"
+          "  auto strideB = packed(GemmKernel::StrideB{}, "
+       << (o_.rowMajorB ? "N" : "K")
+       << ", int64_t(N) * K);\n"
+          "  auto strideC = packed(GemmKernel::StrideC{}, N, int64_t(M) * N);\n"
+          "  auto strideD = packed(GemmKernel::StrideD{}, N, int64_t(M) * N);\n";
+    os << "  typename Gemm::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm, {M, N, K, L},\n"
+          "      {static_cast<ElementA const *>(a), strideA, static_cast<ElementB const *>(b), "
+          "strideB},\n"
+          "      {make_arguments(p), "
+       << (c >= 0 ? "p." + field(p_.at(c)) : std::string("nullptr"))
+       << ", strideC, p.o_D, strideD}};\n";
+    os << "  if (Gemm::can_implement(args) != cutlass::Status::kSuccess)\n"
+          "    return fail(\""
+       << e.name
+       << ": CUTLASS cannot run this problem (sizes or alignment)\");\n"
+          "  size_t need = Gemm::get_workspace_size(args);\n"
+          "  if (need > workspace_bytes) return fail(\""
+       << e.name
+       << ": the GEMM needs more workspace than the run has\");\n"
+          "  Gemm gemm;\n"
+          "  cutlass::Status st = gemm.initialize(args, need ? workspace : nullptr, "
+          "static_cast<cudaStream_t>(stream));\n"
+          "  if (st != cutlass::Status::kSuccess) return fail(\""
+       << e.name
+       << ": initializing the GEMM failed\");\n"
+          "  st = gemm.run(static_cast<cudaStream_t>(stream));\n"
+          "  if (st != cutlass::Status::kSuccess) {\n"
+          "    char buf[256];\n"
+          "    std::snprintf(buf, sizeof buf, \""
+       << e.name
+       << ": the launch failed: %s\", cudaGetErrorString(cudaGetLastError()));\n"
+          "    return fail(buf);\n  }\n  return 0;\n}\n";
+    return okStatus();
   }
 
   const Program &p_;

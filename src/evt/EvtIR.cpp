@@ -73,6 +73,8 @@ std::string_view opName(Op op) {
     return "tanh";
   case Op::Gelu:
     return "gelu";
+  case Op::Erf:
+    return "erf";
   case Op::Silu:
     return "silu";
   case Op::Exp:
@@ -120,6 +122,7 @@ int opArity(Op op) {
   case Op::Sigmoid:
   case Op::Tanh:
   case Op::Gelu:
+  case Op::Erf:
   case Op::Silu:
   case Op::Exp:
   case Op::Log:

@@ -56,6 +56,7 @@ enum class Op {
   Sigmoid,
   Tanh,
   Gelu,
+  Erf,
   Silu,
   Exp,
   Log,

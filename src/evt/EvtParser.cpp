@@ -133,8 +133,8 @@ struct Value {
 const std::map<std::string, Op> &unaryFns() {
   static const std::map<std::string, Op> m = {
       {"relu", Op::Relu}, {"sigmoid", Op::Sigmoid}, {"tanh", Op::Tanh}, {"gelu", Op::Gelu},
-      {"silu", Op::Silu}, {"exp", Op::Exp},         {"log", Op::Log},   {"abs", Op::Abs},
-      {"sqrt", Op::Sqrt}, {"neg", Op::Neg}};
+      {"erf", Op::Erf},   {"silu", Op::Silu},       {"exp", Op::Exp},   {"log", Op::Log},
+      {"abs", Op::Abs},   {"sqrt", Op::Sqrt},       {"neg", Op::Neg}};
   return m;
 }
 

@@ -44,7 +44,9 @@ bool commutative(Op op) {
          op == Op::Ne;
 }
 
-/// Scalar semantics shared by constant folding (and mirrored by the emitted host reference).
+} // namespace
+
+// Scalar semantics (EvtPasses.h).
 double evalOp(Op op, const std::vector<double> &a) {
   switch (op) {
   case Op::Add:
@@ -67,6 +69,8 @@ double evalOp(Op op, const std::vector<double> &a) {
     return std::tanh(a[0]);
   case Op::Gelu:
     return 0.5 * a[0] * (1 + std::erf(a[0] / std::sqrt(2.0)));
+  case Op::Erf:
+    return std::erf(a[0]);
   case Op::Silu:
     return a[0] / (1 + std::exp(-a[0]));
   case Op::Exp:
@@ -105,8 +109,6 @@ double evalOp(Op op, const std::vector<double> &a) {
   }
   return 0;
 }
-
-} // namespace
 
 bool isDuplicableLeaf(Kind k) {
   return k == Kind::Accum || k == Kind::Src || k == Kind::RowBcast || k == Kind::ColBcast ||

@@ -36,6 +36,10 @@ struct VisitorPlan {
   std::vector<int> regionOf;     ///< by node id: index of the region it belongs to, or -1
 };
 
+/// The value of compute op `op` on its operands, in double: the scalar semantics constant folding,
+/// the emitted host reference and evaluateOutputs (EvtEval.h) share.
+double evalOp(Op op, const std::vector<double> &operands);
+
 /// Whether a node can be repeated in a tree visitor (a cheap, side-effect-free fetch).
 bool isDuplicableLeaf(Kind k);
 
