@@ -140,7 +140,9 @@ Status KernelEmitterBase::validateBody(const Body &b, size_t phase,
     };
     switch (s.kind) {
     case Stmt::Kind::Load: {
-      if (s.node < 0 || size_t(s.node) >= p_.nodes.size() || !readSet_.count(s.node))
+      // A kernel that computes a GEMM (sched/FuseGemmEpilogue.h) loads the product it holds.
+      bool product = k_.gemm && s.node == k_.gemm->node;
+      if (s.node < 0 || size_t(s.node) >= p_.nodes.size() || (!readSet_.count(s.node) && !product))
         return Error::internal(kernelError(k_, "phase " + std::to_string(phase) + " loads node " +
                                                    std::to_string(s.node) +
                                                    " that is not in the kernel's reads"));

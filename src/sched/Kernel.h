@@ -20,8 +20,11 @@
 /// kernel have distinct names.
 #pragma once
 
+#include "evt/EvtPasses.h"
 #include "lower/LoopIR.h"
 
+#include <memory>
+#include <optional>
 #include <variant>
 
 namespace coil::sched {
@@ -48,6 +51,25 @@ struct Phase {
   std::vector<Accumulate> reductions;
 };
 
+/// A GEMM computed by the kernel that consumes it (sched/FuseGemmEpilogue.h): the kernel's body
+/// is the GEMM's epilogue. `node` is the GEMM extern of the Loop IR; it is not realized, and the
+/// body's loads of it (at the kernel's point) read the f32 accumulator. D = A x B with A an
+/// m x k row-major matrix and B k x n (`rowMajorB`) or n x k, both contiguous (a batch of
+/// products sharing B is folded into m); `bias` (or -1) is the extern's own per-column bias,
+/// added to the accumulator first, then its ReLU when `relu`. `epilogue` is the body as an
+/// epilogue visitor tree (parameters named "in<i>" for `inputs[i]`, output "D" the kernel's one
+/// store), which codegen prints as a CUTLASS kernel per config.
+struct GemmMainloop {
+  loop::NodeId node = -1, a = -1, b = -1;
+  bool rowMajorB = false;
+  SymInt m, n, k;
+  DType dtype = DType::BF16; ///< of A, B and D
+  std::vector<loop::NodeId> inputs;
+  evt::Program epilogue; ///< compiled (evt::compileEpilogue) for sm90
+  evt::VisitorPlan plan;
+  std::string description; ///< e.g. "bias + gelu" (coil inspect --fusion)
+};
+
 struct Kernel {
   std::string name; ///< unique C identifier, e.g. "k3_softmax"
   std::vector<std::string> vars;
@@ -56,6 +78,7 @@ struct Kernel {
   std::vector<loop::NodeId> reads;  ///< realized nodes loaded (sorted, unique)
   std::vector<loop::NodeId> writes; ///< realized nodes stored (sorted, unique)
   std::vector<loop::NodeId> fused;  ///< Loop IR nodes computed by this kernel (report)
+  std::optional<GemmMainloop> gemm; ///< set: a GEMM with this kernel as its epilogue (CUDA)
 };
 
 struct ExternStep {
@@ -70,6 +93,9 @@ struct Schedule {
   /// Per Loop IR node: does it own a buffer? (Inputs, constants, externs, their outputs,
   /// reductions and graph outputs always do.)
   std::vector<bool> realized;
+  /// Why GEMM externs were not fused with their epilogues (sched/FuseGemmEpilogue.h), one line
+  /// per GEMM the pass looked at: coil inspect --fusion prints them.
+  std::vector<std::string> gemmNotes;
 };
 
 } // namespace coil::sched

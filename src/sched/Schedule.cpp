@@ -742,6 +742,12 @@ std::string fusionReport(const Schedule &s) {
           os << "]";
         }
       }
+      if (k->gemm)
+        os << "\n  gemm: " << p.nodes[size_t(k->gemm->node)].name << " = "
+           << p.nodes[size_t(k->gemm->a)].name << " x " << p.nodes[size_t(k->gemm->b)].name
+           << (k->gemm->rowMajorB ? "" : "^T") << " [m " << k->gemm->m.str() << ", n "
+           << k->gemm->n.str() << ", k " << k->gemm->k.str() << "], CUTLASS sm90 with the epilogue "
+           << k->gemm->description;
       os << "\n  nodes: ";
       for (size_t i = 0; i < k->fused.size(); ++i)
         os << (i ? ", " : "") << p.nodes[size_t(k->fused[i])].name;
@@ -763,6 +769,7 @@ std::string fusionReport(const Schedule &s) {
   os << "summary: " << p.graph->nodes().size() << " graph nodes, " << p.nodes.size()
      << " loop nodes, " << kernels << " kernels, " << externs << " extern calls, " << realized
      << " intermediate buffers\n";
+  for (const std::string &n : s.gemmNotes) os << "gemm: " << n << "\n";
   return os.str();
 }
 

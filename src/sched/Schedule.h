@@ -40,7 +40,8 @@ struct ScheduleOptions {
 Expected<Schedule> scheduleProgram(loop::LoopProgram &p, const ScheduleOptions &o = {});
 
 /// `coil inspect --fusion`: one block per kernel or extern step (its Loop IR nodes, the graph
-/// nodes they came from, its iteration space and phases), then the buffers that are realized.
+/// nodes they came from, its iteration space and phases, the GEMM a kernel computes), then the
+/// buffers that are realized, then how each GEMM runs (CUTLASS or cuBLASLt, and why).
 std::string fusionReport(const Schedule &s);
 
 } // namespace coil::sched
