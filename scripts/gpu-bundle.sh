@@ -15,6 +15,15 @@ done
 for l in "$BUILD"/lib/*.so; do strip -o "$OUT/lib/$(basename "$l")" "$l"; done
 cp -r include "$OUT/include"
 cp -L "$(ldd "$BUILD/bin/coil" | awk '/libzip.so/ {print $3}')" "$OUT/lib/"
+# The CUTLASS headers (pip nvidia-cutlass here; the GPU machine has none) as one archive: 27 MB of
+# headers are 1 MB of xz. There: mkdir -p /tmp/cutlass && tar -xJf build-gpu/cutlass-include.tar.xz
+# -C /tmp/cutlass && export COIL_CUTLASS_DIR=/tmp/cutlass/include
+CUTLASS_SRC=$(python3 -c 'import cutlass_library, os; print(os.path.join(os.path.dirname(cutlass_library.__file__), "source"))' 2>/dev/null || true)
+if [ -n "$CUTLASS_SRC" ] && [ -f "$CUTLASS_SRC/include/cutlass/cutlass.h" ]; then
+  tar -C "$CUTLASS_SRC" -cJf "$OUT/cutlass-include.tar.xz" include
+else
+  echo "gpu-bundle: no CUTLASS headers here (pip install nvidia-cutlass): --gemm cutlass will not work there"
+fi
 # The Python module for the GPU machine's Python 3.12 (PYTHONPATH=build-gpu/python there), when
 # a Python 3.12 with headers is here (COIL_GPU_PYTHON names another).
 GPY=${COIL_GPU_PYTHON:-}

@@ -10,6 +10,7 @@
 #include "passes/FoldConstants.h"
 #include "passes/FuseAttention.h"
 #include "passes/RefineShapes.h"
+#include "sched/FuseGemmEpilogue.h"
 #include "sched/Schedule.h"
 #include "wrapper/CppBackend.h"
 #include "wrapper/DebugInstrument.h"
@@ -24,6 +25,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <sstream>
 
 #ifndef COIL_INCLUDE_DIR
@@ -107,6 +109,41 @@ bool hasHostFallback(const wrapper::WrapperProgram &p) {
   return false;
 }
 
+/// Whether GEMMs fuse with their epilogues into CUTLASS kernels (CompileOptions::gemm), and
+/// the CUTLASS include directory in `include` when they do.
+Expected<bool> useCutlass(const CompileOptions &o, std::string *include, std::string *why) {
+  if (o.gemm != "auto" && o.gemm != "cutlass" && o.gemm != "cublaslt")
+    return Error::user("unknown GEMM backend '" + o.gemm +
+                       "' (supported: auto, cutlass, cublaslt)");
+  if (o.gemm == "cublaslt") {
+    *why = "--gemm cublaslt";
+    return false;
+  }
+  // The generated CUTLASS GEMMs have not run on a GPU yet: opt-in until they have.
+  if (o.gemm == "auto") {
+    *why = "--gemm auto: CUTLASS GEMMs are opt-in (--gemm cutlass) until they are validated on "
+           "a GPU";
+    return false;
+  }
+  bool sm90 = !o.cudaArchs.empty();
+  for (const std::string &a : o.cudaArchs) sm90 = sm90 && a == "sm_90a";
+  if (!sm90) {
+    *why = "--gemm auto and an architecture other than sm_90a (CUTLASS sm80 GEMMs are not "
+           "generated yet)";
+    if (o.gemm == "auto") return false;
+    return Error::user("--gemm cutlass generates sm_90a kernels only (CUTLASS's sm80 GEMMs are "
+                       "not generated yet): compile with --arch sm_90a");
+  }
+  Expected<std::string> dir = findCutlassIncludeDir();
+  if (!dir) {
+    *why = "--gemm auto and no CUTLASS headers: " + dir.error().message();
+    if (o.gemm == "auto") return false;
+    return dir.error();
+  }
+  *include = *dir;
+  return true;
+}
+
 } // namespace
 
 Expected<std::unique_ptr<Compilation>> compileGraph(Graph g, const CompileOptions &o) {
@@ -149,6 +186,14 @@ Expected<std::unique_ptr<Compilation>> compileGraph(Graph g, const CompileOption
   if (o.printAfter == "lower") std::cerr << loop::printLoopProgram(c->loops);
 
   COIL_TRY(c->schedule, sched::scheduleProgram(c->loops));
+  if (cuda) {
+    std::string why;
+    COIL_TRY(bool cutlass, useCutlass(o, &c->cutlassInclude, &why));
+    sched::GemmFusionOptions fo;
+    fo.enabled = cutlass;
+    sched::fuseGemmEpilogues(c->schedule, fo);
+    if (!cutlass) c->schedule.gemmNotes.push_back("every GEMM runs through cuBLASLt (" + why + ")");
+  }
   timer.done("schedule");
   if (o.printAfter == "schedule") std::cerr << sched::fusionReport(c->schedule);
 
@@ -157,7 +202,13 @@ Expected<std::unique_ptr<Compilation>> compileGraph(Graph g, const CompileOption
   for (const sched::Step &st : c->schedule.steps) {
     const auto *k = std::get_if<sched::Kernel>(&st);
     if (!k) continue;
-    if (cuda) {
+    if (cuda && k->gemm) {
+      codegen::CudaGemmOptions go;
+      go.maxConfigs = o.cutlassConfigs;
+      COIL_TRY(codegen::CudaKernelSource src, codegen::generateCudaGemmKernel(*k, c->loops, go));
+      infos.push_back(src.info);
+      c->cudaKernels.push_back(std::move(src));
+    } else if (cuda) {
       codegen::CudaCodegenOptions co;
       co.functionBase = functions;
       COIL_TRY(codegen::CudaKernelSource src, codegen::generateCudaKernel(*k, c->loops, co));
@@ -244,7 +295,7 @@ Expected<PackageResult> writePackage(const Compilation &c, const std::string &di
   to.includes.push_back(coilIncludeDir());
   PackageResult r;
   r.dir = dir;
-  std::vector<SourceFile> sources;
+  std::vector<SourceFile> sources, units;
   if (cuda) {
     COIL_TRY(CudaToolkit tk, findCudaToolkit());
     std::string device = codegen::cudaKernelPrelude(), host = codegen::cudaLauncherPrelude();
@@ -258,6 +309,17 @@ Expected<PackageResult> writePackage(const Compilation &c, const std::string &di
     to.systemIncludes.push_back(tk.includeDir);
     to.linkFlags.push_back("-L" + tk.stubLibDir);
     to.linkFlags.push_back("-lcuda");
+    // CUTLASS GEMM units (one per distinct GEMM config), built by nvcc beside the launchers.
+    std::set<std::string> unitNames;
+    for (const codegen::CudaKernelSource &k : c.cudaKernels)
+      for (const auto &[name, text] : k.units)
+        if (unitNames.insert(name).second) units.push_back({name, text});
+    if (!units.empty()) {
+      to.nvcc = tk.nvcc;
+      to.cudaFlags = {"-gencode arch=compute_90a,code=sm_90a", "-I" + c.cutlassInclude};
+      to.linkFlags.push_back("-L" + tk.libDir);
+      to.linkFlags.push_back("-lcudart_static -ldl -lrt -lpthread");
+    }
     if (o.tune) {
       auto start = std::chrono::steady_clock::now();
       std::vector<tune::TuneTask> tasks = tune::tuneTasks(c.wrapper);
@@ -265,6 +327,7 @@ Expected<PackageResult> writePackage(const Compilation &c, const std::string &di
       mi.packageDir = dir;
       mi.functions = po.cuda->functions;
       mi.launcherSource = host;
+      mi.units = units;
       mi.toolchain = to;
       mi.workspaceBytes = o.cudaWorkspaceBytes;
       mi.timeoutSeconds = o.tuneTimeoutSeconds;
@@ -296,6 +359,7 @@ Expected<PackageResult> writePackage(const Compilation &c, const std::string &di
     // Host glue (grid computations, calls in sequence): -O1 builds it several times faster
     // than -O3 and it has no loops that -O3 would make faster.
     sources = {{"src/launchers.cpp", host, 1}};
+    sources.insert(sources.end(), units.begin(), units.end());
   } else {
     // The kernel files (assignKernelFiles), each the prelude and its kernels in order, then the
     // wrapper (host glue, at -O1 as above).

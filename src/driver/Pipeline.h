@@ -9,6 +9,7 @@
 
 #include "codegen/cpu/CpuCodegen.h"
 #include "codegen/cuda/CudaCodegen.h"
+#include "codegen/cuda/CudaGemm.h"
 #include "driver/Toolchain.h"
 #include "ir/Graph.h"
 #include "lower/LoopIR.h"
@@ -27,6 +28,14 @@ struct CompileOptions {
   std::string device = "cpu"; ///< "cpu" or "cuda"
   /// cuda: the GPU architectures the fatbin holds code for.
   std::vector<std::string> cudaArchs = {"sm_80", "sm_90a"};
+  /// cuda: how GEMMs with pointwise consumers run. "cutlass": fused with their epilogues into
+  /// generated CUTLASS kernels (sched/FuseGemmEpilogue.h; sm_90a only, needs the CUTLASS
+  /// headers); "cublaslt": through the cuBLASLt extern, the epilogue a kernel of its own;
+  /// "auto": cublaslt for now (the generated CUTLASS kernels are opt-in until they have run on a
+  /// GPU).
+  std::string gemm = "auto";
+  /// cuda: how many CUTLASS configs each fused GEMM gets (compiled, and timed when tuning).
+  int cutlassConfigs = 4;
   /// cuda: device scratch the extern kernels (GEMM, convolution) may use.
   int64_t cudaWorkspaceBytes = int64_t(64) << 20;
   /// Print the IR after this stage to stderr: "lower", "schedule", "wrapper" (or "" for none).
@@ -58,6 +67,8 @@ struct Compilation {
   sched::Schedule schedule;
   std::vector<codegen::CpuKernelSource> kernels;      ///< device "cpu"
   std::vector<codegen::CudaKernelSource> cudaKernels; ///< device "cuda"
+  /// cuda: the CUTLASS include directory when GEMM kernels were generated, else "".
+  std::string cutlassInclude;
   wrapper::WrapperProgram wrapper;
   /// How the wrapper's calls got their configs (the cost model; tuning revises it).
   wrapper::TuningRecord tuning;

@@ -181,6 +181,22 @@ Expected<BuildResult> buildSharedObject(const std::string &dir,
   for (const std::string &f : target.features) keyText += f + " ";
   for (const SourceFile &s : sources)
     keyText += s.name + " " + optFlag(s) + "\n" + sha256Hex(s.text) + "\n";
+  // CUDA units: nvcc and its flags (the CUTLASS headers are keyed by their version header).
+  std::string cudaFlags = "-std=c++17 -O3 -DNDEBUG -Xcompiler -fPIC -w --expt-relaxed-constexpr";
+  for (const std::string &f : opts.cudaFlags) cudaFlags += " " + f;
+  std::string cudaKey;
+  bool anyCu = false;
+  for (const SourceFile &s : sources) anyCu = anyCu || fs::path(s.name).extension() == ".cu";
+  if (anyCu) {
+    if (opts.nvcc.empty()) return Error::internal("a CUDA unit to build, but no nvcc");
+    cudaKey = keyPrefix("cuda-object") + compilerIdentity(opts.nvcc) + "\n" + cudaFlags + "\n";
+    for (const std::string &f : opts.cudaFlags)
+      if (f.rfind("-I", 0) == 0) {
+        fs::path v = fs::path(f.substr(2)) / "cutlass" / "version.h";
+        if (fs::exists(v)) cudaKey += sha256Hex(readFile(v.string())) + "\n";
+      }
+    keyText += cudaKey;
+  }
   // Headers included from the -I directories are part of the build too.
   for (const std::string &inc : opts.includes) {
     if (!fs::is_directory(inc)) continue;
@@ -215,12 +231,14 @@ Expected<BuildResult> buildSharedObject(const std::string &dir,
   struct Job {
     pid_t pid;
     std::string log, source;
+    std::string obj, cacheEntry; ///< CUDA units: the object and its cache entry
   };
   size_t slots = std::max<long>(1, sysconf(_SC_NPROCESSORS_ONLN));
   std::vector<Job> running;
   std::string objects, failures;
   int64_t units = 0, compiled = 0;
-  for (const SourceFile &s : sources) units += fs::path(s.name).extension() == ".cpp";
+  for (const SourceFile &s : sources)
+    units += fs::path(s.name).extension() == ".cpp" || fs::path(s.name).extension() == ".cu";
   auto progress = [&](int64_t done) {
     if (opts.onProgress) opts.onProgress("build", done, units + 1);
   };
@@ -233,8 +251,27 @@ Expected<BuildResult> buildSharedObject(const std::string &dir,
     if (status != 0)
       failures += "\ncompiling " + j.source + " failed (log: " + j.log + ")" +
                   firstLines(readFile(j.log), 12);
+    else if (!j.cacheEntry.empty())
+      cache.storeFile(j.cacheEntry, j.obj);
   };
   for (const SourceFile &s : sources) {
+    if (fs::path(s.name).extension() == ".cu") {
+      std::string stem = fs::path(s.name).stem().string();
+      std::string obj = (objDir / (stem + ".cu.o")).string();
+      objects += " " + shellQuote(obj);
+      std::string entry = sha256Hex(cudaKey + sha256Hex(s.text)) + ".o";
+      if (cache.fetch(entry, obj)) {
+        progress(++compiled);
+        continue;
+      }
+      std::string log = (objDir / (stem + ".cu.log")).string();
+      std::string cmd = shellQuote(opts.nvcc) + " " + cudaFlags + " -c " +
+                        shellQuote((fs::path(dir) / s.name).string()) + " -o " + shellQuote(obj);
+      if (opts.verbose) std::fprintf(stderr, "coil: %s\n", cmd.c_str());
+      if (running.size() >= slots) finishOldest();
+      running.push_back({spawn(cmd, log), log, s.name, obj, entry});
+      continue;
+    }
     if (fs::path(s.name).extension() != ".cpp") continue;
     std::string stem = fs::path(s.name).stem().string();
     std::string obj = (objDir / (stem + ".o")).string();
@@ -301,7 +338,38 @@ Expected<CudaToolkit> findCudaToolkit() {
   if (t.stubLibDir.empty())
     return Error::user("the CUDA toolkit at '" + root.string() +
                        "' has no lib64/stubs/libcuda.so to link packages against");
+  t.libDir = fs::path(t.stubLibDir).parent_path().string();
   return t;
+}
+
+Expected<std::string> findCutlassIncludeDir() {
+  auto holds = [](const fs::path &d) {
+    return fs::exists(d / "cutlass" / "cutlass.h") && fs::exists(d / "cute" / "tensor.hpp");
+  };
+  if (const char *env = std::getenv("COIL_CUTLASS_DIR"); env && *env) {
+    for (fs::path d : {fs::path(env), fs::path(env) / "include"})
+      if (holds(d)) return fs::canonical(d).string();
+    return Error::user(std::string("COIL_CUTLASS_DIR is '") + env +
+                       "', which holds no cutlass/cutlass.h and cute/tensor.hpp (nor does its "
+                       "include/)");
+  }
+  static const std::string found = [] {
+    std::string out;
+    if (FILE *f = popen("python3 -c 'import cutlass_library, os; print(os.path.join("
+                        "os.path.dirname(cutlass_library.__file__), \"source\", \"include\"))' "
+                        "2>/dev/null",
+                        "r")) {
+      char buf[1024];
+      while (fgets(buf, sizeof buf, f)) out += buf;
+      pclose(f);
+    }
+    while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+    return out;
+  }();
+  if (!found.empty() && holds(found)) return found;
+  return Error::user("CUDA GEMM kernels need the CUTLASS headers: `pip install nvidia-cutlass` "
+                     "(for the python3 on PATH), or set COIL_CUTLASS_DIR to a directory holding "
+                     "cutlass/ and cute/ (or use --gemm cublaslt)");
 }
 
 Expected<BuildResult> buildFatbin(const std::string &dir, const SourceFile &cu,

@@ -39,6 +39,11 @@ struct ToolchainOptions {
   /// The CPU instruction set of the host code (-march): "native", "x86-64-v2", "x86-64-v3",
   /// "x86-64-v4"; "" for the default.
   std::string cpuTarget;
+  /// CUDA translation units (sources ending in ".cu": host and device code) compile with this
+  /// nvcc and these flags (architectures, include directories), each object through the
+  /// compile cache on its own, so that units shared by builds compile once.
+  std::string nvcc;
+  std::vector<std::string> cudaFlags;
   /// Progress of a build: (task, translation units and link done, total); done 0 first.
   std::function<void(const std::string &task, int64_t done, int64_t total)> onProgress;
 };
@@ -50,8 +55,8 @@ struct BuildResult {
 };
 
 /// Writes `sources` under `dir` (creating subdirectories) and builds `dir/<output>` from those
-/// ending in ".cpp" (compiled in parallel, one process per file, at most as many at a time as
-/// the machine has processors). A compiler failure is an internal error that quotes the
+/// ending in ".cpp" and ".cu" (compiled in parallel, one process per file, at most as many at a
+/// time as the machine has processors). A compiler failure is an internal error that quotes the
 /// compiler's first lines of output and names the log file.
 Expected<BuildResult> buildSharedObject(const std::string &dir,
                                         const std::vector<SourceFile> &sources,
@@ -72,6 +77,7 @@ Expected<CpuTarget> resolveCpuTarget(const std::string &requested);
 /// else /usr/local/cuda/bin/nvcc; its include and stub-library directories.
 struct CudaToolkit {
   std::string nvcc, includeDir, stubLibDir;
+  std::string libDir; ///< holds libcudart_static.a
 };
 /// A user error naming what to install when no toolkit is found.
 Expected<CudaToolkit> findCudaToolkit();
@@ -82,6 +88,12 @@ Expected<CudaToolkit> findCudaToolkit();
 Expected<BuildResult> buildFatbin(const std::string &dir, const SourceFile &cu,
                                   const std::string &output, const std::vector<std::string> &archs,
                                   const ToolchainOptions &opts);
+
+/// The CUTLASS headers CUDA GEMM kernels compile with: the directory holding
+/// cutlass/cutlass.h and cute/, from $COIL_CUTLASS_DIR (that directory or its include/), else
+/// the pip package nvidia-cutlass (`cutlass_library/source/include` of the python3 on PATH).
+/// A user error naming both ways when neither has them.
+Expected<std::string> findCutlassIncludeDir();
 
 /// The identity of a compiler for cache keys: its resolved path and its `--version` output.
 std::string compilerIdentity(const std::string &compiler);

@@ -1,9 +1,9 @@
 #include "driver/Tune.h"
 
 #include "driver/Install.h"
-#include "support/DType.h"
 #include "runtime/cuda/CudaTune.h"
 #include "support/Check.h"
+#include "support/DType.h"
 #include "support/Sha256.h"
 #include "support/Version.h"
 
@@ -606,9 +606,9 @@ Expected<MeasureResult> measureConfigs(const WrapperProgram &p, const std::vecto
                           "COIL_EXECUTABLE to its path)");
   // The launchers, with a trampoline that calls them from an argument array.
   std::string dir = (fs::path(in.packageDir) / "tune").string();
-  Expected<BuildResult> built =
-      buildSharedObject(dir, {{"src/tune.cpp", in.launcherSource + tuneTrampolineSource(p)}},
-                        "tune.so", in.toolchain);
+  std::vector<SourceFile> sources = {{"src/tune.cpp", in.launcherSource + tuneTrampolineSource(p)}};
+  sources.insert(sources.end(), in.units.begin(), in.units.end());
+  Expected<BuildResult> built = buildSharedObject(dir, sources, "tune.so", in.toolchain);
   if (!built) return built.error();
   std::string request = (fs::path(dir) / "request.txt").string();
   std::string body =

@@ -82,6 +82,7 @@ struct MeasureInput {
   std::string fatbin = "src/kernels.fatbin";
   std::vector<std::string> functions; ///< metadata.json cuda.functions
   std::string launcherSource;         ///< the text of src/launchers.cpp
+  std::vector<SourceFile> units;      ///< CUDA units the launchers call (CUTLASS GEMMs)
   ToolchainOptions toolchain;         ///< includes coil's and the CUDA toolkit's headers
   int64_t workspaceBytes = 0;
   double timeoutSeconds = 300;

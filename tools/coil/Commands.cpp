@@ -84,7 +84,13 @@ CompileOptions compileOptions(const Args &a) {
       if (!arch.empty()) o.cudaArchs.push_back(arch);
     o.recordedOptions.emplace_back("arch", a.values.at("--arch"));
   }
-  if (a.values.count("--print-after")) o.printAfter = a.values.at("--print-after");
+  if (a.values.count("--gemm")) {
+    o.gemm = a.values.at("--gemm");
+    o.recordedOptions.emplace_back("gemm", o.gemm);
+  }
+  // COIL_CUTLASS_CONFIGS=N: only the first N CUTLASS configs per GEMM (fewer nvcc runs).
+  if (const char *n = std::getenv("COIL_CUTLASS_CONFIGS"); n && *n)
+    o.cutlassConfigs = std::max(1, std::atoi(n));
   if (a.values.count("--cpu-target")) o.toolchain.cpuTarget = a.values.at("--cpu-target");
   // Tuning of CUDA packages: on when this machine has an NVIDIA GPU (the device files of its
   // driver exist), unless --no-tune or COIL_TUNE=0; --tune or COIL_TUNE=1 turn it on anyway

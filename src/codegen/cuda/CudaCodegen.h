@@ -42,6 +42,10 @@ struct CudaKernelSource {
   std::string device;
   std::string host;
   std::vector<std::string> functions;
+  /// Translation units of their own (host and device code, compiled by nvcc and linked into
+  /// model.so), by package-relative file name: the CUTLASS GEMMs of a GEMM kernel
+  /// (codegen/cuda/CudaGemm.h). Equal names hold equal text.
+  std::vector<std::pair<std::string, std::string>> units;
 };
 
 struct CudaCodegenOptions {
