@@ -205,7 +205,9 @@ Expected<std::unique_ptr<Compilation>> compileGraph(Graph g, const CompileOption
     if (cuda && k->gemm) {
       codegen::CudaGemmOptions go;
       go.maxConfigs = o.cutlassConfigs;
+      go.functionBase = functions;
       COIL_TRY(codegen::CudaKernelSource src, codegen::generateCudaGemmKernel(*k, c->loops, go));
+      functions += int32_t(src.functions.size());
       infos.push_back(src.info);
       c->cudaKernels.push_back(std::move(src));
     } else if (cuda) {

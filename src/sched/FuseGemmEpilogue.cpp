@@ -381,6 +381,8 @@ int fuseGemmEpilogues(Schedule &s, const GemmFusionOptions &o) {
     }
     GemmMainloop gm;
     gm.node = g;
+    gm.call = ex;
+    gm.epilogueReads = k.reads;
     gm.a = call->a;
     gm.b = call->b;
     gm.rowMajorB = call->transB == SymInt(0);

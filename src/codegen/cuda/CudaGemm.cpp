@@ -4,7 +4,10 @@
 
 #include "codegen/KernelEmitter.h"
 #include "evt/EvtEmit.h"
+#include "kernels/Externs.h"
 #include "support/Sha256.h"
+
+#include <cstdio>
 
 namespace coil::codegen {
 namespace {
@@ -26,7 +29,9 @@ const GemmConfig kConfigs[] = {
 class GemmEmitter : public KernelEmitterBase {
 public:
   GemmEmitter(const sched::Kernel &k, const loop::LoopProgram &p, const CudaGemmOptions &o)
-      : KernelEmitterBase(k, p, {"v", "n", "t"}, {"ctx", "in", "out", "m"}, "cuda codegen: "),
+      : KernelEmitterBase(k, p, {"v", "n", "t"},
+                          {"ctx", "in", "out", "m", "prod", "sub", "rc", "bytes"},
+                          "cuda codegen: "),
         o_(o) {}
 
   Expected<CudaKernelSource> run() {
@@ -35,10 +40,26 @@ public:
     assignNames();
     CudaKernelSource out;
     out.info = kernelInfo("");
-    size_t n = std::min<size_t>(std::size(kConfigs), size_t(std::max(1, o_.maxConfigs)));
+    size_t n = n_ = std::min<size_t>(std::size(kConfigs), size_t(std::max(1, o_.maxConfigs)));
     std::vector<std::string> inputs;
     for (size_t i = 0; i < g.inputs.size(); ++i) inputs.push_back("in" + std::to_string(i));
+    // The unfused form's epilogue kernel: this kernel's body reading the product from a buffer.
+    sched::Kernel ep = k_;
+    ep.gemm.reset();
+    ep.name = k_.name + "_epilogue";
+    ep.reads = g.epilogueReads;
+    ep.fused.erase(std::remove(ep.fused.begin(), ep.fused.end(), g.node), ep.fused.end());
+    CudaCodegenOptions eo;
+    eo.functionBase = o_.functionBase;
+    COIL_TRY(CudaKernelSource epi, generateCudaKernel(ep, p_, eo));
+    out.device = epi.device;
+    out.functions = epi.functions;
     CodeWriter host;
+    for (const std::string &line : splitLines(epi.host)) host.line(line);
+    host.blank();
+    host.line(externDeclaration());
+    host.line("extern \"C\" int32_t " + launcherName(n) + "(" + hostParams() + ");");
+    host.blank();
     for (size_t ci = 0; ci < n; ++ci) {
       const GemmConfig &c = kConfigs[ci];
       COIL_TRY(auto unit, cutlassUnit(c, inputs));
@@ -52,6 +73,12 @@ public:
       emitLauncher(host, ci, c, unit.first);
       out.units.push_back({"src/" + unit.first + ".cu", unit.second});
     }
+    wrapper::KernelConfig fb;
+    fb.name = "cublaslt_unfused";
+    fb.values = {{"unfused", 1}};
+    out.info.configs.push_back(fb);
+    host.blank();
+    emitFallback(host, n, ep, epi.info);
     out.info.sourceFile = out.units.front().first;
     out.host = host.str();
     return out;
@@ -81,6 +108,132 @@ private:
     return std::make_pair("gemm_" + tag, std::move(text));
   }
 
+  static std::vector<std::string> splitLines(const std::string &text) {
+    std::vector<std::string> lines;
+    size_t pos = 0;
+    while (pos < text.size()) {
+      size_t end = text.find('\n', pos);
+      if (end == std::string::npos) end = text.size();
+      lines.push_back(text.substr(pos, end - pos));
+      pos = end + 1;
+    }
+    return lines;
+  }
+
+  std::string launcherName(size_t ci) const { return k_.name + "_c" + std::to_string(ci); }
+
+  std::string hostParams() const {
+    std::string params = "const coil_cuda_ctx *ctx";
+    for (NodeId b : buffers_) params += ", " + param(b);
+    for (const std::string &s : sizeSyms_) params += ", int64_t " + cname_.at(s);
+    return params;
+  }
+
+  std::string hostArgs() const {
+    std::string args = "ctx";
+    for (NodeId b : buffers_) args += ", " + bufName_.at(b);
+    for (const std::string &s : sizeSyms_) args += ", " + cname_.at(s);
+    return args;
+  }
+
+  /// The extern's CUDA twin, as the extern table types it.
+  std::string cudaFunction() const {
+    std::optional<kernels::ExternRef> r = kernels::findExtern(k_.gemm->call.function);
+    return r ? kernels::cudaSymbol(r->id, r->dtype) : std::string();
+  }
+
+  std::string externDeclaration() const {
+    std::optional<kernels::ExternRef> r = kernels::findExtern(k_.gemm->call.function);
+    std::string s = "extern \"C\" int32_t " + cudaFunction() + "(const coil_cuda_ctx *";
+    for (char kind : r->info().args)
+      s += kind == 'B'   ? ", const void *"
+           : kind == 'O' ? ", void *"
+           : kind == 'D' ? ", double"
+                         : ", int64_t";
+    return s + ");";
+  }
+
+  /// The unfused config: the GEMM extern into a product buffer, then the epilogue kernel.
+  void emitFallback(CodeWriter &w, size_t ci, const sched::Kernel &ep,
+                    const wrapper::KernelInfo &epInfo) {
+    const sched::GemmMainloop &g = *k_.gemm;
+    NodeId d = k_.phases[0].stores[0].node;
+    DType pt = p_.nodes[size_t(g.node)].dtype;
+    bool inPlace = p_.nodes[size_t(d)].dtype == pt;
+    w.line("// kernel " + k_.name + ", config " + std::to_string(ci) +
+           " cublaslt_unfused: the GEMM through cuBLASLt, then the epilogue as a kernel");
+    w.open("extern \"C\" int32_t " + launcherName(ci) + "(" + hostParams() + ")");
+    w.line("const int64_t m = " + cpp(g.m) + ";");
+    w.line("const size_t bytes = size_t((m * " + cpp(g.n) + " * " + std::to_string(dtypeSize(pt)) +
+           " + 255) / 256 * 256);");
+    w.line("coil_cuda_ctx sub = *ctx;");
+    w.line("void *prod = nullptr;");
+    w.open("if (ctx->workspace && bytes <= ctx->workspace_bytes)");
+    w.line("// The product at the workspace's start; cuBLASLt keeps the rest.");
+    w.line("prod = ctx->workspace;");
+    w.line("sub.workspace = ctx->workspace_bytes > bytes ? static_cast<char *>(ctx->workspace) "
+           "+ bytes : nullptr;");
+    w.line("sub.workspace_bytes = ctx->workspace_bytes - bytes;");
+    w.close();
+    if (inPlace) {
+      w.open("else");
+      w.line("// In place: the epilogue reads each element of the product before it stores it.");
+      w.line("prod = " + bufName_.at(d) + ";");
+      w.close();
+    } else {
+      w.open("else");
+      w.line("if (ctx->error && ctx->error_size) std::snprintf(ctx->error, ctx->error_size, "
+             "\"kernel " +
+             k_.name + ": the product (%zu bytes) does not fit the workspace\", bytes);");
+      w.line("return 1;");
+      w.close();
+    }
+    std::string call;
+    for (const loop::ExternArg &a : g.call.args) {
+      std::string v;
+      switch (a.kind) {
+      case loop::ExternArg::Kind::Node:
+        v = bufName_.at(a.node);
+        break;
+      case loop::ExternArg::Kind::Output:
+        v = "prod";
+        break;
+      case loop::ExternArg::Kind::Int:
+        v = "int64_t(" + cpp(a.sym) + ")";
+        break;
+      case loop::ExternArg::Kind::Float: {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%.17g", a.number);
+        v = buf;
+        break;
+      }
+      case loop::ExternArg::Kind::OutSymbol:
+        v = "nullptr";
+        break;
+      }
+      call += ", " + v;
+    }
+    w.line("const int32_t rc = " + cudaFunction() + "(&sub" + call + ");");
+    w.line("if (rc != 0) return rc;");
+    // The epilogue kernel's params: its buffers (the product is `prod`), then its sizes.
+    std::set<NodeId> all(ep.reads.begin(), ep.reads.end());
+    all.insert(ep.writes.begin(), ep.writes.end());
+    std::string args = "ctx";
+    auto it = all.begin();
+    for (const wrapper::KernelParam &prm : epInfo.params) {
+      if (prm.kind == wrapper::KernelParam::Kind::Buffer) {
+        NodeId n = *it++;
+        args +=
+            ", " + (n == g.node ? "static_cast<const " + std::string(cStorageType(pt)) + " *>(prod)"
+                                : bufName_.at(n));
+      } else {
+        args += ", " + cname_.at(prm.name);
+      }
+    }
+    w.line("return " + ep.name + "_c0(" + args + ");");
+    w.close();
+  }
+
   std::string param(NodeId n) const {
     return std::string(writeSet_.count(n) ? "" : "const ") +
            cStorageType(p_.nodes[size_t(n)].dtype) + " *" + bufName_.at(n);
@@ -92,12 +245,12 @@ private:
     w.line("extern \"C\" int32_t " + entry +
            "(const void *, const void *, const void *const *, void *const *, int64_t, int64_t, "
            "int64_t, void *, void *, size_t, char *, size_t);");
-    std::string params = "const coil_cuda_ctx *ctx";
-    for (NodeId b : buffers_) params += ", " + param(b);
-    for (const std::string &s : sizeSyms_) params += ", int64_t " + cname_.at(s);
+    std::string params = hostParams();
     w.line("// kernel " + k_.name + ", config " + std::to_string(ci) + " " + c.name +
            ": CUTLASS GEMM with the epilogue " + g.description);
     w.open("extern \"C\" int32_t " + k_.name + "_c" + std::to_string(ci) + "(" + params + ")");
+    w.line("// CUTLASS's code is sm_90a's: other GPUs run the unfused config.");
+    w.line("if (ctx->sm_version != 90) return " + launcherName(n_) + "(" + hostArgs() + ");");
     std::string ins;
     for (NodeId in : g.inputs) ins += (ins.empty() ? "" : ", ") + bufName_.at(in);
     if (ins.empty())
@@ -114,6 +267,7 @@ private:
   }
 
   const CudaGemmOptions &o_;
+  size_t n_ = 0; ///< CUTLASS configs; the unfused one is config n_
 };
 
 } // namespace

@@ -10,8 +10,13 @@
 ///      extern "C" int32_t <k>_c<i>(const coil_cuda_ctx *ctx, params...)
 ///    with the params of generateCudaKernel's launchers (buffers, then sizes), which computes m
 ///    from the sizes and calls the config's entry on ctx->stream with ctx->workspace;
-///  - no device code for the fatbin and no `functions`.
-/// Configs: 128 x 128 and 128 x 256 cooperative, 64 x 128 ping-pong, 128 x 128 on 2 x 1
+///  - the unfused form as the last config ("cublaslt_unfused"): the GEMM extern's CUDA twin
+///    (cuBLASLt) writes the product into ctx->workspace (cuBLASLt gets the rest of it), or, when
+///    it does not fit and the stored dtype is the product's, into the output itself, then the
+///    kernel's body runs as a plain CUDA kernel `<k>_epilogue` (generateCudaKernel: its device
+///    code, `functions` from `functionBase`, and its launchers, which only this config calls).
+///    The CUTLASS configs call it on a GPU other than sm_90 (their code is sm_90a's).
+/// CUTLASS configs: 128 x 128 and 128 x 256 cooperative, 64 x 128 ping-pong, 128 x 128 on 2 x 1
 /// clusters (the first `maxConfigs`).
 #pragma once
 
@@ -21,6 +26,7 @@ namespace coil::codegen {
 
 struct CudaGemmOptions {
   int maxConfigs = 4;
+  int32_t functionBase = 0; ///< of the epilogue kernel's functions (CudaCodegenOptions)
 };
 
 Expected<CudaKernelSource> generateCudaGemmKernel(const sched::Kernel &k,
