@@ -16,18 +16,29 @@ bf16 and fp16 torch.matmul TFLOP/s on random 8192^3) and reports each workload's
 against them, and the issue's target. A failure of one peer or workload is reported in the
 table; it never stops the run: the ceilings and each workload run in a process of their own
 (a crash or a CUDA fault, which would poison the context, costs only that workload and is
-placed in the column of the peer it happened in; peers run eager, torch.compile, then coil).
+placed in the column of the peer it happened in; peers run eager, torch.compile, matmul, coil,
+then coil_b).
+
+Two optional peers. --coil-b-args ARGS adds a second coil peer, 'coil_b' (named --coil-b-name in
+the tables): each workload is also compiled with the base `coil compile` command plus ARGS
+(instead of --coil-args' arguments), loaded, checked and timed exactly like coil, after it (so
+a CUDA fault in coil's kernels costs coil_b too); the tables then gain its time, coil_b/coil and
+whether the target holds for it. A workload that declares its matrix products (gpu_workloads'
+`matmul`) also gets the peer 'matmul': torch.matmul of those sizes alone (random [M, K] x
+[K, N] in its dtype), the GEMM without its epilogue; a target may be relative to it.
 Prints markdown tables; writes JSON (--json) after every workload, so a run killed by a time
 limit keeps what it measured (--budget skips workloads not started in time; --report joins
 the JSON files of several runs into one table).
 
 --device-check is a plumbing check at --quick sizes: on a GPU, the full path with 10
 iterations; without one, the same exports, `coil compile --device cpu`, and coil_model_run on
-host numpy data (caller buffers poisoned with NaN, then runtime-allocated outputs) against eager.
+host numpy data (caller buffers poisoned with NaN, then runtime-allocated outputs) against eager,
+for coil and coil_b (whose arguments must then suit a CPU package); no matmul peer there.
 
 usage: gpu_bench.py --coil build/bin/coil --runtime build/lib/libcoil_runtime.so
                     [--workloads a,b] [--iters N] [--warmup N] [--work DIR] [--json OUT]
                     [--quick] [--max-autotune] [--device-check] [--coil-args '...'] [--budget S]
+                    [--coil-b-args '...' [--coil-b-name NAME]]
        gpu_bench.py --report A.json [B.json ...]     (one table from several runs)
 """
 import argparse
@@ -51,6 +62,8 @@ import coilrt  # noqa: E402
 import onnx_stats  # noqa: E402
 
 TOL = {"float32": 1e-3, "bfloat16": 1e-2, "float16": 1e-2}
+# The peers of a workload, in the order they run (each is also the stage a crash is placed in).
+PEERS = ("eager", "compile", "compile_mat", "matmul", "coil", "coil_b")
 
 
 def log(msg):
@@ -126,12 +139,15 @@ def err_text(c):
     return "%.1e (max %.1e)" % (c["rel_norm"], c["max_rel"])
 
 
-def evaluate_target(target, rec, quick):
-    """(text, holds: True/False/None, gap) for the issue's target of a workload."""
+def evaluate_target(target, rec, quick, peer="coil"):
+    """(text, holds: True/False/None, gap) for the issue's target of a workload, met by `peer`
+    (coil, or the second coil peer coil_b). A 'vs' target names the peer to compare with:
+    eager, compile, matmul (torch.matmul of the workload's GEMM sizes) or best (the faster of
+    eager and compile); a peer missing or not timed leaves the target unevaluated."""
     from gpu_workloads import target_text
 
     text = target_text(target)
-    coil = rec["peers"].get("coil", {})
+    coil = rec["peers"].get(peer, {})
     if quick:
         return text, None, None
     if "ms" not in coil:
@@ -153,10 +169,12 @@ def evaluate_target(target, rec, quick):
 # ---------------------------------------------------------------------------------- coil compile
 
 
-def coil_compile(args, onnx_path, pkg, device, logf):
+def coil_compile(args, onnx_path, pkg, device, logf, coil_args=None):
+    """`coil compile` with `coil_args` (a string; None: --coil-args) after the base command."""
     if os.path.exists(pkg):
         shutil.rmtree(pkg)
-    cmd = [args.coil, "compile", onnx_path, "-o", pkg, "--device", device] + shlex.split(args.coil_args or "")
+    extra = args.coil_args if coil_args is None else coil_args
+    cmd = [args.coil, "compile", onnx_path, "-o", pkg, "--device", device] + shlex.split(extra or "")
     env = dict(os.environ)
     if not args.keep_cache:
         env["COIL_CACHE_DIR"] = os.path.join(args.work, "coil-cache-%d-%d" % (os.getpid(), int(time.time() * 1e3)))
@@ -316,6 +334,7 @@ def run_workload_cuda(w, args, ctx, save):
     so that the parent can tell which peer a crash happened in. The device operations come from
     ctx (cuda_context(); the selftest runs this on the CPU with host stand-ins)."""
     import torch
+    from gpu_workloads import DTYPES
 
     rec = {"name": w.name, "dtype": w.dtype, "kind": w.kind, "desc": w.desc, "peers": {}, "notes": []}
     module, inputs, in_names, out_names, sizes = w.build(args.quick, ctx.device, seed=args.seed)
@@ -385,59 +404,129 @@ def run_workload_cuda(w, args, ctx, save):
                 peers[peer] = {"error": short(e)}
             torch._dynamo.reset()
 
-        # coil, last: a fault in its kernels can leave the CUDA context unusable.
-        peers["coil"] = {}
-        model = None
-        try:
-            save("coil")
-            pkg = os.path.join(args.work, "%s%s.%s.pkg" % (w.name, "_quick" if args.quick else "", ctx.coil_device))
-            secs, nk = coil_compile(args, onnx_path, pkg, ctx.coil_device, ctx.logf)
-            peers["coil"].update({"compile_s": secs, "kernels_listed": nk})
-            save("coil")
-            if ctx.rt is None:
-                raise Failure("runtime not loaded: " + ctx.rt_error)
-            model = ctx.rt.load(pkg)
-            if model.device != ctx.coil_device:
-                raise Failure("package device is %s, not %s" % (model.device, ctx.coil_device))
-            order = model.input_order(in_names)
-            if len(model.outputs) != len(refs):
-                raise Failure("package has %d outputs, eager %d" % (len(model.outputs), len(refs)))
-            for info, r in zip(model.outputs, refs):
-                if info["dtype"] != torch_dtype_name(r):
-                    raise Failure("package output %s is %s, eager's is %s" % (info["name"], info["dtype"], torch_dtype_name(r)))
-            outs = [torch.empty_like(r, memory_format=torch.contiguous_format) for r in refs]
-            call = model.device_call(
-                [(inputs[j].data_ptr(), torch_dtype_name(inputs[j]), tuple(inputs[j].shape)) for j in order],
-                [(o.data_ptr(), o.numel() * o.element_size()) for o in outs])
-            stream = ctx.stream_handle()
-            if not stream:
-                raise Failure("torch's current stream is the legacy default stream; coil needs a real one")
-            for o in outs:
-                o.fill_(float("nan"))
-            call(stream)
-            ctx.sync()
-            shapes = call.output_shapes()
-            if [list(s) for s in shapes] != rec["output_shapes"]:
-                raise Failure("output shapes %s, expected %s" % (shapes, rec["output_shapes"]))
-            err = compare_all(outs, refs)
-            peers["coil"]["err"] = err
-            if ref32 is not None:
-                peers["coil"]["err_vs_fp32"] = compare_all(outs, ref32)
-            if not (err["rel_norm"] <= tol):
-                raise Failure("wrong result vs eager: %s > %g; not timed" % (err_text(err), tol))
-            save("coil")
-            peers["coil"].update(ctx.timer.time(lambda: call(stream)))
-        except Exception as e:  # noqa: BLE001
-            if not isinstance(e, Failure):
-                ctx.logf.write("%s coil:\n%s" % (w.name, traceback.format_exc()))
-            peers["coil"]["error"] = short(e)
-        finally:
-            if model is not None:
-                ctx.sync()
-                model.close()
+        # torch.matmul of the workload's plain matrix products (if it declares them).
+        mms = w.matmuls(sizes)
+        if mms:
+            run_matmul_peer(mms, DTYPES[w.dtype], args, ctx, save, rec)
+
+        # coil, last: a fault in its kernels can leave the CUDA context unusable (and then costs
+        # coil_b, which runs after it, too).
+        for peer, coil_args in coil_peers(args):
+            run_coil_device(peer, coil_args, w, args, ctx, save, rec, onnx_path, in_names, inputs, refs, ref32, tol)
     module = inputs = refs = ref32 = None
     ctx.empty_cache()
     return rec
+
+
+def run_matmul_peer(mms, dtype, args, ctx, save, rec):
+    """The peer 'matmul': torch.matmul(a, b) for each (M, K, N) of `mms` (a [M, K], b [K, N],
+    random, in the workload's dtype, on its device), one after another in one timed call; the GEMM
+    work of the workload without its epilogue, timed like the other peers."""
+    import torch
+
+    flops = sum(2 * m * k * n for m, k, n in mms)
+    try:
+        save("matmul")
+        g = torch.Generator(device="cpu").manual_seed(args.seed + 2)
+        pairs = [(torch.randn(m, k, generator=g).to(device=ctx.device, dtype=dtype),
+                  torch.randn(k, n, generator=g).to(device=ctx.device, dtype=dtype)) for m, k, n in mms]
+
+        def call():
+            for a, b in pairs:
+                torch.matmul(a, b)
+
+        st = ctx.timer.time(call)
+        st.update({"shapes": [list(mnk) for mnk in mms], "flops": flops})
+        if rec.get("flops") and rec["flops"] != flops:
+            rec["notes"].append("the matmul peer's %d FLOPs differ from the graph's %d" % (flops, rec["flops"]))
+        rec["peers"]["matmul"] = st
+    except Exception as e:  # noqa: BLE001
+        ctx.logf.write("%s matmul:\n%s" % (rec["name"], traceback.format_exc()))
+        rec["peers"]["matmul"] = {"error": short(e), "flops": flops}
+    pairs = None
+    ctx.empty_cache()
+
+
+def coil_peers(args):
+    """[(peer, coil compile arguments)]: 'coil' with --coil-args, and 'coil_b' with --coil-b-args
+    when given (an empty string is a peer too: the base command alone)."""
+    peers = [("coil", args.coil_args or "")]
+    if getattr(args, "coil_b_args", None) is not None:
+        peers.append(("coil_b", args.coil_b_args))
+    return peers
+
+
+def coil_peer_record(peer, coil_args, args, rec):
+    """A coil peer's record, placed in rec['peers'] before anything runs (so that a crash is
+    placed in it): its compile arguments and, for coil_b, its display name (--coil-b-name)."""
+    p = rec["peers"][peer] = {"coil_args": coil_args}
+    if peer == "coil_b":
+        p["name"] = getattr(args, "coil_b_name", None) or "coil_b"
+    return p
+
+
+def coil_package_path(w, args, peer, device):
+    return os.path.join(args.work, "%s%s%s.%s.pkg" % (w.name, "_quick" if args.quick else "",
+                                                      "" if peer == "coil" else "." + peer, device))
+
+
+def run_coil_device(peer, coil_args, w, args, ctx, save, rec, onnx_path, in_names, inputs, refs, ref32, tol):
+    """One coil peer of run_workload_cuda ('coil' or 'coil_b'): compile the package with
+    `coil_args`, load it, run it on the torch tensors through coil_model_run_device (outputs
+    poisoned first), check it against eager and time it, into rec['peers'][peer] (a failure is
+    its 'error'). Returns that record."""
+    import torch
+
+    p = coil_peer_record(peer, coil_args, args, rec)
+    model = None
+    try:
+        save(peer)
+        pkg = coil_package_path(w, args, peer, ctx.coil_device)
+        secs, nk = coil_compile(args, onnx_path, pkg, ctx.coil_device, ctx.logf, coil_args)
+        p.update({"compile_s": secs, "kernels_listed": nk})
+        save(peer)
+        if ctx.rt is None:
+            raise Failure("runtime not loaded: " + ctx.rt_error)
+        model = ctx.rt.load(pkg)
+        if model.device != ctx.coil_device:
+            raise Failure("package device is %s, not %s" % (model.device, ctx.coil_device))
+        order = model.input_order(in_names)
+        if len(model.outputs) != len(refs):
+            raise Failure("package has %d outputs, eager %d" % (len(model.outputs), len(refs)))
+        for info, r in zip(model.outputs, refs):
+            if info["dtype"] != torch_dtype_name(r):
+                raise Failure("package output %s is %s, eager's is %s" % (info["name"], info["dtype"], torch_dtype_name(r)))
+        outs = [torch.empty_like(r, memory_format=torch.contiguous_format) for r in refs]
+        call = model.device_call(
+            [(inputs[j].data_ptr(), torch_dtype_name(inputs[j]), tuple(inputs[j].shape)) for j in order],
+            [(o.data_ptr(), o.numel() * o.element_size()) for o in outs])
+        stream = ctx.stream_handle()
+        if not stream:
+            raise Failure("torch's current stream is the legacy default stream; coil needs a real one")
+        for o in outs:
+            o.fill_(float("nan"))
+        call(stream)
+        ctx.sync()
+        shapes = call.output_shapes()
+        if [list(s) for s in shapes] != rec["output_shapes"]:
+            raise Failure("output shapes %s, expected %s" % (shapes, rec["output_shapes"]))
+        err = compare_all(outs, refs)
+        p["err"] = err
+        if ref32 is not None:
+            p["err_vs_fp32"] = compare_all(outs, ref32)
+        if not (err["rel_norm"] <= tol):
+            raise Failure("wrong result vs eager: %s > %g; not timed" % (err_text(err), tol))
+        save(peer)
+        p.update(ctx.timer.time(lambda: call(stream)))
+    except Exception as e:  # noqa: BLE001
+        if not isinstance(e, Failure):
+            ctx.logf.write("%s %s:\n%s" % (w.name, peer, traceback.format_exc()))
+        p["error"] = short(e)
+    finally:
+        if model is not None:
+            ctx.sync()
+            model.close()
+    return p
 
 
 def run_workload_host(w, args, ctx, save):
@@ -462,43 +551,54 @@ def run_workload_host(w, args, ctx, save):
         refs = list(refs) if isinstance(refs, (tuple, list)) else [refs]
         rec["bytes"] += sum(r.numel() * r.element_size() for r in refs)
         rec["output_shapes"] = [list(r.shape) for r in refs]
-        coil = rec["peers"]["coil"] = {}
-        model = None
-        try:
-            save("coil")
-            pkg = os.path.join(args.work, "%s_quick.cpu.pkg" % w.name)
-            secs, nk = coil_compile(args, onnx_path, pkg, "cpu", ctx.logf)
-            coil.update({"compile_s": secs, "kernels_listed": nk})
-            save("coil")
-            if ctx.rt is None:
-                raise Failure("runtime not loaded: " + ctx.rt_error)
-            model = ctx.rt.load(pkg)
-            order = model.input_order(in_names)
-            host = [to_numpy_raw(inputs[j]) for j in order]
-            bufs = [to_numpy_raw(torch.full_like(r, float("nan")))[0] for r in refs]
-            res = model.run_host([a for a, _ in host], [d for _, d in host], out_arrays=bufs)
-            got = [from_raw(raw, dt, shape) for raw, dt, shape in res]
-            err = compare_all(got, refs)
-            coil["err"] = err
-            if not (err["rel_norm"] <= tol):
-                raise Failure("wrong result vs eager: %s > %g" % (err_text(err), tol))
-            res2 = model.run_host([a for a, _ in host], [d for _, d in host])
-            got2 = [from_raw(raw, dt, shape) for raw, dt, shape in res2]
-            if not all(torch.equal(a.view(torch.uint8) if a.dtype == torch.bool else a, b) for a, b in zip(got, got2)):
-                raise Failure("runtime-allocated outputs differ from caller-buffer outputs")
-            t0 = time.perf_counter()
-            reps = 1
-            for _ in range(reps):
-                model.run_host([a for a, _ in host], [d for _, d in host], out_arrays=bufs)
-            coil["host_ms"] = (time.perf_counter() - t0) / reps * 1e3
-        except Exception as e:  # noqa: BLE001
-            if not isinstance(e, Failure):
-                ctx.logf.write("%s coil:\n%s" % (w.name, traceback.format_exc()))
-            coil["error"] = short(e)
-        finally:
-            if model is not None:
-                model.close()
+        for peer, coil_args in coil_peers(args):
+            run_coil_host(peer, coil_args, w, args, ctx, save, rec, onnx_path, in_names, inputs, refs, tol)
     return rec
+
+
+def run_coil_host(peer, coil_args, w, args, ctx, save, rec, onnx_path, in_names, inputs, refs, tol):
+    """One coil peer of run_workload_host: a CPU package compiled with `coil_args`, run with
+    coil_model_run on host arrays (caller buffers poisoned with NaN, then runtime-allocated
+    outputs, which must be equal), compared with eager, into rec['peers'][peer]."""
+    import torch
+
+    coil = coil_peer_record(peer, coil_args, args, rec)
+    model = None
+    try:
+        save(peer)
+        pkg = coil_package_path(w, args, peer, "cpu")
+        secs, nk = coil_compile(args, onnx_path, pkg, "cpu", ctx.logf, coil_args)
+        coil.update({"compile_s": secs, "kernels_listed": nk})
+        save(peer)
+        if ctx.rt is None:
+            raise Failure("runtime not loaded: " + ctx.rt_error)
+        model = ctx.rt.load(pkg)
+        order = model.input_order(in_names)
+        host = [to_numpy_raw(inputs[j]) for j in order]
+        bufs = [to_numpy_raw(torch.full_like(r, float("nan")))[0] for r in refs]
+        res = model.run_host([a for a, _ in host], [d for _, d in host], out_arrays=bufs)
+        got = [from_raw(raw, dt, shape) for raw, dt, shape in res]
+        err = compare_all(got, refs)
+        coil["err"] = err
+        if not (err["rel_norm"] <= tol):
+            raise Failure("wrong result vs eager: %s > %g" % (err_text(err), tol))
+        res2 = model.run_host([a for a, _ in host], [d for _, d in host])
+        got2 = [from_raw(raw, dt, shape) for raw, dt, shape in res2]
+        if not all(torch.equal(a.view(torch.uint8) if a.dtype == torch.bool else a, b) for a, b in zip(got, got2)):
+            raise Failure("runtime-allocated outputs differ from caller-buffer outputs")
+        t0 = time.perf_counter()
+        reps = 1
+        for _ in range(reps):
+            model.run_host([a for a, _ in host], [d for _, d in host], out_arrays=bufs)
+        coil["host_ms"] = (time.perf_counter() - t0) / reps * 1e3
+    except Exception as e:  # noqa: BLE001
+        if not isinstance(e, Failure):
+            ctx.logf.write("%s %s:\n%s" % (w.name, peer, traceback.format_exc()))
+        coil["error"] = short(e)
+    finally:
+        if model is not None:
+            model.close()
+    return coil
 
 
 # ------------------------------------------------------------------------------------- printing
@@ -533,6 +633,17 @@ def achieved_cell(rec, peer="coil"):
     return "-", "-"
 
 
+def coil_b_label(results):
+    """The second coil peer's name in the tables (--coil-b-name of the runs; 'coil_b' when they
+    differ)."""
+    names = {r["peers"]["coil_b"].get("name") or "coil_b" for r in results if "coil_b" in r.get("peers", {})}
+    return names.pop() if len(names) == 1 else "coil_b"
+
+
+def holds_cell(holds):
+    return "-" if holds is None else ("yes" if holds else "no")
+
+
 def print_tables(results, ceilings, args, env):
     lines = []
     out = lines.append
@@ -550,70 +661,114 @@ def print_tables(results, ceilings, args, env):
         "(torch.matmul %s^3, random data)." % (
             fmt(cgb, "%.0f"), fmt(ceilings.get("gemm_tflops_bfloat16"), "%.0f"),
             fmt(ceilings.get("gemm_tflops_float16"), "%.0f"), ceilings.get("gemm_n", "?")))
-    out("")
     mat = args.max_autotune
-    head = "| workload | dtype | coil ms | eager ms | compile ms |" + (" compile-mat ms |" if mat else "") + \
-        " coil/compile | coil/eager | coil achieved | of ceiling | coil err vs eager | target | holds |"
-    out(head)
-    out("|" + "---|" * (head.count("|") - 1))
+    # Columns for the second coil peer and the matmul peer only where a workload has them (so
+    # the tables of older runs' JSON files print as they did).
+    has_b = any("coil_b" in r.get("peers", {}) for r in results)
+    has_mm = any("matmul" in r.get("peers", {}) for r in results)
+    b = coil_b_label(results)
+    label = {"coil_b": b}
+    if has_b:
+        out("Two coil peers: coil is `coil compile` plus %s; %s is `coil compile` plus %s." % (
+            coil_args_text(results, "coil"), b, coil_args_text(results, "coil_b")))
+    if has_mm:
+        out("matmul: torch.matmul of the workload's GEMM sizes alone (a [M, K] x b [K, N], random; several "
+            "one after another in one timed call), no epilogue.")
+    out("")
+
+    cols = [("workload", lambda r: r["name"]), ("dtype", lambda r: r["dtype"]),
+            ("coil ms", lambda r: peer_cell(r, "coil"))]
+    if has_b:
+        cols.append(("%s ms" % b, lambda r: peer_cell(r, "coil_b")))
+    cols += [("eager ms", lambda r: peer_cell(r, "eager")), ("compile ms", lambda r: peer_cell(r, "compile"))]
+    if mat:
+        cols.append(("compile-mat ms", lambda r: peer_cell(r, "compile_mat")))
+    if has_mm:
+        cols.append(("matmul ms", lambda r: peer_cell(r, "matmul")))
+    cols += [("coil/compile", lambda r: ratio(r, "coil", "compile")), ("coil/eager", lambda r: ratio(r, "coil", "eager"))]
+    if has_mm:
+        cols.append(("coil/matmul", lambda r: ratio(r, "coil", "matmul")))
+    if has_b:
+        cols.append(("%s/coil" % b, lambda r: ratio(r, "coil_b", "coil")))
+    cols += [("coil achieved", lambda r: achieved_cell(r)[0]), ("of ceiling", lambda r: achieved_cell(r)[1]),
+             ("coil err vs eager", lambda r: err_text(r["peers"].get("coil", {}).get("err"))),
+             ("target", lambda r: r.get("target_text", "")), ("holds", lambda r: holds_cell(r.get("holds")))]
+    if has_b:
+        cols.append(("%s holds" % b, lambda r: holds_cell(r.get("holds_b"))))
+    # A failed workload's row: FAIL in coil's column, its target, '-' where a target would hold.
+    failed = {"workload": None, "dtype": None, "coil ms": "FAIL", "target": None, "holds": "-", "%s holds" % b: "-"}
+    out("| " + " | ".join(h for h, _ in cols) + " |")
+    out("|" + "---|" * len(cols))
     notes = []
     for rec in results:
         if "error" in rec:
-            cells = [rec["name"], rec["dtype"], "FAIL"] + [""] * (8 if mat else 7) + [rec.get("target_text", ""), "-"]
+            cells = [(fn(rec) if failed[h] is None else failed[h]) if h in failed else "" for h, fn in cols]
             out("| " + " | ".join(cells) + " |")
             notes.append("%s: %s" % (rec["name"], rec["error"]))
             continue
-        a, pct = achieved_cell(rec)
-        holds = rec.get("holds")
-        holds_s = "-" if holds is None else ("yes" if holds else "no")
-        cells = [rec["name"], rec["dtype"], peer_cell(rec, "coil"), peer_cell(rec, "eager"), peer_cell(rec, "compile")]
-        if mat:
-            cells.append(peer_cell(rec, "compile_mat"))
-        cells += [ratio(rec, "coil", "compile"), ratio(rec, "coil", "eager"), a, pct,
-                  err_text(rec["peers"].get("coil", {}).get("err")), rec.get("target_text", ""), holds_s]
-        out("| " + " | ".join(cells) + " |")
+        out("| " + " | ".join(fn(rec) for _, fn in cols) + " |")
         for peer, p in rec["peers"].items():
             if "error" in p:
-                notes.append("%s %s: %s" % (rec["name"], peer, p["error"]))
+                notes.append("%s %s: %s" % (rec["name"], label.get(peer, peer), p["error"]))
             elif p.get("note"):
-                notes.append("%s %s: %s" % (rec["name"], peer, p["note"]))
+                notes.append("%s %s: %s" % (rec["name"], label.get(peer, peer), p["note"]))
         for n in rec["notes"]:
             notes.append("%s: %s" % (rec["name"], n))
     out("")
     out("Details (ms as median [min, max]; compile times are wall-clock seconds, torch.compile's including its first run):")
     out("")
-    out("| workload | sizes | coil | eager | compile |" + (" compile-mat |" if mat else "") +
-        " coil compile s | torch.compile s | eager / compile achieved | err vs fp32 ref: coil / eager | exporter |"
-        " ONNX float dtypes |")
-    out("|" + "---|" * (11 + (1 if mat else 0)))
-    for rec in results:
-        if "error" in rec:
-            continue
 
-        def mm(peer):
+    def mm(peer):
+        def cell(rec):
             p = rec["peers"].get(peer, {})
             if "ms" not in p:
                 return "-"
             rounds = " (rounds %s)" % "/".join("%.3f" % m for m in p["round_medians"]) if p.get("round_medians") else ""
             return "%.3f [%.3f, %.3f]%s" % (p["ms"], p["min_ms"], p["max_ms"], rounds)
+        return cell
 
-        e_a, _ = achieved_cell(rec, "eager")
-        c_a, _ = achieved_cell(rec, "compile")
-        cells = [rec["name"], " ".join("%s=%s" % kv for kv in rec["sizes"].items()), mm("coil"), mm("eager"), mm("compile")]
-        if mat:
-            cells.append(mm("compile_mat"))
-        cells += [fmt(rec["peers"].get("coil", {}).get("compile_s"), "%.1f"),
-                  fmt(rec["peers"].get("compile", {}).get("compile_s"), "%.1f"),
-                  "%s / %s" % (e_a, c_a),
-                  "%s / %s" % (err_text(rec["peers"].get("coil", {}).get("err_vs_fp32")), err_text(rec.get("eager_err_vs_fp32"))),
-                  rec.get("exporter", "-"),
-                  ", ".join("%s %d" % kv for kv in sorted(rec.get("onnx_float_dtypes", {}).items()))]
-        out("| " + " | ".join(cells) + " |")
+    def compile_s(peer):
+        return lambda rec: fmt(rec["peers"].get(peer, {}).get("compile_s"), "%.1f")
+
+    cols = [("workload", lambda r: r["name"]), ("sizes", lambda r: " ".join("%s=%s" % kv for kv in r["sizes"].items())),
+            ("coil", mm("coil"))]
+    if has_b:
+        cols.append((b, mm("coil_b")))
+    cols += [("eager", mm("eager")), ("compile", mm("compile"))]
+    if mat:
+        cols.append(("compile-mat", mm("compile_mat")))
+    if has_mm:
+        cols.append(("matmul", mm("matmul")))
+    cols.append(("coil compile s", compile_s("coil")))
+    if has_b:
+        cols.append(("%s compile s" % b, compile_s("coil_b")))
+    cols += [("torch.compile s", compile_s("compile")),
+             ("eager / compile achieved", lambda r: "%s / %s" % (achieved_cell(r, "eager")[0], achieved_cell(r, "compile")[0]))]
+    if has_mm:
+        cols.append(("matmul achieved", lambda r: achieved_cell(r, "matmul")[0]))
+    cols.append(("err vs fp32 ref: coil / eager", lambda r: "%s / %s" % (
+        err_text(r["peers"].get("coil", {}).get("err_vs_fp32")), err_text(r.get("eager_err_vs_fp32")))))
+    if has_b:
+        cols.append(("%s err vs eager / fp32 ref" % b, lambda r: "%s / %s" % (
+            err_text(r["peers"].get("coil_b", {}).get("err")), err_text(r["peers"].get("coil_b", {}).get("err_vs_fp32")))))
+    cols += [("exporter", lambda r: r.get("exporter", "-")),
+             ("ONNX float dtypes", lambda r: ", ".join("%s %d" % kv for kv in sorted(r.get("onnx_float_dtypes", {}).items())))]
+    out("| " + " | ".join(h for h, _ in cols) + " |")
+    out("|" + "---|" * len(cols))
+    for rec in results:
+        if "error" not in rec:
+            out("| " + " | ".join(fn(rec) for _, fn in cols) + " |")
     measured = sum(1 for r in results if "ms" in r["peers"].get("coil", {}))
     evaluated = [r for r in results if r.get("holds") is not None]
     out("")
-    out("Summary: coil measured on %d of %d workloads; targets hold on %d of %d evaluated." % (
-        measured, len(results), sum(1 for r in evaluated if r["holds"]), len(evaluated)))
+    summary = "Summary: coil measured on %d of %d workloads; targets hold on %d of %d evaluated." % (
+        measured, len(results), sum(1 for r in evaluated if r["holds"]), len(evaluated))
+    if has_b:
+        evaluated_b = [r for r in results if r.get("holds_b") is not None]
+        summary += " %s measured on %d; targets hold on %d of %d evaluated." % (
+            b, sum(1 for r in results if "ms" in r["peers"].get("coil_b", {})),
+            sum(1 for r in evaluated_b if r["holds_b"]), len(evaluated_b))
+    out(summary)
     if notes:
         out("")
         out("Notes and failures:")
@@ -624,19 +779,44 @@ def print_tables(results, ceilings, args, env):
     return text
 
 
+def coil_args_text(results, peer):
+    """The coil compile arguments of a coil peer over the runs, as the tables quote them."""
+    seen = []
+    for r in results:
+        a = r.get("peers", {}).get(peer, {}).get("coil_args")
+        if a is not None and a not in seen:
+            seen.append(a)
+    if not seen:
+        return "?"
+    return " or ".join("'%s'" % a if a else "no extra arguments" for a in seen)
+
+
 def print_host_table(results):
+    has_b = any("coil_b" in r.get("peers", {}) for r in results)
+    b = coil_b_label(results)
     log("")
     log("device check on the CPU (quick sizes): export -> coil compile --device cpu -> coil_model_run vs eager")
-    log("| workload | dtype | exporter | coil compile s | coil host ms | err vs eager | status |")
-    log("|---|---|---|---|---|---|---|")
+    peers = [("coil", "coil")] + ([("coil_b", b)] if has_b else [])
+    head = ["workload", "dtype", "exporter"]
+    for _, name in peers:
+        head += ["%s compile s" % name, "%s host ms" % name, "%s err vs eager" % name]
+    head.append("status")
+    log("| " + " | ".join(head) + " |")
+    log("|" + "---|" * len(head))
     ok = 0
     for rec in results:
-        c = rec["peers"].get("coil", {})
-        status = rec.get("error") or c.get("error") or "ok"
+        cells = [rec["name"], rec["dtype"], rec.get("exporter", "-")]
+        status = rec.get("error")
+        for peer, name in peers:
+            c = rec["peers"].get(peer, {})
+            cells += [fmt(c.get("compile_s"), "%.2f"), fmt(c.get("host_ms"), "%.2f"), err_text(c.get("err"))]
+            if not status and c.get("error"):
+                status = c["error"] if peer == "coil" else "%s: %s" % (name, c["error"])
+            elif not status and has_b and peer not in rec["peers"]:
+                status = "%s: not run" % name
+        status = status or "ok"
         ok += status == "ok"
-        log("| %s | %s | %s | %s | %s | %s | %s |" % (
-            rec["name"], rec["dtype"], rec.get("exporter", "-"), fmt(c.get("compile_s"), "%.2f"),
-            fmt(c.get("host_ms"), "%.2f"), err_text(c.get("err")), status))
+        log("| " + " | ".join(cells + [status]) + " |")
     log("%d passed, %d failed" % (ok, len(results) - ok))
     return ok == len(results)
 
@@ -708,6 +888,12 @@ def parse_args(argv=None):
                     help="plumbing check at quick sizes: on a GPU a short run; without one, coil CPU packages "
                          "through coil_model_run on host data")
     ap.add_argument("--coil-args", default="", help="extra arguments for coil compile, e.g. '--arch sm_90a'")
+    ap.add_argument("--coil-b-args", default=None, metavar="ARGS",
+                    help="a second coil peer ('coil_b'): every workload is also compiled with the base coil compile "
+                         "command plus ARGS (instead of --coil-args' arguments; '' for none), checked and timed like "
+                         "coil, after it")
+    ap.add_argument("--coil-b-name", default="coil_b", metavar="NAME",
+                    help="the second coil peer's name in the tables (its JSON key stays 'coil_b')")
     ap.add_argument("--budget", type=float, default=0,
                     help="seconds: workloads not started by then are skipped and reported (0: no limit)")
     ap.add_argument("--workload-timeout", type=int, default=1800,
@@ -736,6 +922,8 @@ def child_argv(args, step, out):
             "--iters", str(args.iters), "--warmup", str(args.warmup), "--rounds", str(args.rounds), "--work", args.work, "--exporter", args.exporter,
             "--opset", str(args.opset), "--seed", str(args.seed), "--compile-timeout", str(args.compile_timeout),
             "--coil-args=" + (args.coil_args or ""), "--child", step, "--child-out", out]
+    if args.coil_b_args is not None:
+        argv += ["--coil-b-args=" + args.coil_b_args, "--coil-b-name=" + args.coil_b_name]
     for flag in ("quick", "max_autotune", "keep_cache", "device_check"):
         if getattr(args, flag):
             argv.append("--" + flag.replace("_", "-"))
@@ -823,9 +1011,9 @@ def finish_record(w, doc, rc):
     stage = doc.get("stage")
     if stage != "done":
         what = "its process ended (%s) during %s; see the log" % (rc, stage)
-        if stage in ("eager", "compile", "compile_mat", "coil") and stage in rec["peers"] and "ms" in rec["peers"][stage]:
+        if stage in PEERS and stage in rec["peers"] and "ms" in rec["peers"][stage]:
             rec["notes"].append(what + " (after that peer was timed)")
-        elif stage in ("eager", "compile", "compile_mat", "coil"):
+        elif stage in PEERS:
             rec["peers"].setdefault(stage, {})["error"] = what
         else:
             rec["error"] = what
@@ -837,7 +1025,9 @@ def add_achieved(rec, ceilings):
         return
     for p in rec["peers"].values():
         if "ms" in p:
-            p.update(achieved(rec, p["ms"], ceilings, rec["dtype"]))
+            # The matmul peer's TFLOP/s count its own products (those of the graph when the
+            # workload declares them right).
+            p.update(achieved(dict(rec, flops=p["flops"]) if "flops" in p else rec, p["ms"], ceilings, rec["dtype"]))
 
 
 def main(argv=None):
@@ -914,6 +1104,8 @@ def main(argv=None):
             rec["target_text"], rec["holds"], rec["target_value"] = gpu_workloads.target_text(w.target), None, None
         else:
             rec["target_text"], rec["holds"], rec["target_value"] = evaluate_target(w.target, rec, args.quick)
+            if "coil_b" in rec["peers"]:
+                _, rec["holds_b"], rec["target_value_b"] = evaluate_target(w.target, rec, args.quick, "coil_b")
         rec["wall_s"] = time.perf_counter() - t0
         brief = ", ".join("%s %s" % (p, ("%.3f ms" % v["ms"]) if "ms" in v else ("ok" if "err" in v and "error" not in v else "FAIL"))
                           for p, v in rec["peers"].items())

@@ -9,7 +9,13 @@
   coil_model_run on numpy data (caller buffers poisoned with NaN, and runtime-allocated outputs),
   compared with numpy; bad calls (wrong dtype, wrong count, a CPU package given to
   coil_model_run_device) must raise CoilError with the runtime's message;
-- with torch: the driver's error metric, target evaluation and table printing on made-up records.
+- with torch: the driver's error metric, target evaluation (also against the matmul peer and for
+  the second coil peer), the workloads' declared matrix products, --coil-b-args' way to the
+  workload processes, crash placement, table printing on made-up records (with and without the
+  coil_b and matmul columns; --report of old and new JSON files together);
+- with torch, no GPU: run_workload_cuda end to end on the CPU with host stand-ins for the device
+  (eager, compile, matmul, coil, coil_b; poisoned outputs caught), crash isolation, and
+  `gpu_bench.py --device-check` of issue 16's workloads with a second coil peer.
 
 usage: gpu_bench_selftest.py [--coil build/bin/coil] [--runtime build/lib/libcoil_runtime.so]
 Prints 'N passed, N failed' last; exit 1 when a check fails.
@@ -319,6 +325,45 @@ def test_driver():
     check(gb.evaluate_target({"kind": "gbps", "value": 3400}, rec(1, 1, 3500.0), False)[1] is True, "gbps above")
     missing = {"peers": {"coil": {"error": "x"}, "compile": {"ms": 1.0}}}
     check(gb.evaluate_target(t, missing, False)[1] is None, "no coil time: not evaluated")
+    # Targets against the matmul peer, and a target met by the second coil peer.
+    import gpu_workloads
+
+    tm = {"kind": "vs", "peer": "matmul", "factor": 1.05}
+    check(gpu_workloads.target_text(tm) == "<= 1.05x torch.matmul", "matmul target text: " + gpu_workloads.target_text(tm))
+    r = rec(1.04, 1.0)
+    r["peers"]["matmul"] = {"ms": 1.0}
+    r["peers"]["coil_b"] = {"ms": 1.1}
+    check(gb.evaluate_target(tm, r, False)[1:] == (True, 1.04), "1.04x matmul within 1.05x")
+    check(gb.evaluate_target(tm, r, False, "coil_b")[1] is False, "coil_b: 1.1x matmul not within 1.05x")
+    check(gb.evaluate_target(tm, rec(1.0, 1.0), False)[1] is None, "no matmul peer: not evaluated")
+    check(gb.evaluate_target(t, rec(1.0, 1.0), False, "coil_b")[1] is None, "no coil_b: not evaluated")
+    # Declared matrix products: none, one, several; each a GEMM of the workload's input.
+    check(gpu_workloads.BY_NAME["pointwise"].matmuls({"rows": 1, "cols": 1}) == [], "no matmul declared")
+    for name in ("gemm_epilogue", "mlp", "linear_relu", "gemm_ln"):
+        w = gpu_workloads.BY_NAME[name]
+        for sizes in (w.sizes, w.quick_sizes):
+            mms = w.matmuls(sizes)
+            _, shapes, _, _ = w.make(sizes)
+            check(mms and all(len(x) == 3 for x in mms) and mms[0][:2] == tuple(shapes[0]),
+                  "%s matmul %s fits its input %s" % (name, mms, shapes[0]))
+    check(len(gpu_workloads.BY_NAME["mlp"].matmuls({"batch": 2, "width": 3})) == 4, "mlp: its 4 GEMMs")
+    check(gpu_workloads.BY_NAME["linear_relu"].target == tm, "linear_relu's target")
+    # The second coil peer's options reach the workload processes (an empty ARGS is a peer too).
+    a = gb.parse_args(["--coil-b-args=--arch sm_90a --gemm cublaslt", "--coil-b-name", "cublaslt"])
+    check(gb.coil_peers(a) == [("coil", ""), ("coil_b", "--arch sm_90a --gemm cublaslt")], "coil peers %s" % gb.coil_peers(a))
+    argv = gb.child_argv(a, "mlp", "o.json")
+    check("--coil-b-args=--arch sm_90a --gemm cublaslt" in argv and "--coil-b-name=cublaslt" in argv, "child argv %s" % argv)
+    a = gb.parse_args(["--coil-b-args="])
+    check(gb.coil_peers(a) == [("coil", ""), ("coil_b", "")] and "--coil-b-args=" in gb.child_argv(a, "x", "o"),
+          "empty --coil-b-args")
+    a = gb.parse_args([])
+    check(gb.coil_peers(a) == [("coil", "")] and not any("coil-b" in x for x in gb.child_argv(a, "x", "o")),
+          "no coil_b by default")
+    # A crash while coil_b or matmul runs is placed in that peer.
+    for stage in ("coil_b", "matmul"):
+        doc = {"stage": stage, "rec": {"name": "w", "peers": {"coil": {"ms": 1.0}, stage: {"compile_s": 1.0}}, "notes": []}}
+        got = gb.finish_record(gpu_workloads.BY_NAME["mlp"], doc, -6)
+        check("during %s" % stage in got["peers"][stage].get("error", "") and "error" not in got, "crash in %s placed" % stage)
 
     bw = {"kind": "bw", "bytes": 4e9, "flops": 0}
     ach = gb.achieved(bw, 1.0, {"copy_gbps": 4000.0}, "float32")
@@ -339,21 +384,49 @@ def test_driver():
         {"name": "mlp", "dtype": "bfloat16", "kind": "flop", "error": "export: boom", "peers": {}, "notes": [],
          "target_text": "<= 1.10x eager"},
     ]
-    for mat in (False, True):
-        args = argparse.Namespace(quick=False, iters=100, warmup=10, max_autotune=mat)
-        import contextlib
-        import io
+    import contextlib
+    import io
 
+    def tables(results, mat):
+        args = argparse.Namespace(quick=False, iters=100, warmup=10, max_autotune=mat)
         buf = io.StringIO()
         with contextlib.redirect_stdout(buf):
             text = gb.print_tables(results, {"copy_gbps": 4200.0}, args, {"date": "2026-01-01T00:00:00"})
         rows = [l for l in text.splitlines() if l.startswith("|")]
-        main_rows = rows[:4]
-        check(len({l.count("|") for l in main_rows}) == 1, "main table rows have equal cell counts (mat=%s)" % mat)
-        detail = rows[4:]
-        check(len({l.count("|") for l in detail}) == 1, "details table rows have equal cell counts (mat=%s)" % mat)
+        n_main = 2 + len(results)
+        check(len({l.count("|") for l in rows[:n_main]}) == 1, "main table rows have equal cell counts (mat=%s)" % mat)
+        check(len({l.count("|") for l in rows[n_main:]}) == 1, "details table rows have equal cell counts (mat=%s)" % mat)
+        return text, rows
+
+    for mat in (False, True):
+        text, _ = tables(results, mat)
         check("op X unsupported" in text and "export: boom" in text, "failures listed in notes")
         check("| softmax | bfloat16 | FAIL | 1.000 | 0.500 |" in text, "coil failure shown in its row")
+        check("matmul ms" not in text and "coil_b" not in text, "no matmul / coil_b columns without those peers")
+    # A run with the second coil peer and a matmul peer: their columns and ratios.
+    gemm = {"name": "linear_relu", "dtype": "bfloat16", "kind": "flop", "sizes": {"m": 4}, "notes": [],
+            "exporter": "torchscript", "onnx_float_dtypes": {"bfloat16": 5}, "target_text": "<= 1.05x torch.matmul",
+            "holds": True, "holds_b": False,
+            "peers": {"eager": {"ms": 1.2, "min_ms": 1.1, "max_ms": 1.3},
+                      "compile": {"ms": 1.1, "min_ms": 1.0, "max_ms": 1.2, "compile_s": 3.0},
+                      "matmul": {"ms": 1.0, "min_ms": 0.9, "max_ms": 1.1, "tflops": 700.0},
+                      "coil": {"ms": 1.02, "min_ms": 1.0, "max_ms": 1.1, "compile_s": 2.0, "coil_args": "--gemm cutlass"},
+                      "coil_b": {"ms": 1.53, "min_ms": 1.5, "max_ms": 1.6, "compile_s": 2.5, "name": "cublaslt",
+                                 "coil_args": "--gemm cublaslt", "err": {"rel_norm": 1e-3, "max_rel": 2e-3, "detail": ""}}}}
+    for mat in (False, True):
+        text, rows = tables(results + [gemm], mat)
+        head = rows[0]
+        for col in ("| cublaslt ms |", "| matmul ms |", "| coil/matmul |", "| cublaslt/coil |", "| cublaslt holds |"):
+            check(col in head, "column %s in %s" % (col, head))
+        row = next(l for l in rows if l.startswith("| linear_relu |"))
+        cells = dict(zip(head.split("|")[1:-1], row.split("|")[1:-1]))
+        cells = {k.strip(): v.strip() for k, v in cells.items()}
+        check(cells["cublaslt ms"] == "1.530" and cells["cublaslt/coil"] == "1.50" and cells["coil/matmul"] == "1.02"
+              and cells["holds"] == "yes" and cells["cublaslt holds"] == "no", "coil_b and matmul cells %s" % cells)
+        fail_row = next(l for l in rows if l.startswith("| mlp |"))
+        check(fail_row.split("|")[3].strip() == "FAIL" and "<= 1.10x eager" in fail_row, "failed row: " + fail_row)
+        check("'--gemm cublaslt'" in text and "cublaslt err vs eager" in text and "1.0e-03" in text,
+              "coil_b's arguments and error reported")
 
     # --report joins the workloads of several runs' JSON files into one table.
     import json
@@ -372,6 +445,17 @@ def test_driver():
             rc = gb.report(paths)
         text = buf.getvalue()
         check(rc == 0 and "| softmax |" in text and "| mlp |" in text and "(2 runs;" in text, "report of two runs")
+        # An older run (no coil_b, no matmul) joined with a newer one.
+        path = os.path.join(tmp, "r_new.json")
+        json.dump({"mode": "cuda", "env": {"date": "2026-02-01T00:00:00"}, "ceilings": {},
+                   "args": {"iters": 100, "warmup": 10, "quick": False, "max_autotune": False}, "workloads": [gemm]},
+                  open(path, "w"))
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            rc = gb.report(paths + [path])
+        text = buf.getvalue()
+        check(rc == 0 and "| linear_relu |" in text and "| cublaslt ms |" in text and "| softmax |" in text,
+              "report of an old and a new run")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -430,6 +514,36 @@ def test_crash_isolation(coil, tmp):
     for w in doc["workloads"]:
         e = w["peers"].get("coil", {}).get("error", "")
         check("during coil" in e and "compile_s" in w["peers"]["coil"], "%s: crash placed in coil: %s" % (w["name"], e))
+
+
+def test_host_device_check(coil, runtime, tmp):
+    """--device-check without a GPU on issue 16's workloads, with a second coil peer: both
+    packages run through coil_model_run and are checked against eager; both shown in the table."""
+    try:
+        import torch
+    except ImportError:
+        return skip("host device check: no torch")
+    if torch.cuda.is_available():
+        return skip("host device check: runs on machines without a GPU only")
+    if not (os.path.exists(coil) and os.path.exists(runtime)):
+        return skip("host device check: coil binary or runtime not found")
+    work = os.path.join(tmp, "hostcheck")
+    out = os.path.join(work, "r.json")
+    r = subprocess.run([sys.executable, os.path.join(HERE, "gpu_bench.py"), "--device-check", "--coil", coil,
+                        "--runtime", runtime, "--workloads", "linear_relu,gemm_ln", "--work", work, "--json", out,
+                        "--coil-b-args=--no-tune", "--coil-b-name", "twin"], capture_output=True, text=True, timeout=900)
+    check(r.returncode == 0 and "2 passed, 0 failed" in r.stdout, "device check of linear_relu, gemm_ln with coil_b "
+          "(exit %d): %s %s" % (r.returncode, r.stdout[-600:], r.stderr[-600:]))
+    check("| twin compile s | twin host ms | twin err vs eager |" in r.stdout, "coil_b's columns in the host table")
+    import json
+
+    doc = json.load(open(out))
+    for w in doc["workloads"]:
+        for peer in ("coil", "coil_b"):
+            p = w["peers"].get(peer, {})
+            check("host_ms" in p and p["err"]["rel_norm"] < 1e-2, "%s %s: %s" % (w["name"], peer, p))
+        check(w["peers"]["coil_b"].get("coil_args") == "--no-tune", "%s: coil_b's arguments recorded" % w["name"])
+    check(os.path.isdir(os.path.join(work, "linear_relu_quick.coil_b.cpu.pkg")), "coil_b's CPU package of its own")
 
 
 class HostTimer:
@@ -502,7 +616,8 @@ def test_emulated_device_path(coil, runtime, tmp):
         work = os.path.join(tmp, "emul%d" % break_it)
         os.makedirs(work)
         args = argparse.Namespace(quick=True, work=work, seed=0, opset=17, exporter="auto", max_autotune=False,
-                                  coil=coil, coil_args="", keep_cache=False, compile_timeout=300)
+                                  coil=coil, coil_args="", keep_cache=False, compile_timeout=300,
+                                  coil_b_args="--no-tune", coil_b_name="twin")
         ctx = gb.Ctx()
         ctx.device, ctx.coil_device = "cpu", "cpu"
         ctx.sync = ctx.empty_cache = lambda: None
@@ -515,20 +630,31 @@ def test_emulated_device_path(coil, runtime, tmp):
         coil_rec = rec["peers"]["coil"]
         check(stages[0] == "export" and "coil" in stages and "eager" in stages and "compile" in stages,
               "stages saved %s" % stages)
+        order = [p for p in gb.PEERS if p in stages]
+        check(order == ["eager", "compile", "matmul", "coil", "coil_b"] and list(rec["peers"]) == order,
+              "peers in order: stages %s, peers %s" % (order, list(rec["peers"])))
+        mm = rec["peers"]["matmul"]
+        check("ms" in mm and mm["shapes"] == [[64, 256, 256]] and mm["flops"] == rec["flops"] and not rec["notes"],
+              "matmul peer timed at the GEMM's size: %s %s" % (mm, rec["notes"]))
+        b_rec = rec["peers"]["coil_b"]
+        check(b_rec.get("name") == "twin" and b_rec.get("coil_args") == "--no-tune" and "compile_s" in b_rec
+              and coil_rec.get("coil_args") == "", "coil_b's record: %s" % b_rec)
+        check(os.path.isdir(os.path.join(work, "gemm_epilogue_quick.coil_b.cpu.pkg")), "coil_b's package of its own")
         check(rec["flops"] == 2 * 64 * 256 * 256 and rec["onnx_float_dtypes"] == {"bfloat16": 13}, "flops, dtypes %s %s"
               % (rec["flops"], rec["onnx_float_dtypes"]))
         check(rec["bytes"] == 2 * (64 * 256 * 2) + (256 * 256 + 256) * 2, "bytes %d" % rec["bytes"])
         check("ms" in rec["peers"]["eager"] and "err" in rec["peers"]["compile"] and rec["peers"]["compile"]["err"]["rel_norm"] < 1e-2,
               "eager and compile measured: %s" % {k: v.get("error") for k, v in rec["peers"].items()})
         check("err_vs_fp32" in coil_rec and "eager_err_vs_fp32" in rec, "fp32 reference errors recorded: %s" % coil_rec)
-        check(calls and calls[-1].streams and set(calls[-1].streams) == {4242}, "coil called on the context's stream")
-        if not break_it:
-            check("ms" in coil_rec and coil_rec["err"]["rel_norm"] < 1e-2 and "error" not in coil_rec,
-                  "coil measured: %s" % coil_rec)
-            check(len(calls[-1].streams) == 1 + 1 + 3, "one check run, one warm-up, 3 timed runs: %d" % len(calls[-1].streams))
-        else:
-            check("ms" not in coil_rec and "wrong result" in coil_rec.get("error", "") and "non-finite" in coil_rec["error"],
-                  "unwritten (poisoned) outputs caught: %s" % coil_rec.get("error"))
+        check(len(calls) >= 2 and all(c.streams and set(c.streams) == {4242} for c in calls[-2:]),
+              "coil and coil_b called on the context's stream")
+        for peer, p, c in (("coil", coil_rec, calls[-2]), ("coil_b", b_rec, calls[-1])):
+            if not break_it:
+                check("ms" in p and p["err"]["rel_norm"] < 1e-2 and "error" not in p, "%s measured: %s" % (peer, p))
+                check(len(c.streams) == 1 + 1 + 3, "%s: one check run, one warm-up, 3 timed runs: %d" % (peer, len(c.streams)))
+            else:
+                check("ms" not in p and "wrong result" in p.get("error", "") and "non-finite" in p["error"],
+                      "%s: unwritten (poisoned) outputs caught: %s" % (peer, p.get("error")))
         ctx.logf.f.close()
 
 
@@ -543,7 +669,10 @@ def main():
                   ("runtime", lambda: test_runtime(os.path.abspath(args.coil), os.path.abspath(args.runtime), tmp)),
                   ("driver", test_driver),
                   ("emulated device path", lambda: test_emulated_device_path(os.path.abspath(args.coil),
-                                                                             os.path.abspath(args.runtime), tmp)), ("crash isolation", lambda: test_crash_isolation(os.path.abspath(args.coil), tmp))]
+                                                                             os.path.abspath(args.runtime), tmp)),
+                  ("crash isolation", lambda: test_crash_isolation(os.path.abspath(args.coil), tmp)),
+                  ("host device check", lambda: test_host_device_check(os.path.abspath(args.coil),
+                                                                       os.path.abspath(args.runtime), tmp))]
         for name, fn in groups:
             try:
                 fn()
