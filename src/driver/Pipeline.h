@@ -29,8 +29,9 @@ struct CompileOptions {
   /// cuda: the GPU architectures the fatbin holds code for.
   std::vector<std::string> cudaArchs = {"sm_80", "sm_90a"};
   /// cuda: how GEMMs with pointwise consumers run. "cutlass": fused with their epilogues into
-  /// generated CUTLASS kernels (sched/FuseGemmEpilogue.h; sm_90a only, needs the CUTLASS
-  /// headers); "cublaslt": through the cuBLASLt extern, the epilogue a kernel of its own;
+  /// generated CUTLASS kernels (sched/FuseGemmEpilogue.h; sm_90a code, so the archs must include
+  /// sm_90a; other GPUs run each kernel's unfused config; needs the CUTLASS headers);
+  /// "cublaslt": through the cuBLASLt extern, the epilogue a kernel of its own;
   /// "auto": cublaslt for now (the generated CUTLASS kernels are opt-in until they have run on a
   /// GPU).
   std::string gemm = "auto";

@@ -37,6 +37,7 @@ import concurrent.futures
 import hashlib
 import json
 import os
+import shlex
 import re
 import shutil
 import subprocess
@@ -180,6 +181,7 @@ def check_one(args, name, entry, dtype):
         cmd = [args.coil, "compile", source, "-o", runnable, "--device", args.device]
         if args.arch:
             cmd += ["--arch", args.arch]
+        cmd += shlex.split(args.compile_args)
         env = dict(os.environ, COIL_CACHE_DIR=os.path.join(work, "cache"))
         t0 = time.monotonic()
         try:
@@ -266,6 +268,7 @@ def main():
     ap.add_argument("--work", required=True)
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--arch", help="cuda: GPU architectures (e.g. sm_90a)")
+    ap.add_argument("--compile-args", default="", help="more arguments for coil compile (e.g. '--gemm cutlass')")
     ap.add_argument("--models", help="comma-separated names (default: the whole zoo)")
     ap.add_argument("--mode", choices=["interpret", "compile"], default="compile")
     ap.add_argument("--dtype", default="f32", help="comma-separated: f32, f16, bf16")

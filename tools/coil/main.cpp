@@ -205,9 +205,9 @@ private:
     value(c, "--device", "cpu|cuda", "the device to compile for (default cpu)");
     value(c, "--arch", "sm_80,sm_90a", "cuda: the GPU architectures (default sm_80,sm_90a)");
     value(c, "--gemm", "auto|cutlass|cublaslt",
-          "cuda: GEMMs with pointwise consumers as fused CUTLASS kernels (sm_90a only, needs the "
-          "CUTLASS headers: experimental, not yet run on a GPU) or through cuBLASLt (default "
-          "auto: cublaslt)");
+          "cuda: GEMMs with pointwise consumers as fused CUTLASS kernels (sm_90a code, other GPUs "
+          "run the unfused pair; needs the CUTLASS headers; experimental: not yet run on a GPU) "
+          "or through cuBLASLt (default auto: cublaslt)");
   }
   void dynamic(CLI::App *c) {
     Args &a = argsOf(c);
