@@ -652,8 +652,9 @@ private:
     std::ostringstream os;
     std::string ea = cppType(o_.inputs);
     os << "using ElementA = " << ea << ";\nusing ElementB = " << ea << ";\n";
-    os << "using LayoutA = cutlass::layout::RowMajor;\nusing LayoutB = cutlass::layout::"
-       << (o_.rowMajorB ? "RowMajor" : "ColumnMajor") << ";\n";
+    os << "using LayoutA = cutlass::layout::" << (o_.columnMajorA ? "ColumnMajor" : "RowMajor")
+       << ";\nusing LayoutB = cutlass::layout::" << (o_.rowMajorB ? "RowMajor" : "ColumnMajor")
+       << ";\n";
     os << "constexpr int AlignmentA = 128 / cutlass::sizeof_bits<ElementA>::value;\n";
     os << "constexpr int AlignmentB = 128 / cutlass::sizeof_bits<ElementB>::value;\n";
     if (sm90_) {
@@ -999,9 +1000,17 @@ private:
           "    char *error, size_t error_size) {\n";
     os << "  using namespace " << ns_ << ";\n";
     os << "  (void)in; (void)out;\n";
-    os << "  auto fail = [&](const char *what) {\n"
+    os << "  auto fail = [&](const char *what, int32_t code = 1) {\n"
           "    if (error && error_size) std::snprintf(error, error_size, \"%s\", what);\n"
-          "    return int32_t(1);\n  };\n";
+          "    return code;\n  };\n";
+    // TMA needs 16-byte aligned global addresses.
+    os << "  bool aligned = (uintptr_t(a) | uintptr_t(b) | uintptr_t(out[0])) % 16 == 0;\n";
+    for (size_t i = 0; i < e.inputs.size(); ++i)
+      os << "  aligned = aligned && uintptr_t(in[" << i << "]) % 16 == 0;\n";
+    for (size_t j = 1; j < e.outputs.size(); ++j)
+      os << "  aligned = aligned && uintptr_t(out[" << j << "]) % 16 == 0;\n";
+    os << "  if (!aligned) return fail(\"" << e.name
+       << ": an operand is not 16-byte aligned\", 2);\n";
     os << "  if (m <= 0 || n <= 0) return 0;\n";
     os << "  if (m > 2147483647 || n > 2147483647 || k > 2147483647)\n"
           "    return fail(\""
@@ -1037,7 +1046,8 @@ private:
           "    cute::get<2>(s) = batch;\n"
           "    return s;\n"
           "  };\n";
-    os << "  auto strideA = packed(GemmKernel::StrideA{}, K, int64_t(M) * K);\n"
+    os << "  auto strideA = packed(GemmKernel::StrideA{}, " << (o_.columnMajorA ? "M" : "K")
+       << ", int64_t(M) * K);\n"
           "  auto strideB = packed(GemmKernel::StrideB{}, "
        << (o_.rowMajorB ? "N" : "K")
        << ", int64_t(N) * K);\n"
@@ -1052,7 +1062,7 @@ private:
     os << "  if (Gemm::can_implement(args) != cutlass::Status::kSuccess)\n"
           "    return fail(\""
        << e.name
-       << ": CUTLASS cannot run this problem (sizes or alignment)\");\n"
+       << ": CUTLASS cannot run this problem (sizes or alignment)\", 2);\n"
           "  size_t need = Gemm::get_workspace_size(args);\n"
           "  if (need > workspace_bytes) return fail(\""
        << e.name

@@ -34,10 +34,12 @@ struct GemmShape {
 ///                            void *const *out, int64_t m, int64_t n, int64_t k, void *stream,
 ///                            void *workspace, size_t workspace_bytes, char *error,
 ///                            size_t error_size);
-/// A is m x k row-major, B is k x n row-major (`rowMajorB`) or n x k row-major; every dense
-/// tensor is m x n row-major. It returns 0 after enqueueing the GEMM on `stream`, else nonzero
-/// with a message in `error` (the problem or the pointers fail CUTLASS's requirements, the
-/// workspace is too small, or the launch fails).
+/// A is m x k row-major (or, with `columnMajorA`, k x m row-major), B is k x n row-major
+/// (`rowMajorB`) or n x k row-major; every dense tensor is m x n row-major. It returns 0 after
+/// enqueueing the GEMM on `stream`; 2 when this kernel cannot run the problem (CUTLASS's
+/// can_implement refuses the sizes, or an operand is not 16-byte aligned: the caller may run
+/// another form of the GEMM); 1 when the workspace is too small or the launch fails; with a
+/// message in `error` unless 0.
 struct LibraryEntry {
   std::string name;
   std::vector<std::string> inputs, outputs;
@@ -51,6 +53,7 @@ struct EmitOptions {
   std::string source;         ///< file name for the header comment
   GemmShape gemm;             ///< sm90 tile, cluster and schedule
   bool rowMajorB = false;     ///< B is k x n row-major (else n x k: CUTLASS's column-major B)
+  bool columnMajorA = false;  ///< A is k x m row-major (CUTLASS's column-major A)
   std::optional<LibraryEntry> entry; ///< emit a library unit with this entry point
 };
 

@@ -62,12 +62,42 @@ bool isF32OrHalf(DType t) {
   return isHalf(t) || t == DType::F32;
 }
 
+SymInt numel(const std::vector<SymInt> &shape) {
+  SymInt n(1);
+  for (const SymInt &d : shape) n = n * d;
+  return n;
+}
+
+/// The row-major offset of `index` in a tensor of `shape` (Horner's form, so that equal
+/// positions of tensors that are reshapes of each other print the same).
+SymInt rowMajorOffset(const std::vector<SymInt> &shape, const std::vector<SymInt> &index) {
+  SymInt off(0);
+  for (size_t d = 0; d < shape.size() && d < index.size(); ++d) off = off * shape[d] + index[d];
+  return off;
+}
+
+/// A pointwise kernel's iteration space seen as the GEMM's (rows, columns): the offsets of its
+/// point, of its row (the leading dims flattened) and its column (the last dim).
+struct Space {
+  SymInt point, row, column, rows;
+};
+Space spaceOf(const std::vector<std::string> &vars, const std::vector<SymInt> &ranges) {
+  Space s;
+  std::vector<SymInt> idx;
+  for (const std::string &v : vars) idx.push_back(SymInt::symbol(v));
+  s.point = rowMajorOffset(ranges, idx);
+  std::vector<SymInt> lead(ranges.begin(), ranges.end() - 1), leadIdx(idx.begin(), idx.end() - 1);
+  s.row = rowMajorOffset(lead, leadIdx);
+  s.column = idx.back();
+  s.rows = numel(lead);
+  return s;
+}
+
 /// Translates the body of a pointwise kernel into an epilogue program.
 class Translator {
 public:
-  Translator(const loop::LoopProgram &p, const std::vector<std::string> &vars, NodeId gemm,
-             int64_t n, DType element)
-      : p_(p), vars_(vars), gemm_(gemm), n_(n), b_(evt::Dims{128, n, 1}, false, element) {}
+  Translator(const loop::LoopProgram &p, const Space &space, NodeId gemm, int64_t n, DType element)
+      : p_(p), space_(space), gemm_(gemm), n_(n), b_(evt::Dims{128, n, 1}, false, element) {}
 
   /// The program computing `value` of `body` as output D (stored as `out`), with the extern's
   /// alpha, bias and ReLU applied to the accumulator first.
@@ -113,27 +143,21 @@ private:
     return id;
   }
 
-  /// The epilogue parameter a load of node `x` at `index` is, or nullopt.
+  /// The epilogue parameter a load of node `x` at `index` is, or nullopt. Accesses compare as
+  /// row-major offsets: at the kernel's point (the product, a dense tensor), at its column (a
+  /// row vector of n elements), or at its row (a column vector of m elements).
   std::optional<int> load(NodeId x, const std::vector<SymInt> &index) {
     const loop::Node &xn = p_.nodes[size_t(x)];
     if (!isF32OrHalf(xn.dtype)) return fail("'" + xn.name + "' is not a floating-point tensor");
-    const std::vector<SymInt> &shape = p_.nodes[size_t(gemm_)].shape;
-    size_t r = vars_.size();
-    auto var = [&](size_t d) { return SymInt::symbol(vars_[d]); };
+    SymInt off = rowMajorOffset(xn.shape, index), elems = numel(xn.shape);
     if (x == gemm_) {
-      for (size_t d = 0; d < r; ++d)
-        if (index[d] != var(d)) return fail("the GEMM's output is read away from the point");
+      if (off != space_.point) return fail("the GEMM's output is read away from the point");
       return accum_;
     }
-    bool dense = xn.shape == shape;
-    for (size_t d = 0; dense && d < r; ++d) dense = index[d] == var(d);
-    if (dense) return inputFor(x, evt::Strides{n_, 1, 0});
-    bool row = !xn.shape.empty() && xn.shape.back() == SymInt(n_) && index.back() == var(r - 1);
-    for (size_t d = 0; row && d + 1 < xn.shape.size(); ++d) row = xn.shape[d] == SymInt(1);
-    if (row) return inputFor(x, evt::Strides{0, 1, 0});
-    bool col = xn.shape.size() == r && xn.shape.back() == SymInt(1);
-    for (size_t d = 0; col && d + 1 < r; ++d) col = xn.shape[d] == shape[d] && index[d] == var(d);
-    if (col) return inputFor(x, evt::Strides{1, 0, 0});
+    if (off == space_.point && elems == space_.rows * SymInt(n_))
+      return inputFor(x, evt::Strides{n_, 1, 0});
+    if (off == space_.column && elems == SymInt(n_)) return inputFor(x, evt::Strides{0, 1, 0});
+    if (off == space_.row && elems == space_.rows) return inputFor(x, evt::Strides{1, 0, 0});
     return fail("'" + xn.name + "' is read neither densely nor as a row or column vector");
   }
 
@@ -164,9 +188,16 @@ private:
     }
     case Stmt::Kind::Op:
       return op(s);
-    default:
-      return fail("a statement the epilogue grammar has no form for");
+    case Stmt::Kind::Index:
+      return fail("a value computed from the position (an index)");
+    case Stmt::Kind::BitCast:
+      return fail("a bit cast");
+    case Stmt::Kind::IndirectIndex:
+      return fail("an indirect (gathered) load");
+    case Stmt::Kind::Accumulator:
+      return fail("a reduction's result");
     }
+    return fail("an unknown statement");
   }
 
   bool isLiteral(Val v) const { return body_->stmts[size_t(v)].kind == Stmt::Kind::Constant; }
@@ -240,7 +271,7 @@ private:
   }
 
   const loop::LoopProgram &p_;
-  const std::vector<std::string> &vars_;
+  const Space &space_;
   NodeId gemm_;
   int64_t n_;
   evt::Builder b_;
@@ -251,6 +282,12 @@ private:
   std::map<std::pair<NodeId, std::tuple<int64_t, int64_t, int64_t>>, int> loaded_;
   std::vector<NodeId> inputs_;
 };
+
+std::string shapeText(const std::vector<SymInt> &shape) {
+  std::string s;
+  for (const SymInt &d : shape) s += (s.empty() ? "" : ", ") + d.str();
+  return s;
+}
 
 /// Short words for the report: the ops of the epilogue, e.g. "bias + gelu".
 std::string describe(const evt::Program &p) {
@@ -265,10 +302,12 @@ std::string describe(const evt::Program &p) {
   return s.empty() ? "identity" : s;
 }
 
-/// Kernel step index reading `node`, when exactly one step reads it and it is a kernel.
-std::optional<size_t> onlyReader(const Schedule &s, NodeId node) {
+/// Kernel step index reading `node`, when exactly one step reads it and it is a kernel; else
+/// nullopt and why in `why`.
+std::optional<size_t> onlyReader(const Schedule &s, NodeId node, std::string *why) {
   std::optional<size_t> reader;
   int readers = 0;
+  std::string externName;
   for (size_t i = 0; i < s.steps.size(); ++i) {
     if (const auto *k = std::get_if<Kernel>(&s.steps[i])) {
       if (std::binary_search(k->reads.begin(), k->reads.end(), node)) {
@@ -281,12 +320,19 @@ std::optional<size_t> onlyReader(const Schedule &s, NodeId node) {
       for (const loop::ExternArg &a : ex.args)
         if (a.kind == loop::ExternArg::Kind::Node && a.node == node) {
           ++readers;
+          externName = ex.function;
           break;
         }
     }
   }
-  if (readers != 1 || !reader) return std::nullopt;
-  return reader;
+  if (readers == 1 && reader) return reader;
+  if (readers > 1)
+    *why = "its product has " + std::to_string(readers) + " readers";
+  else if (!externName.empty())
+    *why = "its product is read by the extern " + externName;
+  else
+    *why = "nothing reads its product";
+  return std::nullopt;
 }
 
 } // namespace
@@ -321,8 +367,8 @@ int fuseGemmEpilogues(Schedule &s, const GemmFusionOptions &o) {
       note("k and n must be constant multiples of 8");
       continue;
     }
-    if (call->transA != SymInt(0)) {
-      note("A is transposed");
+    if (call->transA != SymInt(0) && call->batch != SymInt(1)) {
+      note("a batch of products with transposed A matrices");
       continue;
     }
     if (call->batch != SymInt(1) &&
@@ -334,9 +380,9 @@ int fuseGemmEpilogues(Schedule &s, const GemmFusionOptions &o) {
       note("its product is a model output");
       continue;
     }
-    std::optional<size_t> ki = onlyReader(s, g);
+    std::optional<size_t> ki = onlyReader(s, g, &why);
     if (!ki) {
-      note("its product has several readers, or a reader that is no generated kernel");
+      note(why);
       continue;
     }
     Kernel &k = std::get<Kernel>(s.steps[*ki]);
@@ -344,8 +390,13 @@ int fuseGemmEpilogues(Schedule &s, const GemmFusionOptions &o) {
       note("its reader already computes a GEMM");
       continue;
     }
-    if (k.phases.size() != 1 || !k.phases[0].reductions.empty() || k.phases[0].stores.size() != 1) {
-      note("its reader is not a pointwise kernel with one store");
+    if (k.phases.size() != 1 || !k.phases[0].reductions.empty()) {
+      note("its reader " + k.name + " reduces (" + std::to_string(k.phases.size()) + " phases)");
+      continue;
+    }
+    if (k.phases[0].stores.size() != 1) {
+      note("its reader " + k.name + " stores " + std::to_string(k.phases[0].stores.size()) +
+           " tensors");
       continue;
     }
     const Phase &ph = k.phases[0];
@@ -355,18 +406,27 @@ int fuseGemmEpilogues(Schedule &s, const GemmFusionOptions &o) {
     ranges.insert(ranges.end(), ph.ranges.begin(), ph.ranges.end());
     const Store &st = ph.stores[0];
     const loop::Node &dn = p.nodes[size_t(st.node)];
-    bool pointOk = ranges == gn.shape && dn.shape == gn.shape && st.index.size() == vars.size();
-    for (size_t d = 0; pointOk && d < vars.size(); ++d)
-      pointOk = st.index[d] == SymInt::symbol(vars[d]);
+    // The reader's points are the product's (rows and columns, the leading dims of either
+    // flattened: a reshape of the product is read as it is), and it stores at its point.
+    bool pointOk = !ranges.empty() && ranges.back() == call->n;
+    Space space;
+    if (pointOk) {
+      space = spaceOf(vars, ranges);
+      pointOk = space.rows == call->batch * call->m &&
+                rowMajorOffset(dn.shape, st.index) == space.point &&
+                numel(dn.shape) == space.rows * call->n;
+    }
     if (!pointOk || !isF32OrHalf(dn.dtype)) {
-      note("its reader's iteration space or store is not the product's");
+      note("its reader " + k.name + " stores '" + dn.name + "' (" + shapeText(dn.shape) +
+           ") over [" + shapeText(ranges) + "], not the product's " + shapeText(gn.shape) +
+           " at its point");
       continue;
     }
-    Translator t(p, vars, g, *nc, gn.dtype);
+    Translator t(p, space, g, *nc, gn.dtype);
     why.clear();
     std::optional<evt::Program> prog = t.run(ph.body, st.value, *call, dn.dtype, &why);
     if (!prog) {
-      note("the epilogue has " + why);
+      note("no epilogue for it: " + why);
       continue;
     }
     evt::CompileOptions co;
@@ -386,6 +446,7 @@ int fuseGemmEpilogues(Schedule &s, const GemmFusionOptions &o) {
     gm.a = call->a;
     gm.b = call->b;
     gm.rowMajorB = call->transB == SymInt(0);
+    gm.columnMajorA = call->transA != SymInt(0);
     gm.m = call->batch * call->m;
     gm.n = call->n;
     gm.k = call->k;

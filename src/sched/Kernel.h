@@ -54,19 +54,19 @@ struct Phase {
 /// A GEMM computed by the kernel that consumes it (sched/FuseGemmEpilogue.h): the kernel's body
 /// is the GEMM's epilogue. `node` is the GEMM extern of the Loop IR; it is not realized, and the
 /// body's loads of it (at the kernel's point) read the f32 accumulator. D = A x B with A an
-/// m x k row-major matrix and B k x n (`rowMajorB`) or n x k, both contiguous (a batch of
-/// products sharing B is folded into m); `bias` (or -1) is the extern's own per-column bias,
-/// added to the accumulator first, then its ReLU when `relu`. `epilogue` is the body as an
-/// epilogue visitor tree (parameters named "in<i>" for `inputs[i]`, output "D" the kernel's one
-/// store), which codegen prints as a CUTLASS kernel per config. `call` and `epilogueReads` keep
-/// the unfused form (the GEMM extern, then this kernel reading its product), which codegen
-/// prints as one more config: the fallback where CUTLASS cannot run, and the baseline tuning
-/// measures the fused configs against.
+/// m x k row-major matrix (or k x m, `columnMajorA`) and B k x n (`rowMajorB`) or n x k, both
+/// contiguous (a batch of products sharing B is folded into m); `bias` (or -1) is the extern's own
+/// per-column bias, added to the accumulator first, then its ReLU when `relu`. `epilogue` is the
+/// body as an epilogue visitor tree (parameters named "in<i>" for `inputs[i]`, output "D" the
+/// kernel's one store), which codegen prints as a CUTLASS kernel per config. `call` and
+/// `epilogueReads` keep the unfused form (the GEMM extern, then this kernel reading its product),
+/// which codegen prints as one more config: the fallback where CUTLASS cannot run, and the baseline
+/// tuning measures the fused configs against.
 struct GemmMainloop {
   loop::NodeId node = -1, a = -1, b = -1;
   loop::ExternNode call;
   std::vector<loop::NodeId> epilogueReads;
-  bool rowMajorB = false;
+  bool rowMajorB = false, columnMajorA = false;
   SymInt m, n, k;
   DType dtype = DType::BF16; ///< of A, B and D
   std::vector<loop::NodeId> inputs;

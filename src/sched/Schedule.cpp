@@ -744,10 +744,10 @@ std::string fusionReport(const Schedule &s) {
       }
       if (k->gemm)
         os << "\n  gemm: " << p.nodes[size_t(k->gemm->node)].name << " = "
-           << p.nodes[size_t(k->gemm->a)].name << " x " << p.nodes[size_t(k->gemm->b)].name
-           << (k->gemm->rowMajorB ? "" : "^T") << " [m " << k->gemm->m.str() << ", n "
-           << k->gemm->n.str() << ", k " << k->gemm->k.str() << "], CUTLASS sm90 with the epilogue "
-           << k->gemm->description;
+           << p.nodes[size_t(k->gemm->a)].name << (k->gemm->columnMajorA ? "^T" : "") << " x "
+           << p.nodes[size_t(k->gemm->b)].name << (k->gemm->rowMajorB ? "" : "^T") << " [m "
+           << k->gemm->m.str() << ", n " << k->gemm->n.str() << ", k " << k->gemm->k.str()
+           << "], CUTLASS sm90 with the epilogue " << k->gemm->description;
       os << "\n  nodes: ";
       for (size_t i = 0; i < k->fused.size(); ++i)
         os << (i ? ", " : "") << p.nodes[size_t(k->fused[i])].name;

@@ -2,10 +2,11 @@
 // launchers.cpp text is compiled with recording stand-ins for the CUTLASS entry point, the
 // cuBLASLt extern and cuLaunchKernel, and a driver calls each config. Checked: the CUTLASS
 // config passes the operands, the epilogue's inputs and output and m, n, k to its entry on an
-// sm_90 GPU and runs the unfused config on any other; the unfused config gives cuBLASLt the
-// extern's arguments with the product at the workspace's start (the rest of it as cuBLASLt's),
-// or in the output when the workspace is too small, then launches the epilogue kernel. What
-// the CUTLASS entry does on the GPU is test/gemm/check.py --mode verify's.
+// sm_90 GPU and runs the unfused config on any other, or when the entry cannot run the problem; the
+// unfused config gives cuBLASLt the extern's arguments with the product at the workspace's start
+// (the rest of it as cuBLASLt's), or in the output when the workspace is too small, then launches
+// the epilogue kernel. What the CUTLASS entry does on the GPU is test/gemm/check.py --mode
+// verify's.
 #include "codegen/cuda/CudaGemm.h"
 
 #include "codegen/KernelEmitter.h"
@@ -87,6 +88,7 @@ TEST(CudaGemm, LaunchersCallTheEntryOrTheUnfusedPair) {
   replace("#include <cuda.h>\n", R"(#include <cuda.h>
 #include <cstdio>
 static char *coil_base = nullptr;
+static int coil_refuse = 0; // the entry's answer: 2 (cannot run the problem) when set
 static long coil_off(const void *p) { return p ? long(static_cast<const char *>(p) - coil_base) : -1; }
 static CUresult coil_test_launch(CUfunction f, unsigned gx, unsigned, unsigned, unsigned bx,
                                  unsigned, unsigned, unsigned, CUstream, void **, void **) {
@@ -113,7 +115,7 @@ static CUresult coil_test_launch(CUfunction f, unsigned gx, unsigned, unsigned, 
           "int64_t n, int64_t k, void *, void *ws, size_t wsb, char *, size_t) {\n"
           "  printf(\"entry a %ld b %ld in %ld %ld out %ld m %ld n %ld k %ld ws %ld %zu\\n\", "
           "coil_off(a), coil_off(b), coil_off(in[0]), coil_off(in[1]), coil_off(out[0]), long(m), "
-          "long(n), long(k), coil_off(ws), wsb);\n  return 0;\n}\n";
+          "long(n), long(k), coil_off(ws), wsb);\n  return coil_refuse ? 2 : 0;\n}\n";
   host += src->host;
   // Buffers at 4096-byte slots of one block, the workspace after them; B = 3 (m = 72).
   std::string args;
@@ -131,8 +133,11 @@ static CUresult coil_test_launch(CUfunction f, unsigned gx, unsigned, unsigned, 
           "  ctx.workspace = mem + 65536;\n  ctx.workspace_bytes = 65536;\n"
           "  ctx.sm_version = 90;\n  printf(\"call sm90\\n\");\n  if (" +
           k->name + "_c0" + call +
-          ") return 1;\n  ctx.sm_version = 80;\n  printf(\"call sm80\\n\");\n  if (" + k->name +
+          ") return 1;\n  coil_refuse = 1;\n  printf(\"call refused\\n\");\n  if (" + k->name +
           "_c0" + call +
+          ") return 1;\n  coil_refuse = 0;\n  ctx.sm_version = 80;\n  printf(\"call sm80\\n\");\n  "
+          "if (" +
+          k->name + "_c0" + call +
           ") return 1;\n  ctx.workspace_bytes = 1024;\n  printf(\"call small\\n\");\n  if (" +
           k->name + "_c1" + call + ") return 1;\n  return 0;\n}\n";
   std::string dir =
@@ -157,6 +162,10 @@ static CUresult coil_test_launch(CUfunction f, unsigned gx, unsigned, unsigned, 
   std::string want =
       "call sm90\n"
       "entry a 0 b 8192 in 12288 4096 out 16384 m 72 n 16 k 32 ws 65536 65536\n"
+      "call refused\n"
+      "entry a 0 b 8192 in 12288 4096 out 16384 m 72 n 16 k 32 ws 65536 65536\n"
+      "gemm a 0 b 8192 bias 12288 y 65536 ws 67840 63232 sizes 3 24 16 32 0 0 768 0 1 0\n"
+      "launch 5\n"
       "call sm80\n"
       "gemm a 0 b 8192 bias 12288 y 65536 ws 67840 63232 sizes 3 24 16 32 0 0 768 0 1 0\n"
       "launch 5\n"

@@ -116,7 +116,8 @@ double checkFused(const Fused &f, int64_t symbol) {
       for (int64_t n = 0; n < N; ++n) {
         double acc = 0;
         for (int64_t kk = 0; kk < K; ++kk)
-          acc += a.getDouble(m * K + kk) * b.getDouble(g.rowMajorB ? kk * N + n : n * K + kk);
+          acc += a.getDouble(g.columnMajorA ? kk * M + m : m * K + kk) *
+                 b.getDouble(g.rowMajorB ? kk * N + n : n * K + kk);
         auto load = [&](const evt::Node &node) {
           size_t which = size_t(std::stoi(node.name.substr(2))) + 2;
           const Tensor &t = (*values)[which];
@@ -193,6 +194,22 @@ TEST(FuseGemmEpilogue, BiasReluCastToF32AndWhere) {
                        "  %out = Cast(%w) {to = 1} : f32[B, 24, 40]\n"));
   ASSERT_EQ(f.fused, 1) << sched::fusionReport(f.schedule);
   EXPECT_LE(checkFused(f, 4), 1.5e-2);
+}
+
+TEST(FuseGemmEpilogue, TransposedAAndAProductReadThroughAReshape) {
+  // Gemm with transA on a 2-D input; its product [24, 40] is read as [6, 4, 40] with a per-row
+  // scale of that shape, as exporters write Linear layers of 3-D inputs.
+  std::string one = "graph @g(%x: bf16[32, 24]) -> (%out) {\n" +
+                    randomConstant("W", "bf16", {32, 40}, 8) +
+                    randomConstant("s", "bf16", {6, 4, 1}, 9) +
+                    "  %y = Gemm(%x, %W) {transA = 1} : bf16[24, 40]\n"
+                    "  %shape = constant i64[3] [6, 4, 40]\n"
+                    "  %y3 = Reshape(%y, %shape) : bf16[6, 4, 40]\n"
+                    "  %t = Tanh(%y3) : bf16[6, 4, 40]\n"
+                    "  %out = Mul(%t, %s) : bf16[6, 4, 40]\n}\n";
+  Fused f = fuse(one);
+  ASSERT_EQ(f.fused, 1) << sched::fusionReport(f.schedule);
+  EXPECT_LE(checkFused(f, 1), 1.5e-2);
 }
 
 TEST(FuseGemmEpilogue, UnfusableGemmsSayWhy) {

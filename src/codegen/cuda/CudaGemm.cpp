@@ -98,6 +98,7 @@ private:
       eo.inputs = g.dtype;
       eo.gemm = c.shape;
       eo.rowMajorB = g.rowMajorB;
+      eo.columnMajorA = g.columnMajorA;
       eo.source = "coil compile";
       eo.entry = evt::LibraryEntry{"coil_gemm_" + tag, in, {"D"}};
       return evt::emitCutlass(prog, g.plan, eo);
@@ -260,9 +261,12 @@ private:
     NodeId d = k_.phases[0].stores[0].node;
     w.line("void *out[] = {" + bufName_.at(d) + "};");
     w.line("const int64_t m = " + cpp(g.m) + ";");
-    w.line("return " + entry + "(" + bufName_.at(g.a) + ", " + bufName_.at(g.b) + ", in, out, m, " +
-           cpp(g.n) + ", " + cpp(g.k) +
+    w.line("const int32_t rc = " + entry + "(" + bufName_.at(g.a) + ", " + bufName_.at(g.b) +
+           ", in, out, m, " + cpp(g.n) + ", " + cpp(g.k) +
            ", ctx->stream, ctx->workspace, ctx->workspace_bytes, ctx->error, ctx->error_size);");
+    w.line("// 2: CUTLASS cannot run these sizes or pointers; the unfused pair can.");
+    w.line("if (rc == 2) return " + launcherName(n_) + "(" + hostArgs() + ");");
+    w.line("return rc;");
     w.close();
   }
 

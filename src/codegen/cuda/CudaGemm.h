@@ -15,7 +15,9 @@
 ///    it does not fit and the stored dtype is the product's, into the output itself, then the
 ///    kernel's body runs as a plain CUDA kernel `<k>_epilogue` (generateCudaKernel: its device
 ///    code, `functions` from `functionBase`, and its launchers, which only this config calls).
-///    The CUTLASS configs call it on a GPU other than sm_90 (their code is sm_90a's).
+///    The CUTLASS configs call it on a GPU other than sm_90 (their code is sm_90a's), and when
+///    their entry cannot run the problem (CUTLASS refuses the sizes, or an operand is not
+///    16-byte aligned: the entry returns 2).
 /// CUTLASS configs: 128 x 128 and 128 x 256 cooperative, 64 x 128 ping-pong, 128 x 128 on 2 x 1
 /// clusters (the first `maxConfigs`).
 #pragma once
