@@ -6,12 +6,14 @@
 #include "lower/ChannelsLast.h"
 #include "lower/FoldConvBias.h"
 #include "lower/FoldGemmBias.h"
+#include "lower/LoopVerify.h"
 #include "lower/Lower.h"
 #include "passes/FoldConstants.h"
 #include "passes/FuseAttention.h"
 #include "passes/RefineShapes.h"
 #include "sched/FuseGemmEpilogue.h"
 #include "sched/Schedule.h"
+#include "sched/ScheduleVerify.h"
 #include "wrapper/CppBackend.h"
 #include "wrapper/DebugInstrument.h"
 #include "wrapper/HostCopies.h"
@@ -174,21 +176,28 @@ Expected<std::unique_ptr<Compilation>> compileGraph(Graph g, const CompileOption
   loop::LowerOptions lo;
   lo.cpuExterns = !cuda;
   COIL_TRY(c->loops, loop::lowerGraph(c->graph, lo));
+  if (o.verifyEach) COIL_TRY_STATUS(loop::verifyLoopProgram(c->loops, "lowering"));
   // Bias adds (and ReLUs) after GEMMs become the GEMM extern's epilogue.
   loop::foldGemmBias(c->loops);
+  if (o.verifyEach) COIL_TRY_STATUS(loop::verifyLoopProgram(c->loops, "foldGemmBias"));
   // On the CPU, conv bias adds (and a ReLU or Clip after them) become the conv extern's
   // epilogue.
-  if (!cuda) loop::foldConvBias(c->loops);
+  if (!cuda) {
+    loop::foldConvBias(c->loops);
+    if (o.verifyEach) COIL_TRY_STATUS(loop::verifyLoopProgram(c->loops, "foldConvBias"));
+  }
   timer.done("lower");
   if (o.printAfter == "lower") std::cerr << loop::printLoopProgram(c->loops);
 
   COIL_TRY(c->schedule, sched::scheduleProgram(c->loops));
+  if (o.verifyEach) COIL_TRY_STATUS(sched::verifySchedule(c->schedule, "scheduleProgram"));
   if (cuda) {
     std::string why;
     COIL_TRY(bool cutlass, useCutlass(o, &c->cutlassInclude, &why));
     sched::GemmFusionOptions fo;
     fo.enabled = cutlass;
     sched::fuseGemmEpilogues(c->schedule, fo);
+    if (o.verifyEach) COIL_TRY_STATUS(sched::verifySchedule(c->schedule, "fuseGemmEpilogues"));
     if (!cutlass) c->schedule.gemmNotes.push_back("every GEMM runs through cuBLASLt (" + why + ")");
   }
   timer.done("schedule");
