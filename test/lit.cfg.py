@@ -1,5 +1,7 @@
 # lit configuration for coil's golden (FileCheck) tests.
 import os
+import subprocess
+
 import lit.formats
 
 config.name = "coil"
@@ -13,3 +15,9 @@ config.substitutions.append(("%python", config.python))
 config.substitutions.append(("FileCheck", config.filecheck))
 config.environment["PATH"] = config.coil_bin_dir + os.pathsep + os.environ.get("PATH", "")
 config.environment["PYTHONPATH"] = os.path.join(config.coil_src_dir, "scripts")
+# `REQUIRES: cutlass`: the CUTLASS headers coil finds ($COIL_CUTLASS_DIR, else pip nvidia-cutlass).
+if os.environ.get("COIL_CUTLASS_DIR"):
+    config.environment["COIL_CUTLASS_DIR"] = os.environ["COIL_CUTLASS_DIR"]
+    config.available_features.add("cutlass")
+elif subprocess.run(["python3", "-c", "import cutlass_library"], capture_output=True).returncode == 0:
+    config.available_features.add("cutlass")

@@ -27,6 +27,7 @@
 #include <fstream>
 #include <iostream>
 #include <random>
+#include <set>
 #include <sstream>
 #include <unistd.h>
 
@@ -363,6 +364,34 @@ void printLaunches(const wrapper::WrapperProgram &w) {
       writes += (writes.empty() ? "" : ", ") + w.buffers[size_t(b)].name;
     std::printf("%-*s  %s -> %s\n", int(width), l.name.c_str(), kind.c_str(), writes.c_str());
   }
+}
+
+/// The generated kernel sources as `coil compile` writes them into src/, each file after a
+/// `// ==== FILE` line, without the preludes every file starts with: CPU kernels by file; CUDA
+/// device code (src/kernels.cu), launchers (src/launchers.cpp), then each CUDA unit once.
+void printSources(const Compilation &c) {
+  std::string file;
+  auto header = [&](const std::string &name) {
+    if (name != file) std::cout << "// ==== " << name << "\n";
+    file = name;
+  };
+  for (const codegen::CpuKernelSource &k : c.kernels) {
+    header(k.info.sourceFile);
+    std::cout << k.code << "\n";
+  }
+  if (c.cudaKernels.empty()) return;
+  header("src/kernels.cu");
+  for (const codegen::CudaKernelSource &k : c.cudaKernels)
+    if (!k.device.empty()) std::cout << k.device << "\n";
+  header("src/launchers.cpp");
+  for (const codegen::CudaKernelSource &k : c.cudaKernels) std::cout << k.host << "\n";
+  std::set<std::string> units;
+  for (const codegen::CudaKernelSource &k : c.cudaKernels)
+    for (const auto &[name, text] : k.units)
+      if (units.insert(name).second) {
+        header(name);
+        std::cout << text << "\n";
+      }
 }
 
 /// Per kernel, its configs in order (the heuristic best first) with their values and, for CUDA
@@ -854,7 +883,7 @@ Status writeSvg(const std::string &svg, const std::string &path) {
 }
 
 Status inspectPackageWrapper(const Args &a, const std::string &dir) {
-  for (const char *f : {"--fusion", "--loops", "--memory", "--kernels", "--configs"})
+  for (const char *f : {"--fusion", "--loops", "--memory", "--kernels", "--configs", "--sources"})
     if (a.flags.count(f))
       return Error::user(std::string("'coil inspect PKG' takes --wrapper [--svg OUT.svg]; ") + f +
                          " needs a MODEL");
@@ -892,6 +921,7 @@ Status cmdInspectCompiled(const Args &a) {
   }
   if (a.flags.count("--kernels")) printLaunches(c->wrapper);
   if (a.flags.count("--configs")) printConfigs(c->wrapper);
+  if (a.flags.count("--sources")) printSources(*c);
   if (a.flags.count("--memory")) {
     COIL_TRY(std::vector<Tensor> inputs, inputsFor(a, g));
     SymBindings b = bindingsFor(g, inputs);

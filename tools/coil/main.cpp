@@ -103,6 +103,9 @@ public:
     flag(c, "--configs",
          "each kernel's configs and, for cuda, their launch plans (grid, block, workspace)");
     flag(c, "--wrapper", "the C++ wrapper of a model or a package (with --svg: its graph)");
+    flag(c, "--sources",
+         "the generated kernel sources, file by file, as compile writes them (without the "
+         "preludes)");
     flag(c, "--memory",
          "the arena plan against its lower bound (with --svg: the arena over "
          "time)");
@@ -314,7 +317,8 @@ Status run(int argc, char **argv) {
                                            int(a.flags.count("--memory")) !=
                                        1)
       return Error::user("--svg OUT.svg draws one of --fusion, --memory or --wrapper: give one");
-    for (const char *f : {"--fusion", "--loops", "--wrapper", "--memory", "--kernels", "--configs"})
+    for (const char *f :
+         {"--fusion", "--loops", "--wrapper", "--memory", "--kernels", "--configs", "--sources"})
       if (a.flags.count(f)) {
         if (a.positional.size() != 1)
           return Error::user("'coil inspect' takes one MODEL (see 'coil inspect --help')");
