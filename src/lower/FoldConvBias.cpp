@@ -35,7 +35,25 @@ bool onlyReader(const LoopProgram &p, const std::vector<std::vector<NodeId>> &re
   return r.size() == 1 && r[0] == reader;
 }
 
-/// `pw` (node n) computes conv + bias[channel] of a plain conv extern: the two nodes.
+bool isHalf(DType dt) {
+  return dt == DType::F16 || dt == DType::BF16;
+}
+
+/// `v` with exact widening casts peeled: casts to `dt`, or to f32 when dt is f16/bf16 (the
+/// patterns load every value as dt, so these casts never round).
+Val peelCasts(const Body &b, Val v, DType dt) {
+  while (v >= 0 && size_t(v) < b.stmts.size()) {
+    const Stmt &s = b.stmts[size_t(v)];
+    if (s.kind != Stmt::Kind::Cast || !(s.dtype == dt || (isHalf(dt) && s.dtype == DType::F32)))
+      break;
+    v = s.args.at(0);
+  }
+  return v;
+}
+
+/// `pw` (node n) computes conv + bias[channel] of a plain conv extern: the two nodes. For
+/// f16/bf16 the add may be in f32 on widened loads, rounded to the dtype by a final cast (the
+/// form lowering gives it).
 struct BiasAdd {
   NodeId conv = -1, bias = -1;
 };
@@ -44,13 +62,14 @@ std::optional<BiasAdd> matchBiasAdd(const LoopProgram &p, const Node &n, const P
   if (pw.result < 0 || size_t(pw.result) >= b.stmts.size() || n.shape.size() < 3 ||
       pw.vars.size() != n.shape.size())
     return std::nullopt;
-  const Stmt &add = b.stmts[size_t(pw.result)];
+  const Stmt &add = b.stmts[size_t(peelCasts(b, pw.result, n.dtype))];
   if (add.kind != Stmt::Kind::Op || add.op != ScalarOp::Add || add.args.size() != 2 ||
-      add.dtype != n.dtype)
+      !(add.dtype == n.dtype || (isHalf(n.dtype) && add.dtype == DType::F32)))
     return std::nullopt;
   for (int order = 0; order < 2; ++order) {
-    std::optional<NodeId> conv = identityLoad(b, add.args[size_t(order)], pw.vars);
-    Val c = add.args[size_t(1 - order)];
+    std::optional<NodeId> conv =
+        identityLoad(b, peelCasts(b, add.args[size_t(order)], n.dtype), pw.vars);
+    Val c = peelCasts(b, add.args[size_t(1 - order)], n.dtype);
     if (!conv || c < 0 || size_t(c) >= b.stmts.size()) continue;
     const Stmt &cl = b.stmts[size_t(c)];
     if (cl.kind != Stmt::Kind::Load || cl.dtype != n.dtype) continue;

@@ -448,6 +448,10 @@ void registerCpuKernelEvalExterns() {
                      convAdapter(coil_cpu_conv_f16, false));
   registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::Conv, DType::BF16),
                      convAdapter(coil_cpu_conv_bf16, false));
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::ConvBias, DType::F16),
+                     convBiasAdapter(coil_cpu_conv_bias_f16));
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::ConvBias, DType::BF16),
+                     convBiasAdapter(coil_cpu_conv_bias_bf16));
   registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::ConvTranspose, DType::F16),
                      convAdapter(coil_cpu_conv_transpose_f16, true));
   registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::ConvTranspose, DType::BF16),

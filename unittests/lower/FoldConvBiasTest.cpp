@@ -16,7 +16,7 @@ const SymInt N = SymInt::symbol("N");
 /// Lowers and folds `g`, checks the folds and the conv externs' functions and clamp
 /// arguments, then compares its evaluation with the interpreter at N = 1 and 3.
 void checkFold(const Graph &g, int folds, const std::vector<std::string> &functions,
-               const std::vector<int64_t> &clamps) {
+               const std::vector<int64_t> &clamps, Tolerance tol = {1e-5, 1e-5}) {
   auto p = loop::lowerGraph(g);
   ASSERT_TRUE(p.ok()) << p.error().render();
   EXPECT_EQ(loop::foldConvBias(*p), folds) << loop::printLoopProgram(*p);
@@ -41,7 +41,7 @@ void checkFold(const Graph &g, int folds, const std::vector<std::string> &functi
     ASSERT_TRUE(out.ok()) << out.error().render() << "\n" << loop::printLoopProgram(*p);
     ASSERT_EQ(out->size(), want->size());
     for (size_t k = 0; k < out->size(); ++k)
-      EXPECT_EQ(compareTensors((*out)[k], (*want)[k], {1e-5, 1e-5}), "") << "output " << k;
+      EXPECT_EQ(compareTensors((*out)[k], (*want)[k], tol), "") << "output " << k;
   }
 }
 
@@ -50,8 +50,8 @@ Attrs pad1() {
 }
 
 TEST(FoldConvBias, BiasReluAndClip) {
-  for (DType t : {DType::F32, DType::F64}) {
-    std::string s = t == DType::F32 ? "f32" : "f64";
+  for (DType t : {DType::F32, DType::F64, DType::F16, DType::BF16}) {
+    std::string s(dtypeName(t));
     GraphBuilder b;
     ValueId x = b.input("x", t, {N, 3, 9, 8});
     ValueId w1 = b.input("w1", t, {4, 3, 3, 3}), b1 = b.input("b1", t, {4});
@@ -67,7 +67,47 @@ TEST(FoldConvBias, BiasReluAndClip) {
               lo, hi});
     b.output(b.op(OpKind::Conv, {y, w3, b3}));
     std::string f = "coil_cpu_conv_bias_" + s;
-    checkFold(b.g, 5, {f, f, f}, {1, 3, 0});
+    // f16/bf16: the interpreter accumulates in f64, the extern in f32 (both round once).
+    Tolerance tol = t == DType::F16 ? Tolerance{2e-3, 2e-3}
+                    : t == DType::BF16 ? Tolerance{1.6e-2, 1.6e-2}
+                                       : Tolerance{1e-5, 1e-5};
+    checkFold(b.g, 5, {f, f, f}, {1, 3, 0}, tol);
+  }
+}
+
+/// The elements of `got` that differ from `want`.
+int64_t mismatches(const Tensor &got, const Tensor &want) {
+  std::vector<double> a = got.toDoubles(), b = want.toDoubles();
+  int64_t n = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) n += a[i] != b[i];
+  return n;
+}
+
+TEST(FoldConvBias, HalfConvRoundsOnceAsTheInterpreter) {
+  // A biased Conv in f16/bf16: the interpreter rounds conv + bias once; unfused, the conv
+  // extern rounds the convolution and the bias add rounds again, which differs in a fair share
+  // of the outputs; folded, the sum is rounded once (differences only where f32 and f64
+  // accumulation round apart).
+  for (DType t : {DType::F16, DType::BF16}) {
+    SCOPED_TRACE(dtypeName(t));
+    GraphBuilder b;
+    ValueId x = b.input("x", t, {N, 8, 10, 10});
+    ValueId w = b.input("w", t, {16, 8, 3, 3}), bias = b.input("bias", t, {16});
+    b.output(b.op(OpKind::Conv, {x, w, bias}, pad1()));
+    auto unfused = loop::lowerGraph(b.g);
+    ASSERT_TRUE(unfused.ok()) << unfused.error().render();
+    loop::LoopProgram folded = *unfused;
+    ASSERT_EQ(loop::foldConvBias(folded), 1) << loop::printLoopProgram(folded);
+    auto ins = randomInputs(b.g, {{"N", 2}}, 11);
+    auto want = interpret(b.g, ins);
+    ASSERT_TRUE(want.ok()) << want.error().render();
+    auto before = loop::evaluateLoopProgram(*unfused, ins);
+    auto after = loop::evaluateLoopProgram(folded, ins);
+    ASSERT_TRUE(before.ok() && after.ok());
+    int64_t total = (*want)[0].numel(), was = mismatches((*before)[0], (*want)[0]),
+            now = mismatches((*after)[0], (*want)[0]);
+    EXPECT_GT(was, total / 20) << "unfused: " << was << " of " << total << " differ";
+    EXPECT_LE(now, total / 100) << "folded: " << now << " of " << total << " differ";
   }
 }
 
