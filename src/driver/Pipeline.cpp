@@ -142,9 +142,11 @@ Expected<std::unique_ptr<Compilation>> compileGraph(Graph g, const CompileOption
   COIL_TRY(c->loops, loop::lowerGraph(c->graph, lo));
   // Bias adds (and ReLUs) after GEMMs become the GEMM extern's epilogue.
   loop::foldGemmBias(c->loops);
-  // On the CPU, conv bias adds (and a ReLU or Clip after them) become the conv extern's
-  // epilogue.
-  if (!cuda) loop::foldConvBias(c->loops);
+  // Conv bias adds (and a ReLU or Clip after them) become the conv extern's epilogue; on CUDA
+  // for the dtypes whose fused extern has a CUDA twin (f16, bf16), and a ReLU only.
+  loop::FoldConvBiasOptions fo;
+  fo.cuda = cuda;
+  loop::foldConvBias(c->loops, fo);
   timer.done("lower");
   if (o.printAfter == "lower") std::cerr << loop::printLoopProgram(c->loops);
 
