@@ -185,7 +185,9 @@ void makeFusedPlan(const dnn::Api &a, dnn::Handle h, const DnnConv &c, int nb, i
     plan.why = "the library has no cudnnConvolutionBiasActivationForward";
     return;
   }
+  // [1, m, 1, ...], its strides in y's layout (channels-last: [m, 1, m, m]; the same memory).
   int bDims[5] = {1, int(c.m), 1, 1, 1}, bStr[5] = {int(c.m), 1, 1, 1, 1};
+  if (c.nhwc) bStr[2] = bStr[3] = int(c.m);
   if (!step("cudnnCreateTensorDescriptor", a.createTensorDescriptor(&plan.bd)) ||
       !step("cudnnSetTensorNdDescriptor", a.setTensorNdDescriptor(plan.bd, dt, nb, bDims, bStr)) ||
       !step("cudnnCreateActivationDescriptor", a.createActivationDescriptor(&plan.ad)) ||
