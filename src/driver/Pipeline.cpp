@@ -180,10 +180,14 @@ Expected<std::unique_ptr<Compilation>> compileGraph(Graph g, const CompileOption
   // Bias adds (and ReLUs) after GEMMs become the GEMM extern's epilogue.
   loop::foldGemmBias(c->loops);
   if (o.verifyEach) COIL_TRY_STATUS(loop::verifyLoopProgram(c->loops, "foldGemmBias"));
-  // On the CPU, conv bias adds (and a ReLU or Clip after them) become the conv extern's
-  // epilogue.
-  if (!cuda) {
-    loop::foldConvBias(c->loops);
+  // Conv bias adds (and a ReLU or Clip after them) become the conv extern's epilogue. On CUDA
+  // (the dtypes whose fused extern has a CUDA twin, f16 and bf16, and a ReLU only) the twins
+  // have not run on a GPU yet: COIL_CUDA_CONV_BIAS=1 opts in until they have.
+  const char *cb = std::getenv("COIL_CUDA_CONV_BIAS");
+  if (!cuda || (cb && std::string(cb) == "1")) {
+    loop::FoldConvBiasOptions cbo;
+    cbo.cuda = cuda;
+    loop::foldConvBias(c->loops, cbo);
     if (o.verifyEach) COIL_TRY_STATUS(loop::verifyLoopProgram(c->loops, "foldConvBias"));
   }
   timer.done("lower");

@@ -41,6 +41,7 @@ inline constexpr uint32_t kNoDTypes = 0;
 inline constexpr uint32_t kUntyped = 0;
 inline constexpr uint32_t kF32Only = dtypeBit(DType::F32);
 inline constexpr uint32_t kF32F64 = dtypeBit(DType::F32) | dtypeBit(DType::F64);
+inline constexpr uint32_t kF16BF16 = dtypeBit(DType::F16) | dtypeBit(DType::BF16);
 inline constexpr uint32_t kF32F16BF16 =
     dtypeBit(DType::F32) | dtypeBit(DType::F16) | dtypeBit(DType::BF16);
 inline constexpr uint32_t kFloatDTypes = kF32F64 | dtypeBit(DType::F16) | dtypeBit(DType::BF16);

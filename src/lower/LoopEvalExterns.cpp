@@ -114,7 +114,8 @@ EvalExternFn convAdapter(ConvFn fn, bool transpose) {
   };
 }
 
-// --- convolutions with a fused bias and clamp: x, w, bias, y, the conv's sizes, clamp, lo, hi
+// --- convolutions (channels-first or -last) with a fused bias and clamp: x, w, bias, y, the
+// conv's sizes, clamp, lo, hi
 
 using ConvBiasFn = int32_t (*)(const void *, const void *, const void *, void *, int64_t, int64_t,
                                int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
@@ -448,6 +449,10 @@ void registerCpuKernelEvalExterns() {
                      convAdapter(coil_cpu_conv_f16, false));
   registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::Conv, DType::BF16),
                      convAdapter(coil_cpu_conv_bf16, false));
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::ConvBias, DType::F16),
+                     convBiasAdapter(coil_cpu_conv_bias_f16));
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::ConvBias, DType::BF16),
+                     convBiasAdapter(coil_cpu_conv_bias_bf16));
   registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::ConvTranspose, DType::F16),
                      convAdapter(coil_cpu_conv_transpose_f16, true));
   registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::ConvTranspose, DType::BF16),
@@ -461,6 +466,14 @@ void registerCpuKernelEvalExterns() {
                      convAdapter(coil_cpu_conv_nhwc_f16, false));
   registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::ConvNhwc, DType::BF16),
                      convAdapter(coil_cpu_conv_nhwc_bf16, false));
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::ConvNhwcBias, DType::F32),
+                     convBiasAdapter(coil_cpu_conv_nhwc_bias_f32));
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::ConvNhwcBias, DType::F64),
+                     convBiasAdapter(coil_cpu_conv_nhwc_bias_f64));
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::ConvNhwcBias, DType::F16),
+                     convBiasAdapter(coil_cpu_conv_nhwc_bias_f16));
+  registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::ConvNhwcBias, DType::BF16),
+                     convBiasAdapter(coil_cpu_conv_nhwc_bias_bf16));
   registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::Recurrent, DType::F32),
                      recurrentAdapter(coil_cpu_recurrent_f32, DType::F32));
   registerEvalExtern(kernels::cpuSymbol(kernels::ExternId::Recurrent, DType::F64),

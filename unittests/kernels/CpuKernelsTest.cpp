@@ -345,6 +345,102 @@ TEST(CpuKernelsConv, BiasAndClampFused) {
   for (float v : y) EXPECT_EQ(v, 3.0f);
 }
 
+/// coil_cpu_conv_bias_<f16|bf16> against the plain f32 convolution of the same (widened)
+/// values plus the bias and clamps in f32, rounded once: bit for bit. Returns how many outputs
+/// differ from the unfused form (coil_cpu_conv_<f16|bf16> rounded, then the bias added and the
+/// result rounded again), which the fused kernel exists to avoid.
+int64_t checkConvBiasHalf(bool bf16, const ConvCase &cc, int64_t clamp, double lo, double hi) {
+  SCOPED_TRACE(testing::Message() << (bf16 ? "bf16" : "f16") << " clamp " << clamp << " c "
+                                  << cc.c << " m " << cc.m << " group " << cc.group);
+  auto toBits = [bf16](float v) {
+    return bf16 ? coil::cpu::floatToBf16Bits(v) : coil::cpu::floatToHalfBits(v);
+  };
+  auto toFloat = [bf16](uint16_t h) {
+    return bf16 ? coil::cpu::bf16BitsToFloat(h) : coil::cpu::halfBitsToFloat(h);
+  };
+  auto bits = [&](const std::vector<double> &v) {
+    std::vector<uint16_t> h(v.size());
+    for (size_t i = 0; i < v.size(); ++i) h[i] = toBits(float(v[i]));
+    return h;
+  };
+  auto widened = [&](const std::vector<uint16_t> &h) {
+    std::vector<float> f(h.size());
+    for (size_t i = 0; i < h.size(); ++i) f[i] = toFloat(h[i]);
+    return f;
+  };
+  auto out = cc.out();
+  int64_t cg = cc.c / cc.group, outS = prod(out);
+  auto x = bits(randomDoubles(size_t(cc.n * cc.c * prod(cc.in)), 17, -2, 2));
+  auto w = bits(randomDoubles(size_t(cc.m * cg * prod(cc.k)), 18));
+  auto bias = bits(randomDoubles(size_t(cc.m), 19, -4, 4));
+  auto x32 = widened(x), w32 = widened(w), bias32 = widened(bias);
+  std::vector<float> plain(size_t(cc.n * cc.m * outS), 77.0f);
+  std::vector<uint16_t> fused(plain.size(), 0x5555), rounded(plain.size(), 0x5555);
+  auto in = pad3(cc.in, 1), k = pad3(cc.k, 1), o = pad3(out, 1), s = pad3(cc.s, 1),
+       d = pad3(cc.d, 1), p = pad3(cc.pb, 0);
+  int64_t nd = int64_t(cc.in.size());
+  auto conv = bf16 ? coil_cpu_conv_bf16 : coil_cpu_conv_f16;
+  auto convBias = bf16 ? coil_cpu_conv_bias_bf16 : coil_cpu_conv_bias_f16;
+  EXPECT_EQ(coil_cpu_conv_f32(x32.data(), w32.data(), plain.data(), cc.n, cc.c, cc.m, cc.group, nd,
+                              in[0], in[1], in[2], k[0], k[1], k[2], o[0], o[1], o[2], s[0], s[1],
+                              s[2], d[0], d[1], d[2], p[0], p[1], p[2]),
+            0);
+  EXPECT_EQ(conv(x.data(), w.data(), rounded.data(), cc.n, cc.c, cc.m, cc.group, nd, in[0], in[1],
+                 in[2], k[0], k[1], k[2], o[0], o[1], o[2], s[0], s[1], s[2], d[0], d[1], d[2],
+                 p[0], p[1], p[2]),
+            0);
+  EXPECT_EQ(convBias(x.data(), w.data(), bias.data(), fused.data(), cc.n, cc.c, cc.m, cc.group, nd,
+                     in[0], in[1], in[2], k[0], k[1], k[2], o[0], o[1], o[2], s[0], s[1], s[2],
+                     d[0], d[1], d[2], p[0], p[1], p[2], clamp, lo, hi),
+            0);
+  auto epilogue = [&](float v, size_t i) {
+    v += bias32[(i / size_t(outS)) % size_t(cc.m)];
+    if (clamp & 1) v = v < float(lo) ? float(lo) : v;
+    if (clamp & 2) v = v > float(hi) ? float(hi) : v;
+    return toBits(v);
+  };
+  int64_t twice = 0;
+  for (size_t i = 0; i < plain.size(); ++i) {
+    EXPECT_EQ(fused[i], epilogue(plain[i], i)) << "output " << i;
+    twice += epilogue(toFloat(rounded[i]), i) != fused[i];
+  }
+  return twice;
+}
+
+TEST(CpuKernelsConv, HalfBiasAndClampRoundOnce) {
+  // f16 and bf16 through the f32 paths: im2col + GEMM, 1x1, flat and general depthwise, small
+  // planes, 1-D and 3-D; no clamp, ReLU, Clip(lo, hi), and a bound that f16/bf16 cannot hold
+  // exactly (the clamp is in f32, before the one rounding).
+  for (bool bf16 : {false, true}) {
+    int64_t twice = 0;
+    for (int64_t clamp = 0; clamp < 4; ++clamp) {
+      double lo = clamp == 2 ? -0.5 : 0.0, hi = clamp == 3 ? 0.7 : 0.75;
+      twice += checkConvBiasHalf(
+          bf16, {4, 5, 7, 1, {12, 12}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}, clamp, lo, hi);
+      twice += checkConvBiasHalf(bf16, {3, 6, 9, 1, {4, 4}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}},
+                                 clamp, lo, hi);
+      twice += checkConvBiasHalf(bf16, {2, 8, 16, 8, {9, 9}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}},
+                                 clamp, lo, hi);
+      twice += checkConvBiasHalf(
+          bf16, {2, 4, 8, 4, {10, 9}, {3, 3}, {2, 1}, {1, 1}, {1, 0}, {1, 2}}, clamp, lo, hi);
+      twice += checkConvBiasHalf(bf16, {3, 5, 7, 1, {2, 2}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}},
+                                 clamp, lo, hi);
+      twice += checkConvBiasHalf(bf16, {2, 3, 4, 1, {11}, {3}, {2}, {1}, {1}, {1}}, clamp, lo, hi);
+      twice += checkConvBiasHalf(
+          bf16, {1, 2, 2, 1, {4, 3, 5}, {2, 2, 3}, {1, 1, 2}, {1, 1, 1}, {0, 1, 1}, {1, 0, 1}},
+          clamp, lo, hi);
+    }
+    // Rounding the convolution before the bias changes some results (else this test would not
+    // tell the fused kernel from the unfused one).
+    EXPECT_GT(twice, 0) << (bf16 ? "bf16" : "f16");
+  }
+  std::vector<uint16_t> x(16, 0x3c00), w(16, 0x3c00), b(4, 0x3c00), y(16, 0x4200);
+  EXPECT_NE(coil_cpu_conv_bias_f16(x.data(), w.data(), b.data(), y.data(), 1, 1, 1, 1, 1, 4, 1, 1,
+                                   1, 1, 1, 4, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, -1, 0.0, 0.0),
+            0);
+  for (uint16_t v : y) EXPECT_EQ(v, 0x4200);
+}
+
 /// f32 depthwise on AVX-512 CPUs: planes of up to 32 elements (64 with stride 2) as permutes
 /// of registers (strides, dilations, uneven and negative pads, a depth multiplier, 1-D, more
 /// than one output vector), and stride-2 rows of 16 outputs or more (tails, wide windows).

@@ -1142,13 +1142,17 @@ int64_t transposedSource(const ConvGeom &g, int64_t o, int64_t kk) {
   return pos;
 }
 
-template <typename H> void convHalf(const void *x, const void *w, void *y, const ConvGeom &g) {
+/// The f16/bf16 convolution: widened to f32, conv<float> with the epilogue `ep` (its bias in
+/// f32; inactive without one), each result rounded once.
+template <typename H>
+void convHalf(const void *x, const void *w, void *y, const ConvGeom &g,
+              const ConvEpilogue<float> &ep = {}) {
   int64_t xs = g.n * g.c * g.inSize, ws = g.m * g.colRows, ys = g.n * g.m * g.outSize;
   if (viaF32<H>(x, xs, w, ws, y, ys, [&](const float *x32, const float *w32, float *y32) {
-        conv<float>(x32, y32, w32, g);
+        conv<float>(x32, y32, w32, g, ep);
       }))
     return;
-  // No memory for the f32 copies: direct loops.
+  // No memory for the f32 copies: direct loops, the epilogue before the rounding.
   const auto *xh = static_cast<const uint16_t *>(x), *wh = static_cast<const uint16_t *>(w);
   auto *yh = static_cast<uint16_t *>(y);
   for (int64_t b = 0; b < g.n; ++b)
@@ -1163,8 +1167,29 @@ template <typename H> void convHalf(const void *x, const void *w, void *y, const
               acc += H::load(xh[(b * g.c + gr * g.cg + ic) * g.inSize + i]) *
                      H::load(wh[(oc * g.cg + ic) * g.kSize + kk]);
           }
+        if (ep.bias) ep.apply(&acc, &acc, 1, oc);
         yh[(b * g.m + oc) * g.outSize + o] = H::store(acc);
       }
+}
+
+/// coil_cpu_conv_bias_<f16|bf16>: the bias widened to f32 (m values) and the clamp bounds in
+/// f32, then convHalf with that epilogue, so that conv + bias (+ clamp) is rounded once. False
+/// when memory for the widened bias runs out.
+template <typename H>
+bool convBiasHalf(const void *x, const void *w, const void *bias, void *y, const ConvGeom &g,
+                  int64_t clamp, double lo, double hi) {
+  std::vector<float> b32;
+  try {
+    b32 = widen<H>(bias, g.m);
+  } catch (const std::bad_alloc &) {
+    return false;
+  }
+  ConvEpilogue<float> ep;
+  ep.bias = b32.data();
+  ep.lower = (clamp & 1) != 0, ep.upper = (clamp & 2) != 0;
+  ep.lo = float(lo), ep.hi = float(hi);
+  convHalf<H>(x, w, y, g, ep);
+  return true;
 }
 
 template <typename H>
@@ -1245,6 +1270,16 @@ COIL_CPU_DEFINE_CONV(f64, double)
     ConvGeom g;                                                                                    \
     if (int32_t rc = makeGeom("conv transpose", g, COIL_CPU_CONV_ARGS)) return rc;                 \
     convTransposeHalf<H>(x, w, y, g);                                                              \
+    return 0;                                                                                      \
+  }                                                                                                \
+  int32_t coil_cpu_conv_bias_##S(const void *x, const void *w, const void *bias, void *y,          \
+                                 COIL_CPU_CONV_PARAMS, int64_t clamp, double lo, double hi) {      \
+    ConvGeom g;                                                                                    \
+    if (int32_t rc = makeGeom("conv bias", g, COIL_CPU_CONV_ARGS)) return rc;                      \
+    if (clamp < 0 || clamp > 3)                                                                    \
+      return fail("conv bias: clamp flags must be 0 to 3, got %lld", ll(clamp));                   \
+    if (!convBiasHalf<H>(x, w, bias, y, g, clamp, lo, hi))                                         \
+      return fail("conv bias: out of memory for the f32 bias (%lld channels)", ll(g.m));           \
     return 0;                                                                                      \
   }
 

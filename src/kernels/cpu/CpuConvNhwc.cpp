@@ -3,7 +3,8 @@
 // columns are (kernel position, input channel) -- runs of c/group contiguous channels copied
 // at once --, then one GEMM against the weights read transposed. A pointwise convolution of
 // one group is a single GEMM over every image's positions, without columns. f16/bf16 are
-// widened to f32, computed as f32 and rounded once.
+// widened to f32, computed as f32 and rounded once. coil_cpu_conv_nhwc_bias_* adds a bias per
+// output channel and clamps afterwards (in f32 for f16/bf16, before that rounding).
 #include "kernels/cpu/CpuKernels.h"
 #include "kernels/cpu/CpuKernelsImpl.h"
 
@@ -147,6 +148,64 @@ int32_t runNhwcHalf(const void *x, const void *w, void *y, const ConvArgs &a) {
   return done ? 0 : fail("%s: out of memory", kOp);
 }
 
+// --- with a bias and a clamp (coil_cpu_conv_nhwc_bias_*)
+
+constexpr const char *kBiasOp = "conv_nhwc_bias";
+
+/// The epilogue, in place on the `rows` rows of m channels of y: y[r][oc] = clamp(y[r][oc] +
+/// bias[oc]) in T, `v < lo ? lo : v` when bit 0 of `clamp` is set, then `v > hi ? hi : v` when
+/// bit 1 is (NaN passes), as Add, Relu and Clip lower.
+template <typename T>
+void biasNhwc(T *y, int64_t rows, int64_t m, const T *bias, int64_t clamp, T lo, T hi) {
+  const bool lower = (clamp & 1) != 0, upper = (clamp & 2) != 0;
+#pragma omp parallel for schedule(static) if (rows * m >= (int64_t(1) << 18))
+  for (int64_t r = 0; r < rows; ++r) {
+    T *yr = y + r * m;
+#pragma omp simd
+    for (int64_t j = 0; j < m; ++j) {
+      T v = yr[j] + bias[j];
+      if (lower) v = v < lo ? lo : v;
+      if (upper) v = v > hi ? hi : v;
+      yr[j] = v;
+    }
+  }
+}
+
+template <typename T>
+int32_t runNhwcBias(const void *x, const void *w, const void *bias, void *y, const ConvArgs &a,
+                    int64_t clamp, double lo, double hi) {
+  ConvGeom g;
+  if (int32_t r = makeGeom(kBiasOp, g, a)) return r;
+  if (clamp < 0 || clamp > 3)
+    return fail("%s: clamp flags must be 0 to 3, got %lld", kBiasOp, ll(clamp));
+  T *yt = static_cast<T *>(y);
+  convNhwc(g, static_cast<const T *>(x), static_cast<const T *>(w), yt);
+  biasNhwc(yt, g.n * g.outSize, g.m, static_cast<const T *>(bias), clamp, T(lo), T(hi));
+  return 0;
+}
+
+/// f16/bf16: the convolution in f32, the bias (widened) and the clamp in f32, one rounding.
+template <typename H>
+int32_t runNhwcBiasHalf(const void *x, const void *w, const void *bias, void *y,
+                        const ConvArgs &a, int64_t clamp, double lo, double hi) {
+  ConvGeom g;
+  if (int32_t r = makeGeom(kBiasOp, g, a)) return r;
+  if (clamp < 0 || clamp > 3)
+    return fail("%s: clamp flags must be 0 to 3, got %lld", kBiasOp, ll(clamp));
+  bool done = false;
+  try {
+    std::vector<float> b32 = widen<H>(bias, g.m);
+    done = viaF32<H>(x, g.n * g.inSize * g.c, w, g.m * g.colRows, y, g.n * g.outSize * g.m,
+                     [&](const float *xf, const float *wf, float *yf) {
+                       convNhwc(g, xf, wf, yf);
+                       biasNhwc(yf, g.n * g.outSize, g.m, b32.data(), clamp, float(lo),
+                                float(hi));
+                     });
+  } catch (const std::bad_alloc &) {
+  }
+  return done ? 0 : fail("%s: out of memory", kBiasOp);
+}
+
 } // namespace
 } // namespace coil::cpu
 
@@ -159,10 +218,21 @@ extern "C" {
     return RUN(x, w, y, COIL_CPU_CONV_ARGS);                                                       \
   }
 
+#define COIL_CPU_DEFINE_CONV_NHWC_BIAS(S, RUN)                                                     \
+  int32_t coil_cpu_conv_nhwc_bias_##S(const void *x, const void *w, const void *bias, void *y,     \
+                                      COIL_CPU_CONV_PARAMS, int64_t clamp, double lo, double hi) { \
+    return RUN(x, w, bias, y, COIL_CPU_CONV_ARGS, clamp, lo, hi);                                  \
+  }
+
 COIL_CPU_DEFINE_CONV_NHWC(f32, runNhwc<float>)
 COIL_CPU_DEFINE_CONV_NHWC(f64, runNhwc<double>)
 COIL_CPU_DEFINE_CONV_NHWC(f16, runNhwcHalf<HalfBits>)
 COIL_CPU_DEFINE_CONV_NHWC(bf16, runNhwcHalf<Bf16Bits>)
+COIL_CPU_DEFINE_CONV_NHWC_BIAS(f32, runNhwcBias<float>)
+COIL_CPU_DEFINE_CONV_NHWC_BIAS(f64, runNhwcBias<double>)
+COIL_CPU_DEFINE_CONV_NHWC_BIAS(f16, runNhwcBiasHalf<HalfBits>)
+COIL_CPU_DEFINE_CONV_NHWC_BIAS(bf16, runNhwcBiasHalf<Bf16Bits>)
+#undef COIL_CPU_DEFINE_CONV_NHWC_BIAS
 #undef COIL_CPU_DEFINE_CONV_NHWC
 
 } // extern "C"

@@ -141,8 +141,9 @@ int32_t coil_cpu_conv_bias_f64(const void *x, const void *w, const void *bias, v
                                int64_t s2, int64_t d0, int64_t d1, int64_t d2, int64_t p0,
                                int64_t p1, int64_t p2, int64_t clamp, double lo, double hi);
 
-/// f16 / bf16 convolutions and transposed convolutions: widened to f32, computed as the f32
-/// functions, each result rounded once. Same argument rules.
+/// f16 / bf16 convolutions, transposed convolutions and convolutions with bias: widened to f32,
+/// computed as the f32 functions, each result rounded once (conv_bias adds the bias and applies
+/// the clamp in f32, before that rounding). Same argument rules.
 #define COIL_CPU_DECLARE_CONV_HALF(S)                                                              \
   int32_t coil_cpu_conv_##S(                                                                       \
       const void *x, const void *w, void *y, int64_t n, int64_t c, int64_t m, int64_t group,       \
@@ -153,7 +154,13 @@ int32_t coil_cpu_conv_bias_f64(const void *x, const void *w, const void *bias, v
       const void *x, const void *w, void *y, int64_t n, int64_t c, int64_t m, int64_t group,       \
       int64_t nd, int64_t in0, int64_t in1, int64_t in2, int64_t k0, int64_t k1, int64_t k2,       \
       int64_t out0, int64_t out1, int64_t out2, int64_t s0, int64_t s1, int64_t s2, int64_t d0,    \
-      int64_t d1, int64_t d2, int64_t p0, int64_t p1, int64_t p2);
+      int64_t d1, int64_t d2, int64_t p0, int64_t p1, int64_t p2);                                 \
+  int32_t coil_cpu_conv_bias_##S(                                                                  \
+      const void *x, const void *w, const void *bias, void *y, int64_t n, int64_t c, int64_t m,    \
+      int64_t group, int64_t nd, int64_t in0, int64_t in1, int64_t in2, int64_t k0, int64_t k1,    \
+      int64_t k2, int64_t out0, int64_t out1, int64_t out2, int64_t s0, int64_t s1, int64_t s2,    \
+      int64_t d0, int64_t d1, int64_t d2, int64_t p0, int64_t p1, int64_t p2, int64_t clamp,       \
+      double lo, double hi);
 COIL_CPU_DECLARE_CONV_HALF(f16)
 COIL_CPU_DECLARE_CONV_HALF(bf16)
 #undef COIL_CPU_DECLARE_CONV_HALF
@@ -455,10 +462,26 @@ int32_t coil_cpu_gemm_bias_bf16(const void *a, const void *b, const void *bias, 
       int64_t nd, int64_t in0, int64_t in1, int64_t in2, int64_t k0, int64_t k1, int64_t k2,       \
       int64_t out0, int64_t out1, int64_t out2, int64_t s0, int64_t s1, int64_t s2, int64_t d0,    \
       int64_t d1, int64_t d2, int64_t p0, int64_t p1, int64_t p2);
+/// Channels-last convolution with its bias and an optional clamp fused (lower/FoldConvBias.h):
+/// y[b, o..., oc] = act(conv(x, w)[b, o..., oc] + bias[oc]), act as coil_cpu_conv_bias_* (bit 0
+/// of `clamp`: `v < lo ? lo : v`, then bit 1: `v > hi ? hi : v`; NaN passes), in the dtype for
+/// f32/f64 and in f32 before the one rounding for f16/bf16. Fails when clamp is outside 0..3.
+#define COIL_CPU_DECLARE_CONV_NHWC_BIAS(S)                                                         \
+  int32_t coil_cpu_conv_nhwc_bias_##S(                                                             \
+      const void *x, const void *w, const void *bias, void *y, int64_t n, int64_t c, int64_t m,    \
+      int64_t group, int64_t nd, int64_t in0, int64_t in1, int64_t in2, int64_t k0, int64_t k1,    \
+      int64_t k2, int64_t out0, int64_t out1, int64_t out2, int64_t s0, int64_t s1, int64_t s2,    \
+      int64_t d0, int64_t d1, int64_t d2, int64_t p0, int64_t p1, int64_t p2, int64_t clamp,       \
+      double lo, double hi);
 COIL_CPU_DECLARE_CONV_NHWC(f64)
 COIL_CPU_DECLARE_CONV_NHWC(f32)
 COIL_CPU_DECLARE_CONV_NHWC(f16)
 COIL_CPU_DECLARE_CONV_NHWC(bf16)
+COIL_CPU_DECLARE_CONV_NHWC_BIAS(f64)
+COIL_CPU_DECLARE_CONV_NHWC_BIAS(f32)
+COIL_CPU_DECLARE_CONV_NHWC_BIAS(f16)
+COIL_CPU_DECLARE_CONV_NHWC_BIAS(bf16)
+#undef COIL_CPU_DECLARE_CONV_NHWC_BIAS
 #undef COIL_CPU_DECLARE_CONV_NHWC
 
 // --- Fused attention (CpuAttention.cpp) -------------------------------------------------------

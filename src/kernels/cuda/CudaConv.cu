@@ -3,7 +3,10 @@
 // for pointwise convolutions, GEMM + col2im (a gather, no atomics) for transposed convolutions,
 // and direct kernels for depthwise convolutions and for problems whose column buffer does not
 // fit the workspace. Transposed convolutions keep their columns in the accumulator type (f32
-// for f16/bf16), so each output is rounded once, after all its taps.
+// for f16/bf16), so each output is rounded once, after all its taps. The f16/bf16 convolutions
+// with a bias (coil_cuda_conv_bias_*, coil_cuda_conv_nhwc_bias_*) add it, and clamp, before
+// their one rounding: cuDNN's fused convolution, cuBLASLt's bias epilogue (channels-last 1x1),
+// or the direct kernels with the epilogue.
 #include "kernels/cuda/CudaKernels.h"
 #include "kernels/cuda/CudaKernelsImpl.h"
 #include "kernels/cuda/CudnnConv.h"
@@ -79,10 +82,30 @@ int32_t geometryError(const coil_cuda_ctx *ctx, const char *fn, const char *why,
 /// The path of the calling thread's last convolution extern (COIL_CUDA_CONV_PATH_*).
 thread_local int32_t lastPath = COIL_CUDA_CONV_PATH_NONE;
 
+/// The epilogue of the conv_bias twins, on the accumulator of output channel oc before its
+/// rounding: v + bias[oc], then `v < lo ? lo : v` when `lower` and `v > hi ? hi : v` when
+/// `upper` (NaN passes), as the CPU kernels. Inactive (the plain convolution) without a bias.
+template <typename T> struct Epi {
+  using A = typename ElemOf<T>::Acc;
+  const T *bias = nullptr;
+  bool lower = false, upper = false;
+  A lo = A(0), hi = A(0);
+  __device__ __forceinline__ A apply(A v, int64_t oc) const {
+    if (!bias) return v;
+    v += toAcc<A>(bias[oc]);
+    if (lower) v = v < lo ? lo : v;
+    if (upper) v = v > hi ? hi : v;
+    return v;
+  }
+  /// The clamp is a ReLU (or there is none): what cuDNN's fused call and cuBLASLt's epilogue
+  /// apply.
+  bool reluOrNone() const { return !upper && (!lower || lo == A(0)); }
+};
+
 /// Runs the convolution through cuDNN when it suits (see dnnConv: -1 means not run).
 template <typename T>
 int32_t tryDnn(const coil_cuda_ctx *ctx, const char *fn, bool transpose, const T *x, const T *w,
-               T *y, const Geom &g, bool nhwc = false) {
+               T *y, const Geom &g, bool nhwc = false, const Epi<T> &ep = {}) {
   if constexpr (std::is_same_v<T, double>) {
     return -1;
   } else {
@@ -96,6 +119,7 @@ int32_t tryDnn(const coil_cuda_ctx *ctx, const char *fn, bool transpose, const T
       c.s[i] = g.s[i], c.d[i] = g.d[i], c.p[i] = g.p[i];
     }
     c.x = x, c.w = w, c.y = y;
+    c.bias = ep.bias, c.relu = ep.bias && ep.lower;
     int32_t r = dnnConv(ctx, fn, c);
     if (r == 0) lastPath = COIL_CUDA_CONV_PATH_CUDNN;
     return r;
@@ -181,7 +205,8 @@ __global__ void im2colKernel(const T *x, T *col, KGeom<I> g, I b0, I nb) {
 
 /// Direct convolution: one thread per output element, accumulated in ElemOf<T>::Acc.
 template <typename T, typename I>
-__global__ void directConvKernel(const T *x, const T *w, T *y, KGeom<I> g, int64_t total) {
+__global__ void directConvKernel(const T *x, const T *w, T *y, KGeom<I> g, int64_t total,
+                                 Epi<T> ep) {
   using A = typename ElemOf<T>::Acc;
   I O = g.outSize;
   for (int64_t it = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; it < total;
@@ -208,7 +233,7 @@ __global__ void directConvKernel(const T *x, const T *w, T *y, KGeom<I> g, int64
         if (inside) acc += toAcc<A>(xc[pos]) * toAcc<A>(wc[kk]);
       }
     }
-    y[idx] = fromAcc<T>(acc);
+    y[idx] = fromAcc<T>(ep.apply(acc, oc));
   }
 }
 
@@ -324,9 +349,11 @@ int32_t conv(const coil_cuda_ctx *ctx, const char *fn, const T *x, const T *w, T
     lastPath = COIL_CUDA_CONV_PATH_DIRECT;
     unsigned grid = gridFor(total, 256);
     if (fits32(g, total))
-      directConvKernel<T, int32_t><<<grid, 256, 0, stream>>>(x, w, y, kgeom<int32_t>(g), total);
+      directConvKernel<T, int32_t>
+          <<<grid, 256, 0, stream>>>(x, w, y, kgeom<int32_t>(g), total, Epi<T>{});
     else
-      directConvKernel<T, int64_t><<<grid, 256, 0, stream>>>(x, w, y, kgeom<int64_t>(g), total);
+      directConvKernel<T, int64_t>
+          <<<grid, 256, 0, stream>>>(x, w, y, kgeom<int64_t>(g), total, Epi<T>{});
     return checkLaunch(ctx, fn, "directConvKernel");
   };
   if (g.group > 1 && g.cg == 1) return direct(); // depthwise: a GEMM would have one row
@@ -474,7 +501,8 @@ int32_t convTranspose(const coil_cuda_ctx *ctx, const char *fn, const T *x, cons
 /// so neighbouring threads read the same input pixel and consecutive weights rows), accumulated
 /// in ElemOf<T>::Acc. x [n, in..., c], w [m, k..., c/group].
 template <typename T, typename I>
-__global__ void directConvNhwcKernel(const T *x, const T *w, T *y, KGeom<I> g, int64_t total) {
+__global__ void directConvNhwcKernel(const T *x, const T *w, T *y, KGeom<I> g, int64_t total,
+                                     Epi<T> ep) {
   using A = typename ElemOf<T>::Acc;
   I O = g.outSize;
   for (int64_t it = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; it < total;
@@ -500,7 +528,7 @@ __global__ void directConvNhwcKernel(const T *x, const T *w, T *y, KGeom<I> g, i
       const T *ws = w + (oc * g.kSize + kk) * g.cg;
       for (I ic = 0; ic < g.cg; ++ic) acc += toAcc<A>(xs[ic]) * toAcc<A>(ws[ic]);
     }
-    y[idx] = fromAcc<T>(acc);
+    y[idx] = fromAcc<T>(ep.apply(acc, oc));
   }
 }
 
@@ -538,10 +566,79 @@ int32_t convNhwc(const coil_cuda_ctx *ctx, const char *fn, const T *x, const T *
   lastPath = COIL_CUDA_CONV_PATH_DIRECT;
   unsigned grid = gridFor(total, 256);
   if (fits32(g, total))
-    directConvNhwcKernel<T, int32_t><<<grid, 256, 0, stream>>>(x, w, y, kgeom<int32_t>(g), total);
+    directConvNhwcKernel<T, int32_t>
+        <<<grid, 256, 0, stream>>>(x, w, y, kgeom<int32_t>(g), total, Epi<T>{});
   else
-    directConvNhwcKernel<T, int64_t><<<grid, 256, 0, stream>>>(x, w, y, kgeom<int64_t>(g), total);
+    directConvNhwcKernel<T, int64_t>
+        <<<grid, 256, 0, stream>>>(x, w, y, kgeom<int64_t>(g), total, Epi<T>{});
   return checkLaunch(ctx, fn, "directConvNhwcKernel");
+}
+
+/// y[i] = epilogue(0) of its channel ((i / inner) % m): a convolution with no input channels or
+/// an empty kernel, with its bias.
+template <typename T>
+__global__ void epilogueFillKernel(T *y, int64_t total, int64_t inner, int64_t m, Epi<T> ep) {
+  using A = typename ElemOf<T>::Acc;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = fromAcc<T>(ep.apply(A(0), (i / inner) % m));
+}
+
+/// coil_cuda_conv_bias_* (nhwc false) and coil_cuda_conv_nhwc_bias_*: the convolution with the
+/// epilogue `ep` applied to each accumulator before its one rounding. Paths: no input channels
+/// or an empty kernel, the epilogue of 0; channels-last 1x1 of one group with a ReLU or no
+/// clamp, one cuBLASLt GEMM with its BIAS / RELU_BIAS epilogue; with a ReLU or no clamp, cuDNN's
+/// fused convolution where it suits (2-D for channels-last; not channels-first depthwise);
+/// otherwise the direct kernel with the epilogue.
+template <typename T>
+int32_t convBias(const coil_cuda_ctx *ctx, const char *fn, const T *x, const T *w, T *y,
+                 const Geom &g, const Epi<T> &ep, bool nhwc) {
+  lastPath = COIL_CUDA_CONV_PATH_NONE;
+  if (g.n == 0 || g.m == 0 || g.outSize == 0) return 0;
+  if (!ep.bias) return fail(ctx, fn, "the bias pointer is null");
+  cudaStream_t stream = static_cast<cudaStream_t>(ctx->stream);
+  int64_t total = g.n * g.m * g.outSize;
+  if (g.colRows == 0) {
+    lastPath = COIL_CUDA_CONV_PATH_ZEROS;
+    epilogueFillKernel<T>
+        <<<gridFor(total, 256), 256, 0, stream>>>(y, total, nhwc ? 1 : g.outSize, g.m, ep);
+    return checkLaunch(ctx, fn, "epilogueFillKernel");
+  }
+  if (nhwc && g.group == 1 && isPointwise(g) && ep.reluOrNone()) {
+    if (!ctx->blas) return fail(ctx, fn, "no cuBLASLt state (coil_cuda_blas_create failed)");
+    lastPath = COIL_CUDA_CONV_PATH_GEMM;
+    GemmCall call;
+    call.t = ElemOf<T>::kElem;
+    call.ws = workspaceOf(ctx);
+    call.batch = 1;
+    call.m = g.n * g.outSize, call.n = g.m, call.k = g.c;
+    call.tb = true;
+    call.a = x, call.b = w, call.y = y;
+    GemmEpilogue epi;
+    epi.bias = ep.bias;
+    epi.relu = ep.lower;
+    return gemmLtEpilogue(ctx, fn, call, epi);
+  }
+  bool twoD =
+      g.in[0] == 1 && g.k[0] == 1 && g.out[0] == 1 && g.s[0] == 1 && g.d[0] == 1 && g.p[0] == 0;
+  if (ep.reluOrNone() && ctx->blas && (twoD || !nhwc))
+    if (int32_t r = tryDnn(ctx, fn, false, x, w, y, g, nhwc, ep); r >= 0) return r;
+  lastPath = COIL_CUDA_CONV_PATH_DIRECT;
+  unsigned grid = gridFor(total, 256);
+  if (nhwc) {
+    if (fits32(g, total))
+      directConvNhwcKernel<T, int32_t>
+          <<<grid, 256, 0, stream>>>(x, w, y, kgeom<int32_t>(g), total, ep);
+    else
+      directConvNhwcKernel<T, int64_t>
+          <<<grid, 256, 0, stream>>>(x, w, y, kgeom<int64_t>(g), total, ep);
+    return checkLaunch(ctx, fn, "directConvNhwcKernel");
+  }
+  if (fits32(g, total))
+    directConvKernel<T, int32_t><<<grid, 256, 0, stream>>>(x, w, y, kgeom<int32_t>(g), total, ep);
+  else
+    directConvKernel<T, int64_t><<<grid, 256, 0, stream>>>(x, w, y, kgeom<int64_t>(g), total, ep);
+  return checkLaunch(ctx, fn, "directConvKernel");
 }
 
 // The C entry points: the geometry from the flat arguments (n, c, m, group, nd, then in, k,
@@ -560,6 +657,29 @@ int32_t convEntry(int32_t (*impl)(const coil_cuda_ctx *, const char *, const T *
     return geometryError(ctx, fn, why, a[0], a[1], a[2], a[3], a[4]);
   return impl(ctx, fn, static_cast<const T *>(x), static_cast<const T *>(w), static_cast<T *>(y),
               g);
+}
+
+/// The C entry points of the conv_bias twins: the geometry and the clamp flags checked (as
+/// kernels/cpu does), then convBias.
+template <typename T>
+int32_t convBiasEntry(const char *fn, bool nhwc, const coil_cuda_ctx *ctx, const void *x,
+                      const void *w, const void *bias, void *y, const ConvArgs &a, int64_t clamp,
+                      double lo, double hi) {
+  if (!ctx) return 1;
+  lastPath = COIL_CUDA_CONV_PATH_NONE;
+  Geom g;
+  if (const char *why =
+          makeGeom(g, a[0], a[1], a[2], a[3], a[4], a + 5, a + 8, a + 11, a + 14, a + 17, a + 20))
+    return geometryError(ctx, fn, why, a[0], a[1], a[2], a[3], a[4]);
+  if (clamp < 0 || clamp > 3)
+    return fail(ctx, fn, "clamp flags must be 0 to 3, got %lld", (long long)clamp);
+  using A = typename ElemOf<T>::Acc;
+  Epi<T> ep;
+  ep.bias = static_cast<const T *>(bias);
+  ep.lower = (clamp & 1) != 0, ep.upper = (clamp & 2) != 0;
+  ep.lo = A(lo), ep.hi = A(hi);
+  return convBias<T>(ctx, fn, static_cast<const T *>(x), static_cast<const T *>(w),
+                     static_cast<T *>(y), g, ep, nhwc);
 }
 
 } // namespace
@@ -590,6 +710,27 @@ COIL_CUDA_DEFINE_CONV(f16, __half)
 COIL_CUDA_DEFINE_CONV(bf16, __nv_bfloat16)
 #undef COIL_CUDA_DEFINE_CONV
 #undef COIL_CUDA_DEFINE_CONV_ENTRY
+
+#define COIL_CUDA_DEFINE_CONV_BIAS_ENTRY(NAME, S, T, NHWC)                                         \
+  int32_t coil_cuda_##NAME##_##S(                                                                  \
+      const coil_cuda_ctx *ctx, const void *x, const void *w, const void *bias, void *y,           \
+      int64_t n, int64_t c, int64_t m, int64_t group, int64_t nd, int64_t in0, int64_t in1,        \
+      int64_t in2, int64_t k0, int64_t k1, int64_t k2, int64_t out0, int64_t out1, int64_t out2,   \
+      int64_t s0, int64_t s1, int64_t s2, int64_t d0, int64_t d1, int64_t d2, int64_t p0,          \
+      int64_t p1, int64_t p2, int64_t clamp, double lo, double hi) {                               \
+    const ConvArgs a = {n,    c,    m,  group, nd, in0, in1, in2, k0, k1, k2, out0,                \
+                        out1, out2, s0, s1,    s2, d0,  d1,  d2,  p0, p1, p2};                     \
+    return convBiasEntry<T>("coil_cuda_" #NAME "_" #S, NHWC, ctx, x, w, bias, y, a, clamp, lo,     \
+                            hi);                                                                   \
+  }
+#define COIL_CUDA_DEFINE_CONV_BIAS(S, T)                                                           \
+  COIL_CUDA_DEFINE_CONV_BIAS_ENTRY(conv_bias, S, T, false)                                         \
+  COIL_CUDA_DEFINE_CONV_BIAS_ENTRY(conv_nhwc_bias, S, T, true)
+
+COIL_CUDA_DEFINE_CONV_BIAS(f16, __half)
+COIL_CUDA_DEFINE_CONV_BIAS(bf16, __nv_bfloat16)
+#undef COIL_CUDA_DEFINE_CONV_BIAS
+#undef COIL_CUDA_DEFINE_CONV_BIAS_ENTRY
 
 int32_t coil_cuda_conv_last_path(void) {
   return lastPath;

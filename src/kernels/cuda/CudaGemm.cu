@@ -43,18 +43,6 @@ int32_t checkLaunch(const coil_cuda_ctx *ctx, const char *fn, const char *kernel
               cudaGetErrorString(e));
 }
 
-/// The epilogue of a GEMM: none (bias null), or Y = act(alpha * op(A) op(B) + bias[j]) with a
-/// per-output-column bias vector of n elements of Y's type, act = ReLU when `relu`. cuBLASLt
-/// (CUBLASLT_EPILOGUE_BIAS / RELU_BIAS) adds the bias to the f32 (f64) accumulator scaled by
-/// alpha and rounds once to Y's type; the plain kernel does the same.
-struct GemmEpilogue {
-  const void *bias = nullptr;
-  bool relu = false;
-};
-/// gemmLt with an epilogue (requires !g.accumulate when the bias is set).
-int32_t gemmLtEpilogue(const coil_cuda_ctx *ctx, const char *fn, const GemmCall &g,
-                       const GemmEpilogue &epi);
-
 namespace {
 
 /// A problem as cuBLASLt sees it: everything that selects descriptors and an algorithm (the

@@ -89,6 +89,34 @@ COIL_CUDA_DECLARE_CONV_NHWC(f16)
 COIL_CUDA_DECLARE_CONV_NHWC(bf16)
 #undef COIL_CUDA_DECLARE_CONV_NHWC
 
+/// Convolution with its bias and an optional clamp fused, as coil_cpu_conv_bias_* (channels-
+/// first) and coil_cpu_conv_nhwc_bias_* (channels-last), f16 and bf16: y = act(conv(x, w) +
+/// bias[oc]) with the bias added to the f32 accumulator and the clamp (bit 0 of `clamp`: `v < lo
+/// ? lo : v`, then bit 1: `v > hi ? hi : v`) applied before the one rounding. Paths: cuDNN's
+/// fused convolution with bias and activation (cudnnConvolutionBiasActivationForward on the
+/// implicit precomputed GEMM algorithm, kernels/cuda/CudnnConv.h) for no clamp or a ReLU where
+/// cuDNN suits the problem (2-D for channels-last; not a channels-first depthwise one); a
+/// channels-last 1x1, stride-1, unpadded convolution of one group with no clamp or a ReLU is
+/// one cuBLASLt GEMM with its BIAS / RELU_BIAS epilogue (as coil_cuda_gemm_bias_*; ReLU of NaN
+/// is cuBLASLt's); everything else runs the direct kernels with the epilogue (correct, not
+/// fast). Fails as the CPU functions do (geometry, clamp outside 0..3) and on a null bias.
+#define COIL_CUDA_DECLARE_CONV_BIAS(S)                                                             \
+  int32_t coil_cuda_conv_bias_##S(                                                                 \
+      const coil_cuda_ctx *ctx, const void *x, const void *w, const void *bias, void *y,           \
+      int64_t n, int64_t c, int64_t m, int64_t group, int64_t nd, int64_t in0, int64_t in1,        \
+      int64_t in2, int64_t k0, int64_t k1, int64_t k2, int64_t out0, int64_t out1, int64_t out2,   \
+      int64_t s0, int64_t s1, int64_t s2, int64_t d0, int64_t d1, int64_t d2, int64_t p0,          \
+      int64_t p1, int64_t p2, int64_t clamp, double lo, double hi);                                \
+  int32_t coil_cuda_conv_nhwc_bias_##S(                                                            \
+      const coil_cuda_ctx *ctx, const void *x, const void *w, const void *bias, void *y,           \
+      int64_t n, int64_t c, int64_t m, int64_t group, int64_t nd, int64_t in0, int64_t in1,        \
+      int64_t in2, int64_t k0, int64_t k1, int64_t k2, int64_t out0, int64_t out1, int64_t out2,   \
+      int64_t s0, int64_t s1, int64_t s2, int64_t d0, int64_t d1, int64_t d2, int64_t p0,          \
+      int64_t p1, int64_t p2, int64_t clamp, double lo, double hi);
+COIL_CUDA_DECLARE_CONV_BIAS(f16)
+COIL_CUDA_DECLARE_CONV_BIAS(bf16)
+#undef COIL_CUDA_DECLARE_CONV_BIAS
+
 /// What the calling thread's last coil_cuda_conv_* / coil_cuda_conv_transpose_* call ran (for
 /// tests and diagnostics): nothing (an empty problem or invalid arguments), a fill with zeros,
 /// the direct kernel, im2col / col2im + cuBLASLt GEMM, or cuDNN.

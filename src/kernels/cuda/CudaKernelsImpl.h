@@ -96,6 +96,19 @@ struct GemmCall {
 };
 int32_t gemmLt(const coil_cuda_ctx *ctx, const char *fn, const GemmCall &g);
 
+/// The epilogue of a GEMM: none (bias null), or Y = act(alpha * op(A) op(B) + bias[j]) with a
+/// per-output-column bias vector of n elements of Y's type, act = ReLU when `relu`. cuBLASLt
+/// (CUBLASLT_EPILOGUE_BIAS / RELU_BIAS) adds the bias to the f32 (f64) accumulator scaled by
+/// alpha and rounds once to Y's type; the plain kernel does the same. (Where cuBLASLt has no
+/// algorithm with the epilogue, f32/f64 add the bias after the product's rounding.)
+struct GemmEpilogue {
+  const void *bias = nullptr;
+  bool relu = false;
+};
+/// gemmLt with an epilogue (requires !g.accumulate when the bias is set; Y contiguous).
+int32_t gemmLtEpilogue(const coil_cuda_ctx *ctx, const char *fn, const GemmCall &g,
+                       const GemmEpilogue &epi);
+
 /// The workspace of ctx, 256-aligned.
 inline Scratch workspaceOf(const coil_cuda_ctx *ctx) {
   Scratch s;

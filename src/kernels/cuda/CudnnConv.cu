@@ -31,6 +31,8 @@ struct Plan {
   dnn::TensorDesc xd = nullptr, yd = nullptr;
   dnn::FilterDesc wd = nullptr;
   dnn::ConvDesc cd = nullptr;
+  dnn::TensorDesc bd = nullptr;       ///< the bias [1, m, 1, ...] of a fused call
+  dnn::ActivationDesc ad = nullptr;   ///< its activation (identity or ReLU)
   int algo = 0;
   std::atomic<bool> ok{false};
   std::string why; ///< why not ok (for COIL_CUDNN_DEBUG=1)
@@ -39,6 +41,8 @@ struct Plan {
   Plan &operator=(const Plan &) = delete;
   ~Plan() {
     if (!a) return;
+    if (ad) a->destroyActivationDescriptor(ad);
+    if (bd) a->destroyTensorDescriptor(bd);
     if (cd) a->destroyConvolutionDescriptor(cd);
     if (wd) a->destroyFilterDescriptor(wd);
     if (yd) a->destroyTensorDescriptor(yd);
@@ -166,6 +170,50 @@ bool acquire(DnnState &st, const dnn::Api &a, bool capturing, Lease &lease) {
   return true;
 }
 
+/// The rest of the plan of a convolution with a bias (descriptors of x, w, y and the
+/// convolution made): the bias and activation descriptors, and the fused algorithm with
+/// tensor-op math (then default math for f16/bf16, FMA math for f32 unless TF32 is allowed)
+/// when its workspace fits.
+void makeFusedPlan(const dnn::Api &a, dnn::Handle h, const DnnConv &c, int nb, int dt,
+                   size_t wsBytes, Plan &plan) {
+  auto step = [&](const char *what, dnn::Status s) {
+    if (s == dnn::kSuccess) return true;
+    plan.why = std::string(what) + " failed: " + dnn::statusText(a, s);
+    return false;
+  };
+  if (!a.hasFusedBias()) {
+    plan.why = "the library has no cudnnConvolutionBiasActivationForward";
+    return;
+  }
+  // [1, m, 1, ...], its strides in y's layout (channels-last: [m, 1, m, m]; the same memory).
+  int bDims[5] = {1, int(c.m), 1, 1, 1}, bStr[5] = {int(c.m), 1, 1, 1, 1};
+  if (c.nhwc) bStr[2] = bStr[3] = int(c.m);
+  if (!step("cudnnCreateTensorDescriptor", a.createTensorDescriptor(&plan.bd)) ||
+      !step("cudnnSetTensorNdDescriptor", a.setTensorNdDescriptor(plan.bd, dt, nb, bDims, bStr)) ||
+      !step("cudnnCreateActivationDescriptor", a.createActivationDescriptor(&plan.ad)) ||
+      !step("cudnnSetActivationDescriptor",
+            a.setActivationDescriptor(plan.ad,
+                                      c.relu ? dnn::kActivationRelu : dnn::kActivationIdentity,
+                                      dnn::kPropagateNan, 0.0)))
+    return;
+  bool f32 = c.t == Elem::F32;
+  plan.why = "the fused algorithm (implicit precomputed GEMM) is unavailable or its workspace "
+             "does not fit (" + std::to_string(wsBytes) + " bytes)";
+  for (int m : {f32 ? dnn::kFmaMath : dnn::kTensorOpMath, dnn::kDefaultMath}) {
+    if (a.setConvolutionMathType(plan.cd, m) != dnn::kSuccess) continue;
+    size_t need = 0;
+    if (a.getConvolutionForwardWorkspaceSize(h, plan.xd, plan.wd, plan.cd, plan.yd,
+                                             dnn::kFwdAlgoImplicitPrecompGemm,
+                                             &need) != dnn::kSuccess ||
+        need > wsBytes)
+      continue;
+    plan.algo = dnn::kFwdAlgoImplicitPrecompGemm;
+    plan.ok = true;
+    plan.why.clear();
+    return;
+  }
+}
+
 /// Builds the descriptors and picks the algorithm (plan.ok stays false when cuDNN cannot run the
 /// problem with this workspace).
 void makePlan(const dnn::Api &a, dnn::Handle h, bool tf32, const DnnConv &c, size_t wsBytes,
@@ -233,6 +281,10 @@ void makePlan(const dnn::Api &a, dnn::Handle h, bool tf32, const DnnConv &c, siz
       plan.why = "cuDNN's output size differs from coil's";
       return;
     }
+  if (c.bias) {
+    makeFusedPlan(a, h, c, nb, dt, wsBytes, plan);
+    return;
+  }
   dnn::AlgoPerf perf[8] = {};
   int count = 0;
   dnn::Status s = c.transpose ? a.getConvolutionBackwardDataAlgorithmV7(
@@ -312,6 +364,7 @@ void dnnStateDestroy(DnnState *st) {
 
 bool dnnSuits(const DnnConv &c) {
   if (c.t != Elem::F32 && c.t != Elem::F16 && c.t != Elem::BF16) return false;
+  if (c.bias && c.transpose) return false; // the fused call is forward only
   if (!fitsInt(c.n) || !fitsInt(c.c) || !fitsInt(c.m) || c.group < 1 || !fitsInt(c.group) ||
       c.n == 0 || c.c == 0 || c.m == 0 || c.c % c.group || c.m % c.group)
     return false;
@@ -350,7 +403,8 @@ int32_t dnnConv(const coil_cuda_ctx *ctx, const char *fn, const DnnConv &c) {
   PlanKey key{};
   {
     size_t i = 0;
-    key[i++] = (c.transpose ? 1 : 0) | (c.nhwc ? 2 : 0), key[i++] = int64_t(c.t);
+    key[i++] = (c.transpose ? 1 : 0) | (c.nhwc ? 2 : 0) | (c.bias ? 4 : 0) | (c.relu ? 8 : 0);
+    key[i++] = int64_t(c.t);
     for (int64_t v : {c.n, c.c, c.m, c.group}) key[i++] = v;
     for (int j = 0; j < 3; ++j)
       for (int64_t v : {c.in[j], c.k[j], c.out[j], c.s[j], c.d[j], c.p[j]}) key[i++] = v;
@@ -383,8 +437,10 @@ int32_t dnnConv(const coil_cuda_ctx *ctx, const char *fn, const DnnConv &c) {
       makePlan(*a, lease.h, st->tf32, c, wsBytes, *plan);
       if (plan->ok)
         note(*st, fn, "%s n %lld c %lld m %lld group %lld: algorithm %d",
-             c.transpose ? "backward data" : "forward", (long long)c.n, (long long)c.c,
-             (long long)c.m, (long long)c.group, plan->algo);
+             c.transpose ? "backward data"
+             : c.bias    ? (c.relu ? "forward + bias + relu (fused)" : "forward + bias (fused)")
+                         : "forward",
+             (long long)c.n, (long long)c.c, (long long)c.m, (long long)c.group, plan->algo);
       else
         note(*st, fn, "not used for n %lld c %lld m %lld group %lld: %s", (long long)c.n,
              (long long)c.c, (long long)c.m, (long long)c.group, plan->why.c_str());
@@ -397,12 +453,17 @@ int32_t dnnConv(const coil_cuda_ctx *ctx, const char *fn, const DnnConv &c) {
   }
   if (!plan->ok) return broke() ? fail(ctx, fn, "%s", broken) : -1;
   const float one = 1.0f, zero = 0.0f;
-  dnn::Status s =
-      c.transpose
-          ? a->convolutionBackwardData(lease.h, &one, plan->wd, c.w, plan->xd, c.x, plan->cd,
-                                       plan->algo, ws.ptr, wsBytes, &zero, plan->yd, c.y)
-          : a->convolutionForward(lease.h, &one, plan->xd, c.x, plan->wd, c.w, plan->cd, plan->algo,
-                                  ws.ptr, wsBytes, &zero, plan->yd, c.y);
+  dnn::Status s;
+  if (c.bias) // z = y with alpha2 = 0: y = act(conv(x, w) + bias)
+    s = a->convolutionBiasActivationForward(lease.h, &one, plan->xd, c.x, plan->wd, c.w, plan->cd,
+                                            plan->algo, ws.ptr, wsBytes, &zero, plan->yd, c.y,
+                                            plan->bd, c.bias, plan->ad, plan->yd, c.y);
+  else if (c.transpose)
+    s = a->convolutionBackwardData(lease.h, &one, plan->wd, c.w, plan->xd, c.x, plan->cd,
+                                   plan->algo, ws.ptr, wsBytes, &zero, plan->yd, c.y);
+  else
+    s = a->convolutionForward(lease.h, &one, plan->xd, c.x, plan->wd, c.w, plan->cd, plan->algo,
+                              ws.ptr, wsBytes, &zero, plan->yd, c.y);
   if (broke()) return fail(ctx, fn, "%s", broken);
   if (s != dnn::kSuccess) {
     plan->ok = false; // not again for this problem

@@ -14,7 +14,16 @@
 /// safe inside CUDA-graph capture): for f16/bf16 the first tensor-op algorithm whose workspace
 /// fits ctx->workspace, else the first one that fits (never a pseudo-half or converting one); it is
 /// chosen once per problem (geometry, dtype, workspace size, pointer alignments) and cached with
-/// the descriptors. cuDNN handles come from a pool of the state (one per concurrent call), each
+/// the descriptors.
+///
+/// A forward convolution with a bias (DnnConv::bias, the conv_bias twins) runs as
+/// cudnnConvolutionBiasActivationForward, y = act(conv(x, w) + bias[channel]) with act the
+/// identity or ReLU (NaN propagated), on CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM: the
+/// algorithm cuDNN runs that call as one fused kernel, whose epilogue adds the bias to the f32
+/// accumulator and applies the activation before the one rounding to f16/bf16 (tensor-op math
+/// first, then default math). Where that algorithm is unavailable or its workspace does not fit,
+/// cuDNN is not used for the call (coil's kernels apply the epilogue before their rounding);
+/// never the unfused algorithms, which would round the convolution before adding the bias. cuDNN handles come from a pool of the state (one per concurrent call), each
 /// set to the call's stream. COIL_CUDNN_DEBUG=1 prints to stderr, once per problem, the algorithm
 /// chosen or why cuDNN is not used.
 #pragma once
@@ -52,6 +61,10 @@ struct DnnConv {
   int64_t in[3], k[3], out[3], s[3], d[3], p[3];
   const void *x = nullptr, *w = nullptr;
   void *y = nullptr;
+  /// Forward convolutions only: a bias of m elements of the convolution's type, added (and
+  /// ReLU applied when `relu`) by cuDNN's fused call (see above); nullptr for none.
+  const void *bias = nullptr;
+  bool relu = false;
 };
 
 /// Whether ctx's cuDNN state also takes pointwise convolutions (COIL_CUDNN_POINTWISE=1).

@@ -24,6 +24,13 @@ static_assert(CUDNN_DEFAULT_MATH == kDefaultMath && CUDNN_TENSOR_OP_MATH == kTen
               CUDNN_FMA_MATH == kFmaMath);
 static_assert(CUDNN_TENSOR_NCHW == kTensorNchw && CUDNN_TENSOR_NHWC == kTensorNhwc &&
               CUDNN_CROSS_CORRELATION == kCrossCorrelation);
+static_assert(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM == kFwdAlgoImplicitPrecompGemm &&
+              CUDNN_ACTIVATION_RELU == kActivationRelu &&
+              CUDNN_ACTIVATION_IDENTITY == kActivationIdentity &&
+              CUDNN_PROPAGATE_NAN == kPropagateNan);
+static_assert(sizeof(cudnnActivationMode_t) == sizeof(int) &&
+              sizeof(cudnnNanPropagation_t) == sizeof(int) &&
+              sizeof(cudnnConvolutionFwdAlgo_t) == sizeof(int));
 static_assert(sizeof(cudnnStatus_t) == sizeof(Status) && sizeof(cudnnDataType_t) == sizeof(int));
 static_assert(sizeof(cudnnConvolutionFwdAlgoPerf_t) == sizeof(AlgoPerf) &&
               offsetof(cudnnConvolutionFwdAlgoPerf_t, memory) == offsetof(AlgoPerf, memory) &&
@@ -147,6 +154,13 @@ bool bind(void *lib, Api &a, std::string &message) {
     message = "function " + missing + " not found";
     return false;
   }
+  // The fused convolution with bias and activation: optional (hasFusedBias()).
+  std::string optional;
+  resolve(lib, "cudnnCreateActivationDescriptor", a.createActivationDescriptor, optional);
+  resolve(lib, "cudnnSetActivationDescriptor", a.setActivationDescriptor, optional);
+  resolve(lib, "cudnnDestroyActivationDescriptor", a.destroyActivationDescriptor, optional);
+  resolve(lib, "cudnnConvolutionBiasActivationForward", a.convolutionBiasActivationForward,
+          optional);
   a.version = getVersion();
   if (a.version < 90000) {
     message = "version " + std::to_string(a.version) + " is below 9.0";

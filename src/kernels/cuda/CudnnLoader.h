@@ -12,7 +12,9 @@
 ///
 /// Only the handful of legacy-API functions the convolution externs use are resolved. The
 /// types and enum values are declared here (the cuDNN headers are not needed to build); where
-/// the headers exist, CudnnLoader.cpp checks these declarations against them.
+/// the headers exist, CudnnLoader.cpp checks these declarations against them. The functions of
+/// the fused convolution with bias and activation are optional: a library without them still
+/// loads, and Api::hasFusedBias() is false.
 #pragma once
 
 #include <cstddef>
@@ -24,6 +26,7 @@ using Handle = void *;
 using TensorDesc = void *;
 using FilterDesc = void *;
 using ConvDesc = void *;
+using ActivationDesc = void *;
 
 constexpr Status kSuccess = 0;
 /// cudnnDataType_t
@@ -34,6 +37,12 @@ constexpr int kDefaultMath = 0, kTensorOpMath = 1, kTensorOpMathAllowConversion 
 constexpr int kTensorNchw = 0, kTensorNhwc = 1;
 /// cudnnConvolutionMode_t
 constexpr int kCrossCorrelation = 1;
+/// cudnnConvolutionFwdAlgo_t: the algorithm that cudnnConvolutionBiasActivationForward runs as
+/// one fused kernel (the only one it allows with the identity activation).
+constexpr int kFwdAlgoImplicitPrecompGemm = 1;
+/// cudnnActivationMode_t, cudnnNanPropagation_t
+constexpr int kActivationRelu = 1, kActivationIdentity = 5;
+constexpr int kPropagateNan = 1;
 
 /// cudnnConvolutionFwdAlgoPerf_t and cudnnConvolutionBwdDataAlgoPerf_t (same layout).
 struct AlgoPerf {
@@ -81,6 +90,19 @@ struct Api {
   Status (*convolutionBackwardData)(Handle, const void *, FilterDesc, const void *, TensorDesc,
                                     const void *, ConvDesc, int, void *, size_t, const void *,
                                     TensorDesc, void *) = nullptr;
+  // Optional (null when the library lacks them): y = act(alpha1 * conv(x) + alpha2 * z + bias).
+  Status (*createActivationDescriptor)(ActivationDesc *) = nullptr;
+  Status (*setActivationDescriptor)(ActivationDesc, int, int, double) = nullptr;
+  Status (*destroyActivationDescriptor)(ActivationDesc) = nullptr;
+  Status (*convolutionBiasActivationForward)(Handle, const void *, TensorDesc, const void *,
+                                             FilterDesc, const void *, ConvDesc, int, void *,
+                                             size_t, const void *, TensorDesc, const void *,
+                                             TensorDesc, const void *, ActivationDesc, TensorDesc,
+                                             void *) = nullptr;
+  bool hasFusedBias() const {
+    return createActivationDescriptor && setActivationDescriptor && destroyActivationDescriptor &&
+           convolutionBiasActivationForward;
+  }
 };
 
 /// The process's cuDNN, loaded on the first call (thread-safe); nullptr when none was found or
