@@ -1,0 +1,318 @@
+// Included by CudaAttention.cu only (one translation unit, so its anonymous namespace is the
+// .cu file's): what the attention kernels share. The parameters, the PTX helpers (cp.async,
+// ldmatrix, mma.sync, exp2), and the per-warp work in the mma fragment layout that the
+// mma.sync and wgmma kernels share: block work and row info, masking, the online softmax
+// step, P fragments, output stores, padded tile loads.
+#pragma once
+
+#include "kernels/cuda/CudaKernelsImpl.h"
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+namespace coil::cuda {
+namespace {
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr int kMaxSplits = 128;
+constexpr int64_t kPlainMaxDv = 8192;
+
+/// Everything a kernel reads, passed by value. Strides and offsets are in elements.
+struct AttnParams {
+  const void *q, *k, *v, *mask;
+  void *y;
+  float *partO; ///< split-KV partial outputs [splits][rowsTotal][dv] (f32, normalized)
+  float *partL; ///< split-KV log2-sum-exp2 [splits][rowsTotal] (-inf: no visible key)
+  int64_t qOff, qsB, qsH, qsS;
+  int64_t kOff, ksB, ksH, ksS;
+  int64_t vOff, vsB, vsH, vsS;
+  int64_t ysB, ysH, ysS;
+  int64_t mOff, msB, msH, msQ, msK;
+  int64_t batch, heads, kvHeads, group;
+  int64_t seqQ, seqK, d, dv;
+  int64_t causalOffset;
+  int64_t rowsPerKv; ///< group * seqQ
+  int64_t rowsTotal; ///< batch * heads * seqQ
+  int64_t mBlocks;   ///< blocks of packed rows per (batch, kv head)
+  int64_t totalBlocks;
+  int32_t splits, kbPerSplit;
+  int32_t maskKind, causal;
+  float scale, softcap;
+};
+
+// --- PTX helpers
+
+__device__ __forceinline__ uint32_t smemAddr(const void *p) {
+  return uint32_t(__cvta_generic_to_shared(p));
+}
+/// 16-byte cp.async; when !valid the destination is zero-filled and nothing is read.
+__device__ __forceinline__ void cpAsync16(uint32_t dst, const void *src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+               "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cpAsyncCommit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int N> __device__ __forceinline__ void cpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+__device__ __forceinline__ void ldmatrixX4(uint32_t addr, uint32_t &r0, uint32_t &r1, uint32_t &r2,
+                                           uint32_t &r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrixX4T(uint32_t addr, uint32_t &r0, uint32_t &r1, uint32_t &r2,
+                                            uint32_t &r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(addr));
+}
+/// c += a * b, m16n8k16, f32 accumulators.
+template <typename T>
+__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+/// Two floats as a packed pair of T (lo in the low half).
+template <typename T> __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&v);
+  } else {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&v);
+  }
+}
+__device__ __forceinline__ float fastExp2(float x) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(x));
+  return r;
+}
+
+/// The score of one (row, key) in the log2 domain after softcap and mask (general kernels).
+template <typename T>
+__device__ __forceinline__ float generalScore(const AttnParams &p, float dot, int64_t maskRow,
+                                              int64_t j) {
+  float x = dot * p.scale;
+  if (p.softcap > 0.f) x = p.softcap * tanhf(x / p.softcap);
+  if (p.maskKind == 1) {
+    if (static_cast<const unsigned char *>(p.mask)[maskRow + j * p.msK] == 0) return -INFINITY;
+  } else if (p.maskKind == 2) {
+    x += toAcc<float>(static_cast<const T *>(p.mask)[maskRow + j * p.msK]);
+  }
+  return x * kLog2e;
+}
+
+/// What a block knows about each of its rows (shared memory): the query index (-1: past the
+/// end), the element offsets of its mask row and Y row, and its row in [batch, heads, seqQ].
+struct RowInfo {
+  int64_t qi, maskBase, yBase, row;
+};
+
+/// One warp's scores of 16 rows (mma fragment layout: this thread's rows r0 = g and r1 = g + 8,
+/// keys nw + nt * 8 + 2 * tq + {0, 1}), when `edge` or kGeneral, masked to -inf (row past the
+/// end, key past seqK, causal) with softcap and the mask. kGeneral scores end in the log2
+/// domain; the others stay raw when scaleLog2 > 0 (softmaxStep folds the scale into its
+/// exponentials: softmaxMult) and are scaled otherwise.
+template <typename T, bool kGeneral, int NT>
+__device__ __forceinline__ void maskScores(const AttnParams &p, float (&s)[NT][4],
+                                           const RowInfo *r0, const RowInfo *r1, int64_t nw, int tq,
+                                           bool edge, float scaleLog2) {
+  if (kGeneral || edge) {
+#pragma unroll
+    for (int hi = 0; hi < 2; ++hi) {
+      const RowInfo &ri = hi ? *r1 : *r0;
+      const int64_t qi = ri.qi;
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int64_t j = nw + nt * 8 + 2 * tq + e;
+          const bool valid = qi >= 0 && j < p.seqK && !(p.causal && j > qi + p.causalOffset);
+          float &x = s[nt][2 * hi + e];
+          if constexpr (kGeneral)
+            x = valid ? generalScore<T>(p, x, ri.maskBase, j) : -INFINITY;
+          else
+            x = valid ? (scaleLog2 > 0.f ? x : x * scaleLog2) : -INFINITY;
+        }
+      }
+    }
+  } else if (!(scaleLog2 > 0.f)) {
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[nt][e] *= scaleLog2;
+  }
+}
+
+/// The multiplier softmaxStep applies to the scores maskScores leaves.
+template <bool kGeneral> __device__ __forceinline__ float softmaxMult(float scaleLog2) {
+  return !kGeneral && scaleLog2 > 0.f ? scaleLog2 : 1.f;
+}
+
+/// The online softmax step of one warp's 16 rows on scores x = mult * S (mult > 0, folded into
+/// the exponentials): new running max of x (over the 4 threads of a row; kept in the log2
+/// domain), O and the running sum rescaled, S replaced by P = exp2(x - max). The sum stays a
+/// per-thread partial until the end.
+template <int NT, int NO>
+__device__ __forceinline__ void softmaxStep(float (&s)[NT][4], float (&o)[NO][4],
+                                            float (&rowMax)[2], float (&rowSum)[2], float mult) {
+#pragma unroll
+  for (int hi = 0; hi < 2; ++hi) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * hi], s[nt][2 * hi + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    mx = fmaxf(rowMax[hi], mx * mult);
+    const float mUse = mx == -INFINITY ? 0.f : mx;
+    const float alpha = fastExp2(rowMax[hi] - mUse);
+    rowMax[hi] = mx;
+    float sum = 0.f;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      s[nt][2 * hi] = fastExp2(fmaf(s[nt][2 * hi], mult, -mUse));
+      s[nt][2 * hi + 1] = fastExp2(fmaf(s[nt][2 * hi + 1], mult, -mUse));
+      sum += s[nt][2 * hi] + s[nt][2 * hi + 1];
+    }
+    rowSum[hi] = rowSum[hi] * alpha + sum;
+    // O is rescaled only when some row of the warp has a new max (often none, later on).
+    if (__any_sync(0xffffffffu, alpha != 1.f)) {
+#pragma unroll
+      for (int i = 0; i < NO; ++i) {
+        o[i][2 * hi] *= alpha;
+        o[i][2 * hi + 1] *= alpha;
+      }
+    }
+  }
+}
+
+/// The A fragment of P for keys [16 kk, 16 kk + 16) from the S accumulators.
+template <typename T, int NT>
+__device__ __forceinline__ void pFragment(const float (&s)[NT][4], int kk, uint32_t (&a)[4]) {
+  a[0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
+  a[1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
+  a[2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+  a[3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+}
+
+/// Writes one warp's 16 output rows (this thread: rows r0/r1, columns i * 8 + 2 * tq + {0, 1})
+/// normalized by the row sums: into Y, or with splits into the f32 partials and log-sum-exps.
+template <typename T, int NO>
+__device__ __forceinline__ void storeRows(const AttnParams &p, const float (&o)[NO][4],
+                                          const float (&rowMax)[2], const float (&rowSum)[2],
+                                          const RowInfo *r0, const RowInfo *r1, int split, int tq) {
+#pragma unroll
+  for (int hi = 0; hi < 2; ++hi) {
+    const RowInfo &ri = hi ? *r1 : *r0;
+    if (ri.qi < 0) continue;
+    const float l = rowSum[hi];
+    const float inv = l > 0.f ? 1.f / l : (l == 0.f ? 0.f : l); // NaN stays NaN
+    if (p.splits == 1) {
+      T *yr = static_cast<T *>(p.y) + ri.yBase + 2 * tq;
+#pragma unroll
+      for (int i = 0; i < NO; ++i)
+        *reinterpret_cast<uint32_t *>(yr + i * 8) =
+            pack2<T>(o[i][2 * hi] * inv, o[i][2 * hi + 1] * inv);
+    } else {
+      float *po = p.partO + (int64_t(split) * p.rowsTotal + ri.row) * (NO * 8) + 2 * tq;
+#pragma unroll
+      for (int i = 0; i < NO; ++i)
+        *reinterpret_cast<float2 *>(po + i * 8) =
+            make_float2(o[i][2 * hi] * inv, o[i][2 * hi + 1] * inv);
+      if (tq == 0)
+        p.partL[int64_t(split) * p.rowsTotal + ri.row] =
+            l > 0.f ? rowMax[hi] + __log2f(l) : (l == 0.f ? -INFINITY : l);
+    }
+  }
+}
+
+/// The work of one block: m-block, (batch, kv head), split, and the key tiles it visits.
+struct BlockWork {
+  int64_t m0, b, hk, kbBegin, firstQ;
+  int split, nTiles;
+};
+
+template <int BM, int BN>
+__device__ __forceinline__ BlockWork blockWork(const AttnParams &p, int64_t bid) {
+  BlockWork w;
+  int64_t mb = bid % p.mBlocks;
+  bid /= p.mBlocks;
+  w.split = int(bid % p.splits);
+  const int64_t bkh = bid / p.splits;
+  if (p.causal) mb = p.mBlocks - 1 - mb; // the longest rows first
+  w.b = bkh / p.kvHeads, w.hk = bkh % p.kvHeads;
+  w.m0 = mb * BM;
+  // The keys this block sees: [0, keyEnd), cut to this split's key blocks.
+  int64_t keyEnd = p.seqK;
+  const int64_t lastRow = min(w.m0 + BM, p.rowsPerKv) - 1;
+  if (p.causal) keyEnd = min(keyEnd, max(lastRow / p.group + p.causalOffset + 1, int64_t(0)));
+  const int64_t nKb = (keyEnd + BN - 1) / BN;
+  w.kbBegin = int64_t(w.split) * p.kbPerSplit;
+  const int64_t kbEnd = min(nKb, w.kbBegin + p.kbPerSplit);
+  w.nTiles = int(max(kbEnd - w.kbBegin, int64_t(0)));
+  // Tiles whose last key is at most firstQ + causalOffset (and below seqK) need no mask.
+  w.firstQ = w.m0 / p.group;
+  return w;
+}
+
+/// Fills the block's RowInfo (all threads of the block).
+__device__ __forceinline__ void fillRowInfo(const AttnParams &p, RowInfo *rowInfo, int BM,
+                                            const BlockWork &w) {
+  for (int r = threadIdx.x; r < BM; r += blockDim.x) {
+    const int64_t pr = w.m0 + r;
+    RowInfo ri{-1, 0, 0, 0};
+    if (pr < p.rowsPerKv) {
+      const int64_t i = pr / p.group, h = w.hk * p.group + pr % p.group;
+      ri.qi = i;
+      ri.maskBase = p.mOff + w.b * p.msB + h * p.msH + i * p.msQ;
+      ri.yBase = w.b * p.ysB + h * p.ysH + i * p.ysS;
+      ri.row = (w.b * p.heads + h) * p.seqQ + i;
+    }
+    rowInfo[r] = ri;
+  }
+}
+
+/// The address of Q row r of the block (valid: inside the sequence).
+template <typename T>
+__device__ __forceinline__ const T *qRowPtr(const AttnParams &p, const BlockWork &w, int r,
+                                            bool &valid) {
+  const T *qg = static_cast<const T *>(p.q);
+  const int64_t pr = w.m0 + r;
+  valid = pr < p.rowsPerKv;
+  if (!valid) return qg;
+  const int64_t i = pr / p.group, h = w.hk * p.group + pr % p.group;
+  return qg + p.qOff + w.b * p.qsB + h * p.qsH + i * p.qsS;
+}
+
+/// Loads `rows` rows of D elements (row ptr(r), valid(r)) into a padded tile with cp.async.
+template <int D, int LD, int kThreads, int ROWS, typename T, typename RowPtr>
+__device__ __forceinline__ void loadTile(T *tile, RowPtr rowPtr) {
+  constexpr int kChunks = D / 8; // 16-byte chunks per row
+  constexpr int kTotal = ROWS * kChunks, kIters = (kTotal + kThreads - 1) / kThreads;
+#pragma unroll
+  for (int it = 0; it < kIters; ++it) {
+    const int c = int(threadIdx.x) + it * kThreads;
+    if (kTotal % kThreads == 0 || c < kTotal) {
+      const int r = c / kChunks, col = c % kChunks;
+      bool valid;
+      const T *src = rowPtr(r, valid);
+      cpAsync16(smemAddr(tile + r * LD + col * 8), valid ? src + col * 8 : src, valid);
+    }
+  }
+}
+
+} // namespace
+} // namespace coil::cuda

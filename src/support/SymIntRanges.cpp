@@ -1,0 +1,64 @@
+// SymInt range analysis: bounds under symbol ranges, simplify() (the canonicalizing rules
+// asked with the ranges' intervals), and the proofs built on them.
+#include "support/SymInt.h"
+#include "support/SymIntInternal.h"
+
+namespace coil {
+
+using namespace symint;
+
+SymRange bounds(const SymInt &e, const SymRanges &ranges) {
+  Oracle o(ranges);
+  Ival v = o.ival(e);
+  auto sat = [](i128 x) { return int64_t(std::max<i128>(-kBig, std::min<i128>(kBig, x))); };
+  return {sat(v.lo), sat(v.hi)};
+}
+
+SymInt simplify(const SymInt &e, const SymRanges &ranges) {
+  Oracle o(ranges);
+  std::function<SymInt(const SymInt &)> rec = [&](const SymInt &x) -> SymInt {
+    if (x.isConstant()) return x;
+    SymInt r = x;
+    if (!x.isSymbol()) {
+      std::vector<SymInt> ops;
+      for (const SymInt &op : x.operands()) ops.push_back(rec(op));
+      switch (x.kind()) {
+      case Kind::Add:
+        r = B::makeAdd(ops);
+        break;
+      case Kind::Mul:
+        r = B::makeMul(ops);
+        break;
+      case Kind::FloorDiv:
+        r = divRule(ops[0], ops[1], o);
+        break;
+      case Kind::Mod:
+        r = modRule(ops[0], ops[1], o);
+        break;
+      default:
+        r = minMaxRule(x.kind(), ops, o);
+        break;
+      }
+    }
+    // A value fixed by the ranges.
+    Ival v = o.ival(r);
+    if (isPoint(v)) return SymInt(int64_t(v.lo));
+    return r;
+  };
+  return rec(e);
+}
+
+bool proveLE(const SymInt &a, const SymInt &b, const SymRanges &ranges) {
+  Oracle o(ranges);
+  return o.le(a, b) || o.ival(simplify(b - a, ranges)).lo >= 0;
+}
+bool proveLT(const SymInt &a, const SymInt &b, const SymRanges &ranges) {
+  return proveLE(a + 1, b, ranges);
+}
+bool proveEQ(const SymInt &a, const SymInt &b, const SymRanges &ranges) {
+  if (a == b) return true;
+  SymInt d = simplify(a - b, ranges);
+  return d.isConstant() && d.constant() == 0;
+}
+
+} // namespace coil
