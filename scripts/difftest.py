@@ -715,6 +715,11 @@ class Gen:
             if not b.exact:
                 return None
             ab = self.node("Abs", [b.name], self.new(dt, bs, b.bound, True))
+            if dt in FLOATS:
+                # |b| + 1 rounds in f16 (1.001 is no f16): a compiled kernel that keeps it in f32
+                # would divide by another number than the interpreter, and fmod jumps there. An
+                # integer divisor is exact in every float type.
+                ab = self.node("Floor", [ab.name], self.new(dt, bs, b.bound, True))
             pos = self.node("Add", [ab.name, self.const(np.array(1, dtype=NP[dt]))], self.new(dt, bs, b.bound + 1, True))
             return self.node(kind, [a.name, pos.name], self.new(dt, self.bshape(shape, bs), b.bound + 1, True), fmod=fm)
         # Einsum: a batched matrix product or a transpose-and-reduce
