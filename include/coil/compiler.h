@@ -45,6 +45,8 @@ typedef struct coil_compile_options {
   coil_stage_fn on_stage; /* may be NULL */
   coil_progress_fn on_progress; /* may be NULL */
   void *user;                   /* passed to the callbacks */
+  const char *gemm; /* cuda: how GEMMs with pointwise consumers run, like `coil compile --gemm`:
+                       "auto" (NULL), "cutlass" (experimental) or "cublaslt" */
 } coil_compile_options;
 
 /* The defaults: cpu, the portable CPU target, tuning when a GPU is present, no callbacks. */

@@ -184,6 +184,7 @@ def compile(model: Any, *, device: str = "cpu", dynamic: Optional[Dynamic] = Non
             example_inputs: Any = None, input_names: Optional[Sequence[str]] = None,
             output_names: Optional[Sequence[str]] = None, arch: Optional[str] = None,
             cpu_target: Optional[str] = None, tune: Optional[bool] = None,
+            gemm: Optional[str] = None,
             opset: Optional[int] = None, exporter: str = "auto", verbose: bool = False,
             on_stage: Optional[Callable[[str, float], None]] = None,
             on_progress: Optional[Callable[[str, int, int], None]] = None):
@@ -203,6 +204,8 @@ def compile(model: Any, *, device: str = "cpu", dynamic: Optional[Dynamic] = Non
     cpu_target: the instruction set of a CPU package: "native", "x86-64-v2", "x86-64-v3" or
         "x86-64-v4" (default: a portable baseline).
     tune: time each CUDA kernel's configs on this machine's GPU (default: when it has one).
+    gemm: how CUDA GEMMs with pointwise consumers run: "auto" (default: cuBLASLt), "cutlass"
+        (fused into generated CUTLASS kernels; experimental, sm_90a) or "cublaslt".
     opset: the ONNX opset a torch module is exported at (default 18).
     exporter: "auto" (TorchScript, then dynamo), "torchscript" or "dynamo" for torch modules.
     verbose: print each stage with its time and the builds' progress on stderr.
@@ -254,7 +257,7 @@ def compile(model: Any, *, device: str = "cpu", dynamic: Optional[Dynamic] = Non
                 on_progress(task, done, total)
 
         _coil.compile(path, package, device, arch or "", cpu_target or "", ranges,
-                      -1 if tune is None else int(bool(tune)), False, stage, progress)
+                      -1 if tune is None else int(bool(tune)), False, stage, progress, gemm or "")
         from . import Model
 
         loaded = Model(package)

@@ -473,13 +473,14 @@ void progressTrampoline(void *user, const char *task, int64_t done, int64_t tota
 void compileModel(const std::string &model, const std::string &package, const std::string &device,
                   const std::string &cudaArchs, const std::string &cpuTarget,
                   const std::vector<std::string> &dynamic, int tune, bool verbose,
-                  nb::object onStage, nb::object onProgress) {
+                  nb::object onStage, nb::object onProgress, const std::string &gemm) {
   CompileCallbacks callbacks{std::move(onStage), std::move(onProgress), std::nullopt};
   coil_compile_options o;
   coil_compile_options_init(&o);
   o.device = device.c_str();
   o.cuda_archs = cudaArchs.empty() ? nullptr : cudaArchs.c_str();
   o.cpu_target = cpuTarget.empty() ? nullptr : cpuTarget.c_str();
+  o.gemm = gemm.empty() ? nullptr : gemm.c_str();
   std::vector<const char *> dyn;
   for (const std::string &d : dynamic) dyn.push_back(d.c_str());
   o.dynamic = dyn.data();
@@ -540,7 +541,8 @@ NB_MODULE(_coil, m) {
            nb::arg("output_names"), nb::arg("output_dtypes"));
   m.def("compile", &compileModel, nb::arg("model"), nb::arg("package"), nb::arg("device"),
         nb::arg("cuda_archs"), nb::arg("cpu_target"), nb::arg("dynamic"), nb::arg("tune"),
-        nb::arg("verbose"), nb::arg("on_stage").none(), nb::arg("on_progress").none());
+        nb::arg("verbose"), nb::arg("on_stage").none(), nb::arg("on_progress").none(),
+        nb::arg("gemm") = "");
   m.def("compiler_version", &coil_compiler_version);
   m.def("runtime_path", &runtimePath);
   m.def("model_abi_version", &coil_runtime_model_abi_version);

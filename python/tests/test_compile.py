@@ -200,6 +200,11 @@ def test_errors():
     except coil.CompileError as e:
         check("unknown CPU target 'pentium'" in str(e), str(e))
     try:
+        coil.compile(MLP, device="cuda", gemm="tensorcores")
+        raise AssertionError("gemm tensorcores was accepted")
+    except coil.CompileError as e:
+        check("unknown GEMM backend 'tensorcores'" in str(e), str(e))
+    try:
         coil.compile(42)
         raise AssertionError("an int compiled")
     except TypeError as e:

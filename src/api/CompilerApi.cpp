@@ -63,6 +63,10 @@ coil::Expected<coil::CompileOptions> compileOptions(const coil_compile_options &
       if (!arch.empty()) o.cudaArchs.push_back(arch);
     o.recordedOptions.emplace_back("arch", c.cuda_archs);
   }
+  if (c.gemm && *c.gemm) {
+    o.gemm = c.gemm;
+    o.recordedOptions.emplace_back("gemm", c.gemm);
+  }
   if (c.cpu_target && *c.cpu_target) o.toolchain.cpuTarget = c.cpu_target;
   if (c.tune != -1 && c.tune != 0 && c.tune != 1)
     return coil::Error::user("tune must be -1 (when there is a GPU), 0 or 1, got " +
