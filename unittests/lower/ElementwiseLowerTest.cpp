@@ -1,6 +1,8 @@
 // Lowering of the Elementwise family (lower/ops/Elementwise.cpp): each op is lowered, evaluated
 // by the Loop IR evaluator on random inputs and compared with the reference interpreter.
 #include "LowerTestUtil.h"
+#include "ir/Parser.h"
+#include "lower/Lower.h"
 
 #include <gtest/gtest.h>
 
@@ -71,6 +73,45 @@ TEST(ElementwiseLower, ActivationsWithAttributes) {
   checkUnary(OpKind::Shrink, DType::F32, attrs({{"bias", 0.25}, {"lambd", 1.0}}));
   checkUnary(OpKind::Shrink, DType::I32, attrs({{"bias", 1.5}, {"lambd", 2.0}}));
   checkUnary(OpKind::Shrink, DType::U8, attrs({{"bias", 3.0}, {"lambd", 5.0}}));
+}
+
+TEST(ElementwiseLower, HalfActivationsKeepTheirConstants) {
+  // f16 and bf16 activations compute in f32 with their attributes and formula constants in f32
+  // and round once, as the interpreter (double, rounded once). With the constants typed f16
+  // (HardSigmoid's 1/6 as 0.16663 in f16) results were one ulp off. Structure first: every
+  // constant of the lowered body is f32 (the numerics below are within the evaluator's reach
+  // only where an input lands near a rounding boundary).
+  for (const char *dt : {"f16", "bf16"}) {
+    std::string text = std::string("graph @g(%x: ") + dt +
+                       "[8]) -> (%y) {\n  %y = HardSigmoid(%x) " +
+                       "{alpha = 0.16666666666666666} : " + dt + "[8]\n}\n";
+    auto g = parseGraph(text, "<test>");
+    ASSERT_TRUE(g.ok()) << g.error().render();
+    auto p = loop::lowerGraph(*g);
+    ASSERT_TRUE(p.ok()) << p.error().render();
+    int constants = 0;
+    for (const loop::Node &n : p->nodes)
+      if (const auto *pw = std::get_if<loop::PointwiseNode>(&n.kind))
+        for (const loop::Stmt &st : pw->body.stmts)
+          if (st.kind == loop::Stmt::Kind::Constant) {
+            ++constants;
+            EXPECT_EQ(st.dtype, DType::F32) << dt << ": constant " << st.number;
+          }
+    EXPECT_GT(constants, 0);
+  }
+  for (DType t : {DType::F16, DType::BF16}) {
+    checkUnary(OpKind::HardSigmoid, t, attrs({{"alpha", 1.0 / 6}}), {}, Tolerance{0, 0});
+    checkUnary(OpKind::LeakyRelu, t, {}, {}, Tolerance{0, 0});
+    checkUnary(OpKind::Elu, t, attrs({{"alpha", 0.7}}), {}, Tolerance{0, 0});
+    checkUnary(OpKind::Selu, t, {}, {}, Tolerance{0, 0});
+    checkUnary(OpKind::Celu, t, attrs({{"alpha", 1.3}}), {}, Tolerance{0, 0});
+    checkUnary(OpKind::ThresholdedRelu, t, attrs({{"alpha", 0.3}}), {}, Tolerance{0, 0});
+    checkUnary(OpKind::Swish, t, attrs({{"alpha", 1.1}}), {}, Tolerance{0, 0});
+    checkUnary(OpKind::Gelu, t, {}, {}, Tolerance{0, 0});
+    checkUnary(OpKind::Gelu, t, attrs({{"approximate", std::string("tanh")}}), {}, Tolerance{0, 0});
+  }
+  checkUnary(OpKind::Shrink, DType::F16, attrs({{"bias", 0.1}, {"lambd", 0.3}}), {},
+             Tolerance{0, 0}); // Shrink has no bf16
 }
 
 TEST(ElementwiseLower, UnaryNumericOnIntegers) {

@@ -123,9 +123,15 @@ Status floatOnly(LowerContext &ctx) {
   return okStatus();
 }
 
+/// A float unary op. f16 and bf16 compute in f32 (as every f16/bf16 statement does) with f32
+/// constants, rounding once at the end: an attribute (HardSigmoid's alpha 1/6, LeakyRelu's 0.01)
+/// or a constant of the formula (Gelu's 1/sqrt(2)) keeps its value, as in the interpreter,
+/// instead of being rounded to the 16-bit type.
 Status unaryFloat(LowerContext &ctx, const UnaryBody &f) {
   COIL_TRY_STATUS(floatOnly(ctx));
-  return unary(ctx, f);
+  DType t = ctx.inputType(0).dtype;
+  if (t != DType::F16 && t != DType::BF16) return unary(ctx, f);
+  return unary(ctx, [&](BodyBuilder &b, Val x) { return b.cast(f(b, b.cast(x, DType::F32)), t); });
 }
 
 template <ScalarOp Op> Status lUnaryOp(LowerContext &ctx) {
@@ -261,8 +267,11 @@ Status lShrink(LowerContext &ctx) {
   double bias = attrF(ctx, "bias", 0.0), lambd = attrF(ctx, "lambd", 0.5);
   DType t = ctx.outputType(0).dtype;
   return unary(ctx, [=](BodyBuilder &b, Val x) {
-    // Integers compute in f64 and truncate back, as the reference kernel.
-    Val v = isFloat(t) ? x : b.cast(x, DType::F64);
+    // Integers compute in f64 and truncate back, as the reference kernel; f16 and bf16 in f32,
+    // so that bias and lambd keep their values (see unaryFloat).
+    Val v = t == DType::F16 || t == DType::BF16 ? b.cast(x, DType::F32)
+            : isFloat(t)                        ? x
+                                                : b.cast(x, DType::F64);
     Val nl = cst(b, v, -lambd), l = cst(b, v, lambd), c = cst(b, v, bias), zero = cst(b, v, 0);
     Val lo = b.op(ScalarOp::Lt, v, nl);
     Val hi = b.op(ScalarOp::Gt, v, l);
