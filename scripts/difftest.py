@@ -206,6 +206,11 @@ class Gen:
             ins = [x.name]
         if op in ("Exp", "Sinh") and b > 4:
             return None
+        # Sin and Cos pass an input's absolute rounding error on at their output's scale, 1: an
+        # f32 sum of squares near 100 summed in another order moves sin by 3e-5 (seed 940000
+        # model 116). Only small inputs, whose rounding error is small in absolute terms.
+        if op in ("Sin", "Cos") and b > 4:
+            return None
         bound = {"Relu": b, "Sigmoid": 1, "Tanh": 1, "Neg": b, "Abs": b, "Erf": 1, "Softplus": b + 1,
                  "LeakyRelu": b, "Elu": b + 1, "HardSigmoid": 1, "Sin": 1, "Cos": 1, "Clip": 2,
                  "Sqrt": (b + 1) ** 0.5, "Log": max(1.0, abs(np.log(b + 1))) + 1, "Exp": np.exp(min(b, 50)),
