@@ -133,13 +133,7 @@ Expected<bool> useCutlass(const CompileOptions &o, std::string *include, std::st
   if (!sm90)
     return Error::user("--gemm cutlass generates sm_90a kernels (on other GPUs they run the "
                        "unfused GEMM and epilogue): the architectures must include sm_90a");
-  Expected<std::string> dir = findCutlassIncludeDir();
-  if (!dir) {
-    *why = "--gemm auto and no CUTLASS headers: " + dir.error().message();
-    if (o.gemm == "auto") return false;
-    return dir.error();
-  }
-  *include = *dir;
+  COIL_TRY(*include, findCutlassIncludeDir());
   return true;
 }
 

@@ -3,6 +3,7 @@
 #include "sched/FuseGemmEpilogue.h"
 
 #include "evt/EvtPasses.h"
+#include "ir/Infer.h"
 #include "kernels/Externs.h"
 
 #include <algorithm>
@@ -62,12 +63,6 @@ bool isF32OrHalf(DType t) {
   return isHalf(t) || t == DType::F32;
 }
 
-SymInt numel(const std::vector<SymInt> &shape) {
-  SymInt n(1);
-  for (const SymInt &d : shape) n = n * d;
-  return n;
-}
-
 /// The row-major offset of `index` in a tensor of `shape` (Horner's form, so that equal
 /// positions of tensors that are reshapes of each other print the same).
 SymInt rowMajorOffset(const std::vector<SymInt> &shape, const std::vector<SymInt> &index) {
@@ -89,7 +84,7 @@ Space spaceOf(const std::vector<std::string> &vars, const std::vector<SymInt> &r
   std::vector<SymInt> lead(ranges.begin(), ranges.end() - 1), leadIdx(idx.begin(), idx.end() - 1);
   s.row = rowMajorOffset(lead, leadIdx);
   s.column = idx.back();
-  s.rows = numel(lead);
+  s.rows = symNumel(lead);
   return s;
 }
 
@@ -99,7 +94,7 @@ public:
   Translator(const loop::LoopProgram &p, const Space &space, NodeId gemm, int64_t n, DType element)
       : p_(p), space_(space), gemm_(gemm), n_(n), b_(evt::Dims{128, n, 1}, false, element) {}
 
-  /// The program computing `value` of `body` as output D (stored as `out`), with the extern's
+  /// The program computing `value` of `body` as output D (of dtype `out`), with the extern's
   /// alpha, bias and ReLU applied to the accumulator first.
   std::optional<evt::Program> run(const loop::Body &body, Val value, const GemmCall &g, DType out,
                                   std::string *why) {
@@ -149,7 +144,7 @@ private:
   std::optional<int> load(NodeId x, const std::vector<SymInt> &index) {
     const loop::Node &xn = p_.nodes[size_t(x)];
     if (!isF32OrHalf(xn.dtype)) return fail("'" + xn.name + "' is not a floating-point tensor");
-    SymInt off = rowMajorOffset(xn.shape, index), elems = numel(xn.shape);
+    SymInt off = rowMajorOffset(xn.shape, index), elems = symNumel(xn.shape);
     if (x == gemm_) {
       if (off != space_.point) return fail("the GEMM's output is read away from the point");
       return accum_;
@@ -289,7 +284,7 @@ std::string shapeText(const std::vector<SymInt> &shape) {
   return s;
 }
 
-/// Short words for the report: the ops of the epilogue, e.g. "bias + gelu".
+/// Short words for the report: the ops of the epilogue, e.g. "add, mul, erf".
 std::string describe(const evt::Program &p) {
   std::vector<std::string> words;
   for (const evt::Node &n : p.nodes) {
@@ -414,7 +409,7 @@ int fuseGemmEpilogues(Schedule &s, const GemmFusionOptions &o) {
       space = spaceOf(vars, ranges);
       pointOk = space.rows == call->batch * call->m &&
                 rowMajorOffset(dn.shape, st.index) == space.point &&
-                numel(dn.shape) == space.rows * call->n;
+                symNumel(dn.shape) == space.rows * call->n;
     }
     if (!pointOk || !isF32OrHalf(dn.dtype)) {
       note("its reader " + k.name + " stores '" + dn.name + "' (" + shapeText(dn.shape) +

@@ -213,7 +213,7 @@ TEST(FuseGemmEpilogue, TransposedAAndAProductReadThroughAReshape) {
 }
 
 TEST(FuseGemmEpilogue, UnfusableGemmsSayWhy) {
-  // k = 12 is not a multiple of 8; the product is also an output in the second graph.
+  // k = 12 is not a multiple of 8; the second graph is f32.
   std::string text = "graph @g(%x: bf16[M, 12]) -> (%out) {\n  symbol M in [1, 64]\n" +
                      randomConstant("W", "bf16", {12, 16}, 6) +
                      "  %y = MatMul(%x, %W) : bf16[M, 16]\n"

@@ -55,8 +55,6 @@ public:
     out.device = epi.device;
     out.functions = epi.functions;
     CodeWriter host;
-    for (const std::string &line : splitLines(epi.host)) host.line(line);
-    host.blank();
     host.line(externDeclaration());
     host.line("extern \"C\" int32_t " + launcherName(n) + "(" + hostParams() + ");");
     host.blank();
@@ -80,7 +78,7 @@ public:
     host.blank();
     emitFallback(host, n, ep, epi.info);
     out.info.sourceFile = out.units.front().first;
-    out.host = host.str();
+    out.host = epi.host + "\n" + host.str();
     return out;
   }
 
@@ -107,18 +105,6 @@ private:
     std::string tag = sha256Hex(draft).substr(0, 16);
     COIL_TRY(std::string text, print(tag));
     return std::make_pair("gemm_" + tag, std::move(text));
-  }
-
-  static std::vector<std::string> splitLines(const std::string &text) {
-    std::vector<std::string> lines;
-    size_t pos = 0;
-    while (pos < text.size()) {
-      size_t end = text.find('\n', pos);
-      if (end == std::string::npos) end = text.size();
-      lines.push_back(text.substr(pos, end - pos));
-      pos = end + 1;
-    }
-    return lines;
   }
 
   std::string launcherName(size_t ci) const { return k_.name + "_c" + std::to_string(ci); }
@@ -150,6 +136,7 @@ private:
       s += kind == 'B'   ? ", const void *"
            : kind == 'O' ? ", void *"
            : kind == 'D' ? ", double"
+           : kind == 'S' ? ", int64_t *"
                          : ", int64_t";
     return s + ");";
   }
@@ -246,10 +233,9 @@ private:
     w.line("extern \"C\" int32_t " + entry +
            "(const void *, const void *, const void *const *, void *const *, int64_t, int64_t, "
            "int64_t, void *, void *, size_t, char *, size_t);");
-    std::string params = hostParams();
     w.line("// kernel " + k_.name + ", config " + std::to_string(ci) + " " + c.name +
            ": CUTLASS GEMM with the epilogue " + g.description);
-    w.open("extern \"C\" int32_t " + k_.name + "_c" + std::to_string(ci) + "(" + params + ")");
+    w.open("extern \"C\" int32_t " + launcherName(ci) + "(" + hostParams() + ")");
     w.line("// CUTLASS's code is sm_90a's: other GPUs run the unfused config.");
     w.line("if (ctx->sm_version != 90) return " + launcherName(n_) + "(" + hostArgs() + ");");
     std::string ins;
