@@ -132,6 +132,24 @@ bool isPointwise(const Geom &g) {
   return true;
 }
 
+/// A convolution over the last two spatial dims only (the first is 1, unstrided, unpadded).
+bool isTwoD(const Geom &g) {
+  return g.in[0] == 1 && g.k[0] == 1 && g.out[0] == 1 && g.s[0] == 1 && g.d[0] == 1 && g.p[0] == 0;
+}
+
+/// A channels-last 1x1 convolution of one group as the GEMM y[n*out, m] = x[n*out, c] w[m, c]^T.
+template <typename T>
+GemmCall pointwiseNhwcGemm(const coil_cuda_ctx *ctx, const T *x, const T *w, T *y, const Geom &g) {
+  GemmCall call;
+  call.t = ElemOf<T>::kElem;
+  call.ws = workspaceOf(ctx);
+  call.batch = 1;
+  call.m = g.n * g.outSize, call.n = g.m, call.k = g.c;
+  call.tb = true;
+  call.a = x, call.b = w, call.y = y;
+  return call;
+}
+
 /// The geometry as the kernels read it, in index type I: int32_t when every index and
 /// coordinate fits (32-bit division is several times cheaper on the GPU), else int64_t.
 template <typename I> struct KGeom {
@@ -550,17 +568,9 @@ int32_t convNhwc(const coil_cuda_ctx *ctx, const char *fn, const T *x, const T *
   if (g.group == 1 && isPointwise(g)) {
     if (!ctx->blas) return fail(ctx, fn, "no cuBLASLt state (coil_cuda_blas_create failed)");
     lastPath = COIL_CUDA_CONV_PATH_GEMM;
-    GemmCall call;
-    call.t = ElemOf<T>::kElem;
-    call.ws = workspaceOf(ctx);
-    call.batch = 1;
-    call.m = g.n * g.outSize, call.n = g.m, call.k = g.c;
-    call.tb = true;
-    call.a = x, call.b = w, call.y = y;
-    return gemmLt(ctx, fn, call);
+    return gemmLt(ctx, fn, pointwiseNhwcGemm(ctx, x, w, y, g));
   }
-  bool twoD =
-      g.in[0] == 1 && g.k[0] == 1 && g.out[0] == 1 && g.s[0] == 1 && g.d[0] == 1 && g.p[0] == 0;
+  bool twoD = isTwoD(g);
   if (twoD && ctx->blas)
     if (int32_t r = tryDnn(ctx, fn, false, x, w, y, g, true); r >= 0) return r;
   lastPath = COIL_CUDA_CONV_PATH_DIRECT;
@@ -607,20 +617,13 @@ int32_t convBias(const coil_cuda_ctx *ctx, const char *fn, const T *x, const T *
   if (nhwc && g.group == 1 && isPointwise(g) && ep.reluOrNone()) {
     if (!ctx->blas) return fail(ctx, fn, "no cuBLASLt state (coil_cuda_blas_create failed)");
     lastPath = COIL_CUDA_CONV_PATH_GEMM;
-    GemmCall call;
-    call.t = ElemOf<T>::kElem;
-    call.ws = workspaceOf(ctx);
-    call.batch = 1;
-    call.m = g.n * g.outSize, call.n = g.m, call.k = g.c;
-    call.tb = true;
-    call.a = x, call.b = w, call.y = y;
+    GemmCall call = pointwiseNhwcGemm(ctx, x, w, y, g);
     GemmEpilogue epi;
     epi.bias = ep.bias;
     epi.relu = ep.lower;
     return gemmLtEpilogue(ctx, fn, call, epi);
   }
-  bool twoD =
-      g.in[0] == 1 && g.k[0] == 1 && g.out[0] == 1 && g.s[0] == 1 && g.d[0] == 1 && g.p[0] == 0;
+  bool twoD = isTwoD(g);
   if (ep.reluOrNone() && ctx->blas && (twoD || !nhwc))
     if (int32_t r = tryDnn(ctx, fn, false, x, w, y, g, nhwc, ep); r >= 0) return r;
   lastPath = COIL_CUDA_CONV_PATH_DIRECT;
