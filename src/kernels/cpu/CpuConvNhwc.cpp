@@ -5,10 +5,10 @@
 // one group is a single GEMM over every image's positions, without columns. f16/bf16 are
 // widened to f32, computed as f32 and rounded once. coil_cpu_conv_nhwc_bias_* adds a bias per
 // output channel and clamps afterwards (in f32 for f16/bf16, before that rounding).
+#include "kernels/cpu/Blas.h"
 #include "kernels/cpu/CpuKernels.h"
 #include "kernels/cpu/CpuKernelsImpl.h"
 
-#include <cblas.h>
 #include <climits>
 #include <cstring>
 #include <new>
@@ -34,11 +34,11 @@ void gemmNT(const T *a, int64_t lda, const T *b, int64_t ldb, T *y, int64_t ldy,
   if (rows <= INT_MAX && cols <= INT_MAX && k <= INT_MAX && lda <= INT_MAX && ldb <= INT_MAX &&
       ldy <= INT_MAX) {
     if constexpr (std::is_same_v<T, float>)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(rows), int(cols), int(k), 1.0f, a,
-                  int(lda), b, int(ldb), 0.0f, y, int(ldy));
+      blasSgemm(false, true, int(rows), int(cols), int(k), 1.0f, a, int(lda), b, int(ldb), 0.0f, y,
+                int(ldy));
     else
-      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(rows), int(cols), int(k), 1.0, a,
-                  int(lda), b, int(ldb), 0.0, y, int(ldy));
+      blasDgemm(false, true, int(rows), int(cols), int(k), 1.0, a, int(lda), b, int(ldb), 0.0, y,
+                int(ldy));
     return;
   }
   for (int64_t i = 0; i < rows; ++i)

@@ -1,11 +1,11 @@
 // CPU kernels for GEMM (through BLAS) and Det, plus the scalar conversions the other kernel files
 // share. f16/bf16 GEMMs widen their operands to f32, run the f32 kernels and round each result
 // once. The convolutions are in CpuConv.cpp.
+#include "kernels/cpu/Blas.h"
 #include "kernels/cpu/CpuKernels.h"
 #include "kernels/cpu/CpuKernelsImpl.h"
 
 #include <algorithm>
-#include <cblas.h>
 #include <climits>
 #include <cstdlib>
 #include <memory>
@@ -95,7 +95,6 @@ void gemmOne(const T *a, const T *b, T *y, int64_t m, int64_t n, int64_t k, bool
   }
   if (m <= INT_MAX && n <= INT_MAX && k <= INT_MAX) {
     int lda = int(ta ? m : k), ldb = int(tb ? k : n);
-    auto opA = ta ? CblasTrans : CblasNoTrans, opB = tb ? CblasTrans : CblasNoTrans;
     // Below kSerialGemm multiply-adds, one thread: OpenBLAS (OpenMP build) threads from 2^18,
     // where the fork and join of a parallel region cost more than they save. OpenBLAS reads
     // the thread count from omp_get_max_threads() at every call.
@@ -105,11 +104,9 @@ void gemmOne(const T *a, const T *b, T *y, int64_t m, int64_t n, int64_t k, bool
     const int saved = serial ? omp_get_max_threads() : 0;
     if (serial) omp_set_num_threads(1);
     if constexpr (std::is_same_v<T, float>)
-      cblas_sgemm(CblasRowMajor, opA, opB, int(m), int(n), int(k), alpha, a, lda, b, ldb, beta, y,
-                  int(n));
+      blasSgemm(ta, tb, int(m), int(n), int(k), alpha, a, lda, b, ldb, beta, y, int(n));
     else
-      cblas_dgemm(CblasRowMajor, opA, opB, int(m), int(n), int(k), alpha, a, lda, b, ldb, beta, y,
-                  int(n));
+      blasDgemm(ta, tb, int(m), int(n), int(k), alpha, a, lda, b, ldb, beta, y, int(n));
     if (serial) omp_set_num_threads(saved);
     return;
   }
