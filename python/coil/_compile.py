@@ -202,7 +202,8 @@ def compile(model: Any, *, device: str = "cpu", dynamic: Optional[Dynamic] = Non
         (default: forward()'s parameter names, and "output_<i>" as torch names them).
     arch: CUDA architectures, e.g. "sm_80,sm_90a" (default both).
     cpu_target: the instruction set of a CPU package: "native", "x86-64-v2", "x86-64-v3" or
-        "x86-64-v4" (default: a portable baseline).
+        "x86-64-v4" (default: the portable x86-64-v2, with a copy of the kernels for this
+        CPU's level that CPUs of that level run).
     tune: time each CUDA kernel's configs on this machine's GPU (default: when it has one).
     gemm: how CUDA GEMMs with pointwise consumers run: "auto" (default: cuBLASLt), "cutlass"
         (fused into generated CUTLASS kernels; experimental, sm_90a) or "cublaslt".

@@ -276,6 +276,7 @@ Expected<PackageResult> writePackage(const Compilation &c, const std::string &di
   COIL_TRY(CpuTarget cpu, resolveCpuTarget(o.toolchain.cpuTarget));
   po.cpuTarget = cpu.level;
   po.cpuFeatures = cpu.features;
+  if (o.device != "cuda") po.cpuClones = cpu.clones;
   if (!o.toolchain.cpuTarget.empty())
     po.compileOptions.emplace_back("cpu-target", o.toolchain.cpuTarget);
   po.compileOptions.insert(po.compileOptions.end(), o.recordedOptions.begin(),
@@ -373,6 +374,8 @@ Expected<PackageResult> writePackage(const Compilation &c, const std::string &di
       if (sources.empty() || sources.back().name != k.info.sourceFile)
         sources.push_back({k.info.sourceFile, codegen::cpuKernelPrelude()});
       sources.back().text += "\n" + k.code;
+      for (size_t c = 0; c < k.info.configs.size(); ++c)
+        sources.back().exports.push_back(k.info.name + "_c" + std::to_string(c));
     }
     if (sources.empty()) sources.push_back({"src/kernels.cpp", codegen::cpuKernelPrelude()});
   }

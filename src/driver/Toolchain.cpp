@@ -66,19 +66,23 @@ std::string firstLines(const std::string &text, int n) {
 
 Expected<CpuTarget> resolveCpuTarget(const std::string &requested) {
   CpuTarget t;
+  __builtin_cpu_init();
+  const std::string hostLevel = __builtin_cpu_supports("x86-64-v4")   ? "x86-64-v4"
+                                : __builtin_cpu_supports("x86-64-v3") ? "x86-64-v3"
+                                                                      : "x86-64-v2";
   if (requested.empty() || requested == "x86-64-v2" || requested == "x86-64-v3" ||
       requested == "x86-64-v4") {
     t.level = requested.empty() ? "x86-64-v2" : requested;
     t.march = "-march=" + t.level;
+    // The default stays portable and runs at this CPU's speed: its kernels have a copy for
+    // this CPU's level (AVX2 or AVX-512 vector loops are 2-4x faster than SSE's).
+    if (requested.empty() && hostLevel != t.level) t.clones.push_back(hostLevel);
     return t;
   }
   if (requested != "native")
     return Error::user("unknown CPU target '" + requested +
                        "' (supported: native, x86-64-v2, x86-64-v3, x86-64-v4)");
-  __builtin_cpu_init();
-  t.level = __builtin_cpu_supports("x86-64-v4")   ? "x86-64-v4"
-            : __builtin_cpu_supports("x86-64-v3") ? "x86-64-v3"
-                                                  : "x86-64-v2";
+  t.level = hostLevel;
   // -march=native may use any extension of this CPU: those beyond its level are recorded too
   // (the names of __builtin_cpu_supports, which the runtime checks).
 #define COIL_CPU_EXTENSION(name)                                                                   \
@@ -119,6 +123,60 @@ std::string onPath(const std::string &name) {
 /// The text every cache key starts with: the key format and coil's version.
 std::string keyPrefix(const char *what) {
   return std::string("coil-") + what + " 2\ncoil " + kCoilVersion + "\n";
+}
+
+/// "x86-64-v4" -> "x86_64_v4": the suffix of a copy's function names.
+std::string levelSuffix(const std::string &level) {
+  std::string s = level;
+  std::replace(s.begin(), s.end(), '-', '_');
+  return s;
+}
+
+/// The translation unit that compiles the generated kernel file `path` (defining `s.exports`)
+/// for `level`, each export renamed <name>__<level suffix>. A copy above the package's base
+/// level includes the file's headers first, so that they stay compiled for the base level (the
+/// inline functions of the standard library are merged across units: an AVX-512 copy of one
+/// must not serve the base code), then the file under `#pragma GCC target` in a namespace of
+/// its own (its helpers differ from another copy's). The base copy also defines each export as
+/// an ifunc: the dynamic loader calls its resolver once and binds the name to the copy of the
+/// highest level this CPU has.
+std::string isaUnit(const std::string &path, const SourceFile &s, const std::string &level,
+                    const std::string &base, const std::vector<std::string> &clones) {
+  std::ostringstream os;
+  const std::string suffix = "__" + levelSuffix(level);
+  os << "// coil: " << path << " for " << level << " (Toolchain.h: CpuTarget::clones)\n";
+  const bool copy = level != base;
+  if (copy) {
+    std::istringstream in(s.text);
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("#include", 0) == 0) os << line << "\n";
+    os << "#pragma GCC push_options\n#pragma GCC target(\"arch=" << level << "\")\nnamespace coil_"
+       << levelSuffix(level) << " {\n";
+  }
+  for (const std::string &e : s.exports) os << "#define " << e << " " << e << suffix << "\n";
+  os << "#include \"" << path << "\"\n";
+  for (const std::string &e : s.exports) os << "#undef " << e << "\n";
+  if (copy) {
+    os << "} // namespace coil_" << levelSuffix(level) << "\n#pragma GCC pop_options\n";
+    return os.str();
+  }
+  os << "\nstatic int coil_isa_level() {\n  __builtin_cpu_init();\n"
+     << "  return __builtin_cpu_supports(\"x86-64-v4\") ? 4\n"
+     << "         : __builtin_cpu_supports(\"x86-64-v3\") ? 3 : 2;\n}\n";
+  for (const std::string &e : s.exports) {
+    const std::string baseName = e + suffix;
+    for (const std::string &c : clones)
+      os << "extern \"C\" decltype(" << baseName << ") " << e << "__" << levelSuffix(c) << ";\n";
+    os << "extern \"C\" {\nstatic void *" << e << "__resolve() {\n"
+       << "  const int level = coil_isa_level();\n";
+    for (auto c = clones.rbegin(); c != clones.rend(); ++c)
+      os << "  if (level >= " << c->back() << ") return reinterpret_cast<void *>(&" << e << "__"
+         << levelSuffix(*c) << ");\n";
+    os << "  return reinterpret_cast<void *>(&" << baseName << ");\n}\n}\n";
+    os << "extern \"C\" decltype(" << baseName << ") " << e << " __attribute__((ifunc(\"" << e
+       << "__resolve\")));\n";
+  }
+  return os.str();
 }
 
 } // namespace
@@ -179,6 +237,7 @@ Expected<BuildResult> buildSharedObject(const std::string &dir,
   // -march=native means this CPU: its level and extensions are part of the key.
   keyText += target.level + "\n";
   for (const std::string &f : target.features) keyText += f + " ";
+  for (const std::string &c : target.clones) keyText += "clone " + c + " ";
   for (const SourceFile &s : sources)
     keyText += s.name + " " + optFlag(s) + "\n" + sha256Hex(s.text) + "\n";
   // CUDA units: nvcc and its flags (the CUTLASS headers are keyed by their version header).
@@ -237,8 +296,12 @@ Expected<BuildResult> buildSharedObject(const std::string &dir,
   std::vector<Job> running;
   std::string objects, failures;
   int64_t units = 0, compiled = 0;
+  // A kernel file with exports compiles once per level when the target has clones.
   for (const SourceFile &s : sources)
-    units += fs::path(s.name).extension() == ".cpp" || fs::path(s.name).extension() == ".cu";
+    if (fs::path(s.name).extension() == ".cpp")
+      units += s.exports.empty() ? 1 : 1 + int64_t(target.clones.size());
+    else
+      units += fs::path(s.name).extension() == ".cu";
   auto progress = [&](int64_t done) {
     if (opts.onProgress) opts.onProgress("build", done, units + 1);
   };
@@ -274,14 +337,29 @@ Expected<BuildResult> buildSharedObject(const std::string &dir,
     }
     if (fs::path(s.name).extension() != ".cpp") continue;
     std::string stem = fs::path(s.name).stem().string();
-    std::string obj = (objDir / (stem + ".o")).string();
-    std::string log = (objDir / (stem + ".log")).string();
-    std::string cmd = shellQuote(cxx) + " " + flags + " " + optFlag(s) + " -c " +
-                      shellQuote((fs::path(dir) / s.name).string()) + " -o " + shellQuote(obj);
-    if (opts.verbose) std::fprintf(stderr, "coil: %s\n", cmd.c_str());
-    if (running.size() >= slots) finishOldest();
-    running.push_back({spawn(cmd, log), log, s.name});
-    objects += " " + shellQuote(obj);
+    std::string path = fs::absolute(fs::path(dir) / s.name).string();
+    std::vector<std::string> levels = {""}; // "": the file as it is
+    if (!s.exports.empty() && !target.clones.empty()) {
+      levels = {target.level};
+      levels.insert(levels.end(), target.clones.begin(), target.clones.end());
+    }
+    for (const std::string &level : levels) {
+      std::string unit = path, name = stem;
+      if (!level.empty()) {
+        name = stem + "." + level;
+        unit = (objDir / (name + ".cpp")).string();
+        std::ofstream(unit) << isaUnit(path, s, level, target.level, target.clones);
+      }
+      std::string obj = (objDir / (name + ".o")).string();
+      std::string log = (objDir / (name + ".log")).string();
+      std::string cmd = shellQuote(cxx) + " " + flags + " " + optFlag(s) + " -c " +
+                        shellQuote(unit) + " -o " + shellQuote(obj);
+      if (opts.verbose) std::fprintf(stderr, "coil: %s\n", cmd.c_str());
+      if (running.size() >= slots) finishOldest();
+      running.push_back(
+          {spawn(cmd, log), log, level.empty() ? s.name : s.name + " (" + level + ")"});
+      objects += " " + shellQuote(obj);
+    }
   }
   while (!running.empty()) finishOldest();
   if (!failures.empty()) return Error::internal("the generated code does not compile:" + failures);

@@ -22,6 +22,10 @@ struct SourceFile {
   /// The optimization level of this file: -1 for the toolchain's optLevel, else the lower of
   /// the two (host glue without loops, like the wrapper, compiles much faster at -O1).
   int optLevel = -1;
+  /// The extern "C" functions the file defines. A CPU target with clones (CpuTarget::clones)
+  /// compiles such a file once per instruction-set level, each copy's functions renamed, and
+  /// makes each name an ifunc that the dynamic loader binds to the best copy this CPU runs.
+  std::vector<std::string> exports;
 };
 
 struct ToolchainOptions {
@@ -68,9 +72,14 @@ struct CpuTarget {
   std::string level;                 ///< "x86-64-v2", "x86-64-v3" or "x86-64-v4"
   std::vector<std::string> features; ///< native: this CPU's extensions beyond `level`
   std::string march;                 ///< the compiler's -march flag
+  /// Levels above `level` that files with exports (the generated kernels) are compiled for too
+  /// (SourceFile::exports): the default target's copy for this CPU's level.
+  std::vector<std::string> clones;
 };
-/// "" (the portable default: x86-64-v2; the runtime's extern kernels choose their AVX2 and
-/// AVX-512 paths as they run), "native" (this CPU: its level and extensions), or a level.
+/// "" (the portable default: x86-64-v2, plus a copy of the generated kernels for this CPU's
+/// level, x86-64-v3 or -v4, which CPUs that have it run; the runtime's extern kernels choose
+/// their AVX2 and AVX-512 paths as they run), "native" (this CPU: its level and extensions), or
+/// a level (that level only).
 Expected<CpuTarget> resolveCpuTarget(const std::string &requested);
 
 /// The CUDA toolkit coil compiles device code with: nvcc from $COIL_NVCC, else `nvcc` on PATH,

@@ -115,6 +115,12 @@ std::string metadataJson(const WrapperProgram &p, const std::vector<ConstantEntr
     for (size_t i = 0; i < options.cpuFeatures.size(); ++i)
       os << (i ? ", " : "") << q(options.cpuFeatures[i]);
     os << "]";
+    if (!options.cpuClones.empty()) {
+      os << ",\n  \"cpu_clones\": [";
+      for (size_t i = 0; i < options.cpuClones.size(); ++i)
+        os << (i ? ", " : "") << q(options.cpuClones[i]);
+      os << "]";
+    }
   }
   os << ",\n  \"compile_options\": {";
   for (size_t i = 0; i < options.compileOptions.size(); ++i)

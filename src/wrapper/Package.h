@@ -97,6 +97,9 @@ struct PackageOptions {
   /// the package on a CPU without them. Empty: not recorded (no check).
   std::string cpuTarget;
   std::vector<std::string> cpuFeatures;
+  /// Higher levels model.so's kernels also have a copy for, which CPUs of that level run
+  /// (informational: "cpu_clones").
+  std::vector<std::string> cpuClones;
 };
 
 /// Offsets of the constants in weights.bin (64-byte aligned, in order) and its total size.

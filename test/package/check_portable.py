@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
 """Portable packages (ctest `portable`, label package):
-  - the default CPU target is x86-64-v2: metadata.json records it, and model.so holds no AVX,
-    AVX2 or AVX-512 instruction (no ymm or zmm register in objdump's disassembly), while a
-    package built for x86-64-v3 does (so the check can fail); --cpu-target native records this
-    CPU's level and extensions;
+  - --cpu-target x86-64-v2: metadata.json records it, and model.so holds no AVX, AVX2 or
+    AVX-512 instruction (no ymm or zmm register in objdump's disassembly), while a package built
+    for x86-64-v3 does (so the check can fail); --cpu-target native records this CPU's level and
+    extensions;
+  - the default target is x86-64-v2 with, on a CPU above that level, a copy of the kernels for
+    its level (metadata.json "cpu_clones"): every function of model.so but those copies is free
+    of ymm and zmm registers, each kernel entry is an ifunc, the copies hold vector registers
+    and the outputs equal the x86-64-v2 package's;
   - no build leftovers (obj/) in a package;
   - on an emulated x86-64-v2 CPU (QEMU user mode, Nehalem; skipped with a message without
     qemu-x86_64), the default package runs and gives the same outputs, and the x86-64-v3 one is
@@ -68,6 +72,19 @@ def vector_registers(so):
     return len(re.findall(r"%[yz]mm\d+", text))
 
 
+def function_registers(so):
+    """ymm/zmm registers per function of objdump's disassembly."""
+    counts, name = {}, None
+    for line in run(["objdump", "-d", "--no-show-raw-insn", so]).stdout.splitlines():
+        m = re.match(r"^[0-9a-f]+ <(.+)>:$", line)
+        if m:
+            name = m.group(1)
+            counts.setdefault(name, 0)
+        elif name:
+            counts[name] += len(re.findall(r"%[yz]mm\d+", line))
+    return counts
+
+
 def outputs(coil, pkg, work, name, prefix=(), env=None):
     out = os.path.join(work, name + ".npz")
     run(list(prefix) + [coil, "run", pkg, "--inputs", INPUTS, "--outputs", out], env=env)
@@ -89,13 +106,13 @@ def main():
     env = dict(os.environ, COIL_CACHE_DIR=os.path.join(work, "cache"))
 
     pkgs = {}
-    for target in ("default", "x86-64-v3", "native"):
+    for target in ("default", "x86-64-v2", "x86-64-v3", "native"):
         pkg = os.path.join(work, f"mlp-{target}.pkg")
         extra = [] if target == "default" else ["--cpu-target", target]
         run([coil, "compile", MLP, "-o", pkg] + extra, env=env)
         pkgs[target] = pkg
         meta = json.load(open(os.path.join(pkg, "metadata.json")))
-        want = {"default": "x86-64-v2", "x86-64-v3": "x86-64-v3"}.get(target)
+        want = {"default": "x86-64-v2", "x86-64-v2": "x86-64-v2", "x86-64-v3": "x86-64-v3"}.get(target)
         if want:
             check(meta.get("cpu_target") == want and meta.get("cpu_features") == [],
                   f"{target}: metadata.json cpu_target {meta.get('cpu_target')!r}, "
@@ -106,12 +123,38 @@ def main():
                   f"extensions {meta.get('cpu_features')!r}")
         check(sorted(os.listdir(pkg)) == ["metadata.json", "model.so", "src", "weights.bin"],
               f"{target}: the package holds {sorted(os.listdir(pkg))} (no obj/)")
-    v2, v3 = (vector_registers(os.path.join(pkgs[t], "model.so")) for t in ("default", "x86-64-v3"))
-    check(v2 == 0, f"the default (x86-64-v2) model.so uses {v2} ymm/zmm registers (want none)")
+    v2, v3 = (vector_registers(os.path.join(pkgs[t], "model.so")) for t in ("x86-64-v2", "x86-64-v3"))
+    check(v2 == 0, f"the x86-64-v2 model.so uses {v2} ymm/zmm registers (want none)")
     check(v3 > 0, f"the x86-64-v3 model.so uses {v3} ymm/zmm registers (the check can fail)")
     want = outputs(coil, pkgs["x86-64-v3"], work, "v3")
-    got = outputs(coil, pkgs["default"], work, "v2")
+    got = outputs(coil, pkgs["x86-64-v2"], work, "v2")
     check(np.allclose(got, want, rtol=1e-5, atol=1e-6), "x86-64-v2 and -v3 packages agree")
+
+    # The default: x86-64-v2, plus a copy of the kernels for this CPU's level above it.
+    host = json.load(open(os.path.join(pkgs["native"], "metadata.json")))["cpu_target"]
+    meta = json.load(open(os.path.join(pkgs["default"], "metadata.json")))
+    clones = [] if host == "x86-64-v2" else [host]
+    check(meta.get("cpu_clones", []) == clones,
+          f"default: metadata.json cpu_clones {meta.get('cpu_clones')!r}, want {clones!r} on this "
+          f"{host} CPU")
+    so = os.path.join(pkgs["default"], "model.so")
+    per_function = function_registers(so)
+    # A copy's functions: its entries (NAME__x86_64_v4) and its helpers (namespace coil_x86_64_v4).
+    base = {f: n for f, n in per_function.items() if "x86_64_v3" not in f and "x86_64_v4" not in f}
+    check(sum(base.values()) == 0,
+          "default: model.so's functions but the level copies use no ymm/zmm register: "
+          f"{ {f: n for f, n in base.items() if n} }")
+    if clones:
+        suffix = "__" + host.replace("-", "_")
+        copies = sum(n for f, n in per_function.items() if host.replace("-", "_") in f)
+        check(copies > 0, f"default: the {host} copies use {copies} ymm/zmm registers (want some)")
+        dyn = run(["nm", "-D", "--defined-only", so]).stdout.split("\n")
+        entries = [l.split()[-1] for l in dyn if " i " in l]
+        check(entries and all(any(l.endswith(" " + e + suffix) for l in dyn) for e in entries),
+              f"default: the kernel entries are ifuncs with {host} copies: {entries}")
+    got_default = outputs(coil, pkgs["default"], work, "default")
+    check(np.allclose(got_default, got, rtol=1e-5, atol=1e-6),
+          "the default package agrees with the x86-64-v2 one")
 
     qemu = shutil.which("qemu-x86_64")
     if qemu:
@@ -159,12 +202,12 @@ def main():
           not any(n.startswith("obj/") for n in names) and methods == {zipfile.ZIP_STORED},
           f"coil pack: stored entries {names}")
     packed = outputs(coil, archive, work, "packed", (), env)
-    check(np.array_equal(packed, got), "coil run on the archive: the directory's outputs")
+    check(np.array_equal(packed, got_default), "coil run on the archive: the directory's outputs")
     py = run([sys.executable, "-c",
               "import coil, numpy as np, sys; m = coil.load(sys.argv[1]); "
               "x = np.load(sys.argv[2])['x']; np.save(sys.argv[3], m(x))",
               archive, INPUTS, os.path.join(work, "py.npy")], env=env)
-    check(np.array_equal(np.load(os.path.join(work, "py.npy")), got),
+    check(np.array_equal(np.load(os.path.join(work, "py.npy")), got_default),
           "coil.load on the archive: the directory's outputs")
     # A damaged archive: one byte of weights.bin flipped (CRC-32). Unpacked archives are cached
     # by their central directory (names, sizes, CRCs), which this one shares with the good one:

@@ -47,8 +47,9 @@ public:
     device(c);
     value(c, "--cpu-target", "TARGET",
           "the CPU instruction set of a cpu package: native, x86-64-v2, x86-64-v3 or x86-64-v4 "
-          "(default: x86-64-v2, portable; the runtime's kernels choose their AVX2 and AVX-512 "
-          "paths as they run)");
+          "(default: x86-64-v2, portable, with a copy of the generated kernels for this CPU's "
+          "level, which CPUs of that level run; a level: that level only; the runtime's kernels "
+          "choose their AVX2 and AVX-512 paths as they run)");
     dynamic(c);
     value(c, "--print-after", "STAGE", "print the IR after STAGE (lower, schedule, wrapper)");
     flag(c, "--tune",
