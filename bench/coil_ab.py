@@ -55,9 +55,9 @@ def main():
     ap.add_argument("--min-ms", type=float, default=100.0)
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--work", default="/tmp/coil-bench-ab")
-    ap.add_argument("--cpu-target", default="x86-64-v3",
-                    help="coil compile --cpu-target for both builds (default x86-64-v3, as "
-                    "bench/cpu_vs_ort.py); builds older than the option need --cpu-target ''")
+    ap.add_argument("--cpu-target", default="",
+                    help="coil compile --cpu-target for both builds (default: none, each build's "
+                    "default, as bench/cpu_vs_ort.py)")
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
     cases = zoo_cases(args.models.split(",") if args.models else None, args.zoo_sizes)

@@ -128,9 +128,10 @@ def main():
     ap.add_argument("--zoo-sizes", default=ZOO_SIZES,
                     help="'stored' or NAME=V,... for the zoo's dynamic dims (default %s)" % ZOO_SIZES)
     ap.add_argument("--iters", type=int, default=50)
-    ap.add_argument("--cpu-target", default="x86-64-v3",
-                    help="coil compile --cpu-target (default x86-64-v3, what coil chose on an "
-                    "AVX2 machine before the portable x86-64-v2 default; 'native' for this CPU)")
+    ap.add_argument("--cpu-target", default="",
+                    help="coil compile --cpu-target (default: none, coil's default: x86-64-v2 with "
+                    "a copy of the kernels for this CPU's level; tables before 2026-12-05 used "
+                    "x86-64-v3)")
     ap.add_argument("--min-ms", type=float, default=100.0,
                     help="raise the iterations so that each side times at least this long per round")
     ap.add_argument("--rounds", type=int, default=1,
@@ -154,7 +155,8 @@ def main():
         out = os.path.join(args.work, name + "_out.npz")
         np.savez(inp, **feeds)
         pkg = os.path.join(args.work, name + ".pkg")
-        r = subprocess.run([args.coil, "compile", path, "-o", pkg, "--cpu-target", args.cpu_target],
+        target = ["--cpu-target", args.cpu_target] if args.cpu_target else []
+        r = subprocess.run([args.coil, "compile", path, "-o", pkg] + target,
                            capture_output=True, text=True)
         if r.returncode != 0:
             print("%s: coil compile failed: %s" % (name, r.stderr.strip()[:400]))
@@ -215,9 +217,10 @@ def main():
                      min(ratios), max(ratios), err, iters))
         print("%-26s %9.3f %9.3f %6.2f  (%s)" % (name, rows[-1][2], rows[-1][3], rows[-1][4], size_text), flush=True)
     load = os.getloadavg()
-    head = ("threads %d, %s, iterations >= %d (at least %.0f ms per side and round) x %d rounds, onnxruntime %s, "
-            "load average (1 min) %.1f at the start, %.1f at the end, %.0f s"
-            % (threads, "zoo sizes " + args.zoo_sizes if args.zoo else "sizes %s" % SIZES, args.iters, args.min_ms,
+    head = ("threads %d, %s, cpu target %s, iterations >= %d (at least %.0f ms per side and round) x %d rounds, "
+            "onnxruntime %s, load average (1 min) %.1f at the start, %.1f at the end, %.0f s"
+            % (threads, "zoo sizes " + args.zoo_sizes if args.zoo else "sizes %s" % SIZES,
+               args.cpu_target or "default", args.iters, args.min_ms,
                args.rounds, ort.__version__, load_start[0], load[0], time.monotonic() - t_start))
     print("\n" + head)
     print("%-26s %-30s %10s %10s %8s %15s %10s" % ("model", "sizes", "coil ms", "ort ms", "ratio", "ratio min-max",
