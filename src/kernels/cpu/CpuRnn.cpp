@@ -187,9 +187,11 @@ int32_t recurrent(const T *xw, const T *r, const T *bias, const int64_t *lens, c
   if (!mulSizes({dirs, seq, batch, gh, hid}, &work)) work = INT64_MAX;
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   // Independent tasks: each direction, each split into `chunks` slices of the batch.
-  const bool parallel = threads > 1 && work >= parallelWork.load();
+  const bool sliced = threads > 1 && work >= parallelWork.load();
+  const bool parallel = sliced || (threads > 1 && dirs == 2 &&
+                                   work >= std::min(kRecurrentDirectionWork, parallelWork.load()));
   int64_t chunks = 1;
-  if (parallel) chunks = std::min(batch, std::max<int64_t>(1, (threads + dirs - 1) / dirs));
+  if (sliced) chunks = std::min(batch, std::max<int64_t>(1, (threads + dirs - 1) / dirs));
   const int64_t tasks = dirs * chunks;
   const int team = parallel ? int(std::min<int64_t>(tasks, threads)) : 1;
   const int64_t rows = (batch + chunks - 1) / chunks;
