@@ -287,14 +287,22 @@ TEST_F(CudaKernelsAttention, EveryHeadDimOnTensorCores) {
 }
 
 TEST_F(CudaKernelsAttention, HopperRunsWarpgroupMma) {
-  // On sm_90 the default prefill kernel of head dims 64 and 128 is the wgmma one (80 and 96:
-  // mma.sync); elsewhere never.
-  for (int64_t d : {64, 80, 96, 128}) {
+  // On sm_90 the default prefill kernel of head dim 128 is the wgmma one, and of head dim 64
+  // past 1024 keys or with a mask (up to 1024 keys without one, mma.sync is faster); head dims
+  // 80 and 96 run mma.sync; other GPUs never run wgmma.
+  struct Case {
+    int64_t d, seqK;
+    int maskKind;
+    bool wgmma;
+  };
+  for (Case k : {Case{64, 250, 0, false}, Case{64, 1100, 0, true}, Case{64, 250, 1, true},
+                 Case{80, 250, 0, false}, Case{96, 250, 0, false}, Case{128, 250, 0, true}}) {
     AttnCase c;
-    c.d = c.dv = d, c.seqQ = 200, c.seqK = 250, c.causal = true;
+    c.d = c.dv = k.d, c.seqQ = 200, c.seqK = k.seqK, c.causal = true, c.maskKind = k.maskKind;
     run(c);
-    EXPECT_EQ(coil_cuda_attention_last_wgmma(), ctx_.sm_version == 90 && d % 64 == 0 ? 1 : 0)
-        << "head dim " << d << ", sm_" << ctx_.sm_version;
+    EXPECT_EQ(coil_cuda_attention_last_wgmma(), ctx_.sm_version == 90 && k.wgmma ? 1 : 0)
+        << "head dim " << k.d << ", " << k.seqK << " keys, mask " << k.maskKind << ", sm_"
+        << ctx_.sm_version;
   }
 }
 

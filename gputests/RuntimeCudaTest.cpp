@@ -271,6 +271,12 @@ struct Package {
         coil::wrapper::sealPackage(dir, {"weights.bin", "model.so", "src/kernels.fatbin"});
     EXPECT_TRUE(st.ok()) << st.error().render();
   }
+  /// Records the files' new digests after a test changed one on purpose.
+  void reseal() const {
+    coil::Status st =
+        coil::wrapper::sealPackage(dir, {"weights.bin", "model.so", "src/kernels.fatbin"});
+    EXPECT_TRUE(st.ok()) << st.error().render();
+  }
   ~Package() {
     std::error_code ec;
     if (!dir.empty() && !std::getenv("COIL_KEEP_TEST_DIRS")) std::filesystem::remove_all(dir, ec);
@@ -587,9 +593,11 @@ TEST_F(CudaRuntime, Errors) {
   {
     Package pkg;
     writeFile(pkg.dir + "/src/kernels.fatbin", "garbage, not a fatbin at all");
+    pkg.reseal(); // past the integrity check, to the driver
     Loaded l(pkg);
     EXPECT_EQ(l.status, COIL_ERROR_PACKAGE);
     EXPECT_NE(l.error.find("src/kernels.fatbin"), std::string::npos) << l.error;
+    EXPECT_EQ(l.error.find("does not match metadata.json"), std::string::npos) << l.error;
   }
   {
     // A fatbin with SASS for another architecture only (no PTX): no image for this GPU.
@@ -605,6 +613,7 @@ TEST_F(CudaRuntime, Errors) {
                       " -o '" + pkg.dir + "/src/kernels.fatbin' '" + built().dir +
                       "/src/kernels.cu' > '" + log + "' 2>&1";
     ASSERT_EQ(std::system(cmd.c_str()), 0) << readFile(log);
+    pkg.reseal();
     Loaded l(pkg);
     EXPECT_EQ(l.status, COIL_ERROR_PACKAGE);
     EXPECT_NE(l.error.find("src/kernels.fatbin has no kernel image that this GPU"),

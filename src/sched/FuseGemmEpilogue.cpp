@@ -92,10 +92,13 @@ Space spaceOf(const std::vector<std::string> &vars, const std::vector<SymInt> &r
 class Translator {
 public:
   Translator(const loop::LoopProgram &p, const Space &space, NodeId gemm, int64_t n, DType element)
-      : p_(p), space_(space), gemm_(gemm), n_(n), b_(evt::Dims{128, n, 1}, false, element) {}
+      : p_(p), space_(space), gemm_(gemm), n_(n), element_(element),
+        b_(evt::Dims{128, n, 1}, false, element) {}
 
   /// The program computing `value` of `body` as output D (of dtype `out`), with the extern's
-  /// alpha, bias and ReLU applied to the accumulator first.
+  /// alpha, bias and ReLU applied to the accumulator first, then rounded to the GEMM's dtype:
+  /// the kernel read the extern's f16/bf16 product, and the fused one computes with the same
+  /// values (a comparison or a cast to f32 downstream sees the rounded product, as unfused).
   std::optional<evt::Program> run(const loop::Body &body, Val value, const GemmCall &g, DType out,
                                   std::string *why) {
     body_ = &body;
@@ -107,8 +110,14 @@ public:
       accum_ = b_.compute(evt::Op::Add, {accum_, bias});
       if (g.relu) accum_ = b_.compute(evt::Op::Relu, {accum_});
     }
+    accum_ = b_.cast(accum_, element_);
     std::optional<int> d = node(value);
     if (!d) return std::nullopt;
+    // The root computes D's element type: a product rounded to f16/bf16 and stored as f32 (a
+    // cast to f32 translates to nothing) is widened by one more cast.
+    const evt::Node &root = b_.program().nodes[size_t(*d)];
+    if (root.kind == evt::Kind::Compute && root.op == evt::Op::Cast && root.dtype != out)
+      d = b_.cast(*d, out);
     b_.output("D", *d);
     Expected<evt::Program> prog = b_.finish();
     if (!prog) {
@@ -269,6 +278,7 @@ private:
   const Space &space_;
   NodeId gemm_;
   int64_t n_;
+  DType element_; ///< the GEMM's dtype (f16 or bf16): its product is rounded to it
   evt::Builder b_;
   const loop::Body *body_ = nullptr;
   std::string *why_ = nullptr;

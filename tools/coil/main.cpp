@@ -210,7 +210,7 @@ private:
     value(c, "--arch", "sm_80,sm_90a", "cuda: the GPU architectures (default sm_80,sm_90a)");
     value(c, "--gemm", "auto|cutlass|cublaslt",
           "cuda: GEMMs with pointwise consumers as fused CUTLASS kernels (sm_90a code, other GPUs "
-          "run the unfused pair; needs the CUTLASS headers; experimental: not yet run on a GPU) "
+          "run the unfused pair; needs the CUTLASS headers; opt-in: no faster than cuBLASLt yet) "
           "or through cuBLASLt (default auto: cublaslt)");
   }
   void dynamic(CLI::App *c) {

@@ -120,23 +120,31 @@ Model *createModel(const ModelDesc &d) {
   std::string pkg = "package '" + m->package + "': ";
   std::string gpu = "this GPU (" + dev.name + ", " + smName(dev.smVersion) + ")";
 
+  auto noImage = [&](const char *call, CUresult r) {
+    return Failure{COIL_ERROR_PACKAGE, pkg + m->fatbinName + " has no kernel image that " + gpu +
+                                           " and its driver can run; the package was compiled "
+                                           "for " +
+                                           archList(m->archs) + " (" + call + ": " + cuText(r) +
+                                           ")"};
+  };
   CUresult r = cuModuleLoadData(&m->module, d.fatbin);
   if (r == CUDA_ERROR_INVALID_IMAGE || r == CUDA_ERROR_INVALID_PTX)
     throw Failure{COIL_ERROR_PACKAGE, pkg + m->fatbinName +
                                           " is not a valid fatbin (cuModuleLoadData: " + cuText(r) +
                                           ")"};
   if (r == CUDA_ERROR_NO_BINARY_FOR_GPU || r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION)
-    throw Failure{COIL_ERROR_PACKAGE, pkg + m->fatbinName + " has no kernel image that " + gpu +
-                                          " and its driver can run; the package was compiled "
-                                          "for " +
-                                          archList(m->archs) + " (cuModuleLoadData: " + cuText(r) +
-                                          ")"};
+    throw noImage("cuModuleLoadData", r);
   if (r != CUDA_SUCCESS)
     throw Failure{COIL_ERROR_PACKAGE,
                   pkg + "cannot load " + m->fatbinName + " (cuModuleLoadData: " + cuText(r) + ")"};
   for (size_t i = 0; i < d.numFunctions; ++i) {
     CUfunction f = nullptr;
     r = cuModuleGetFunction(&f, m->module, d.functions[i]);
+    // With lazy module loading (the driver's default since CUDA 12.2) a fatbin without an
+    // image for this GPU loads, and its functions fail.
+    if (r == CUDA_ERROR_NO_BINARY_FOR_GPU || r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION ||
+        r == CUDA_ERROR_INVALID_IMAGE)
+      throw noImage("cuModuleGetFunction", r);
     if (r != CUDA_SUCCESS)
       throw Failure{COIL_ERROR_PACKAGE, pkg + "kernel function '" + d.functions[i] +
                                             "' (cuda.functions[" + std::to_string(i) +
