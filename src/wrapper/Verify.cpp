@@ -278,6 +278,298 @@ private:
     return okStatus();
   }
 
+  /// BindSymbol: the symbol comes from a dim the input has and is bound once.
+  Status checkBindSymbol(const BindSymbol &l) {
+    COIL_TRY_STATUS(buffer(l.buffer));
+    if (p_.buffers[l.buffer].kind != BufferKind::Input)
+      return err("symbol '" + l.symbol + "' is bound from " + name(l.buffer) +
+                 ", which is not an input");
+    if (l.dim < 0 || size_t(l.dim) >= p_.buffers[l.buffer].shape.size())
+      return err("symbol '" + l.symbol + "' is bound from dim " + std::to_string(l.dim) + " of " +
+                 name(l.buffer) + ", which has rank " +
+                 std::to_string(p_.buffers[l.buffer].shape.size()));
+    return bindSymbol(l.symbol);
+  }
+
+  /// Allocate: an intermediate in program memory gets storage it owns.
+  Status checkAllocate(const Allocate &l) {
+    COIL_TRY_STATUS(programMemory(l.buffer, "Allocate"));
+    COIL_TRY_STATUS(define(l.buffer, false));
+    owner_[l.buffer] = true;
+    return shapeBound(l.buffer);
+  }
+
+  /// Reuse: `to` takes over the live storage of `from`, which is released.
+  Status checkReuse(const Reuse &l) {
+    COIL_TRY_STATUS(programMemory(l.from, "Reuse"));
+    COIL_TRY_STATUS(programMemory(l.to, "Reuse"));
+    if (state_[l.from] != State::Live)
+      return err(name(l.to) + " reuses " + name(l.from) + ", which holds no storage");
+    COIL_TRY_STATUS(release(l.from));
+    COIL_TRY_STATUS(define(l.to, false));
+    owner_[l.to] = true;
+    return shapeBound(l.to);
+  }
+
+  /// Reinterpret: a view of a live base at a bound offset, outside the arena, sharing the base's
+  /// storage.
+  Status checkReinterpret(const Reinterpret &l) {
+    COIL_TRY_STATUS(programMemory(l.base, "Reinterpret"));
+    COIL_TRY_STATUS(programMemory(l.buffer, "Reinterpret"));
+    COIL_TRY_STATUS(use(l.base));
+    COIL_TRY_STATUS(symbolsBound(l.offsetBytes, "the offset of " + name(l.buffer)));
+    COIL_TRY_STATUS(define(l.buffer, false));
+    if (p_.buffers[l.buffer].arenaOffset)
+      return err("view " + name(l.buffer) + " has an arena offset");
+    root_[l.buffer] = root_[l.base];
+    return shapeBound(l.buffer);
+  }
+
+  /// KernelDefinition: a kernel of the table, defined once.
+  Status checkKernelDefinition(const KernelDefinition &l) {
+    if (l.kernel < 0 || size_t(l.kernel) >= p_.kernels.size())
+      return err("kernel id " + std::to_string(l.kernel) + " out of range");
+    if (defined_[l.kernel])
+      return err("kernel '" + p_.kernels[l.kernel].name + "' is defined twice");
+    defined_[l.kernel] = true;
+    return okStatus();
+  }
+
+  /// The arguments of a call to kernel `k` (named `kn`): one per parameter, a live buffer in
+  /// program memory of the parameter's dtype (not an input or constant where it is written) for
+  /// a buffer parameter, a size of bound symbols for a size parameter.
+  Status kernelArgs(const KernelCall &l, const KernelInfo &k, const std::string &kn) const {
+    if (l.args.size() != k.params.size())
+      return err(kn + " takes " + std::to_string(k.params.size()) + " arguments, got " +
+                 std::to_string(l.args.size()));
+    for (size_t i = 0; i < l.args.size(); ++i) {
+      const CallArg &a = l.args[i];
+      const KernelParam &pr = k.params[i];
+      std::string an = kn + " argument " + std::to_string(i) + " ('" + pr.name + "')";
+      if (pr.kind == KernelParam::Kind::Buffer) {
+        if (a.kind != CallArg::Kind::Buffer) return err(an + " must be a buffer");
+        COIL_TRY_STATUS(programMemory(a.buffer, an));
+        COIL_TRY_STATUS(use(a.buffer));
+        if (p_.buffers[a.buffer].dtype != pr.dtype)
+          return err(an + " must be " + std::string(dtypeName(pr.dtype)) + ", " + name(a.buffer) +
+                     " is " + std::string(dtypeName(p_.buffers[a.buffer].dtype)));
+        BufferKind bk = p_.buffers[a.buffer].kind;
+        if (pr.written && (bk == BufferKind::Input || bk == BufferKind::Constant))
+          return err(an + " is written but " + name(a.buffer) + " is " + aKind(bk));
+      } else {
+        if (a.kind != CallArg::Kind::Size) return err(an + " must be a size");
+        COIL_TRY_STATUS(symbolsBound(a.size, an));
+      }
+    }
+    return okStatus();
+  }
+
+  /// The size buckets of a call to kernel `k` (named `kn`), if any: a bucket size of bound
+  /// symbols, and buckets sorted by their ends, each choosing a config `k` has and measured for
+  /// all of its configs or none.
+  Status sizeBuckets(const KernelCall &l, const KernelInfo &k, const std::string &kn) const {
+    if (l.choices.empty()) return okStatus();
+    COIL_TRY_STATUS(symbolsBound(l.bucketSize, kn + " bucket size"));
+    for (size_t i = 0; i < l.choices.size(); ++i) {
+      const ConfigChoice &c = l.choices[i];
+      std::string cn = kn + " size bucket " + std::to_string(i);
+      if (c.config < 0 || size_t(c.config) >= k.configs.size())
+        return err(cn + " chooses config " + std::to_string(c.config) + " (it has " +
+                   std::to_string(k.configs.size()) + ")");
+      if (i && c.upTo <= l.choices[i - 1].upTo)
+        return err(cn + " ends at " + std::to_string(c.upTo) +
+                   ", not above the previous bucket's end " +
+                   std::to_string(l.choices[i - 1].upTo) + " (buckets must be sorted)");
+      if (!c.timesUs.empty() && c.timesUs.size() != k.configs.size())
+        return err(cn + " has " + std::to_string(c.timesUs.size()) + " measured times for " +
+                   std::to_string(k.configs.size()) + " configs");
+    }
+    return okStatus();
+  }
+
+  /// KernelCall: a defined kernel, with the config it names, its arguments and its size buckets.
+  Status checkKernelCall(const KernelCall &l) const {
+    if (l.kernel < 0 || size_t(l.kernel) >= p_.kernels.size())
+      return err("kernel id " + std::to_string(l.kernel) + " out of range");
+    const KernelInfo &k = p_.kernels[l.kernel];
+    std::string kn = "kernel '" + k.name + "'";
+    if (!defined_[l.kernel]) return err(kn + " is called before its KernelDefinition");
+    if (l.config < 0 || size_t(l.config) >= k.configs.size())
+      return err(kn + " has no config " + std::to_string(l.config) + " (it has " +
+                 std::to_string(k.configs.size()) + ")");
+    COIL_TRY_STATUS(kernelArgs(l, k, kn));
+    return sizeBuckets(l, k, kn);
+  }
+
+  /// ExternKernelOut: a consistent signature, placed on the device only in a CUDA program,
+  /// matching the extern table, writing live buffers that are not inputs or constants and
+  /// defining no symbol.
+  Status checkExternOut(const ExternKernelOut &l) {
+    COIL_TRY_STATUS(externSignature(l.function, l.args, false));
+    if (l.place == ExternPlace::kDevice && p_.device != "cuda")
+      return err("extern '" + l.function + "' is placed on the device in a " + p_.device +
+                 " program");
+    COIL_TRY_STATUS(externTable(l.function, l.args, false, l.place));
+    for (const ExternArg &a : l.args) {
+      std::string an = "extern '" + l.function + "'";
+      switch (a.kind) {
+      case ExternArg::Kind::Buffer:
+        COIL_TRY_STATUS(use(a.buffer));
+        break;
+      case ExternArg::Kind::Output: {
+        COIL_TRY_STATUS(use(a.buffer));
+        BufferKind bk = p_.buffers[a.buffer].kind;
+        if (bk == BufferKind::Input || bk == BufferKind::Constant)
+          return err(an + " writes " + name(a.buffer) + ", " + aKind(bk));
+        break;
+      }
+      case ExternArg::Kind::Size:
+        COIL_TRY_STATUS(symbolsBound(a.size, an));
+        break;
+      case ExternArg::Kind::Float:
+        break;
+      case ExternArg::Kind::OutSymbol:
+        return err(an + " defines symbol '" + a.symbol + "'; only allocating calls define symbols");
+      }
+    }
+    return okStatus();
+  }
+
+  /// ExternKernelAlloc: a consistent signature, on the host, matching the extern table; it
+  /// allocates at least one output (each at this line only, outside the arena) and binds the
+  /// symbols of its OutSymbol arguments, which outSymbols lists.
+  Status checkExternAlloc(const ExternKernelAlloc &l) {
+    COIL_TRY_STATUS(externSignature(l.function, l.args, true));
+    if (l.place == ExternPlace::kDevice)
+      return err("allocating extern '" + l.function +
+                 "' is placed on the device; allocating calls run on the host");
+    COIL_TRY_STATUS(externTable(l.function, l.args, true, l.place));
+    std::string an = "extern '" + l.function + "'";
+    std::vector<std::string> outSyms;
+    std::vector<BufferId> outs;
+    for (const ExternArg &a : l.args) {
+      switch (a.kind) {
+      case ExternArg::Kind::Buffer:
+        COIL_TRY_STATUS(use(a.buffer));
+        break;
+      case ExternArg::Kind::Output:
+        COIL_TRY_STATUS(buffer(a.buffer));
+        if (allocDef_[a.buffer] != line_)
+          return err(an + " allocates " + name(a.buffer) + " twice");
+        outs.push_back(a.buffer);
+        break;
+      case ExternArg::Kind::Size:
+        COIL_TRY_STATUS(symbolsBound(a.size, an));
+        break;
+      case ExternArg::Kind::Float:
+        break;
+      case ExternArg::Kind::OutSymbol:
+        outSyms.push_back(a.symbol);
+        break;
+      }
+    }
+    if (outs.empty()) return err(an + " allocates no output");
+    std::vector<std::string> a = outSyms, b = l.outSymbols;
+    std::sort(a.begin(), a.end());
+    std::sort(b.begin(), b.end());
+    if (a != b) return err(an + ": its OutSymbol arguments and outSymbols name different symbols");
+    for (const std::string &s : l.outSymbols) COIL_TRY_STATUS(bindSymbol(s));
+    for (BufferId b : outs) {
+      COIL_TRY_STATUS(define(b, true));
+      owner_[b] = true;
+      if (p_.buffers[b].arenaOffset)
+        return err(name(b) + " is allocated by an extern and has an arena offset");
+      COIL_TRY_STATUS(shapeBound(b));
+    }
+    return okStatus();
+  }
+
+  /// MultiOutput: names output `index` of the allocating extern whose output 0 is `source`,
+  /// either that buffer itself or a view of it of the same dtype, outside the arena.
+  Status checkMultiOutput(const MultiOutput &l) {
+    COIL_TRY_STATUS(use(l.source));
+    int32_t def = allocDef_[l.source];
+    if (def < 0) return err(name(l.source) + " is not an output of an allocating extern");
+    const auto &ext = std::get<ExternKernelAlloc>(p_.lines[def]);
+    std::vector<BufferId> outs;
+    for (const ExternArg &a : ext.args)
+      if (a.kind == ExternArg::Kind::Output) outs.push_back(a.buffer);
+    if (outs[0] != l.source)
+      return err(name(l.source) + " is not output 0 of extern '" + ext.function + "'");
+    if (l.index < 0 || size_t(l.index) >= outs.size())
+      return err("extern '" + ext.function + "' has no output " + std::to_string(l.index));
+    BufferId target = outs[l.index];
+    COIL_TRY_STATUS(use(target));
+    if (target == l.buffer) return okStatus(); // names the extern's own output buffer
+    if (p_.buffers[target].dtype != p_.buffers[l.buffer].dtype)
+      return err(name(l.buffer) + " is " + std::string(dtypeName(p_.buffers[l.buffer].dtype)) +
+                 ", output " + std::to_string(l.index) + " of '" + ext.function + "' is " +
+                 std::string(dtypeName(p_.buffers[target].dtype)));
+    COIL_TRY_STATUS(define(l.buffer, false));
+    if (p_.buffers[l.buffer].arenaOffset)
+      return err("view " + name(l.buffer) + " has an arena offset");
+    root_[l.buffer] = root_[target];
+    return shapeBound(l.buffer);
+  }
+
+  /// HostAllocate (CUDA programs only): a host intermediate gets storage it owns.
+  Status checkHostAllocate(const HostAllocate &l) {
+    COIL_TRY_STATUS(cudaOnly());
+    COIL_TRY_STATUS(hostMemory(l.buffer));
+    COIL_TRY_STATUS(define(l.buffer, false));
+    owner_[l.buffer] = true;
+    return shapeBound(l.buffer);
+  }
+
+  /// CopyToHost (CUDA programs only): a live buffer in program memory into a live host buffer
+  /// of as many bytes.
+  Status checkCopyToHost(const CopyToHost &l) const {
+    COIL_TRY_STATUS(cudaOnly());
+    COIL_TRY_STATUS(programMemory(l.from, "CopyToHost's source"));
+    COIL_TRY_STATUS(hostMemory(l.to));
+    COIL_TRY_STATUS(use(l.from));
+    COIL_TRY_STATUS(use(l.to));
+    return sameBytes(l.from, l.to);
+  }
+
+  /// CopyToDevice (CUDA programs only): a live host buffer into a buffer in program memory of as
+  /// many bytes, either allocated by the copy (outside the arena) or live and not an input or
+  /// constant.
+  Status checkCopyToDevice(const CopyToDevice &l) {
+    COIL_TRY_STATUS(cudaOnly());
+    COIL_TRY_STATUS(hostMemory(l.from));
+    COIL_TRY_STATUS(programMemory(l.to, "CopyToDevice's target"));
+    COIL_TRY_STATUS(use(l.from));
+    if (l.allocate) {
+      COIL_TRY_STATUS(define(l.to, true));
+      owner_[l.to] = true;
+      if (p_.buffers[l.to].arenaOffset)
+        return err(name(l.to) + " is allocated by a copy and has an arena offset");
+      COIL_TRY_STATUS(shapeBound(l.to));
+    } else {
+      COIL_TRY_STATUS(use(l.to));
+      BufferKind bk = p_.buffers[l.to].kind;
+      if (bk == BufferKind::Input || bk == BufferKind::Constant)
+        return err("CopyToDevice writes " + name(l.to) + ", " + aKind(bk));
+    }
+    return sameBytes(l.from, l.to);
+  }
+
+  /// DebugPrint: its buffer values are live and in program memory, its sizes use bound symbols.
+  Status checkDebugPrint(const DebugPrint &l) const {
+    for (const DebugValue &v : l.values) {
+      if (v.kind == DebugValue::Kind::Buffer) {
+        COIL_TRY_STATUS(programMemory(v.buffer, "debug value '" + v.name + "'"));
+        COIL_TRY_STATUS(use(v.buffer));
+      }
+      if (v.kind == DebugValue::Kind::Size)
+        COIL_TRY_STATUS(symbolsBound(v.size, "debug value '" + v.name + "'"));
+    }
+    return okStatus();
+  }
+
+  /// Checks one line against the rules of its kind (the functions above), updating the states
+  /// of the buffers, kernels and symbols it defines, uses or releases.
   Status check(const Line &line) {
     return std::visit(
         [&](const auto &l) -> Status {
@@ -285,245 +577,40 @@ private:
           if constexpr (std::is_same_v<T, Comment>) {
             return okStatus();
           } else if constexpr (std::is_same_v<T, BindSymbol>) {
-            COIL_TRY_STATUS(buffer(l.buffer));
-            if (p_.buffers[l.buffer].kind != BufferKind::Input)
-              return err("symbol '" + l.symbol + "' is bound from " + name(l.buffer) +
-                         ", which is not an input");
-            if (l.dim < 0 || size_t(l.dim) >= p_.buffers[l.buffer].shape.size())
-              return err("symbol '" + l.symbol + "' is bound from dim " + std::to_string(l.dim) +
-                         " of " + name(l.buffer) + ", which has rank " +
-                         std::to_string(p_.buffers[l.buffer].shape.size()));
-            return bindSymbol(l.symbol);
+            return checkBindSymbol(l);
           } else if constexpr (std::is_same_v<T, Allocate>) {
-            COIL_TRY_STATUS(programMemory(l.buffer, "Allocate"));
-            COIL_TRY_STATUS(define(l.buffer, false));
-            owner_[l.buffer] = true;
-            return shapeBound(l.buffer);
+            return checkAllocate(l);
           } else if constexpr (std::is_same_v<T, Reuse>) {
-            COIL_TRY_STATUS(programMemory(l.from, "Reuse"));
-            COIL_TRY_STATUS(programMemory(l.to, "Reuse"));
-            if (state_[l.from] != State::Live)
-              return err(name(l.to) + " reuses " + name(l.from) + ", which holds no storage");
-            COIL_TRY_STATUS(release(l.from));
-            COIL_TRY_STATUS(define(l.to, false));
-            owner_[l.to] = true;
-            return shapeBound(l.to);
+            return checkReuse(l);
           } else if constexpr (std::is_same_v<T, Reinterpret>) {
-            COIL_TRY_STATUS(programMemory(l.base, "Reinterpret"));
-            COIL_TRY_STATUS(programMemory(l.buffer, "Reinterpret"));
-            COIL_TRY_STATUS(use(l.base));
-            COIL_TRY_STATUS(symbolsBound(l.offsetBytes, "the offset of " + name(l.buffer)));
-            COIL_TRY_STATUS(define(l.buffer, false));
-            if (p_.buffers[l.buffer].arenaOffset)
-              return err("view " + name(l.buffer) + " has an arena offset");
-            root_[l.buffer] = root_[l.base];
-            return shapeBound(l.buffer);
+            return checkReinterpret(l);
           } else if constexpr (std::is_same_v<T, Free> || std::is_same_v<T, FreeIfNotReused>) {
             COIL_TRY_STATUS(programMemory(l.buffer, lineKindName(line)));
             return release(l.buffer);
           } else if constexpr (std::is_same_v<T, KernelDefinition>) {
-            if (l.kernel < 0 || size_t(l.kernel) >= p_.kernels.size())
-              return err("kernel id " + std::to_string(l.kernel) + " out of range");
-            if (defined_[l.kernel])
-              return err("kernel '" + p_.kernels[l.kernel].name + "' is defined twice");
-            defined_[l.kernel] = true;
-            return okStatus();
+            return checkKernelDefinition(l);
           } else if constexpr (std::is_same_v<T, KernelCall>) {
-            if (l.kernel < 0 || size_t(l.kernel) >= p_.kernels.size())
-              return err("kernel id " + std::to_string(l.kernel) + " out of range");
-            const KernelInfo &k = p_.kernels[l.kernel];
-            std::string kn = "kernel '" + k.name + "'";
-            if (!defined_[l.kernel]) return err(kn + " is called before its KernelDefinition");
-            if (l.config < 0 || size_t(l.config) >= k.configs.size())
-              return err(kn + " has no config " + std::to_string(l.config) + " (it has " +
-                         std::to_string(k.configs.size()) + ")");
-            if (l.args.size() != k.params.size())
-              return err(kn + " takes " + std::to_string(k.params.size()) + " arguments, got " +
-                         std::to_string(l.args.size()));
-            for (size_t i = 0; i < l.args.size(); ++i) {
-              const CallArg &a = l.args[i];
-              const KernelParam &pr = k.params[i];
-              std::string an = kn + " argument " + std::to_string(i) + " ('" + pr.name + "')";
-              if (pr.kind == KernelParam::Kind::Buffer) {
-                if (a.kind != CallArg::Kind::Buffer) return err(an + " must be a buffer");
-                COIL_TRY_STATUS(programMemory(a.buffer, an));
-                COIL_TRY_STATUS(use(a.buffer));
-                if (p_.buffers[a.buffer].dtype != pr.dtype)
-                  return err(an + " must be " + std::string(dtypeName(pr.dtype)) + ", " +
-                             name(a.buffer) + " is " +
-                             std::string(dtypeName(p_.buffers[a.buffer].dtype)));
-                BufferKind bk = p_.buffers[a.buffer].kind;
-                if (pr.written && (bk == BufferKind::Input || bk == BufferKind::Constant))
-                  return err(an + " is written but " + name(a.buffer) + " is " + aKind(bk));
-              } else {
-                if (a.kind != CallArg::Kind::Size) return err(an + " must be a size");
-                COIL_TRY_STATUS(symbolsBound(a.size, an));
-              }
-            }
-            if (l.choices.empty()) return okStatus();
-            COIL_TRY_STATUS(symbolsBound(l.bucketSize, kn + " bucket size"));
-            for (size_t i = 0; i < l.choices.size(); ++i) {
-              const ConfigChoice &c = l.choices[i];
-              std::string cn = kn + " size bucket " + std::to_string(i);
-              if (c.config < 0 || size_t(c.config) >= k.configs.size())
-                return err(cn + " chooses config " + std::to_string(c.config) + " (it has " +
-                           std::to_string(k.configs.size()) + ")");
-              if (i && c.upTo <= l.choices[i - 1].upTo)
-                return err(cn + " ends at " + std::to_string(c.upTo) +
-                           ", not above the previous bucket's end " +
-                           std::to_string(l.choices[i - 1].upTo) + " (buckets must be sorted)");
-              if (!c.timesUs.empty() && c.timesUs.size() != k.configs.size())
-                return err(cn + " has " + std::to_string(c.timesUs.size()) +
-                           " measured times for " + std::to_string(k.configs.size()) + " configs");
-            }
-            return okStatus();
+            return checkKernelCall(l);
           } else if constexpr (std::is_same_v<T, ExternKernelOut>) {
-            COIL_TRY_STATUS(externSignature(l.function, l.args, false));
-            if (l.place == ExternPlace::kDevice && p_.device != "cuda")
-              return err("extern '" + l.function + "' is placed on the device in a " + p_.device +
-                         " program");
-            COIL_TRY_STATUS(externTable(l.function, l.args, false, l.place));
-            for (const ExternArg &a : l.args) {
-              std::string an = "extern '" + l.function + "'";
-              switch (a.kind) {
-              case ExternArg::Kind::Buffer:
-                COIL_TRY_STATUS(use(a.buffer));
-                break;
-              case ExternArg::Kind::Output: {
-                COIL_TRY_STATUS(use(a.buffer));
-                BufferKind bk = p_.buffers[a.buffer].kind;
-                if (bk == BufferKind::Input || bk == BufferKind::Constant)
-                  return err(an + " writes " + name(a.buffer) + ", " + aKind(bk));
-                break;
-              }
-              case ExternArg::Kind::Size:
-                COIL_TRY_STATUS(symbolsBound(a.size, an));
-                break;
-              case ExternArg::Kind::Float:
-                break;
-              case ExternArg::Kind::OutSymbol:
-                return err(an + " defines symbol '" + a.symbol +
-                           "'; only allocating calls define symbols");
-              }
-            }
-            return okStatus();
+            return checkExternOut(l);
           } else if constexpr (std::is_same_v<T, ExternKernelAlloc>) {
-            COIL_TRY_STATUS(externSignature(l.function, l.args, true));
-            if (l.place == ExternPlace::kDevice)
-              return err("allocating extern '" + l.function +
-                         "' is placed on the device; allocating calls run on the host");
-            COIL_TRY_STATUS(externTable(l.function, l.args, true, l.place));
-            std::string an = "extern '" + l.function + "'";
-            std::vector<std::string> outSyms;
-            std::vector<BufferId> outs;
-            for (const ExternArg &a : l.args) {
-              switch (a.kind) {
-              case ExternArg::Kind::Buffer:
-                COIL_TRY_STATUS(use(a.buffer));
-                break;
-              case ExternArg::Kind::Output:
-                COIL_TRY_STATUS(buffer(a.buffer));
-                if (allocDef_[a.buffer] != line_)
-                  return err(an + " allocates " + name(a.buffer) + " twice");
-                outs.push_back(a.buffer);
-                break;
-              case ExternArg::Kind::Size:
-                COIL_TRY_STATUS(symbolsBound(a.size, an));
-                break;
-              case ExternArg::Kind::Float:
-                break;
-              case ExternArg::Kind::OutSymbol:
-                outSyms.push_back(a.symbol);
-                break;
-              }
-            }
-            if (outs.empty()) return err(an + " allocates no output");
-            std::vector<std::string> a = outSyms, b = l.outSymbols;
-            std::sort(a.begin(), a.end());
-            std::sort(b.begin(), b.end());
-            if (a != b)
-              return err(an + ": its OutSymbol arguments and outSymbols name different symbols");
-            for (const std::string &s : l.outSymbols) COIL_TRY_STATUS(bindSymbol(s));
-            for (BufferId b : outs) {
-              COIL_TRY_STATUS(define(b, true));
-              owner_[b] = true;
-              if (p_.buffers[b].arenaOffset)
-                return err(name(b) + " is allocated by an extern and has an arena offset");
-              COIL_TRY_STATUS(shapeBound(b));
-            }
-            return okStatus();
+            return checkExternAlloc(l);
           } else if constexpr (std::is_same_v<T, MultiOutput>) {
-            COIL_TRY_STATUS(use(l.source));
-            int32_t def = allocDef_[l.source];
-            if (def < 0) return err(name(l.source) + " is not an output of an allocating extern");
-            const auto &ext = std::get<ExternKernelAlloc>(p_.lines[def]);
-            std::vector<BufferId> outs;
-            for (const ExternArg &a : ext.args)
-              if (a.kind == ExternArg::Kind::Output) outs.push_back(a.buffer);
-            if (outs[0] != l.source)
-              return err(name(l.source) + " is not output 0 of extern '" + ext.function + "'");
-            if (l.index < 0 || size_t(l.index) >= outs.size())
-              return err("extern '" + ext.function + "' has no output " + std::to_string(l.index));
-            BufferId target = outs[l.index];
-            COIL_TRY_STATUS(use(target));
-            if (target == l.buffer) return okStatus(); // names the extern's own output buffer
-            if (p_.buffers[target].dtype != p_.buffers[l.buffer].dtype)
-              return err(name(l.buffer) + " is " +
-                         std::string(dtypeName(p_.buffers[l.buffer].dtype)) + ", output " +
-                         std::to_string(l.index) + " of '" + ext.function + "' is " +
-                         std::string(dtypeName(p_.buffers[target].dtype)));
-            COIL_TRY_STATUS(define(l.buffer, false));
-            if (p_.buffers[l.buffer].arenaOffset)
-              return err("view " + name(l.buffer) + " has an arena offset");
-            root_[l.buffer] = root_[target];
-            return shapeBound(l.buffer);
+            return checkMultiOutput(l);
           } else if constexpr (std::is_same_v<T, Synchronize>) {
             return cudaOnly();
           } else if constexpr (std::is_same_v<T, HostAllocate>) {
-            COIL_TRY_STATUS(cudaOnly());
-            COIL_TRY_STATUS(hostMemory(l.buffer));
-            COIL_TRY_STATUS(define(l.buffer, false));
-            owner_[l.buffer] = true;
-            return shapeBound(l.buffer);
+            return checkHostAllocate(l);
           } else if constexpr (std::is_same_v<T, HostFree>) {
             COIL_TRY_STATUS(cudaOnly());
             COIL_TRY_STATUS(hostMemory(l.buffer));
             return release(l.buffer);
           } else if constexpr (std::is_same_v<T, CopyToHost>) {
-            COIL_TRY_STATUS(cudaOnly());
-            COIL_TRY_STATUS(programMemory(l.from, "CopyToHost's source"));
-            COIL_TRY_STATUS(hostMemory(l.to));
-            COIL_TRY_STATUS(use(l.from));
-            COIL_TRY_STATUS(use(l.to));
-            return sameBytes(l.from, l.to);
+            return checkCopyToHost(l);
           } else if constexpr (std::is_same_v<T, CopyToDevice>) {
-            COIL_TRY_STATUS(cudaOnly());
-            COIL_TRY_STATUS(hostMemory(l.from));
-            COIL_TRY_STATUS(programMemory(l.to, "CopyToDevice's target"));
-            COIL_TRY_STATUS(use(l.from));
-            if (l.allocate) {
-              COIL_TRY_STATUS(define(l.to, true));
-              owner_[l.to] = true;
-              if (p_.buffers[l.to].arenaOffset)
-                return err(name(l.to) + " is allocated by a copy and has an arena offset");
-              COIL_TRY_STATUS(shapeBound(l.to));
-            } else {
-              COIL_TRY_STATUS(use(l.to));
-              BufferKind bk = p_.buffers[l.to].kind;
-              if (bk == BufferKind::Input || bk == BufferKind::Constant)
-                return err("CopyToDevice writes " + name(l.to) + ", " + aKind(bk));
-            }
-            return sameBytes(l.from, l.to);
+            return checkCopyToDevice(l);
           } else if constexpr (std::is_same_v<T, DebugPrint>) {
-            for (const DebugValue &v : l.values) {
-              if (v.kind == DebugValue::Kind::Buffer) {
-                COIL_TRY_STATUS(programMemory(v.buffer, "debug value '" + v.name + "'"));
-                COIL_TRY_STATUS(use(v.buffer));
-              }
-              if (v.kind == DebugValue::Kind::Size)
-                COIL_TRY_STATUS(symbolsBound(v.size, "debug value '" + v.name + "'"));
-            }
-            return okStatus();
+            return checkDebugPrint(l);
           } else {
             static_assert(sizeof(T) == 0, "line kind without verifier checks");
           }
