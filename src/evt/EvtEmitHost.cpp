@@ -45,8 +45,12 @@ public:
            (n.shape.l - 1) * n.stride.l + 1;
   }
 
-  std::string mainFunction() const {
-    std::ostringstream os;
+  /// The buffers the GEMM writes: D (sm90) and each store node's, as (field, (element type,
+  /// elements)).
+  using OutBuffers = std::vector<std::pair<std::string, std::pair<std::string, int64_t>>>;
+
+  /// The host program's helpers: error checks, exact random values, uploads, the error measure.
+  void emitHelpers(std::ostringstream &os) const {
     os << "\n// ---- host program: random inputs, the GEMM, and a reference on the host ----\n";
     os << "#define COIL_CUDA(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { "
           "std::printf(\"cuda error %s at %s:%d\\n\", cudaGetErrorString(e_), __FILE__, __LINE__); "
@@ -69,6 +73,10 @@ public:
           "  if (std::isinf(ref) && got == ref) return 0;\n"
           "  return std::fabs(double(got) - ref) / std::fmax(1.0, std::fabs(ref));\n}\n}  // "
           "namespace\n\n";
+  }
+
+  /// main()'s start: sizes, A and B, and every parameter (scalars by value, tensors uploaded).
+  void emitInputs(std::ostringstream &os) const {
     os << "int main() {\n  using namespace " << ns_ << ";\n";
     os << "  int M = " << p_.problem.m << ", N = " << p_.problem.n << ", K = " << o_.k
        << ", L = " << p_.problem.l << ";\n";
@@ -91,13 +99,20 @@ public:
          << (n.kind == Kind::ScalarBcast ? "2, 6" : "-8, 8") << "));\n";
       os << "  p." << f << " = coil_upload(h_" << f << ");\n";
     }
-    // Outputs.
-    std::vector<std::pair<std::string, std::pair<std::string, int64_t>>> outs; // field, type, n
+  }
+
+  OutBuffers outputBuffers() const {
+    OutBuffers outs;
     if (sm90_) outs.push_back({"o_D", {"ElementD", p_.problem.m * p_.problem.n * p_.problem.l}});
     for (int id : storeNodes()) {
       const Node &n = p_.at(id);
       outs.push_back({field(n), {cppType(n.dtype), elems(n)}});
     }
+    return outs;
+  }
+
+  /// The output buffers (reductions start at their identity), then one check of every upload.
+  void emitOutputs(std::ostringstream &os, const OutBuffers &outs) const {
     for (auto &[f, tn] : outs) {
       const Node *rn = nullptr;
       for (int id : storeNodes())
@@ -114,7 +129,10 @@ public:
         os << ", (void *)p." << field(p_.at(id));
     for (auto &o : outs) os << ", (void *)p." << o.first;
     os << "})\n    if (!ptr) { std::printf(\"cudaMalloc failed\\n\"); return 2; }\n";
-    // The GEMM.
+  }
+
+  /// The GEMM's arguments (sm90's or sm80's form) and its run.
+  void emitGemm(std::ostringstream &os) const {
     if (sm90_) {
       int c = srcNode();
       os << "  auto strideA = cutlass::make_cute_packed_stride(GemmKernel::StrideA{}, "
@@ -150,7 +168,84 @@ public:
           "  if (gemm.run() != cutlass::Status::kSuccess) { std::printf(\"run failed\\n\"); return "
           "2; }\n"
           "  COIL_CUDA(cudaDeviceSynchronize());\n";
-    // Reference.
+  }
+
+  /// One node's value in the reference loop (and its store's or reduction's comparison).
+  void emitReferenceNode(std::ostringstream &os, int id) const {
+    const Node &n = p_.at(id);
+    std::string v = "v" + std::to_string(id);
+    switch (n.kind) {
+    case Kind::Accum:
+      os << "    [[maybe_unused]] float " << v << " = acc;\n";
+      break;
+    case Kind::Literal:
+      os << "    [[maybe_unused]] float " << v << " = " << floatLit(n.value) << ";\n";
+      break;
+    case Kind::ScalarBcast:
+      if (n.stride.l == 0) {
+        os << "    [[maybe_unused]] float " << v << " = h_" << field(n) << ";\n";
+        break;
+      }
+      [[fallthrough]];
+    case Kind::Src:
+    case Kind::AuxLoad:
+    case Kind::RowBcast:
+    case Kind::ColBcast:
+      os << "    [[maybe_unused]] float " << v << " = float(h_" << field(n) << "[" << hostIndex(n)
+         << "]);\n";
+      break;
+    case Kind::Compute: {
+      os << "    [[maybe_unused]] float " << v << ";\n    {";
+      size_t used = n.op == Op::First ? 1 : n.operands.size();
+      // A compute visitor converts its inputs to ElementCompute (accumulators and loads reach
+      // it in their own types).
+      for (size_t k = 0; k < used && k < 3; ++k)
+        os << " float a" << k << " = "
+           << (p_.compute != DType::F32
+                   ? "float(ElementCompute(v" + std::to_string(n.operands[k]) + "))"
+                   : "v" + std::to_string(n.operands[k]))
+           << ";";
+      os << " " << v << " = " << scalarExpr(n.op) << ";";
+      if (n.op == Op::First)
+        for (size_t k = 1; k < n.operands.size(); ++k) os << " (void)v" << n.operands[k] << ";";
+      os << " }\n";
+      if (n.op == Op::Cast && n.dtype != DType::F32)
+        os << "    " << v << " = float(" << cppType(n.dtype) << "(" << v << "));\n";
+      break;
+    }
+    case Kind::AuxStore:
+      os << "    [[maybe_unused]] float " << v << " = v" << n.operands[0] << ";\n";
+      os << "    { double r = float(" << cppType(n.dtype) << "(" << v << ")); double e = coil_err("
+         << "float(g_" << field(n) << "[" << hostIndex(n) << "]), r); if (!(e <= errs[\"" << n.name
+         << "\"])) errs[\"" << n.name << "\"] = e; }\n";
+      break;
+    case Kind::RowRed:
+    case Kind::ColRed:
+    case Kind::ScalarRed: {
+      os << "    [[maybe_unused]] float " << v << " = v" << n.operands[0] << ";\n";
+      std::string slot = "r_" + field(n) + "[" + hostIndex(n) + "]";
+      if (n.red == RedFn::Sum)
+        os << "    " << slot << " += " << v << ";\n";
+      else
+        os << "    " << slot << " = std::fmax(" << slot << ", double(" << v << "));\n";
+      break;
+    }
+    case Kind::Input:
+      break;
+    }
+    // Under a compute type narrower than f32, the values produced in ElementCompute are
+    // rounded to it: compute results (a cast's is in its own type), literals, and sm90's row
+    // and column broadcasts. Accumulators, loads and sm80 broadcasts keep their own types
+    // until a compute visitor converts them, so a store or reduction sees them unrounded.
+    bool inCompute = (n.kind == Kind::Compute && n.op != Op::Cast) || n.kind == Kind::Literal ||
+                     (sm90_ && (n.kind == Kind::RowBcast || n.kind == Kind::ColBcast));
+    if (p_.compute != DType::F32 && inCompute)
+      os << "    " << v << " = float(ElementCompute(" << v << "));\n";
+  }
+
+  /// The reference on the host: every output element recomputed in float from A, B and the
+  /// parameters, in the plan's order, and compared with the GEMM's.
+  void emitReference(std::ostringstream &os, const OutBuffers &outs) const {
     for (auto &[f, tn] : outs)
       os << "  auto g_" << f << " = coil_download(p." << f << ", " << tn.second << ");\n";
     for (int id : storeNodes()) {
@@ -167,78 +262,7 @@ public:
           "    for (int k = 0; k < K; ++k)\n"
           "      acc += float(hA[(size_t(l) * M + m) * K + k]) * float(hB[(size_t(l) * N + n) * K "
           "+ k]);\n";
-    for (int id : plan_.topo) {
-      const Node &n = p_.at(id);
-      std::string v = "v" + std::to_string(id);
-      switch (n.kind) {
-      case Kind::Accum:
-        os << "    [[maybe_unused]] float " << v << " = acc;\n";
-        break;
-      case Kind::Literal:
-        os << "    [[maybe_unused]] float " << v << " = " << floatLit(n.value) << ";\n";
-        break;
-      case Kind::ScalarBcast:
-        if (n.stride.l == 0) {
-          os << "    [[maybe_unused]] float " << v << " = h_" << field(n) << ";\n";
-          break;
-        }
-        [[fallthrough]];
-      case Kind::Src:
-      case Kind::AuxLoad:
-      case Kind::RowBcast:
-      case Kind::ColBcast:
-        os << "    [[maybe_unused]] float " << v << " = float(h_" << field(n) << "[" << hostIndex(n)
-           << "]);\n";
-        break;
-      case Kind::Compute: {
-        os << "    [[maybe_unused]] float " << v << ";\n    {";
-        size_t used = n.op == Op::First ? 1 : n.operands.size();
-        // A compute visitor converts its inputs to ElementCompute (accumulators and loads reach
-        // it in their own types).
-        for (size_t k = 0; k < used && k < 3; ++k)
-          os << " float a" << k << " = "
-             << (p_.compute != DType::F32
-                     ? "float(ElementCompute(v" + std::to_string(n.operands[k]) + "))"
-                     : "v" + std::to_string(n.operands[k]))
-             << ";";
-        os << " " << v << " = " << scalarExpr(n.op) << ";";
-        if (n.op == Op::First)
-          for (size_t k = 1; k < n.operands.size(); ++k) os << " (void)v" << n.operands[k] << ";";
-        os << " }\n";
-        if (n.op == Op::Cast && n.dtype != DType::F32)
-          os << "    " << v << " = float(" << cppType(n.dtype) << "(" << v << "));\n";
-        break;
-      }
-      case Kind::AuxStore:
-        os << "    [[maybe_unused]] float " << v << " = v" << n.operands[0] << ";\n";
-        os << "    { double r = float(" << cppType(n.dtype) << "(" << v
-           << ")); double e = coil_err("
-           << "float(g_" << field(n) << "[" << hostIndex(n) << "]), r); if (!(e <= errs[\""
-           << n.name << "\"])) errs[\"" << n.name << "\"] = e; }\n";
-        break;
-      case Kind::RowRed:
-      case Kind::ColRed:
-      case Kind::ScalarRed: {
-        os << "    [[maybe_unused]] float " << v << " = v" << n.operands[0] << ";\n";
-        std::string slot = "r_" + field(n) + "[" + hostIndex(n) + "]";
-        if (n.red == RedFn::Sum)
-          os << "    " << slot << " += " << v << ";\n";
-        else
-          os << "    " << slot << " = std::fmax(" << slot << ", double(" << v << "));\n";
-        break;
-      }
-      case Kind::Input:
-        break;
-      }
-      // Under a compute type narrower than f32, the values produced in ElementCompute are
-      // rounded to it: compute results (a cast's is in its own type), literals, and sm90's row
-      // and column broadcasts. Accumulators, loads and sm80 broadcasts keep their own types
-      // until a compute visitor converts them, so a store or reduction sees them unrounded.
-      bool inCompute = (n.kind == Kind::Compute && n.op != Op::Cast) || n.kind == Kind::Literal ||
-                       (sm90_ && (n.kind == Kind::RowBcast || n.kind == Kind::ColBcast));
-      if (p_.compute != DType::F32 && inCompute)
-        os << "    " << v << " = float(ElementCompute(" << v << "));\n";
-    }
+    for (int id : plan_.topo) emitReferenceNode(os, id);
     if (sm90_) {
       os << "    { double r = float(ElementD(v" << p_.dValue
          << ")); double e = coil_err(float(g_o_D[(size_t(l) * M + m) * N + n]), r); if (!(e <= "
@@ -252,7 +276,10 @@ public:
          << field(n) << "[i], r_" << field(n) << "[i]); if (!(e <= errs[\"" << n.name
          << "\"])) errs[\"" << n.name << "\"] = e; }\n";
     }
-    // Tolerances by the output's dtype.
+  }
+
+  /// Each output's verdict against its dtype's tolerance, and main()'s end.
+  void emitChecks(std::ostringstream &os) const {
     os << "  bool ok = true;\n";
     auto tolOf = [](DType t) {
       return t == DType::BF16 ? "1e-2" : t == DType::F16 ? "2e-3" : "1e-3";
@@ -273,6 +300,17 @@ public:
     os << "  std::printf(\"coil-evt-check " << p_.fnName << " " << archName(o_.arch)
        << ": %s\\n\", ok ? \"PASS\" : \"FAIL\");\n";
     os << "  return ok ? 0 : 1;\n}\n";
+  }
+
+  std::string mainFunction() const {
+    std::ostringstream os;
+    emitHelpers(os);
+    emitInputs(os);
+    const OutBuffers outs = outputBuffers();
+    emitOutputs(os, outs);
+    emitGemm(os);
+    emitReference(os, outs);
+    emitChecks(os);
     return os.str();
   }
 
