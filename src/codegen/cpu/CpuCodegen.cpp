@@ -345,6 +345,11 @@ size_t Emitter::mergeableTrailingDims(const sched::Phase &ph, const std::vector<
   }
   size_t merged = 1;
   SymInt inner = renamed(ranges[rank - 1]); // extent of the dims merged so far
+  // Each access's coefficient of the last dim: a dim merges when its coefficient is that times
+  // the extent of the dims merged so far (not the previous dim's coefficient times it, which
+  // lets [32, 4, 5, 4] read at [r0, x0, r1, r2] merge r0 over x0).
+  std::vector<SymInt> lastCoef;
+  for (const Affine &a : aff) lastCoef.push_back(a.coef);
   // The first `keep` dims are never merged (the kernel's outermost dim bounds the launcher's
   // blocks).
   for (size_t d = rank - 1; d-- > keep;) {
@@ -359,7 +364,7 @@ size_t Emitter::mergeableTrailingDims(const sched::Phase &ph, const std::vector<
     for (size_t i = 0; i < aff.size() && ok; ++i) {
       auto a = affineIn(aff[i].rest, var);
       if (!a || mentions(a->coef, lastVar) ||
-          !(simplify(a->coef - aff[i].coef * inner, ranges_) == SymInt(0)))
+          !(simplify(a->coef - lastCoef[i] * inner, ranges_) == SymInt(0)))
         ok = false;
       else
         next.push_back(*a);
