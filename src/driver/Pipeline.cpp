@@ -278,7 +278,7 @@ Expected<PackageResult> writePackage(const Compilation &c, const std::string &di
   COIL_TRY(CpuTarget cpu, resolveCpuTarget(o.toolchain.cpuTarget));
   po.cpuTarget = cpu.level;
   po.cpuFeatures = cpu.features;
-  if (o.device != "cuda") po.cpuClones = cpu.clones;
+  if (o.device != "cuda" && buildsLevelCopies(o.toolchain.cxx)) po.cpuClones = cpu.clones;
   if (!o.toolchain.cpuTarget.empty())
     po.compileOptions.emplace_back("cpu-target", o.toolchain.cpuTarget);
   po.compileOptions.insert(po.compileOptions.end(), o.recordedOptions.begin(),

@@ -181,6 +181,16 @@ std::string isaUnit(const std::string &path, const SourceFile &s, const std::str
 
 } // namespace
 
+std::string hostCompiler(const std::string &cxx) {
+  if (!cxx.empty()) return cxx;
+  const char *env = std::getenv("CXX");
+  return env && *env ? env : "c++";
+}
+
+bool buildsLevelCopies(const std::string &cxx) {
+  return compilerIdentity(hostCompiler(cxx)).find("clang") == std::string::npos;
+}
+
 std::string compilerIdentity(const std::string &compiler) {
   std::string cmd = shellQuote(compiler) + " --version 2>/dev/null";
   std::string out;
@@ -212,11 +222,7 @@ Expected<BuildResult> buildSharedObject(const std::string &dir,
     if (!out) return Error::user("cannot write '" + p.string() + "'");
   }
 
-  std::string cxx = opts.cxx;
-  if (cxx.empty()) {
-    const char *env = std::getenv("CXX");
-    cxx = env && *env ? env : "c++";
-  }
+  std::string cxx = hostCompiler(opts.cxx);
   // The flags but the optimization level, which is per source file.
   COIL_TRY(CpuTarget target, resolveCpuTarget(opts.cpuTarget));
   std::string flags = "-std=c++17 -fPIC -fopenmp " + target.march + " -fno-math-errno -w";
@@ -232,8 +238,9 @@ Expected<BuildResult> buildSharedObject(const std::string &dir,
 
   COIL_TRY(CompileCache cache, opts.useCache ? CompileCache::fromEnvironment()
                                              : Expected<CompileCache>(CompileCache()));
-  std::string keyText =
-      keyPrefix("build") + compilerIdentity(cxx) + "\n" + flags + "\n" + linkFlags + "\n";
+  const std::string cxxIdentity = compilerIdentity(cxx);
+  std::string keyText = keyPrefix("build") + cxxIdentity + "\n" + flags + "\n" + linkFlags + "\n";
+  if (!buildsLevelCopies(cxx)) target.clones.clear();
   // -march=native means this CPU: its level and extensions are part of the key.
   keyText += target.level + "\n";
   for (const std::string &f : target.features) keyText += f + " ";

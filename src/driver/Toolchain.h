@@ -104,6 +104,12 @@ Expected<BuildResult> buildFatbin(const std::string &dir, const SourceFile &cu,
 /// A user error naming both ways when neither has them.
 Expected<std::string> findCutlassIncludeDir();
 
+/// The host compiler: `cxx`, else $CXX, else "c++".
+std::string hostCompiler(const std::string &cxx);
+/// Whether that compiler builds CpuTarget::clones: GCC's `#pragma GCC target("arch=...")` and
+/// __builtin_cpu_supports of level names (clang 14 knows neither: it builds the base only).
+bool buildsLevelCopies(const std::string &cxx);
+
 /// The identity of a compiler for cache keys: its resolved path and its `--version` output.
 std::string compilerIdentity(const std::string &compiler);
 
