@@ -120,6 +120,11 @@ std::string onPath(const std::string &name) {
   return "";
 }
 
+/// Whether the compiler of `identity` (compilerIdentity) builds level copies: not clang.
+bool identityBuildsLevelCopies(const std::string &identity) {
+  return identity.find("clang") == std::string::npos;
+}
+
 /// The text every cache key starts with: the key format and coil's version.
 std::string keyPrefix(const char *what) {
   return std::string("coil-") + what + " 2\ncoil " + kCoilVersion + "\n";
@@ -188,7 +193,7 @@ std::string hostCompiler(const std::string &cxx) {
 }
 
 bool buildsLevelCopies(const std::string &cxx) {
-  return compilerIdentity(hostCompiler(cxx)).find("clang") == std::string::npos;
+  return identityBuildsLevelCopies(compilerIdentity(hostCompiler(cxx)));
 }
 
 std::string compilerIdentity(const std::string &compiler) {
@@ -240,7 +245,7 @@ Expected<BuildResult> buildSharedObject(const std::string &dir,
                                              : Expected<CompileCache>(CompileCache()));
   const std::string cxxIdentity = compilerIdentity(cxx);
   std::string keyText = keyPrefix("build") + cxxIdentity + "\n" + flags + "\n" + linkFlags + "\n";
-  if (!buildsLevelCopies(cxx)) target.clones.clear();
+  if (!identityBuildsLevelCopies(cxxIdentity)) target.clones.clear();
   // -march=native means this CPU: its level and extensions are part of the key.
   keyText += target.level + "\n";
   for (const std::string &f : target.features) keyText += f + " ";

@@ -1,6 +1,8 @@
 // OpenBLAS through dlopen, with its core type chosen by the CPU's instructions (Blas.h).
 #include "kernels/cpu/Blas.h"
 
+#include "kernels/cpu/CpuFeatures.h"
+
 #include <cblas.h>
 #include <cstdio>
 #include <cstdlib>
@@ -16,14 +18,8 @@ namespace {
 
 /// The core type to ask OpenBLAS for on this CPU, or nullptr to leave its choice alone.
 const char *coreForThisCpu() {
-#if defined(__x86_64__)
-  __builtin_cpu_init();
-  // libgcc's checks include the operating system's support (XCR0) for the registers.
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
-    return "SkylakeX";
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
-#endif
+  if (cpuHasAvx512()) return "SkylakeX";
+  if (hasAvx2()) return "Haswell";
   return nullptr;
 }
 

@@ -10,6 +10,7 @@
 // CPU has them, and as portable scalar code (std::exp), which also runs every f64 call.
 #include "kernels/cpu/CpuAttention.h"
 
+#include "kernels/cpu/CpuFeatures.h"
 #include "kernels/cpu/CpuKernels.h"
 #include "kernels/cpu/CpuKernelsImpl.h"
 
@@ -337,14 +338,9 @@ struct Ops {
 
 std::atomic<int> isaLimit{int(AttentionIsa::Avx512)};
 
-bool cpuHasAvx512() {
-  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-                          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
-  return yes;
-}
-bool cpuHasAvx2() {
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                          __builtin_cpu_supports("f16c");
+/// The AVX2 path also converts f16 with F16C.
+bool cpuHasAvx2F16c() {
+  static const bool yes = hasAvx2() && __builtin_cpu_supports("f16c");
   return yes;
 }
 
@@ -450,7 +446,7 @@ void setAttentionIsaLimit(AttentionIsa limit) {
 AttentionIsa attentionIsa() {
   int limit = isaLimit.load(std::memory_order_relaxed);
   if (limit >= int(AttentionIsa::Avx512) && cpuHasAvx512()) return AttentionIsa::Avx512;
-  if (limit >= int(AttentionIsa::Avx2) && cpuHasAvx2()) return AttentionIsa::Avx2;
+  if (limit >= int(AttentionIsa::Avx2) && cpuHasAvx2F16c()) return AttentionIsa::Avx2;
   return AttentionIsa::Portable;
 }
 

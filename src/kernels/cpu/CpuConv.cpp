@@ -29,9 +29,7 @@ void setConvAvx512Allowed(bool allowed) {
 }
 
 bool avx512Enabled() {
-  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-                          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
-  return yes && avx512Allowed.load(std::memory_order_relaxed);
+  return cpuHasAvx512() && avx512Allowed.load(std::memory_order_relaxed);
 }
 
 /// 0, or the status of fail naming `op` and the broken rule.
@@ -174,11 +172,6 @@ void forEachTap(const ConvGeom &g, const int64_t from[3], const int64_t to[3], F
 }
 
 } // namespace
-
-bool hasAvx2() {
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return yes;
-}
 
 namespace {
 

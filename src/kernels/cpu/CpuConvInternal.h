@@ -4,6 +4,7 @@
 #pragma once
 
 #include "kernels/cpu/CpuAvx512.h"
+#include "kernels/cpu/CpuFeatures.h"
 #include "kernels/cpu/CpuKernelsImpl.h"
 
 #include <cstddef>
@@ -27,10 +28,6 @@ inline void validRange(int64_t off, int64_t s2, int64_t in2, int64_t out2, int64
   l = std::min(l, out2);
   *lo = l, *hi = std::max(h, l);
 }
-
-/// Whether the CPU runs the AVX2 + FMA clones of the hot loops (the library itself is built
-/// for the baseline ISA).
-bool hasAvx2();
 
 /// A per-thread workspace of at least `n` elements, kept between calls up to kKeptScratch bytes
 /// (no allocation or zeroing per call); nullptr when memory runs out. `local` holds a larger

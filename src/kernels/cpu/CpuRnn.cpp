@@ -9,6 +9,7 @@
 // step); a small call never enters an OpenMP region.
 #include "kernels/cpu/CpuRnn.h"
 
+#include "kernels/cpu/CpuFeatures.h"
 #include "kernels/cpu/CpuKernels.h"
 #include "kernels/cpu/CpuKernelsImpl.h"
 
@@ -97,11 +98,6 @@ std::atomic<int> isaLimit{int(RecurrentIsa::Avx2)};
 std::atomic<int64_t> parallelWork{kRecurrentParallelWork};
 std::atomic<int64_t> smallProductWork{kRecurrentSmallProduct};
 
-bool cpuHasAvx2() {
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return yes;
-}
-
 template <typename T> int64_t rowsWorkspace(const Job<T> &j, int64_t rows) {
   if constexpr (std::is_same_v<T, double>)
     return portable64::rowsWorkspace(j, rows);
@@ -182,7 +178,7 @@ int32_t recurrent(const T *xw, const T *r, const T *bias, const int64_t *lens, c
            T(clip),
            false};
   const bool wide =
-      std::is_same_v<T, float> && isaLimit.load() >= int(RecurrentIsa::Avx2) && cpuHasAvx2();
+      std::is_same_v<T, float> && isaLimit.load() >= int(RecurrentIsa::Avx2) && hasAvx2();
   // The multiply-adds of the recurrent products (saturating).
   if (!mulSizes({dirs, seq, batch, gh, hid}, &work)) work = INT64_MAX;
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
@@ -224,8 +220,8 @@ void setRecurrentIsaLimit(RecurrentIsa limit) {
   isaLimit.store(int(limit));
 }
 RecurrentIsa recurrentIsa() {
-  return isaLimit.load() >= int(RecurrentIsa::Avx2) && cpuHasAvx2() ? RecurrentIsa::Avx2
-                                                                    : RecurrentIsa::Portable;
+  return isaLimit.load() >= int(RecurrentIsa::Avx2) && hasAvx2() ? RecurrentIsa::Avx2
+                                                                 : RecurrentIsa::Portable;
 }
 int64_t setRecurrentParallelWork(int64_t work) {
   return parallelWork.exchange(work);
