@@ -26,8 +26,9 @@ the end and counted apart from the models within 1e-2), never silently.
 
 Every model prints one line with its compile time (and the time of the C++/CUDA build within
 it) and its errors; at the end, a table of the five slowest compiles. Exit status 1 if any model
-fails that is not listed in the exceptions file (test/zoo/exceptions.txt: `name  reason`, one a
-line, '#' comments); an excepted model that fails prints XFAIL, one that passes prints XPASS.
+fails that is not listed in the exceptions file (test/zoo/exceptions.txt: `name  reason`, or
+`name[dtype]  reason` for one low-precision variant; one a line, '#' comments); an excepted
+model that fails prints XFAIL, one that passes prints XPASS.
 
 usage: check.py --coil BIN --work DIR [--device cpu|cuda] [--arch sm_90a] [--models a,b]
                 [--mode interpret|compile] [--dtype f32,f16,bf16] [-j N] [--compile-timeout S]
@@ -304,7 +305,8 @@ def main():
         except Exception as e:  # noqa: BLE001 - an error of the harness fails this model only
             res = Result(name if dtype == "f32" else "%s[%s]" % (name, dtype))
             res.problems.append("check.py: %s: %s" % (type(e).__name__, e))
-        excepted = name in exceptions
+        key = res.label if res.label in exceptions else name  # `name[dtype]` excepts one variant
+        excepted = key in exceptions
         status = ("XFAIL" if excepted else "FAIL ") if res.problems else ("XPASS" if excepted else "ok   ")
         timing = ""
         if res.compile_s is not None:
@@ -313,7 +315,7 @@ def main():
         if res.problems:
             line += "\n      " + "\n      ".join(res.problems)
             if excepted:
-                line += "\n      (listed in exceptions.txt: %s)" % exceptions[name]
+                line += "\n      (listed in exceptions.txt: %s)" % exceptions[key]
         with lock:
             print(line)
             sys.stdout.flush()
@@ -336,7 +338,8 @@ def main():
               "exceeds %.0e): %s" % (ROUNDING_LIMITED_FACTOR, LOW_TOLERANCE, ", ".join(limited)))
     print("zoo: %d checked, %d failed%s, %d rounding-limited, %d excepted; %.0f s" % (
         len(results), len(failures), (" (" + ", ".join(sorted(failures)) + ")") if failures else "",
-        len(limited), sum(1 for r in results if r.label.split("[")[0] in exceptions), time.monotonic() - t0))
+        len(limited), sum(1 for r in results if r.label in exceptions or r.label.split("[")[0] in exceptions),
+        time.monotonic() - t0))
     return 1 if failures else 0
 
 
