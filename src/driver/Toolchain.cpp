@@ -142,7 +142,8 @@ std::string levelSuffix(const std::string &level) {
 /// level includes the file's headers first, so that they stay compiled for the base level (the
 /// inline functions of the standard library are merged across units: an AVX-512 copy of one
 /// must not serve the base code), then the file under `#pragma GCC target` in a namespace of
-/// its own (its helpers differ from another copy's). The base copy also defines each export as
+/// its own (its helpers differ from another copy's); every copy is hidden (not exported from
+/// model.so). The base copy also defines each export as
 /// an ifunc: the dynamic loader calls its resolver once and binds the name to the copy of the
 /// highest level this CPU has.
 std::string isaUnit(const std::string &path, const SourceFile &s, const std::string &level,
@@ -159,7 +160,9 @@ std::string isaUnit(const std::string &path, const SourceFile &s, const std::str
        << levelSuffix(level) << " {\n";
   }
   for (const std::string &e : s.exports) os << "#define " << e << " " << e << suffix << "\n";
-  os << "#include \"" << path << "\"\n";
+  // The copies are internal to model.so: only the ifunc names below are its entry points.
+  os << "#pragma GCC visibility push(hidden)\n#include \"" << path
+     << "\"\n#pragma GCC visibility pop\n";
   for (const std::string &e : s.exports) os << "#undef " << e << "\n";
   if (copy) {
     os << "} // namespace coil_" << levelSuffix(level) << "\n#pragma GCC pop_options\n";
@@ -171,7 +174,8 @@ std::string isaUnit(const std::string &path, const SourceFile &s, const std::str
   for (const std::string &e : s.exports) {
     const std::string baseName = e + suffix;
     for (const std::string &c : clones)
-      os << "extern \"C\" decltype(" << baseName << ") " << e << "__" << levelSuffix(c) << ";\n";
+      os << "extern \"C\" __attribute__((visibility(\"hidden\"))) decltype(" << baseName << ") "
+         << e << "__" << levelSuffix(c) << ";\n";
     os << "extern \"C\" {\nstatic void *" << e << "__resolve() {\n"
        << "  const int level = coil_isa_level();\n";
     for (auto c = clones.rbegin(); c != clones.rend(); ++c)

@@ -149,9 +149,12 @@ def main():
         copies = sum(n for f, n in per_function.items() if host.replace("-", "_") in f)
         check(copies > 0, f"default: the {host} copies use {copies} ymm/zmm registers (want some)")
         dyn = run(["nm", "-D", "--defined-only", so]).stdout.split("\n")
+        local = run(["nm", "--defined-only", so]).stdout.split("\n")
         entries = [l.split()[-1] for l in dyn if " i " in l]
-        check(entries and all(any(l.endswith(" " + e + suffix) for l in dyn) for e in entries),
+        check(entries and all(any(l.endswith(" " + e + suffix) for l in local) for e in entries),
               f"default: the kernel entries are ifuncs with {host} copies: {entries}")
+        exported = [l.split()[-1] for l in dyn if "__x86_64_v" in l]
+        check(not exported, f"default: the level copies are not exported from model.so: {exported}")
     got_default = outputs(coil, pkgs["default"], work, "default")
     check(np.allclose(got_default, got, rtol=1e-5, atol=1e-6),
           "the default package agrees with the x86-64-v2 one")
