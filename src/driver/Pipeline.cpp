@@ -377,7 +377,7 @@ Expected<PackageResult> writePackage(const Compilation &c, const std::string &di
         sources.push_back({k.info.sourceFile, codegen::cpuKernelPrelude()});
       sources.back().text += "\n" + k.code;
       for (size_t c = 0; c < k.info.configs.size(); ++c)
-        sources.back().exports.push_back(k.info.name + "_c" + std::to_string(c));
+        sources.back().exports.push_back(k.info.entry(c));
     }
     if (sources.empty()) sources.push_back({"src/kernels.cpp", codegen::cpuKernelPrelude()});
   }

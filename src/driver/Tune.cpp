@@ -584,7 +584,7 @@ int runTuneWorker(const std::string &requestPath, FILE *out) {
           },
           &call, 3, 15, &us, &error);
       // A failed launch may leave the context unusable: report it and stop.
-      if (rc != 0) return fail(j.name + "_c" + std::to_string(c) + ": " + error);
+      if (rc != 0) return fail(wrapper::KernelInfo::entryName(j.name, c) + ": " + error);
       std::fprintf(out, "T %zu %zu %d %.4f\n", j.task, j.bucket, c, us);
       std::fflush(out);
     }

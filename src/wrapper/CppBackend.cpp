@@ -487,7 +487,7 @@ void *coil_host_tracked_alloc(void *ctx, size_t bytes) {
   /// `<kernel>_c<config>(ctx, args)`: the launcher of one config, without a statement end.
   std::string launcherCall(const KernelCall &l, int32_t config) {
     const KernelInfo &k = p_.kernels[l.kernel];
-    std::string out = k.name + "_c" + std::to_string(config) + "(" + (cuda_ ? "coil_cu" : "");
+    std::string out = k.entry(config) + "(" + (cuda_ ? "coil_cu" : "");
     for (size_t i = 0; i < l.args.size(); ++i) {
       const CallArg &a = l.args[i];
       if (i || cuda_) out += ", ";

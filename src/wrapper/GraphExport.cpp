@@ -263,8 +263,8 @@ std::string emitWrapperJson(const WrapperProgram &p) {
     os << "],\n     \"configs\": [";
     for (size_t c = 0; c < kn.configs.size(); ++c) {
       const KernelConfig &cf = kn.configs[c];
-      os << (c ? ", " : "") << "{\"name\": " << q(cf.name)
-         << ", \"launcher\": " << q(kn.name + "_c" + std::to_string(c)) << ", \"values\": {";
+      os << (c ? ", " : "") << "{\"name\": " << q(cf.name) << ", \"launcher\": " << q(kn.entry(c))
+         << ", \"values\": {";
       for (size_t v = 0; v < cf.values.size(); ++v)
         os << (v ? ", " : "") << q(cf.values[v].first) << ": " << cf.values[v].second;
       os << "}";
@@ -376,7 +376,7 @@ std::string emitWrapperDot(const WrapperProgram &p) {
         Overloaded{
             [&](const KernelCall &l) {
               const KernelInfo &k = p.kernels[l.kernel];
-              std::vector<std::string> label = {k.name + "_c" + std::to_string(l.config)};
+              std::vector<std::string> label = {k.entry(l.config)};
               if (size_t(l.config) < k.configs.size())
                 label.push_back("config " + k.configs[size_t(l.config)].name);
               for (const ConfigChoice &c : l.choices)

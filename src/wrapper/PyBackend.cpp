@@ -131,8 +131,7 @@ private:
       std::string sig = cuda_ ? "C" : "";
       for (const KernelParam &kp : k.params) sig += kp.kind == KernelParam::Kind::Size ? 'I' : 'P';
       for (size_t c = 0; c < k.configs.size(); ++c)
-        os_ << "    " << pyString(k.name + "_c" + std::to_string(c)) << ": " << pyString(sig)
-            << ",\n";
+        os_ << "    " << pyString(k.entry(c)) << ": " << pyString(sig) << ",\n";
     }
     os_ << "}\n"
         << "# Extern functions of libcoil_runtime: A the allocator callback and its context, P a\n"
@@ -320,7 +319,7 @@ private:
 
   std::string launcherCall(const KernelCall &l, int32_t config) {
     const KernelInfo &k = p_.kernels[l.kernel];
-    std::string out = "lib." + k.name + "_c" + std::to_string(config) + "(" + (cuda_ ? "cu" : "");
+    std::string out = "lib." + k.entry(config) + "(" + (cuda_ ? "cu" : "");
     for (size_t i = 0; i < l.args.size(); ++i) {
       const CallArg &a = l.args[i];
       if (i || cuda_) out += ", ";

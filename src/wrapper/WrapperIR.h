@@ -120,6 +120,12 @@ struct KernelInfo {
   std::vector<SymInt> iterationSpace;
   std::string sourceFile;       ///< package-relative, e.g. "src/kernels.cpp"
   std::vector<int32_t> origins; ///< graph nodes fused into it
+
+  /// The C function that launches (CUDA) or runs (CPU) config `config`: <name>_c<config>.
+  std::string entry(size_t config) const { return entryName(name, config); }
+  static std::string entryName(const std::string &kernel, size_t config) {
+    return kernel + "_c" + std::to_string(config);
+  }
 };
 
 struct CallArg {

@@ -824,8 +824,8 @@ Expected<CpuKernelSource> Emitter::run() {
   w.close();
   for (size_t c = 0; c < blocks.size(); ++c) {
     w.blank();
-    w.open("extern \"C\" void " + k_.name + "_c" + std::to_string(c) + "(" + paramList(false) +
-           ")");
+    w.open("extern \"C\" void " + wrapper::KernelInfo::entryName(k_.name, c) + "(" +
+           paramList(false) + ")");
     std::string total;
     std::string empty;
     for (size_t d = 0; d < k_.vars.size(); ++d) {

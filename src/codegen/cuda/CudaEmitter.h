@@ -100,7 +100,7 @@ private:
   /// Config `ci`'s launch plan as data (what its launcher computes), over the Size params.
   wrapper::LaunchPlan launchPlan(size_t ci) const;
   std::string launchArgs() const;
-  std::string functionName(size_t ci) const { return k_.name + "_c" + std::to_string(ci); }
+  std::string functionName(size_t ci) const { return wrapper::KernelInfo::entryName(k_.name, ci); }
 
   const CudaCodegenOptions &o_;
   CudaKernelPlan plan_;

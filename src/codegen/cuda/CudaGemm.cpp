@@ -107,7 +107,7 @@ private:
     return std::make_pair("gemm_" + tag, std::move(text));
   }
 
-  std::string launcherName(size_t ci) const { return k_.name + "_c" + std::to_string(ci); }
+  std::string launcherName(size_t ci) const { return wrapper::KernelInfo::entryName(k_.name, ci); }
 
   std::string hostParams() const {
     std::string params = "const coil_cuda_ctx *ctx";
