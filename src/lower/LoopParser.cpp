@@ -10,9 +10,8 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
-#include <climits>
 #include <cmath>
-#include <cstring>
+#include <cstdint>
 #include <fstream>
 #include <map>
 #include <sstream>

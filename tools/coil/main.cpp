@@ -97,7 +97,8 @@ public:
     dynamic(c);
 
     c = command("inspect", "print a summary of MODEL, or one of its compiled forms");
-    model(c, "MODEL|PKG|LOOPS");
+    model(c, "MODEL|PKG|LOOPS",
+          "the input (.onnx or .coil model, a package directory, or Loop IR text: a .loops file)");
     flag(c, "--graph", "MODEL in coil's text format");
     flag(c, "--loops", "the Loop IR (of MODEL, or of LOOPS: parsed, verified and printed)");
     value(c, "--pass", "NAME",
@@ -188,11 +189,11 @@ private:
   }
   Args &argsOf(CLI::App *c) { return args_[c->get_name()]; }
 
-  void model(CLI::App *c, const std::string &what) {
+  void model(CLI::App *c, const std::string &what,
+             const std::string &help = "the input (.onnx or .coil model, or a package directory)") {
     Args &a = argsOf(c);
     c->add_option_function<std::string>(
-         what, [&a](const std::string &v) { a.positional.insert(a.positional.begin(), v); },
-         "the input (.onnx or .coil model, or a package directory)")
+         what, [&a](const std::string &v) { a.positional.insert(a.positional.begin(), v); }, help)
         ->type_name("");
   }
   /// `--name VALUE`; the key Commands.cpp reads is the long name.
