@@ -1,5 +1,6 @@
 /// \file Pieces of the `.coil` text format shared by the printer and the parser: how names,
-/// tensor elements and floats are spelled. Internal to ir/ (not part of the public API).
+/// tensor elements and floats are spelled. Internal to the compiler (not part of the public
+/// API); the Loop IR text (lower/LoopParser.h) spells constant elements with it too.
 #pragma once
 
 #include "support/DType.h"

@@ -1,5 +1,6 @@
 #include "lower/LoopIR.h"
 
+#include "ir/TextFormatUtil.h"
 #include "support/Check.h"
 
 #include <cctype>
@@ -101,6 +102,53 @@ std::string val(Val v) {
   return "%" + std::to_string(v);
 }
 
+/// `'name'`, with `\\`, `\'` and `\xHH` (bytes outside 0x20..0x7e) escaped.
+std::string quoted(const std::string &s) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string r = "'";
+  for (char ch : s) {
+    auto c = static_cast<unsigned char>(ch);
+    if (c == '\'' || c == '\\') {
+      r += '\\';
+      r += ch;
+    } else if (c < 0x20 || c > 0x7e) {
+      r += "\\x";
+      r += kHex[c >> 4];
+      r += kHex[c & 15];
+    } else {
+      r += ch;
+    }
+  }
+  return r + "'";
+}
+
+/// A program input or output name: bare when it reads back as one word (see LoopParser.h),
+/// else quoted.
+std::string ioName(const std::string &s) {
+  bool bare = !s.empty() && (std::isalnum(static_cast<unsigned char>(s[0])) || s[0] == '_');
+  for (char ch : s) {
+    auto c = static_cast<unsigned char>(ch);
+    bare = bare && c > 0x20 && c <= 0x7e && c != '\'' && c != '\\' && c != '#';
+  }
+  return bare ? s : quoted(s);
+}
+
+/// The graph value an Input or Constant node names (`'name'`), and a small constant's
+/// elements; "" when the program has no graph or the node no graph value.
+std::string graphValueText(const LoopProgram &p, ValueId v) {
+  if (!p.graph || v < 0 || size_t(v) >= p.graph->numValues()) return "";
+  std::string s = " " + quoted(p.graph->value(v).name);
+  if (!p.graph->isConstant(v)) return s;
+  const Tensor &t = p.graph->constant(v);
+  if (t.numel() > kMaxPrintedConstantElements) return s;
+  std::string elems;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    if (i) elems += ", ";
+    if (!textfmt::appendElement(elems, t.dtype(), t.data(), size_t(i))) return s;
+  }
+  return s + " [" + elems + "]";
+}
+
 void printBody(std::ostringstream &os, const LoopProgram &p, const Body &b) {
   for (size_t i = 0; i < b.stmts.size(); ++i) {
     const Stmt &s = b.stmts[i];
@@ -174,15 +222,9 @@ std::string printLoopProgram(const LoopProgram &p) {
     const Node &n = p.nodes[i];
     os << "\n" << n.name << ": " << dtypeName(n.dtype) << "[" << list(n.shape) << "] = ";
     if (const auto *in = std::get_if<InputNode>(&n.kind)) {
-      os << "input";
-      if (p.graph && in->graphValue >= 0 && size_t(in->graphValue) < p.graph->numValues())
-        os << " '" << p.graph->value(in->graphValue).name << "'";
-      os << "\n";
+      os << "input" << graphValueText(p, in->graphValue) << "\n";
     } else if (const auto *c = std::get_if<ConstantNode>(&n.kind)) {
-      os << "constant";
-      if (p.graph && c->graphValue >= 0 && size_t(c->graphValue) < p.graph->numValues())
-        os << " '" << p.graph->value(c->graphValue).name << "'";
-      os << "\n";
+      os << "constant" << graphValueText(p, c->graphValue) << "\n";
     } else if (const auto *pw = std::get_if<PointwiseNode>(&n.kind)) {
       os << "pointwise (" << names(pw->vars) << ")\n";
       printBody(os, p, pw->body);
@@ -211,10 +253,10 @@ std::string printLoopProgram(const LoopProgram &p) {
   }
   os << "\n";
   for (size_t k = 0; k < p.inputs.size(); ++k)
-    os << "input " << (k < p.inputNames.size() ? p.inputNames[k] : "?") << " = "
+    os << "input " << (k < p.inputNames.size() ? ioName(p.inputNames[k]) : "?") << " = "
        << nodeName(p, p.inputs[k]) << "\n";
   for (size_t k = 0; k < p.outputs.size(); ++k)
-    os << "output " << (k < p.outputNames.size() ? p.outputNames[k] : "?") << " = "
+    os << "output " << (k < p.outputNames.size() ? ioName(p.outputNames[k]) : "?") << " = "
        << nodeName(p, p.outputs[k]) << "\n";
   return os.str();
 }

@@ -226,7 +226,14 @@ struct LoopProgram {
 std::string loopVar(int i);
 std::string reduceVar(int i);
 
-/// Readable text of a program or node, for `--print-after=lower` and golden tests.
+/// A Constant node whose graph constant has at most this many elements prints its elements.
+constexpr int64_t kMaxPrintedConstantElements = 8;
+
+/// Readable text of a program, for `coil inspect --loops`, `--print-after=lower` and golden
+/// tests; the grammar is in LoopParser.h, which reads it back (print -> parse -> print is
+/// byte-identical). Input and Constant nodes print the name of their graph value; a constant of
+/// at most kMaxPrintedConstantElements elements also prints them, larger weights are not in the
+/// text. Node origins and locations are not printed.
 std::string printLoopProgram(const LoopProgram &p);
 
 } // namespace coil::loop

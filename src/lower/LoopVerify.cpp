@@ -19,6 +19,9 @@ class Verifier {
 public:
   Verifier(const LoopProgram &p, const std::string &stage) : p_(p), stage_(stage) {}
 
+  /// The node being checked when run() failed (-1: the program's inputs and outputs).
+  NodeId node() const { return id_; }
+
   Status run() {
     std::set<std::string> names;
     for (const auto &[sym, range] : p_.symbols) sizeSyms_.insert(sym);
@@ -234,8 +237,11 @@ private:
 
 } // namespace
 
-Status verifyLoopProgram(const LoopProgram &p, const std::string &stage) {
-  return Verifier(p, stage).run();
+Status verifyLoopProgram(const LoopProgram &p, const std::string &stage, NodeId *failedNode) {
+  Verifier v(p, stage);
+  Status st = v.run();
+  if (!st.ok() && failedNode) *failedNode = v.node();
+  return st;
 }
 
 } // namespace coil::loop

@@ -22,7 +22,10 @@
 
 namespace coil::loop {
 
-/// `stage` names the pass that produced `p` ("lower", "foldGemmBias", ...) in messages.
-Status verifyLoopProgram(const LoopProgram &p, const std::string &stage);
+/// `stage` names the pass that produced `p` ("lower", "foldGemmBias", ...) in messages. On a
+/// violation, `failedNode` (when given) receives the node at fault, or -1 when the rule broken
+/// is about the program's inputs and outputs.
+Status verifyLoopProgram(const LoopProgram &p, const std::string &stage,
+                         NodeId *failedNode = nullptr);
 
 } // namespace coil::loop

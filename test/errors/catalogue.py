@@ -246,6 +246,17 @@ def cases():
     add("coil-attr-kind", r"^error: .*g\.coil:2:3: node of value 'y' \(Transpose\): attribute 'perm' must be ints, got floats", coil_text("graph @g(%x: f32[2, 3]) -> (%y) {\n  %y = Transpose(%x) {perm = [1.0, 0.0]} : f32[3, 2]\n}\n"), ["inspect", "g.coil"])
     add("coil-bad-dtype", r"error: .*g\.coil:1:\d+: .*(dtype|f33)", coil_text("graph @g(%x: f33[2]) -> (%x) {\n}\n"), ["inspect", "g.coil"])
 
+    # --- Loop IR text (coil inspect --loops FILE.loops, lower/LoopParser.h)
+    def loops_text(text):
+        return lambda d: open(os.path.join(d, "p.loops"), "w").write(text)
+    loops = ["inspect", "--loops", "p.loops"]
+    add("loops-syntax-error", r"^error: .*p\.loops:1:3: expected ':' after the node name, got 'f32'", loops_text("x f32[4] = input 'x'\n"), loops)
+    add("loops-truncated", r"^error: .*p\.loops:4:\d+: expected a size", loops_text("x: f32[4] = input 'x'\n\ny: f32[4] = pointwise (%x0)\n  %0 = load f32 x["), loops)
+    add("loops-binary", r"^error: .*p\.loops:1:1: unexpected character '\\x00'", lambda d: open(os.path.join(d, "p.loops"), "wb").write(b"\x00\xff" * 64), loops)
+    add("loops-verifier", r"^error: .*p\.loops:3:1: loop IR after parsing: node 1 'y': its result is f32, the node i64",
+        loops_text("x: f32[4] = input 'x'\n\ny: i64[4] = pointwise (%x0)\n  %0 = load f32 x[%x0]\n  result %0\n"), loops)
+    add("loops-unknown-pass", r"^error: unknown Loop IR pass 'frob' \(passes: fold-gemm-bias, fold-conv-bias\)", loops_text("x: f32[4] = input 'x'\n"), loops + ["--pass", "frob"])
+
     # --- compiled packages: bad inputs and damaged packages (coil compile / coil run)
     def package(d, damage=None):
         # y = Relu(x + w): a constant, so that weights.bin is not empty

@@ -1,5 +1,6 @@
-// The compiler's commands of the coil CLI: compile, run, verify, bench, and the compiled views
-// of inspect (--fusion, --loops, --wrapper, --memory, --kernels).
+// The compiler's commands of the coil CLI: compile, run, verify, bench, the compiled views of
+// inspect (--fusion, --loops, --wrapper, --memory, --kernels), and Loop IR text (--loops
+// FILE.loops --pass NAME).
 #pragma once
 
 #include "frontend/onnx/OnnxImporter.h"
@@ -34,5 +35,10 @@ Status cmdBench(const Args &a);
 Status cmdPack(const Args &a);
 /// inspect with --fusion, --loops, --wrapper, --memory or --kernels.
 Status cmdInspectCompiled(const Args &a);
+/// Whether `path` names Loop IR text (a `.loops` file).
+bool isLoopsFile(const std::string &path);
+/// inspect --loops FILE.loops [--pass NAME] (Loops.cpp): parse, verify, run one Loop IR pass,
+/// print.
+Status cmdInspectLoops(const Args &a);
 
 } // namespace coil::cli

@@ -36,9 +36,10 @@ public:
     app_.set_version_flag("--version", std::string("coil ") + COIL_VERSION);
     app_.set_help_flag("-h,--help", "print this help (or 'coil COMMAND --help')");
     app_.require_subcommand(0, 1);
-    app_.footer("MODEL is a .onnx or .coil file, PKG a package directory. Exit codes: 0 ok, 1 "
-                "user error, 2 internal error, 3 runtime error.\n'coil COMMAND --help' describes "
-                "a command; 'coil evt --help' the epilogue generator.");
+    app_.footer("MODEL is a .onnx or .coil file, PKG a package directory, LOOPS a .loops file "
+                "(Loop IR text, as 'coil inspect --loops' prints it). Exit codes: 0 ok, 1 user "
+                "error, 2 internal error, 3 runtime error.\n'coil COMMAND --help' describes a "
+                "command; 'coil evt --help' the epilogue generator.");
 
     CLI::App *c = command("compile", "compile MODEL into the package directory PKG (model.so, "
                                      "metadata.json, weights.bin, src/)");
@@ -96,9 +97,14 @@ public:
     dynamic(c);
 
     c = command("inspect", "print a summary of MODEL, or one of its compiled forms");
-    model(c, "MODEL|PKG");
+    model(c, "MODEL|PKG|LOOPS",
+          "the input (.onnx or .coil model, a package directory, or Loop IR text: a .loops file)");
     flag(c, "--graph", "MODEL in coil's text format");
-    flag(c, "--loops", "the Loop IR");
+    flag(c, "--loops", "the Loop IR (of MODEL, or of LOOPS: parsed, verified and printed)");
+    value(c, "--pass", "NAME",
+          "with --loops LOOPS: run the Loop IR pass NAME (fold-gemm-bias, fold-conv-bias; "
+          "--device cuda: the conv folds of a CUDA program) on the parsed program, verify the "
+          "result and print it");
     flag(c, "--fusion", "the kernels and the nodes each fuses (with --svg: a picture)");
     flag(c, "--kernels", "the launches: kernel or extern, and the buffers each writes");
     flag(c, "--configs",
@@ -183,11 +189,11 @@ private:
   }
   Args &argsOf(CLI::App *c) { return args_[c->get_name()]; }
 
-  void model(CLI::App *c, const std::string &what) {
+  void model(CLI::App *c, const std::string &what,
+             const std::string &help = "the input (.onnx or .coil model, or a package directory)") {
     Args &a = argsOf(c);
     c->add_option_function<std::string>(
-         what, [&a](const std::string &v) { a.positional.insert(a.positional.begin(), v); },
-         "the input (.onnx or .coil model, or a package directory)")
+         what, [&a](const std::string &v) { a.positional.insert(a.positional.begin(), v); }, help)
         ->type_name("");
   }
   /// `--name VALUE`; the key Commands.cpp reads is the long name.
@@ -313,6 +319,10 @@ Status run(int argc, char **argv) {
   if (cmd.empty()) return okStatus(); // help or --version, printed
   if (cmd == "interpret") return cmdInterpret(a);
   if (cmd == "inspect") {
+    if (a.positional.size() == 1 && isLoopsFile(a.positional[0])) return cmdInspectLoops(a);
+    if (a.values.count("--pass"))
+      return Error::user("--pass runs one Loop IR pass on Loop IR text: 'coil inspect --loops "
+                         "FILE.loops --pass NAME' (a MODEL runs every pass)");
     if (a.values.count("--svg") && int(a.flags.count("--wrapper")) +
                                            int(a.flags.count("--fusion")) +
                                            int(a.flags.count("--memory")) !=

@@ -49,7 +49,7 @@ x: f32[N, 4] = input 'x'
 
 i: i64[2] = input 'i'
 
-c: f32[4] = constant 'c'
+c: f32[4] = constant 'c' [0.5, -1, 2, 0.1]
 
 add: f32[N, 4] = pointwise (%x0, %x1)
   %0 = load f32 x[%x0, %x1]
