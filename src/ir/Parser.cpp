@@ -21,7 +21,7 @@ Expected<Graph> Parser::run() {
 }
 
 Expected<SymInt> Parser::runSymInt() {
-  COIL_TRY(SymInt e, parseSum(0));
+  COIL_TRY(SymInt e, parseSize());
   if (cur().kind != Tok::Eof) return expected("end of the size expression");
   return e;
 }

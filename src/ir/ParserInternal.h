@@ -7,6 +7,8 @@
 #include "ir/TextFormatUtil.h"
 
 #include <map>
+#include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -121,7 +123,9 @@ private:
 
   /// Size expressions nest at most this deep.
   static constexpr int kMaxDepth = 256;
-  Error overflow(const Token &t) const;
+  /// A size expression (a dim, a `syms` element): errors where it overflows without symbols.
+  Expected<SymInt> parseSize();
+  void noteOverflow(const Token &t);
   Expected<SymInt> parseSum(int depth);
   Expected<SymInt> parseTerm(int depth);
   Expected<SymInt> parseUnary(int depth);
@@ -132,6 +136,7 @@ private:
 
   std::vector<Token> toks_;
   size_t p_ = 0;
+  std::optional<Token> overflowAt_; ///< the first constant fold that overflowed (parseSize)
   std::string file_;
   ParseOptions opts_;
   Graph g_;

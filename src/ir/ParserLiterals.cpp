@@ -250,7 +250,7 @@ Expected<TensorType> Parser::parseType() {
 Expected<std::vector<SymInt>> Parser::parseSymList(const std::string &context) {
   std::vector<SymInt> l;
   COIL_TRY_STATUS(parseList(context, [&]() -> Status {
-    COIL_TRY(SymInt e, parseSum(0));
+    COIL_TRY(SymInt e, parseSize());
     l.push_back(std::move(e));
     return okStatus();
   }));
@@ -261,8 +261,23 @@ Expected<std::vector<SymInt>> Parser::parseSymList(const std::string &context) {
 //   sum := term (('+' | '-') term)* ; term := unary (('*' | '//' | '%') unary)*
 //   unary := '-' unary | primary
 //   primary := INT | IDENT | STRING | ('min' | 'max') '(' sum (',' sum)+ ')' | '(' sum ')'
-Error Parser::overflow(const Token &t) const {
-  return errorAt(t, "size expression overflows 64-bit integers");
+// A fold of constants that overflows int64 stays an unfolded operation, as SymInt's operators
+// keep it (SymInt.h), so that every printed expression parses back alike; only an expression
+// without symbols, whose value therefore overflows whatever the sizes, is an error (at the
+// first operator that overflows).
+void Parser::noteOverflow(const Token &t) {
+  if (!overflowAt_) overflowAt_ = t;
+}
+
+Expected<SymInt> Parser::parseSize() {
+  overflowAt_.reset();
+  COIL_TRY(SymInt e, parseSum(0));
+  if (overflowAt_) {
+    std::set<std::string> symbols;
+    e.collectSymbols(symbols);
+    if (symbols.empty()) return errorAt(*overflowAt_, "size expression overflows 64-bit integers");
+  }
+  return e;
 }
 
 Expected<SymInt> Parser::parseSum(int depth) {
@@ -274,16 +289,14 @@ Expected<SymInt> Parser::parseSum(int depth) {
     Token opTok = cur();
     bump();
     COIL_TRY(SymInt r, parseTerm(depth));
-    if (e.isConstant() && r.isConstant()) {
-      int64_t v;
-      if (add ? __builtin_add_overflow(e.constant(), r.constant(), &v)
-              : __builtin_sub_overflow(e.constant(), r.constant(), &v))
-        return overflow(opTok);
-      e = v;
-    } else {
-      if (!add && r.isConstant() && r.constant() == INT64_MIN) return overflow(opTok);
-      e = add ? e + r : e - r;
-    }
+    int64_t v;
+    if (e.isConstant() && r.isConstant() &&
+        (add ? __builtin_add_overflow(e.constant(), r.constant(), &v)
+             : __builtin_sub_overflow(e.constant(), r.constant(), &v)))
+      noteOverflow(opTok);
+    else if (!add && r.isConstant() && r.constant() == INT64_MIN)
+      noteOverflow(opTok);
+    e = add ? e + r : e - r;
   }
 }
 
@@ -317,12 +330,10 @@ Expected<SymInt> Parser::parseTerm(int depth) {
       return errorAt(opTok, "division by zero in a size expression");
     if (e.isConstant() && r.isConstant()) {
       int64_t a = e.constant(), b = r.constant(), v = 0;
-      if (op == 0 && __builtin_mul_overflow(a, b, &v)) return overflow(opTok);
-      if (op > 0 && a == INT64_MIN && b == -1) return overflow(opTok);
-      e = op == 0 ? v : op == 1 ? floorDivInt(a, b) : floorModInt(a, b);
-    } else {
-      e = op == 0 ? e * r : op == 1 ? floorDiv(e, r) : floorMod(e, r);
+      if ((op == 0 && __builtin_mul_overflow(a, b, &v)) || (op > 0 && a == INT64_MIN && b == -1))
+        noteOverflow(opTok);
     }
+    e = op == 0 ? e * r : op == 1 ? floorDiv(e, r) : floorMod(e, r);
   }
 }
 
@@ -339,7 +350,7 @@ Expected<SymInt> Parser::parseUnary(int depth) {
       return SymInt(v);
     }
     COIL_TRY(SymInt e, parseUnary(depth + 1));
-    if (e.isConstant() && e.constant() == INT64_MIN) return overflow(minus);
+    if (e.isConstant() && e.constant() == INT64_MIN) noteOverflow(minus);
     return -e;
   }
   return parsePrimary(depth);

@@ -242,6 +242,23 @@ TEST(TextFormat, RoundTripsEdgeCases) {
   g.addNode(n);
   g.outputs = {c, in};
   expectRoundTrip(g);
+
+  // Folds of constants that overflow int64 stay unfolded operations (SymInt.h) and parse back
+  // alike: Range(INT64_MIN, S, 1) infers S - INT64_MIN, printed `S + (-1)*(-9223372036854775807 -
+  // 1)` (found by the ONNX fuzzer: the printed graph did not parse).
+  Graph o;
+  SymInt s = SymInt::symbol("S");
+  o.symbols["S"] = SymRange{};
+  ValueId x = o.addInput("x", TensorType{DType::I64, {s - SymInt(INT64_MIN)}});
+  ValueId sc = o.addSymConstant("sc", {s * SymInt(INT64_MIN) * SymInt(-1), -SymInt(INT64_MIN) + s});
+  Node id;
+  id.op = OpKind::Identity;
+  id.inputs = {x, sc};
+  o.addNode(id);
+  o.outputs = {x, sc};
+  EXPECT_NE(printGraph(o).find("(-1)*(-9223372036854775807 - 1)"), std::string::npos)
+      << printGraph(o);
+  expectRoundTrip(o);
 }
 
 TEST(TextFormat, RoundTripsWithInference) {
