@@ -152,6 +152,12 @@ def cases():
         lambda d: save(model([helper.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", [2])],
                              [vi("y", [2]), vi("x", [2]), vi("x", [2])]), os.path.join(d, "m.onnx")),
         ["inspect", "m.onnx"])
+    # An empty name marks an absent optional node input; as a graph input it reached the
+    # verifier as an internal error (found by scripts/fuzz.sh onnx).
+    add("graph-input-without-name", r"error: .*m\.onnx: graph input #1 has no name",
+        lambda d: save(model([helper.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", [2]), vi("", [2])],
+                             [vi("y", [2])]), os.path.join(d, "m.onnx")),
+        ["inspect", "m.onnx"])
 
     # --- types and shapes
     add("matmul-inner-dims", r"error: .*node 'mm' \(MatMul\): .*64.*32|error: .*node 'mm' \(MatMul\): .*32.*64",

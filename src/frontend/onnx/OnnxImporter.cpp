@@ -237,7 +237,13 @@ Expected<Graph> Importer::run(const onnx::ModelProto &model, ImportStats *stats)
   for (const auto &t : g.sparse_initializer())
     report(userError("sparse initializer '" + t.values().name() + "' is not supported"));
   std::set<std::string> inputNames;
-  for (const auto &in : g.input()) {
+  for (int i = 0; i < g.input_size(); ++i) {
+    const onnx::ValueInfoProto &in = g.input(i);
+    // An empty name is an absent optional input to a node, never a graph input.
+    if (in.name().empty()) {
+      report(userError("graph input #" + std::to_string(i) + " has no name"));
+      continue;
+    }
     if (!inputNames.insert(in.name()).second) {
       report(userError("graph input '" + in.name() + "' is given twice"));
       continue;
