@@ -3,6 +3,7 @@
 #include "driver/BuildWrapper.h"
 #include "driver/Install.h"
 #include "driver/Tune.h"
+#include "ir/Verifier.h"
 #include "lower/ChannelsLast.h"
 #include "lower/FoldConvBias.h"
 #include "lower/FoldGemmBias.h"
@@ -149,8 +150,12 @@ Expected<std::unique_ptr<Compilation>> compileGraph(Graph g, const CompileOption
   StageTimer timer(&c->timings, o);
   // Shape logic on constants (e.g. the flags and sizes of an expanded Attention function)
   // becomes constants, so that lowering sees static shapes.
+  // Folding keeps recorded types, so a dim that was a data-dependent symbol at import and that
+  // folding revealed disagrees with re-inference until refineShapes replaces it: the verifier
+  // runs after the pair.
   COIL_TRY(c->graph, foldConstants(g));
   COIL_TRY_STATUS(refineShapes(c->graph));
+  if (o.verifyEach) COIL_TRY_STATUS(verifyGraphAfter(c->graph, "foldConstants, refineShapes"));
   // Attention spelled out as MatMul / Softmax / MatMul becomes one Attention node, which lowers
   // to the fused extern (COIL_FUSE_ATTENTION=0 keeps the explicit graph). Masks built on
   // constants by the pass fold once more.
@@ -158,14 +163,17 @@ Expected<std::unique_ptr<Compilation>> compileGraph(Graph g, const CompileOption
   if (!fa || std::string(fa) != "0") {
     int fused = 0;
     COIL_TRY(c->graph, fuseAttention(c->graph, &fused));
+    if (o.verifyEach) COIL_TRY_STATUS(verifyGraphAfter(c->graph, "fuseAttention"));
     if (fused > 0) {
       COIL_TRY(c->graph, foldConstants(c->graph));
+      if (o.verifyEach) COIL_TRY_STATUS(verifyGraphAfter(c->graph, "foldConstants"));
     }
   }
   // Channels-last convolutions: on for CUDA, off for the CPU; COIL_CHANNELS_LAST=0/1 decides.
   const char *cl = std::getenv("COIL_CHANNELS_LAST");
   if (cl && *cl ? std::string(cl) != "0" : cuda) {
     COIL_TRY(c->graph, loop::convertToChannelsLast(c->graph));
+    if (o.verifyEach) COIL_TRY_STATUS(verifyGraphAfter(c->graph, "convertToChannelsLast"));
   }
   timer.done("fold");
 

@@ -80,6 +80,11 @@ const Tables &tables() {
           inRange.push_back(&vs[i]);
       if (!inRange.empty()) t.merged[k] = merge(inRange);
     }
+    // coil's own attributes, which its passes set and the Graph IR text keeps.
+    OpSchema &conv = *t.merged[size_t(OpKind::Conv)];
+    conv.attrs.push_back(OpAttrSchema{kChannelsLastAttr, AttrKind::Int, 2, false});
+    std::sort(conv.attrs.begin(), conv.attrs.end(),
+              [](const OpAttrSchema &a, const OpAttrSchema &b) { return a.name < b.name; });
     return t;
   }();
   return t;

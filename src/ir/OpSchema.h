@@ -18,6 +18,11 @@ namespace coil {
 
 /// The oldest opset whose op forms the Graph IR accepts (the importer's kMinOnnxOpset).
 constexpr int64_t kMinIrOpset = 13;
+/// coil's own attribute (int, 1) on a Conv that lowers through the channels-last extern
+/// (lower/ChannelsLast.h sets it). irOpSchema(Conv) lists it: the only attribute that is not
+/// ONNX's.
+inline constexpr const char *kChannelsLastAttr = "coil_channels_last";
+
 /// An arity bound meaning "any number" (variadic inputs or outputs).
 constexpr int kAnyArity = 1 << 30;
 
@@ -55,7 +60,8 @@ const std::vector<OpSchema> &opSchemaVersions(OpKind op);
 const OpSchema *opSchema(OpKind op, int64_t opset);
 /// The versions in effect at opsets kMinIrOpset..newestOpset() merged: the widest arity bounds,
 /// every attribute any of them has (kind of the newest that has it), required only where all
-/// of them require it; deprecated when the newest is. nullptr if ONNX has no schema for `op`.
+/// of them require it; deprecated when the newest is; plus kChannelsLastAttr on Conv. nullptr
+/// if ONNX has no schema for `op`.
 const OpSchema *irOpSchema(OpKind op);
 
 } // namespace coil

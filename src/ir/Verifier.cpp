@@ -353,4 +353,10 @@ Status verifyGraph(const Graph &g, const VerifyOptions &opts, VerifyFailure *whe
   return Verifier(g, opts, where).run();
 }
 
+Status verifyGraphAfter(const Graph &g, const std::string &stage) {
+  Status st = verifyGraph(g);
+  if (st.ok()) return st;
+  return Error::internal("graph IR after " + stage + ": " + st.error().message(), st.error().loc());
+}
+
 } // namespace coil

@@ -26,6 +26,8 @@
 #include "ir/Infer.h"
 #include "support/Expected.h"
 
+#include <string>
+
 namespace coil {
 
 struct VerifyOptions {
@@ -53,5 +55,11 @@ struct VerifyFailure {
 /// them as user errors.
 Status verifyGraph(const Graph &g);
 Status verifyGraph(const Graph &g, const VerifyOptions &opts, VerifyFailure *where = nullptr);
+
+/// The check after a Graph IR pass (driver/Pipeline.cpp with CompileOptions::verifyEach, and
+/// `coil inspect --graph MODEL --pass NAME`): verifyGraph with the default options; a failure
+/// is an internal error ("graph IR after STAGE: ...", `stage` naming the pass) at the node at
+/// fault, since the pass broke a graph that verified.
+Status verifyGraphAfter(const Graph &g, const std::string &stage);
 
 } // namespace coil

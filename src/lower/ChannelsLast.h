@@ -23,12 +23,14 @@
 #pragma once
 
 #include "ir/Graph.h"
+#include "ir/OpSchema.h"
 #include "support/Expected.h"
 
 namespace coil::loop {
 
-/// The integer attribute (1) that marks a Conv to lower through the channels-last extern.
-inline constexpr const char *kChannelsLastAttr = "coil_channels_last";
+/// The integer attribute (1) that marks a Conv to lower through the channels-last extern
+/// (declared in ir/OpSchema.h, whose schema of Conv lists it).
+using coil::kChannelsLastAttr;
 
 Expected<Graph> convertToChannelsLast(const Graph &g);
 

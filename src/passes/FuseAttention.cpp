@@ -17,6 +17,14 @@ namespace {
 
 using namespace attnfusion;
 
+/// The ONNX TensorProto.DataType code of `t`, as Cast's `to` holds it (an int in its schema).
+int64_t onnxCode(DType t) {
+  for (int64_t code = 1; code <= 32; ++code)
+    if (dtypeFromOnnxCode(code) == t) return code;
+  COIL_CHECK(false) << "dtype " << dtypeName(t) << " has no onnx code";
+  return 0;
+}
+
 /// Emits the planned nodes into `out` (a copy of the graph being rebuilt).
 class Emitter {
 public:
@@ -98,8 +106,7 @@ public:
       ValueId y4 = node(OpKind::Attention, ins, at, "attention");
       if (r != 4) y4 = reshape(y4, g_.value(y).type.shape, p.outDt == p.dt ? y : kNoValue);
       if (p.outDt != p.dt)
-        node(OpKind::Cast, {y4}, attrs({{"to", AttrValue(std::string(dtypeName(p.outDt)))}}), "y",
-             y);
+        node(OpKind::Cast, {y4}, attrs({{"to", AttrValue(onnxCode(p.outDt))}}), "y", y);
     }
   }
 

@@ -48,9 +48,39 @@ SymInt simplify(const SymInt &e, const SymRanges &ranges) {
   return rec(e);
 }
 
+namespace {
+
+/// a <= b by the intervals, else through the min/max operands that the intervals of b - a
+/// miss (min(seq, 128) <= seq): min(x, ...) <= b when some operand is, max(x, ...) <= b when
+/// every operand is, and the mirror rules for a min or max on the right.
+bool le(Oracle &o, const SymInt &a, const SymInt &b, const SymRanges &ranges) {
+  if (o.le(a, b) || o.ival(simplify(b - a, ranges)).lo >= 0) return true;
+  if (a.kind() == Kind::Min || a.kind() == Kind::Max) {
+    bool any = false, all = true;
+    for (const SymInt &x : a.operands()) {
+      bool r = le(o, x, b, ranges);
+      any = any || r;
+      all = all && r;
+    }
+    if (a.kind() == Kind::Min ? any : all) return true;
+  }
+  if (b.kind() == Kind::Min || b.kind() == Kind::Max) {
+    bool any = false, all = true;
+    for (const SymInt &y : b.operands()) {
+      bool r = le(o, a, y, ranges);
+      any = any || r;
+      all = all && r;
+    }
+    if (b.kind() == Kind::Max ? any : all) return true;
+  }
+  return false;
+}
+
+} // namespace
+
 bool proveLE(const SymInt &a, const SymInt &b, const SymRanges &ranges) {
   Oracle o(ranges);
-  return o.le(a, b) || o.ival(simplify(b - a, ranges)).lo >= 0;
+  return le(o, a, b, ranges);
 }
 bool proveLT(const SymInt &a, const SymInt &b, const SymRanges &ranges) {
   return proveLE(a + 1, b, ranges);
@@ -58,7 +88,9 @@ bool proveLT(const SymInt &a, const SymInt &b, const SymRanges &ranges) {
 bool proveEQ(const SymInt &a, const SymInt &b, const SymRanges &ranges) {
   if (a == b) return true;
   SymInt d = simplify(a - b, ranges);
-  return d.isConstant() && d.constant() == 0;
+  if (d.isConstant() && d.constant() == 0) return true;
+  // max(seq, min(seq, 64)) == seq, which the difference does not show.
+  return proveLE(a, b, ranges) && proveLE(b, a, ranges);
 }
 
 } // namespace coil

@@ -1,6 +1,6 @@
 // The compiler's commands of the coil CLI: compile, run, verify, bench, the compiled views of
-// inspect (--fusion, --loops, --wrapper, --memory, --kernels), and Loop IR text (--loops
-// FILE.loops --pass NAME).
+// inspect (--fusion, --loops, --wrapper, --memory, --kernels), Loop IR text (--loops
+// FILE.loops --pass NAME) and one Graph IR pass (--graph MODEL --pass NAME).
 #pragma once
 
 #include "frontend/onnx/OnnxImporter.h"
@@ -40,5 +40,14 @@ bool isLoopsFile(const std::string &path);
 /// inspect --loops FILE.loops [--pass NAME] (Loops.cpp): parse, verify, run one Loop IR pass,
 /// print.
 Status cmdInspectLoops(const Args &a);
+/// The Loop IR passes of --loops FILE.loops --pass, comma-separated; whether `name` is one.
+std::string loopPassNames();
+bool isLoopPass(const std::string &name);
+/// inspect --graph MODEL --pass NAME (GraphPasses.cpp): load, run one Graph IR pass, verify,
+/// print the Graph IR text.
+Status cmdInspectGraphPass(const Args &a);
+/// The Graph IR passes of --graph MODEL --pass, comma-separated; whether `name` is one.
+std::string graphPassNames();
+bool isGraphPass(const std::string &name);
 
 } // namespace coil::cli

@@ -35,13 +35,19 @@ const std::vector<LoopPass> &loopPasses() {
   return kPasses;
 }
 
-std::string passNames() {
+} // namespace
+
+std::string loopPassNames() {
   std::string s;
   for (const LoopPass &p : loopPasses()) s += (s.empty() ? "" : ", ") + std::string(p.name);
   return s;
 }
 
-} // namespace
+bool isLoopPass(const std::string &name) {
+  for (const LoopPass &p : loopPasses())
+    if (name == p.name) return true;
+  return false;
+}
 
 bool isLoopsFile(const std::string &path) {
   const std::string ext = ".loops";
@@ -67,10 +73,14 @@ Status cmdInspectLoops(const Args &a) {
       if (name == p.name) pass = &p;
     if (!pass && name == "channels-last")
       return Error::user("channels-last rewrites the Graph IR before lowering, not the Loop IR: "
+                         "'coil inspect --graph MODEL --pass channels-last' runs it, "
                          "'COIL_CHANNELS_LAST=1 coil inspect --loops MODEL' shows the Loop IR it "
                          "leads to");
+    if (!pass && isGraphPass(name))
+      return Error::user("'" + name + "' is a Graph IR pass: 'coil inspect --graph MODEL --pass " +
+                         name + "' runs it (Loop IR passes: " + loopPassNames() + ")");
     if (!pass)
-      return Error::user("unknown Loop IR pass '" + name + "' (passes: " + passNames() + ")");
+      return Error::user("unknown Loop IR pass '" + name + "' (passes: " + loopPassNames() + ")");
   }
   COIL_TRY(loop::ParsedLoopProgram parsed, loop::parseLoopProgramFile(path));
   if (pass) {

@@ -99,12 +99,13 @@ public:
     c = command("inspect", "print a summary of MODEL, or one of its compiled forms");
     model(c, "MODEL|PKG|LOOPS",
           "the input (.onnx or .coil model, a package directory, or Loop IR text: a .loops file)");
-    flag(c, "--graph", "MODEL in coil's text format");
+    flag(c, "--graph", "MODEL in coil's text format (with --pass NAME: after that Graph IR pass)");
     flag(c, "--loops", "the Loop IR (of MODEL, or of LOOPS: parsed, verified and printed)");
     value(c, "--pass", "NAME",
-          "with --loops LOOPS: run the Loop IR pass NAME (fold-gemm-bias, fold-conv-bias; "
-          "--device cuda: the conv folds of a CUDA program) on the parsed program, verify the "
-          "result and print it");
+          "run one pass, verify the result and print it: with --graph MODEL the Graph IR pass "
+          "NAME (fold-constants, refine-shapes, fuse-attention, channels-last); with --loops "
+          "LOOPS the Loop IR pass NAME (fold-gemm-bias, fold-conv-bias; --device cuda: the conv "
+          "folds of a CUDA program)");
     flag(c, "--fusion", "the kernels and the nodes each fuses (with --svg: a picture)");
     flag(c, "--kernels", "the launches: kernel or extern, and the buffers each writes");
     flag(c, "--configs",
@@ -320,9 +321,7 @@ Status run(int argc, char **argv) {
   if (cmd == "interpret") return cmdInterpret(a);
   if (cmd == "inspect") {
     if (a.positional.size() == 1 && isLoopsFile(a.positional[0])) return cmdInspectLoops(a);
-    if (a.values.count("--pass"))
-      return Error::user("--pass runs one Loop IR pass on Loop IR text: 'coil inspect --loops "
-                         "FILE.loops --pass NAME' (a MODEL runs every pass)");
+    if (a.values.count("--pass")) return cmdInspectGraphPass(a);
     if (a.values.count("--svg") && int(a.flags.count("--wrapper")) +
                                            int(a.flags.count("--fusion")) +
                                            int(a.flags.count("--memory")) !=

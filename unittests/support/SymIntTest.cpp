@@ -281,6 +281,14 @@ TEST(SymIntRanges, Provers) {
   EXPECT_FALSE(proveLT(N, N, {}));
   EXPECT_TRUE(proveEQ(floorMod(N, 8), N, r));
   EXPECT_FALSE(proveEQ(N, M, r));
+  // Through min/max operands, which the interval of the difference misses (the importer
+  // records max(seq, min(seq, 64)) as seq; the Graph IR verifier must agree).
+  SymRanges pos{{"N", {1, int64_t(1) << 62}}};
+  EXPECT_TRUE(proveLE(min(N, SymInt(64)), N, pos));
+  EXPECT_TRUE(proveLE(N, max(N, M), {}));
+  EXPECT_FALSE(proveLE(N, min(N, SymInt(64)), pos));
+  EXPECT_TRUE(proveEQ(max(N, min(N, SymInt(64))), N, pos));
+  EXPECT_FALSE(proveEQ(max(N, SymInt(64)), N, pos));
 }
 
 // ---------------------------------------------------------------- printers and parser
