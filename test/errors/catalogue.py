@@ -158,6 +158,13 @@ def cases():
         lambda d: save(model([helper.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", [2]), vi("", [2])],
                              [vi("y", [2])]), os.path.join(d, "m.onnx")),
         ["inspect", "m.onnx"])
+    # AffineGrid's size of another length than 4 or 5, not a constant: the inferred type had a
+    # negative dim (found by scripts/fuzz.sh onnx).
+    add("affine-grid-size-length", r"error: .*node 'ag' \(AffineGrid\): size must have 4 or 5 values, got 1",
+        lambda d: save(model([helper.make_node("AffineGrid", ["theta", "size"], ["grid"], name="ag")],
+                             [vi("theta", [2, 3, 4]), vi("size", [1], TensorProto.INT64)], [vi("grid", None)],
+                             opset=20), os.path.join(d, "m.onnx")),
+        ["inspect", "m.onnx"])
 
     # --- types and shapes
     add("matmul-inner-dims", r"error: .*node 'mm' \(MatMul\): .*64.*32|error: .*node 'mm' \(MatMul\): .*32.*64",

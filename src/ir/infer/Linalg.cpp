@@ -479,6 +479,8 @@ Expected<Types> inferAffineGrid(InferContext &ctx) {
   if (!sz) {
     if (ctx.input(1).rank() == 1 && ctx.input(1).shape[0].isConstant()) {
       int64_t n = ctx.input(1).shape[0].constant();
+      if (n != 4 && n != 5)
+        return ctx.error("size must have 4 or 5 values, got " + std::to_string(n));
       Dims out{ctx.freshSymbol("grid")};
       for (int64_t i = 2; i < n; ++i) out.push_back(ctx.freshSymbol("grid"));
       out.push_back(n - 2);
