@@ -11,7 +11,6 @@
 #include "lower/Lower.h"
 #include "passes/FoldConstants.h"
 #include "passes/FuseAttention.h"
-#include "passes/RefineShapes.h"
 #include "sched/FuseGemmEpilogue.h"
 #include "sched/Schedule.h"
 #include "sched/ScheduleVerify.h"
@@ -150,12 +149,9 @@ Expected<std::unique_ptr<Compilation>> compileGraph(Graph g, const CompileOption
   StageTimer timer(&c->timings, o);
   // Shape logic on constants (e.g. the flags and sizes of an expanded Attention function)
   // becomes constants, so that lowering sees static shapes.
-  // Folding keeps recorded types, so a dim that was a data-dependent symbol at import and that
-  // folding revealed disagrees with re-inference until refineShapes replaces it: the verifier
-  // runs after the pair.
+  // (Folding refines the types it made stale: RefineShapes.h.)
   COIL_TRY(c->graph, foldConstants(g));
-  COIL_TRY_STATUS(refineShapes(c->graph));
-  if (o.verifyEach) COIL_TRY_STATUS(verifyGraphAfter(c->graph, "foldConstants, refineShapes"));
+  if (o.verifyEach) COIL_TRY_STATUS(verifyGraphAfter(c->graph, "foldConstants"));
   // Attention spelled out as MatMul / Softmax / MatMul becomes one Attention node, which lowers
   // to the fused extern (COIL_FUSE_ATTENTION=0 keeps the explicit graph). Masks built on
   // constants by the pass fold once more.

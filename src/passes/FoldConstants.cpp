@@ -2,6 +2,7 @@
 #include "passes/FoldConstants.h"
 
 #include "interp/Kernel.h"
+#include "passes/RefineShapes.h"
 
 namespace coil {
 
@@ -23,19 +24,16 @@ public:
       remap_[size_t(v)] = out_.addSymConstant(g_.value(v).name, e, g_.value(v).type.rank() == 0);
     for (const Node &n : g_.nodes()) {
       COIL_TRY(bool folded, tryFold(n));
-      if (!folded)
-        copyNode(n);
+      if (!folded) copyNode(n);
     }
-    for (ValueId o : g_.outputs)
-      out_.outputs.push_back(remap_[size_t(o)]);
+    for (ValueId o : g_.outputs) out_.outputs.push_back(remap_[size_t(o)]);
     return out_.compacted();
   }
 
 private:
   Expected<bool> tryFold(const Node &n) {
     KernelFn fn = kernelFor(n.op);
-    if (!fn || n.inputs.empty())
-      return false;
+    if (!fn || n.inputs.empty()) return false;
     int64_t inBytes = 0;
     KernelContext ctx{n, {}, nullptr};
     for (ValueId in : n.inputs) {
@@ -44,8 +42,7 @@ private:
         continue;
       }
       ValueId m = remap_[size_t(in)];
-      if (!out_.isConstant(m))
-        return false;
+      if (!out_.isConstant(m)) return false;
       ctx.inputs.push_back(&out_.constant(m));
       inBytes += int64_t(out_.constant(m).nbytes());
     }
@@ -53,20 +50,16 @@ private:
     int64_t outElems = 0, outBytes = 0;
     for (ValueId o : n.outputs) {
       auto shape = g_.value(o).type.concreteShape();
-      if (!shape)
-        return false;
+      if (!shape) return false;
       outElems += numelOf(*shape);
       outBytes += numelOf(*shape) * int64_t(dtypeSize(g_.value(o).type.dtype));
     }
-    if (outElems > opts_.maxNewElements && outBytes > inBytes)
-      return false;
+    if (outElems > opts_.maxNewElements && outBytes > inBytes) return false;
     std::vector<TensorType> types;
-    for (ValueId o : n.outputs)
-      types.push_back(g_.value(o).type);
+    for (ValueId o : n.outputs) types.push_back(g_.value(o).type);
     ctx.outputTypes = &types;
     auto res = fn(ctx);
-    if (!res.ok())
-      return res.error().withDefaultLoc(n.loc);
+    if (!res.ok()) return res.error().withDefaultLoc(n.loc);
     for (size_t k = 0; k < n.outputs.size(); ++k) {
       const Value &v = g_.value(n.outputs[k]);
       const Tensor &t = (*res)[k];
@@ -80,8 +73,7 @@ private:
 
   void copyNode(const Node &n) {
     Node c = n;
-    for (ValueId &in : c.inputs)
-      in = in < 0 ? kNoValue : remap_[size_t(in)];
+    for (ValueId &in : c.inputs) in = in < 0 ? kNoValue : remap_[size_t(in)];
     for (ValueId &o : c.outputs) {
       ValueId fresh = out_.addValue(g_.value(o).name, g_.value(o).type, ValueKind::NodeOutput);
       remap_[size_t(o)] = fresh;
@@ -99,7 +91,11 @@ private:
 } // namespace
 
 Expected<Graph> foldConstants(const Graph &g, const FoldOptions &opts) {
-  return ConstantFolder(g, opts).run();
+  COIL_TRY(Graph out, ConstantFolder(g, opts).run());
+  // A dim that was a data-dependent symbol at import may now be known from the folded values:
+  // the recorded types become what inference gives, so that the result verifies.
+  COIL_TRY_STATUS(refineShapes(out));
+  return out;
 }
 
 } // namespace coil

@@ -8,11 +8,12 @@
 
 namespace coil {
 
-/// Requires: a verified graph. For every node in order, infers its outputs again from the
+/// Requires: a graph that verifies but for such stale dims (foldConstants' result before it
+/// calls this; a verified graph). For every node in order, infers its outputs again from the
 /// current input types and constant contents; where a recorded dim is a symbol that no graph
 /// input defines and inference now gives an expression free of new symbols, that symbol is
 /// replaced by the expression in every value's type. Returns how many symbols were replaced.
-/// Establishes: the graph still verifies (types only become more precise).
+/// Establishes: the graph verifies (types only become more precise).
 Expected<int> refineShapes(Graph &g);
 
 } // namespace coil
