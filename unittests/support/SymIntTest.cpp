@@ -289,6 +289,17 @@ TEST(SymIntRanges, Provers) {
   EXPECT_FALSE(proveLE(N, min(N, SymInt(64)), pos));
   EXPECT_TRUE(proveEQ(max(N, min(N, SymInt(64))), N, pos));
   EXPECT_FALSE(proveEQ(max(N, SymInt(64)), N, pos));
+  // Nested min/max on both sides: the descent is bounded (not proven, quickly), never
+  // exponential.
+  std::vector<SymInt> syms;
+  for (int i = 0; i < 12; ++i) syms.push_back(SymInt::symbol("s" + std::to_string(i)));
+  SymInt left = syms[0], right = syms[1];
+  for (int i = 2; i + 1 < 12; i += 2) {
+    left = i % 4 ? min(max(left, syms[i]), syms[i + 1]) : max(min(left, syms[i]), syms[i + 1]);
+    right = i % 4 ? max(min(right, syms[i + 1]), syms[i]) : min(max(right, syms[i + 1]), syms[i]);
+  }
+  EXPECT_FALSE(proveLE(left, right + SymInt(-1), {}));
+  EXPECT_TRUE(proveLE(left, left, {}));
 }
 
 // ---------------------------------------------------------------- printers and parser
