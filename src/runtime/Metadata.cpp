@@ -161,9 +161,19 @@ Expected<Metadata> parseMetadata(std::string_view text) {
   COIL_TRY(m.weights, strMember(root, "weights", ""));
   COIL_TRY(m.weightsBytes, intMember(root, "weights_bytes", ""));
   if (m.weightsBytes < 0) return bad("weights_bytes", "must be >= 0");
+  // A plain file name of the package folder: no path, no control bytes (a NUL would cut the
+  // name the system opens), at most 255 bytes (NAME_MAX).
+  auto fileName = [](const std::string &f) {
+    if (f.empty() || f.size() > 255 || f == "." || f == "..") return false;
+    for (unsigned char c : f)
+      if (c == '/' || c < 0x20 || c == 0x7f) return false;
+    return true;
+  };
   for (const std::string *f : {&m.library, &m.weights})
-    if (f->empty() || f->find('/') != std::string::npos || *f == "." || *f == "..")
-      return bad(*f == m.library ? "library" : "weights", "must be a file name in the package");
+    if (!fileName(*f))
+      return bad(*f == m.library ? "library" : "weights",
+                 "must be a file name in the package (at most 255 bytes, no '/' or control "
+                 "characters)");
 
   if (root.get("cpu_target")) { // absent in packages of older coils
     COIL_TRY(m.cpuTarget, strMember(root, "cpu_target", ""));

@@ -201,6 +201,12 @@ TEST(Package, MetadataReaderRejectsBadFields) {
   expectBad("\"offset\": 64", "\"offset\": 65", "'constants[1].offset' must be 64-byte aligned");
   expectBad("\"library\": \"model.so\"", "\"library\": \"../x.so\"",
             "'library' must be a file name in the package");
+  // A NUL would cut the name the system opens; longer than NAME_MAX cannot be a file (found by
+  // the metadata fuzz target, whose stand-in package could not be written).
+  expectBad("\"library\": \"model.so\"", "\"library\": \"model.so\\u0000.txt\"",
+            "'library' must be a file name in the package");
+  expectBad("\"weights\": \"weights.bin\"", "\"weights\": \"" + std::string(256, 'w') + "\"",
+            "'weights' must be a file name in the package");
   expectBad("\"min\": 1", "\"min\": 10", "'symbols[0]' has min > max");
   expectBad("\"weights_bytes\": 69", "\"weights_bytes\": \"69\"",
             "'weights_bytes' must be a number");
