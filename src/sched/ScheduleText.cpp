@@ -60,7 +60,7 @@ void printPhase(std::ostringstream &os, const loop::LoopProgram &p, const Phase 
 /// A fused GEMM mainloop: a summary only (ScheduleParser.h refuses it).
 void printGemm(std::ostringstream &os, const loop::LoopProgram &p, const GemmMainloop &g) {
   os << "  gemm " << nodeName(p, g.node) << " = " << nodeName(p, g.a)
-     << (g.columnMajorA ? "^T" : "") << " x " << nodeName(p, g.b) << (g.rowMajorB ? "" : "^T")
+     << (g.columnMajorA ? "^T" : "") << " @ " << nodeName(p, g.b) << (g.rowMajorB ? "" : "^T")
      << " [m " << g.m.str() << ", n " << g.n.str() << ", k " << g.k.str() << "] "
      << dtypeName(g.dtype) << " epilogue " << loop::quoteName(g.description) << "\n";
 }
