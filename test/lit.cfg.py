@@ -6,7 +6,7 @@ import lit.formats
 
 config.name = "coil"
 config.test_format = lit.formats.ShTest(execute_external=False)
-config.suffixes = [".coil", ".test", ".loops"]
+config.suffixes = [".coil", ".test", ".loops", ".sched"]
 config.excludes = ["Inputs", "conformance", "CMakeLists.txt"]
 config.test_source_root = os.path.join(config.coil_src_dir, "test")
 config.test_exec_root = os.path.join(os.path.dirname(config.coil_bin_dir), "test")

@@ -102,8 +102,9 @@ std::string val(Val v) {
   return "%" + std::to_string(v);
 }
 
-/// `'name'`, with `\\`, `\'` and `\xHH` (bytes outside 0x20..0x7e) escaped.
-std::string quoted(const std::string &s) {
+} // namespace
+
+std::string quoteName(const std::string &s) {
   static const char kHex[] = "0123456789abcdef";
   std::string r = "'";
   for (char ch : s) {
@@ -122,6 +123,8 @@ std::string quoted(const std::string &s) {
   return r + "'";
 }
 
+namespace {
+
 /// A program input or output name: bare when it reads back as one word (see LoopParser.h),
 /// else quoted.
 std::string ioName(const std::string &s) {
@@ -130,14 +133,14 @@ std::string ioName(const std::string &s) {
     auto c = static_cast<unsigned char>(ch);
     bare = bare && c > 0x20 && c <= 0x7e && c != '\'' && c != '\\' && c != '#';
   }
-  return bare ? s : quoted(s);
+  return bare ? s : quoteName(s);
 }
 
 /// The graph value an Input or Constant node names (`'name'`), and a small constant's
 /// elements; "" when the program has no graph or the node no graph value.
 std::string graphValueText(const LoopProgram &p, ValueId v) {
   if (!p.graph || v < 0 || size_t(v) >= p.graph->numValues()) return "";
-  std::string s = " " + quoted(p.graph->value(v).name);
+  std::string s = " " + quoteName(p.graph->value(v).name);
   if (!p.graph->isConstant(v)) return s;
   const Tensor &t = p.graph->constant(v);
   if (t.numel() > kMaxPrintedConstantElements) return s;
@@ -149,10 +152,10 @@ std::string graphValueText(const LoopProgram &p, ValueId v) {
   return s + " [" + elems + "]";
 }
 
-void printBody(std::ostringstream &os, const LoopProgram &p, const Body &b) {
+void printBody(std::ostringstream &os, const LoopProgram &p, const Body &b, int indent = 2) {
   for (size_t i = 0; i < b.stmts.size(); ++i) {
     const Stmt &s = b.stmts[i];
-    os << "  " << val(Val(i)) << " = ";
+    os << std::string(size_t(indent), ' ') << val(Val(i)) << " = ";
     std::string t(dtypeName(s.dtype));
     switch (s.kind) {
     case Stmt::Kind::Load:
@@ -206,6 +209,12 @@ std::string externArg(const LoopProgram &p, const ExternArg &a) {
 }
 
 } // namespace
+
+std::string printLoopBody(const LoopProgram &p, const Body &b, int indent) {
+  std::ostringstream os;
+  printBody(os, p, b, indent);
+  return os.str();
+}
 
 std::string printLoopProgram(const LoopProgram &p) {
   std::ostringstream os;

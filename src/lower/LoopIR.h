@@ -236,4 +236,12 @@ constexpr int64_t kMaxPrintedConstantElements = 8;
 /// text. Node origins and locations are not printed.
 std::string printLoopProgram(const LoopProgram &p);
 
+/// `'s'`, a NAME of the text (LoopParser.h): `\\`, `\'` and `\xHH` (bytes outside 0x20..0x7e)
+/// escaped.
+std::string quoteName(const std::string &s);
+
+/// The statements of `b`, one line each as printLoopProgram prints a node's body, indented by
+/// `indent` spaces (sched/ScheduleText.h prints the bodies of a kernel's phases with it).
+std::string printLoopBody(const LoopProgram &p, const Body &b, int indent);
+
 } // namespace coil::loop

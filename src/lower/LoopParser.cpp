@@ -19,8 +19,6 @@
 namespace coil::loop {
 namespace {
 
-using namespace text;
-
 std::optional<ScalarOp> scalarOpFromName(std::string_view name) {
   static const std::map<std::string, ScalarOp, std::less<>> kOps = [] {
     std::map<std::string, ScalarOp, std::less<>> m;
@@ -45,119 +43,15 @@ std::optional<ReduceKind> reduceKindFromName(std::string_view name) {
   return std::nullopt;
 }
 
-class Parser {
-public:
-  Parser(std::string_view text, std::string file)
-      : lex_(text), file_(std::move(file)), g_(std::make_unique<Graph>()) {
-    cur_ = lex_.next();
-    p_.graph = g_.get();
-  }
+} // namespace
 
-  Expected<ParsedLoopProgram> run() {
-    COIL_TRY_STATUS(parseProgram());
-    COIL_TRY_STATUS(verify());
-    g_->symbols = p_.symbols;
-    ParsedLoopProgram r;
-    r.graph = std::move(g_);
-    r.program = std::move(p_);
-    return r;
-  }
-
-private:
-  // --- tokens
-  void bump() { cur_ = lex_.next(); }
-  Token peekNext() const {
-    Lexer copy = lex_;
-    return copy.next();
-  }
-  bool isPunct(std::string_view p) const { return cur_.kind == Tok::Punct && cur_.text == p; }
-  bool isKeyword(std::string_view k) const { return cur_.kind == Tok::Ident && cur_.text == k; }
-  /// Keyword `k` where a node (IDENT ':') may start as well.
-  bool atKeyword(std::string_view k) const {
-    if (!isKeyword(k)) return false;
-    Token n = peekNext();
-    return !(n.kind == Tok::Punct && n.text == ":");
-  }
-
-  Error errorAt(const Token &t, const std::string &msg) const {
-    return Error::user(t.kind == Tok::Error ? t.str : msg, SourceLoc{file_, "", "", t.line, t.col});
-  }
-  static std::string describe(const Token &t) {
-    if (t.kind == Tok::Eof) return "end of input";
-    return "'" + std::string(t.text) + "'";
-  }
-  /// "expected WHAT CONTEXT, got X" at the current token.
-  Error expected(const std::string &what, const std::string &context = "") const {
-    return errorAt(cur_, "expected " + what + (context.empty() ? "" : " " + context) + ", got " +
-                             describe(cur_));
-  }
-  Status expectPunct(std::string_view p, const std::string &context) {
-    if (!isPunct(p)) return expected("'" + std::string(p) + "'", context);
-    bump();
-    return okStatus();
-  }
-  Status expectKeyword(std::string_view k, const std::string &context) {
-    if (!isKeyword(k)) return expected("'" + std::string(k) + "'", context);
-    bump();
-    return okStatus();
-  }
-
-  // --- the program
-  Status parseProgram();
-  Status parseSymbols();
-  Status parseNode();
-  Status parseNodeKind(Node &n);
-  Status parseLeaf(Node &n, bool constant);
-  Status parseElements(const Node &n, const std::string &name, Tensor &t);
-  Expected<PointwiseNode> parsePointwise();
-  Expected<ReductionNode> parseReduce();
-  Expected<ExternNode> parseExtern();
-  Expected<ExternArg> parseExternArg();
-  Expected<MultiOutputNode> parseMultiOutput();
-  Status parseVars(std::vector<std::string> &vars, std::vector<SymInt> *ranges,
-                   const std::string &context);
-  Status parseBody(Body &b);
-  Status parseStmt(Body &b);
-  Status parseStmtOperands(Stmt &s, const Body &b, const std::string &kind);
-  Status parseIndirect(Stmt &s, const Body &b);
-  Status parseIo();
-
-  // --- pieces
-  Expected<NodeId> parseNodeRef(const std::string &context);
-  Error undefinedNode(const Token &t) const;
-  Expected<Val> parseVal(size_t defined, const std::string &context);
-  Expected<DType> parseDType(const std::string &context);
-  Expected<TensorType> parseType(const std::string &context);
-  Expected<std::vector<SymInt>> parseSymList(const std::string &context);
-  Expected<std::string> parseVar(const std::string &context);
-  Expected<int64_t> parseInt(const std::string &context);
-  Expected<std::string> parseNumberText(const std::string &context, bool *isFloat);
-  Expected<double> parseDouble(const std::string &context);
-  Status parseConstValue(Stmt &s);
-
-  // --- size expressions
-  static constexpr int kMaxDepth = 256;
-  Expected<SymInt> parseSum(int depth);
-  Expected<SymInt> parseTerm(int depth);
-  Expected<SymInt> parseUnary(int depth);
-  Expected<SymInt> parsePrimary(int depth);
-
-  Status verify();
-
-  Lexer lex_;
-  Token cur_;
-  std::string file_;
-  std::unique_ptr<Graph> g_;
-  LoopProgram p_;
-  std::map<std::string, NodeId> nodeIds_;
-  std::vector<Token> nodeToks_; ///< the name token of each node
-  Token ioTok_;                 ///< the first program input or output line
-};
+namespace text {
 
 // program := ('symbols' symdecl (',' symdecl)*)? node* io*
 Status Parser::parseProgram() {
   if (atKeyword("symbols")) COIL_TRY_STATUS(parseSymbols());
   while (cur_.kind != Tok::Eof) {
+    if (!stopAt_.empty() && atKeyword(stopAt_)) break;
     if (atKeyword("input") || atKeyword("output")) {
       COIL_TRY_STATUS(parseIo());
     } else if (cur_.kind == Tok::Ident && ioTok_.kind == Tok::Eof) { // no io line yet
@@ -326,13 +220,7 @@ Expected<PointwiseNode> Parser::parsePointwise() {
 Expected<ReductionNode> Parser::parseReduce() {
   bump();
   ReductionNode r;
-  if (cur_.kind != Tok::Ident) return expected("a reduction kind", "after 'reduce'");
-  std::optional<ReduceKind> kind = reduceKindFromName(cur_.text);
-  if (!kind)
-    return errorAt(cur_, "unknown reduction kind '" + std::string(cur_.text) +
-                             "' (sum, prod, max, min, argmax, argmin, any or all)");
-  r.kind = *kind;
-  bump();
+  COIL_TRY(r.kind, parseReduceKind());
   COIL_TRY(r.accDType, parseDType("as the accumulation type"));
   if (isKeyword("last")) {
     r.selectLast = true;
@@ -352,16 +240,27 @@ Expected<ReductionNode> Parser::parseReduce() {
   return r;
 }
 
+// REDUCE: sum, prod, max, min, argmax, argmin, any or all
+Expected<ReduceKind> Parser::parseReduceKind() {
+  if (cur_.kind != Tok::Ident) return expected("a reduction kind", "after 'reduce'");
+  std::optional<ReduceKind> kind = reduceKindFromName(cur_.text);
+  if (!kind)
+    return errorAt(cur_, "unknown reduction kind '" + std::string(cur_.text) +
+                             "' (sum, prod, max, min, argmax, argmin, any or all)");
+  bump();
+  return *kind;
+}
+
 // '(' (VAR (',' VAR)*)? ')', each VAR followed by '<' symint when `ranges` is given
 Status Parser::parseVars(std::vector<std::string> &vars, std::vector<SymInt> *ranges,
-                         const std::string &context) {
+                         const std::string &context, const std::string &rangeContext) {
   COIL_TRY_STATUS(expectPunct("(", "before the loop variables " + context));
   while (!isPunct(")")) {
     if (!vars.empty()) COIL_TRY_STATUS(expectPunct(",", "or ')' after a loop variable"));
     COIL_TRY(std::string v, parseVar("as a loop variable " + context));
     vars.push_back(std::move(v));
     if (ranges) {
-      COIL_TRY_STATUS(expectPunct("<", "after a reduced variable"));
+      COIL_TRY_STATUS(expectPunct("<", rangeContext));
       COIL_TRY(SymInt e, parseSum(0));
       ranges->push_back(std::move(e));
     }
@@ -820,10 +719,10 @@ Status Parser::verify() {
   return Error::user(st.error().message(), SourceLoc{file_, "", "", t.line, t.col});
 }
 
-} // namespace
+} // namespace text
 
 Expected<ParsedLoopProgram> parseLoopProgram(std::string_view text, const std::string &file) {
-  return Parser(text, file).run();
+  return loop::text::Parser(text, file).run();
 }
 
 Expected<ParsedLoopProgram> parseLoopProgramFile(const std::string &path) {

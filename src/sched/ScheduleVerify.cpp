@@ -14,6 +14,8 @@ class Verifier {
 public:
   Verifier(const Schedule &s, const std::string &stage) : s_(s), stage_(stage) {}
 
+  int step() const { return step_; }
+
   Status run() {
     if (!s_.program) return fail("the schedule has no program");
     const loop::LoopProgram &p = *s_.program;
@@ -171,8 +173,11 @@ private:
 
 } // namespace
 
-Status verifySchedule(const Schedule &s, const std::string &stage) {
-  return Verifier(s, stage).run();
+Status verifySchedule(const Schedule &s, const std::string &stage, int *failedStep) {
+  Verifier v(s, stage);
+  Status st = v.run();
+  if (failedStep) *failedStep = st.ok() ? -1 : v.step();
+  return st;
 }
 
 } // namespace coil::sched

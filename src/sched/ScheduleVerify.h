@@ -18,7 +18,9 @@
 
 namespace coil::sched {
 
-/// `stage` names the pass that produced `s` ("scheduleProgram", ...) in messages.
-Status verifySchedule(const Schedule &s, const std::string &stage);
+/// `stage` names the pass that produced `s` ("scheduleProgram", ...) in messages. On a
+/// violation, `failedStep` (when given) receives the index of the step at fault, or -1 when the
+/// rule broken is about the schedule as a whole (realization, a node no step produces).
+Status verifySchedule(const Schedule &s, const std::string &stage, int *failedStep = nullptr);
 
 } // namespace coil::sched

@@ -75,6 +75,8 @@ double secondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+} // namespace
+
 CompileOptions compileOptions(const Args &a) {
   CompileOptions o;
   if (a.values.count("--device")) o.device = a.values.at("--device");
@@ -125,6 +127,8 @@ Expected<std::unique_ptr<Compilation>> compileModel(const Args &a, const std::st
 Expected<std::unique_ptr<Compilation>> compileModel(const Args &a, const std::string &path) {
   return compileModel(a, path, compileOptions(a));
 }
+
+namespace {
 
 bool isPackage(const std::string &path) {
   if (fs::is_regular_file(path) && path.size() > 4 && path.substr(path.size() - 4) == ".zip")

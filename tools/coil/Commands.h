@@ -1,8 +1,10 @@
 // The compiler's commands of the coil CLI: compile, run, verify, bench, the compiled views of
 // inspect (--fusion, --loops, --wrapper, --memory, --kernels), Loop IR text (--loops
-// FILE.loops --pass NAME) and one Graph IR pass (--graph MODEL --pass NAME).
+// FILE.loops --pass NAME), schedule text (--schedule) and one Graph IR pass (--graph MODEL
+// --pass NAME).
 #pragma once
 
+#include "driver/Pipeline.h"
 #include "frontend/onnx/OnnxImporter.h"
 #include "ir/Tensor.h"
 #include "support/Expected.h"
@@ -24,6 +26,13 @@ struct Args {
 
 /// Symbol ranges from the --dynamic options.
 Expected<ImportOptions> importOptions(const Args &a);
+/// The compiler's options from the command line (--device, --arch, --gemm, --cpu-target, ...).
+CompileOptions compileOptions(const Args &a);
+/// MODEL loaded and compiled up to the Wrapper IR (compileGraph) with compileOptions(a) or `o`;
+/// errors without a location name the model.
+Expected<std::unique_ptr<Compilation>> compileModel(const Args &a, const std::string &path,
+                                                    const CompileOptions &o);
+Expected<std::unique_ptr<Compilation>> compileModel(const Args &a, const std::string &path);
 /// "name: f32[2, 3] min .. max .. mean ..", then the first values.
 std::string describeTensor(const std::string &name, const Tensor &t);
 
@@ -43,6 +52,12 @@ Status cmdInspectLoops(const Args &a);
 /// The Loop IR passes of --loops FILE.loops --pass, comma-separated; whether `name` is one.
 std::string loopPassNames();
 bool isLoopPass(const std::string &name);
+/// inspect --schedule MODEL|FILE.loops|FILE.sched (Schedule.cpp): the schedule text of a
+/// compiled model, of scheduleProgram run on Loop IR text, or of schedule text parsed and
+/// verified.
+Status cmdInspectSchedule(const Args &a);
+/// Whether `path` names schedule text (a `.sched` file).
+bool isScheduleFile(const std::string &path);
 /// inspect --graph MODEL --pass NAME (GraphPasses.cpp): load, run one Graph IR pass, verify,
 /// print the Graph IR text.
 Status cmdInspectGraphPass(const Args &a);

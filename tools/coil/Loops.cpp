@@ -59,10 +59,12 @@ Status cmdInspectLoops(const Args &a) {
   for (const char *f :
        {"--graph", "--fusion", "--kernels", "--configs", "--wrapper", "--sources", "--memory"})
     if (a.flags.count(f))
-      return Error::user(std::string("'coil inspect FILE.loops' takes --loops [--pass NAME]; ") +
-                         f + " needs a MODEL");
+      return Error::user(
+          std::string("'coil inspect FILE.loops' takes --loops [--pass NAME] or --schedule; ") + f +
+          " needs a MODEL");
   if (!a.flags.count("--loops"))
-    return Error::user("'coil inspect FILE.loops' prints Loop IR text: give --loops");
+    return Error::user("'coil inspect FILE.loops' prints Loop IR text (give --loops) or its "
+                       "schedule (give --schedule)");
   std::string device = a.values.count("--device") ? a.values.at("--device") : "cpu";
   if (device != "cpu" && device != "cuda")
     return Error::user("unknown device '" + device + "' (supported: cpu, cuda)");

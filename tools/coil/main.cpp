@@ -37,7 +37,8 @@ public:
     app_.set_help_flag("-h,--help", "print this help (or 'coil COMMAND --help')");
     app_.require_subcommand(0, 1);
     app_.footer("MODEL is a .onnx or .coil file, PKG a package directory, LOOPS a .loops file "
-                "(Loop IR text, as 'coil inspect --loops' prints it). Exit codes: 0 ok, 1 user "
+                "(Loop IR text, as 'coil inspect --loops' prints it), SCHED a .sched file "
+                "(schedule text, as 'coil inspect --schedule' prints it). Exit codes: 0 ok, 1 user "
                 "error, 2 internal error, 3 runtime error.\n'coil COMMAND --help' describes a "
                 "command; 'coil evt --help' the epilogue generator.");
 
@@ -97,8 +98,9 @@ public:
     dynamic(c);
 
     c = command("inspect", "print a summary of MODEL, or one of its compiled forms");
-    model(c, "MODEL|PKG|LOOPS",
-          "the input (.onnx or .coil model, a package directory, or Loop IR text: a .loops file)");
+    model(c, "MODEL|PKG|LOOPS|SCHED",
+          "the input (.onnx or .coil model, a package directory, Loop IR text: a .loops file, or "
+          "schedule text: a .sched file)");
     flag(c, "--graph", "MODEL in coil's text format (with --pass NAME: after that Graph IR pass)");
     flag(c, "--loops", "the Loop IR (of MODEL, or of LOOPS: parsed, verified and printed)");
     value(c, "--pass", "NAME",
@@ -106,6 +108,10 @@ public:
           "NAME (fold-constants, refine-shapes, fuse-attention, channels-last); with --loops "
           "LOOPS the Loop IR pass NAME (fold-gemm-bias, fold-conv-bias; --device cuda: the conv "
           "folds of a CUDA program)");
+    flag(c, "--schedule",
+         "the schedule as text that parses again: of MODEL (after every pass), of LOOPS (the "
+         "scheduler run on it; --device cuda --gemm cutlass: GEMM epilogues fused too), or of "
+         "SCHED (parsed, verified and printed)");
     flag(c, "--fusion", "the kernels and the nodes each fuses (with --svg: a picture)");
     flag(c, "--kernels", "the launches: kernel or extern, and the buffers each writes");
     flag(c, "--configs",
@@ -320,6 +326,9 @@ Status run(int argc, char **argv) {
   if (cmd.empty()) return okStatus(); // help or --version, printed
   if (cmd == "interpret") return cmdInterpret(a);
   if (cmd == "inspect") {
+    if (a.flags.count("--schedule")) return cmdInspectSchedule(a);
+    if (a.positional.size() == 1 && isScheduleFile(a.positional[0]))
+      return Error::user("'coil inspect FILE.sched' prints schedule text: give --schedule");
     if (a.positional.size() == 1 && isLoopsFile(a.positional[0])) return cmdInspectLoops(a);
     if (a.values.count("--pass")) return cmdInspectGraphPass(a);
     if (a.values.count("--svg") && int(a.flags.count("--wrapper")) +
