@@ -165,6 +165,14 @@ def cases():
                              [vi("theta", [2, 3, 4]), vi("size", [1], TensorProto.INT64)], [vi("grid", None)],
                              opset=20), os.path.join(d, "m.onnx")),
         ["inspect", "m.onnx"])
+    # A float Range of more elements than int64 holds: converting its size was undefined.
+    add("range-float-too-large", r"error: .*node 'rg' \(Range\): range of 1\d{30}\.0+ elements is too large",
+        lambda d: save(model([helper.make_node("Constant", [], ["a"], value_float=0.0, name="ca"),
+                              helper.make_node("Constant", [], ["b"], value_float=1e30, name="cb"),
+                              helper.make_node("Constant", [], ["c"], value_float=1.0, name="cc"),
+                              helper.make_node("Range", ["a", "b", "c"], ["y"], name="rg")],
+                             [], [vi("y", None)]), os.path.join(d, "m.onnx")),
+        ["inspect", "m.onnx"])
 
     # --- types and shapes
     add("matmul-inner-dims", r"error: .*node 'mm' \(MatMul\): .*64.*32|error: .*node 'mm' \(MatMul\): .*32.*64",

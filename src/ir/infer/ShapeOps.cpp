@@ -535,10 +535,15 @@ Result inferRange(InferContext &ctx) {
            c = ctx.constants[2]->getDouble(0);
     if (c == 0) return ctx.error("range delta must not be 0");
     double n = std::ceil((b - a) / c);
+    // Converting a double past int64 is undefined: such a range is refused (NaN gives 0).
+    if (!(n < 0x1p62) && n == n)
+      return ctx.error("range of " + std::to_string(n) + " elements is too large");
     return std::vector<TensorType>{{s.dtype, {int64_t(std::max(0.0, n))}}};
   }
   const auto &a = ctx.intValue(0), &b = ctx.intValue(1), &c = ctx.intValue(2);
-  if (!isFloat(s.dtype) && a && b && c && (*c)[0].isConstant()) {
+  // A delta of INT64_MIN cannot be negated: its size stays a fresh symbol (the interpreter and
+  // the kernels compute it in 128 bits).
+  if (!isFloat(s.dtype) && a && b && c && (*c)[0].isConstant() && (*c)[0].constant() != INT64_MIN) {
     int64_t delta = (*c)[0].constant();
     if (delta == 0) return ctx.error("range delta must not be 0");
     SymInt n = delta > 0 ? ceilDiv((*b)[0] - (*a)[0], delta) : ceilDiv((*a)[0] - (*b)[0], -delta);
