@@ -128,7 +128,10 @@ Status Importer::inferAndAdd(Node node, const onnx::NodeProto &n) {
                                                           : std::nullopt);
     ctx.constants.push_back(v >= 0 && g_.isConstant(v) ? &g_.constant(v) : nullptr);
   }
-  std::string hintBase = node.name.empty() ? n.output(0) : node.name;
+  // A node may list no outputs (a fuzzed model): then its op names its fresh symbols.
+  std::string hintBase = !node.name.empty() ? node.name
+                         : n.output_size()  ? n.output(0)
+                                            : n.op_type();
   ctx.freshSymbol = [this, hintBase](const std::string &hint) {
     return SymInt::symbol(freshSymbolName(hint.empty() ? hintBase : hint));
   };
