@@ -3,6 +3,8 @@
 #include "support/SymInt.h"
 #include "support/SymIntInternal.h"
 
+#include <algorithm>
+
 namespace coil {
 
 using namespace symint;
@@ -58,24 +60,20 @@ namespace {
 bool le(Oracle &o, const SymInt &a, const SymInt &b, const SymRanges &ranges, int &budget) {
   if (o.le(a, b) || o.ival(simplify(b - a, ranges)).lo >= 0) return true;
   if (--budget < 0) return false;
-  if (a.kind() == Kind::Min || a.kind() == Kind::Max) {
-    bool any = false, all = true;
-    for (const SymInt &x : a.operands()) {
-      bool r = le(o, x, b, ranges, budget);
-      any = any || r;
-      all = all && r;
-    }
-    if (a.kind() == Kind::Min ? any : all) return true;
-  }
-  if (b.kind() == Kind::Min || b.kind() == Kind::Max) {
-    bool any = false, all = true;
-    for (const SymInt &y : b.operands()) {
-      bool r = le(o, a, y, ranges, budget);
-      any = any || r;
-      all = all && r;
-    }
-    if (b.kind() == Kind::Max ? any : all) return true;
-  }
+  // Whether `pred` holds for any (or every) operand of the min/max `m`, stopping at the first
+  // operand that decides.
+  auto through = [](const SymInt &m, bool anyOperand, auto pred) {
+    const auto &ops = m.operands();
+    return anyOperand ? std::any_of(ops.begin(), ops.end(), pred)
+                      : std::all_of(ops.begin(), ops.end(), pred);
+  };
+  auto minOrMax = [](const SymInt &e) { return e.kind() == Kind::Min || e.kind() == Kind::Max; };
+  if (minOrMax(a) && through(a, a.kind() == Kind::Min,
+                             [&](const SymInt &x) { return le(o, x, b, ranges, budget); }))
+    return true;
+  if (minOrMax(b) && through(b, b.kind() == Kind::Max,
+                             [&](const SymInt &y) { return le(o, a, y, ranges, budget); }))
+    return true;
   return false;
 }
 
