@@ -4,6 +4,7 @@ reference interpreter (and the interpreter against onnxruntime).
 
 usage: scripts/difftest.py --count N [--seed S] [--coil build/bin/coil] [--device cpu|cuda]
                            [--batch B] [--work DIR] [--jobs J] [--no-ort] [--minimize]
+                           [--time-limit S]
        scripts/difftest.py --replay DIR        (the committed regressions, test/difftest/)
 
 Each model holds --batch independent random subgraphs (NNSmith-style: a pool of typed tensors
@@ -1109,6 +1110,8 @@ def minimize(args, d, model, feeds, outcome):
 
 def one(args, k):
     seed = args.seed * 1000003 + k
+    if args.deadline is not None and time.time() > args.deadline:
+        return None  # --time-limit: not started
     model, feeds = make_model(seed, args.batch)
     d = os.path.join(args.work, "m%d" % k)
     t0 = time.time()
@@ -1161,6 +1164,8 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep the folders of passing models")
     ap.add_argument("--replay", help="run the regressions in this folder instead")
     ap.add_argument("--json", help="write every model's result here")
+    ap.add_argument("--time-limit", type=float, help="start no model after this many seconds (the "
+                    "summary counts the models that ran; for campaigns on a machine lent by the hour)")
     ap.add_argument("--self-test", action="store_true",
                     help="move one output element of every compiled run by a tenth of the output's "
                          "largest magnitude (at least 0.1) and require every model to be reported "
@@ -1172,9 +1177,14 @@ def main():
     if args.replay:
         return replay(args)
     t0 = time.time()
+    args.deadline = t0 + args.time_limit if args.time_limit else None
     results = []
+    skipped = 0
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as ex:
         for res in ex.map(lambda k: one(args, k), range(args.count)):
+            if res is None:
+                skipped += 1
+                continue
             results.append(res)
             if len(results) % 50 == 0:
                 bad = sum(r["kind"] != "ok" for r in results)
@@ -1192,6 +1202,9 @@ def main():
     print("difftest: %d models (%d subgraphs, %d nodes) in %.0f s, device %s, seed %d: %s" % (
         len(results), len(results) * args.batch, nodes, time.time() - t0, args.device, args.seed,
         ", ".join("%s %d" % kv for kv in sorted(kinds.items()))))
+    if skipped:
+        print("difftest: --time-limit %.0f s reached: %d of the %d models not started" % (
+            args.time_limit, skipped, args.count))
     if args.ort:
         print("difftest: onnxruntime had no kernel for %d of the runs (those were checked against "
               "the interpreter only)" % args.stats.get("ort_refused", 0))
