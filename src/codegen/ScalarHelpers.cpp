@@ -99,7 +99,19 @@ template <typename T> using coil_wide_u = typename std::conditional<(sizeof(T) >
 template <typename T> COIL_FN T coil_add(T a, T b) { return T(coil_wide_u<T>(a) + coil_wide_u<T>(b)); }
 template <typename T> COIL_FN T coil_sub(T a, T b) { return T(coil_wide_u<T>(a) - coil_wide_u<T>(b)); }
 template <typename T> COIL_FN T coil_mul(T a, T b) { return T(coil_wide_u<T>(a) * coil_wide_u<T>(b)); }
+#ifdef __CUDACC__
+// ptxas (CUDA 12.8 to 13.3) folds an integer negation into a three-input min/max (VIMNMX3) as a
+// source modifier and at times drops it: the row min of -x over 4 int32 values came out as
+// min(-x0, x1, -x2, -x3) (difftest seed 1010000 model 203 on an H100; right with -Xptxas -O0). A negation
+// from a zero that ptxas cannot see (a constant-bank value) stays an add of its own.
+__constant__ uint32_t coil_opaque_zero = 0;
+template <typename T> COIL_FN T coil_neg(T a) {
+  if (sizeof(T) > 4) return T(uint64_t(0) - uint64_t(a));  // no 64-bit VIMNMX
+  return T(uint32_t(coil_opaque_zero) - uint32_t(a));
+}
+#else
 template <typename T> COIL_FN T coil_neg(T a) { return T(coil_wide_u<T>(0) - coil_wide_u<T>(a)); }
+#endif
 template <typename T> COIL_FN T coil_abs(T a) { return coil_select<T>(a < T(0), coil_neg(a), a); }
 template <typename T> COIL_FN bool coil_minus_one(T b) { return std::is_signed<T>::value && b == T(-1); }
 template <typename T> COIL_FN T coil_div(T a, T b) {

@@ -424,6 +424,22 @@ std::vector<Case> testCases() {
   %pr = ReduceProd(%x) {keepdims = 0, axes = ints[1]} : i32[N]
 })",
        {{"N", 1000}}},
+      // Integer negations feeding min/max chains: ptxas (CUDA 12.8 to 13.3) fused them into a
+      // three-input VIMNMX3 and dropped a negation (the thread-per-row config of %m computed
+      // min(-x0, x1, -x2, -x3)); the CUDA coil_neg negates from an opaque zero.
+      {"negated_int_minmax",
+       R"(graph @g(%x: i64[N, 4], %y: i32[N, 8], %z: i16[N, 4]) -> (%m, %mm, %a, %s) {
+  symbol N in [1, 1000]
+  %c = Cast(%x) {to = 6} : i32[N, 4]
+  %n = Neg(%c) : i32[N, 4]
+  %m = ReduceMin(%n) {keepdims = 0, axes = ints[1]} : i32[N]
+  %mm = ReduceMax(%m) {keepdims = 0} : i32[]
+  %b = Abs(%y) : i32[N, 8]
+  %a = ReduceMax(%b) {keepdims = 0, axes = ints[1]} : i32[N]
+  %nz = Neg(%z) : i16[N, 4]
+  %s = ReduceMax(%nz) {keepdims = 0, axes = ints[1]} : i16[N]
+})",
+       {{"N", 5}}},
       {"gather_transpose",
        R"(graph @g(%x: f32[N, M], %i: i64[K]) -> (%g, %s, %m) {
   symbol N in [1, 100]
