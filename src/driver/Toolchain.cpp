@@ -510,14 +510,33 @@ Expected<BuildResult> buildFatbin(const std::string &dir, const SourceFile &cu,
       shellQuote(tk.nvcc) + " " + flags + " " + shellQuote(src.string()) + " -o " + shellQuote(tmp);
   if (opts.verbose) std::fprintf(stderr, "coil: %s\n", cmd.c_str());
   if (opts.onProgress) opts.onProgress("nvcc", 0, 1);
-  if (waitFor(spawn(cmd, log)) != 0)
+  int status = waitFor(spawn(cmd, log));
+  if (status > 128) {
+    // A compiler killed by a signal (nvcc exits 128 + the signal: 139 for a segmentation fault
+    // in cicc) crashed on valid code; the front end's optimizer is where CUDA 13.0 did (a loop
+    // over a flattened index whose div/mod decomposition the loads recompose). Build once more
+    // with NVVM at -O1, and say so (every time: the result is not cached, so a warm compile
+    // warns too).
+    std::string first = firstLines(readFile(log), 1); // "\n  Segmentation fault"
+    first = first.size() > 3 ? ": " + first.substr(3) : "";
+    int crashed = status;
+    std::string retry = shellQuote(tk.nvcc) + " " + flags + " -Xcicc -O1 " +
+                        shellQuote(src.string()) + " -o " + shellQuote(tmp);
+    if (opts.verbose) std::fprintf(stderr, "coil: %s\n", retry.c_str());
+    status = waitFor(spawn(retry, log));
+    if (status == 0)
+      result.warning = "warning: nvcc crashed on the generated kernels (exit " +
+                       std::to_string(crashed) + first +
+                       "); built them again with NVVM at -O1 (-Xcicc -O1), which makes slower code";
+  }
+  if (status != 0)
     return Error::internal("the generated CUDA code does not compile (log: " + log + ")" +
                            firstLines(readFile(log), 12));
   if (opts.onProgress) opts.onProgress("nvcc", 1, 1);
   fs::remove_all(objDir, ec);
   fs::rename(tmp, outPath, ec);
   if (ec) return Error::user("cannot write '" + outPath.string() + "': " + ec.message());
-  cache.storeFile(entry, outPath.string());
+  if (result.warning.empty()) cache.storeFile(entry, outPath.string());
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }

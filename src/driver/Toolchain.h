@@ -56,6 +56,9 @@ struct BuildResult {
   bool cacheHit = false;
   std::string key; ///< the cache key: SHA-256 (hex)
   double seconds = 0;
+  /// A warning for the user (empty: none), e.g. that nvcc crashed and the device code was built
+  /// again at a lower NVVM optimization level.
+  std::string warning;
 };
 
 /// Writes `sources` under `dir` (creating subdirectories) and builds `dir/<output>` from those

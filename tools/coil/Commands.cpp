@@ -474,6 +474,7 @@ Status cmdCompile(const Args &a) {
   COIL_TRY(std::unique_ptr<Compilation> c, compileModel(a, a.positional[0], o));
   COIL_TRY(PackageResult r, writePackage(*c, a.values.at("--output"), o));
   bar.finish();
+  if (!r.fatbin.warning.empty()) std::cerr << r.fatbin.warning << "\n";
   if (!r.tuning.empty()) std::cerr << r.tuning << "\n";
   size_t nKernels = c->wrapper.kernels.size();
   size_t externs = c->schedule.steps.size() - nKernels;
