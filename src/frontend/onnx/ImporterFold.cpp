@@ -6,6 +6,7 @@
 #include "ir/OpAttrs.h"
 #include "ir/infer/ShapeOpsHelpers.h"
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <functional>
@@ -262,8 +263,12 @@ std::optional<std::vector<Folded>> Folder::shapes() const {
     ctx.freshSymbol = [](const std::string &) { return SymInt(-1); };
     auto r = inferNode(ctx);
     if (!r.ok() || r->empty()) return std::nullopt;
+    // A dim inference left to a fresh symbol reads -1 here: not foldable ([-1, -1] has the
+    // "numel" of a one-element input).
     auto s = (*r)[0].concreteShape();
-    if (!s || numelOf(*s) != int64_t(x->v.size())) return std::nullopt;
+    if (!s || std::any_of(s->begin(), s->end(), [](int64_t d) { return d < 0; }) ||
+        numelOf(*s) != int64_t(x->v.size()))
+      return std::nullopt;
     return one(dtypeIn(0), Known{*s, x->v});
   }
   default:
