@@ -102,8 +102,8 @@ template <typename T> COIL_FN T coil_mul(T a, T b) { return T(coil_wide_u<T>(a) 
 #ifdef __CUDACC__
 // ptxas (CUDA 12.8 to 13.3) folds an integer negation into a three-input min/max (VIMNMX3) as a
 // source modifier and at times drops it: the row min of -x over 4 int32 values came out as
-// min(-x0, x1, -x2, -x3) (difftest seed 1010000 model 203 on an H100; right with -Xptxas -O0). A negation
-// from a zero that ptxas cannot see (a constant-bank value) stays an add of its own.
+// min(-x0, x1, -x2, -x3) (difftest seed 1010000 model 203 on an H100; right at -Xptxas -O0).
+// A negation from a zero ptxas cannot see (a constant-bank value) stays an add of its own.
 __constant__ uint32_t coil_opaque_zero = 0;
 template <typename T> COIL_FN T coil_neg(T a) {
   if (sizeof(T) > 4) return T(uint64_t(0) - uint64_t(a));  // no 64-bit VIMNMX
