@@ -506,27 +506,26 @@ Expected<BuildResult> buildFatbin(const std::string &dir, const SourceFile &cu,
   fs::create_directories(objDir, ec);
   std::string log = (objDir / (fs::path(output).stem().string() + ".log")).string();
   std::string tmp = outPath.string() + ".tmp";
-  std::string cmd =
-      shellQuote(tk.nvcc) + " " + flags + " " + shellQuote(src.string()) + " -o " + shellQuote(tmp);
-  if (opts.verbose) std::fprintf(stderr, "coil: %s\n", cmd.c_str());
+  // Runs nvcc with `extra` flags after coil's; returns its exit status.
+  auto nvcc = [&](const std::string &extra) {
+    std::string cmd = shellQuote(tk.nvcc) + " " + flags + extra + " " + shellQuote(src.string()) +
+                      " -o " + shellQuote(tmp);
+    if (opts.verbose) std::fprintf(stderr, "coil: %s\n", cmd.c_str());
+    return waitFor(spawn(cmd, log));
+  };
   if (opts.onProgress) opts.onProgress("nvcc", 0, 1);
-  int status = waitFor(spawn(cmd, log));
+  int status = nvcc("");
   if (status > 128) {
     // A compiler killed by a signal (nvcc exits 128 + the signal: 139 for a segmentation fault
     // in cicc) crashed on valid code; the front end's optimizer is where CUDA 13.0 did (a loop
     // over a flattened index whose div/mod decomposition the loads recompose). Build once more
     // with NVVM at -O1, and say so (every time: the result is not cached, so a warm compile
     // warns too).
-    std::string first = firstLines(readFile(log), 1); // "\n  Segmentation fault"
-    first = first.size() > 3 ? ": " + first.substr(3) : "";
-    int crashed = status;
-    std::string retry = shellQuote(tk.nvcc) + " " + flags + " -Xcicc -O1 " +
-                        shellQuote(src.string()) + " -o " + shellQuote(tmp);
-    if (opts.verbose) std::fprintf(stderr, "coil: %s\n", retry.c_str());
-    status = waitFor(spawn(retry, log));
+    std::string what = firstLines(readFile(log), 1); // "\n  Segmentation fault", or ""
+    what = "exit " + std::to_string(status) + (what.size() > 3 ? ": " + what.substr(3) : "");
+    status = nvcc(" -Xcicc -O1");
     if (status == 0)
-      result.warning = "warning: nvcc crashed on the generated kernels (exit " +
-                       std::to_string(crashed) + first +
+      result.warning = "warning: nvcc crashed on the generated kernels (" + what +
                        "); built them again with NVVM at -O1 (-Xcicc -O1), which makes slower code";
   }
   if (status != 0)
