@@ -9,11 +9,6 @@ namespace coil::textfmt {
 
 namespace {
 
-std::string hexByte(unsigned char c) {
-  static const char kHex[] = "0123456789abcdef";
-  return {kHex[c >> 4], kHex[c & 15]};
-}
-
 bool isNameChar(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.';
 }
@@ -26,16 +21,6 @@ std::vector<Token> Lexer::run() {
     toks.push_back(next());
     if (toks.back().kind == Tok::Eof || toks.back().kind == Tok::Error) return toks;
   }
-}
-
-void Lexer::advance() {
-  if (s_[p_] == '\n') {
-    ++line_;
-    col_ = 1;
-  } else {
-    ++col_;
-  }
-  ++p_;
 }
 
 Token Lexer::error(Token t, std::string msg) {
@@ -83,13 +68,7 @@ bool Lexer::readString(Token &t) {
       t.str += '\r';
       break;
     case 'x': {
-      auto hex = [](char h) {
-        return h >= '0' && h <= '9'   ? h - '0'
-               : h >= 'a' && h <= 'f' ? h - 'a' + 10
-               : h >= 'A' && h <= 'F' ? h - 'A' + 10
-                                      : -1;
-      };
-      int hi = hex(peek(1)), lo = hex(peek(2));
+      int hi = hexDigit(peek(1)), lo = hexDigit(peek(2));
       if (hi < 0 || lo < 0) {
         t.str = "expected two hex digits after '\\x' in string";
         return false;
@@ -108,14 +87,7 @@ bool Lexer::readString(Token &t) {
 }
 
 Token Lexer::next() {
-  for (;;) {
-    while (p_ < s_.size() && std::isspace(static_cast<unsigned char>(peek()))) advance();
-    if (peek() == '#') {
-      while (p_ < s_.size() && peek() != '\n') advance();
-      continue;
-    }
-    break;
-  }
+  skipSpaceAndComments();
   Token t;
   t.line = line_;
   t.col = col_;
@@ -131,32 +103,7 @@ Token Lexer::next() {
     while (std::isalnum(static_cast<unsigned char>(peek())) || peek() == '_') advance();
     return finish(Tok::Ident);
   }
-  if (c == '0' && (peek(1) == 'x' || peek(1) == 'X') &&
-      std::isxdigit(static_cast<unsigned char>(peek(2)))) {
-    // The bit pattern of a float: a Float token spelled 0x...
-    advance();
-    advance();
-    while (std::isalnum(static_cast<unsigned char>(peek()))) advance();
-    return finish(Tok::Float);
-  }
-  if (std::isdigit(static_cast<unsigned char>(c))) {
-    bool isFloat = false;
-    while (std::isdigit(static_cast<unsigned char>(peek()))) advance();
-    if (peek() == '.') {
-      isFloat = true;
-      advance();
-      while (std::isdigit(static_cast<unsigned char>(peek()))) advance();
-    }
-    if ((peek() == 'e' || peek() == 'E') && (std::isdigit(static_cast<unsigned char>(peek(1))) ||
-                                             ((peek(1) == '+' || peek(1) == '-') &&
-                                              std::isdigit(static_cast<unsigned char>(peek(2)))))) {
-      isFloat = true;
-      advance();
-      if (peek() == '+' || peek() == '-') advance();
-      while (std::isdigit(static_cast<unsigned char>(peek()))) advance();
-    }
-    return finish(isFloat ? Tok::Float : Tok::Int);
-  }
+  if (isDigit(c)) return finish(scanNumber() ? Tok::Float : Tok::Int);
   if (c == '"') {
     if (!readString(t)) return error(t, t.str);
     return finish(Tok::String);
@@ -180,10 +127,7 @@ Token Lexer::next() {
     advance();
     return finish(Tok::Punct);
   }
-  std::string shown = std::isprint(static_cast<unsigned char>(c))
-                          ? std::string(1, c)
-                          : "\\x" + hexByte(static_cast<unsigned char>(c));
-  return error(t, "unexpected character '" + shown + "'");
+  return error(t, unexpectedChar(c));
 }
 
 } // namespace coil::textfmt

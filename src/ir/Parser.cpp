@@ -182,15 +182,7 @@ Status Parser::parseSymbolDecl() {
   SymRange range;
   if (isKeyword("in")) {
     bump();
-    COIL_TRY_STATUS(expectPunct("[", "before the symbol range"));
-    Token minTok = cur();
-    COIL_TRY(range.min, parseInt64("as the symbol's minimum"));
-    COIL_TRY_STATUS(expectPunct(",", "between the bounds of the symbol range"));
-    COIL_TRY(range.max, parseInt64("as the symbol's maximum"));
-    COIL_TRY_STATUS(expectPunct("]", "after the symbol range"));
-    if (range.min > range.max)
-      return errorAt(minTok, "range of symbol '" + name + "' is empty: min " +
-                                 std::to_string(range.min) + " > max " + std::to_string(range.max));
+    COIL_TRY(range, parseSymbolRange(name));
   }
   g_.symbols[name] = range;
   return okStatus();

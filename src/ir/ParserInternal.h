@@ -5,6 +5,7 @@
 
 #include "ir/Parser.h"
 #include "ir/TextFormatUtil.h"
+#include "support/TextScanner.h"
 
 #include <map>
 #include <optional>
@@ -28,32 +29,28 @@ struct Token {
   int col = 1;
 };
 
-class Lexer {
+class Lexer : scan::TextScanner {
 public:
-  explicit Lexer(std::string_view s) : s_(s) {
+  explicit Lexer(std::string_view s) : TextScanner(s) {
     if (s_.substr(0, 3) == "\xEF\xBB\xBF") p_ = 3; // a UTF-8 byte order mark
   }
 
   std::vector<Token> run();
 
 private:
-  char peek(size_t k = 0) const { return p_ + k < s_.size() ? s_[p_ + k] : '\0'; }
-  void advance();
   Token error(Token t, std::string msg);
   /// Reads a quoted string starting at '"' into t.str.
   bool readString(Token &t);
   Token next();
-
-  std::string_view s_;
-  size_t p_ = 0;
-  int line_ = 1, col_ = 1;
 };
 
 struct Pos {
   int line = 0, col = 0;
 };
 
-class Parser {
+class Parser : scan::SizeExprRules<Parser, Token> {
+  friend class scan::SizeExprRules<Parser, Token>;
+
 public:
   Parser(std::string_view text, std::string file, const ParseOptions &opts)
       : file_(std::move(file)), opts_(opts) {
@@ -121,22 +118,22 @@ private:
   Expected<TensorType> parseType();
   Expected<std::vector<SymInt>> parseSymList(const std::string &context);
 
-  /// Size expressions nest at most this deep.
-  static constexpr int kMaxDepth = 256;
-  /// A size expression (a dim, a `syms` element): errors where it overflows without symbols.
-  Expected<SymInt> parseSize();
-  void noteOverflow(const Token &t);
-  Expected<SymInt> parseSum(int depth);
-  Expected<SymInt> parseTerm(int depth);
-  Expected<SymInt> parseUnary(int depth);
-  Expected<SymInt> parsePrimary(int depth);
+  // --- what the size-expression rules (support/TextScanner.h) ask of the parser
+  bool nextIsPunct(std::string_view p) const {
+    return ahead(1).kind == Tok::Punct && ahead(1).text == p;
+  }
+  std::optional<std::string> sizeSymbol(const Token &t) const {
+    if (t.kind == Tok::String) return t.str;
+    return std::nullopt;
+  }
+  static const char *sizeWhat() { return "a size (a number, a symbol or '(')"; }
+  Expected<bool> gluedOperand(SymInt &operand);
 
   // --- verification of the parsed graph (Parser.cpp)
   Status verify();
 
   std::vector<Token> toks_;
   size_t p_ = 0;
-  std::optional<Token> overflowAt_; ///< the first constant fold that overflowed (parseSize)
   std::string file_;
   ParseOptions opts_;
   Graph g_;

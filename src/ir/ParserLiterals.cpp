@@ -257,144 +257,24 @@ Expected<std::vector<SymInt>> Parser::parseSymList(const std::string &context) {
   return l;
 }
 
-// --- size expressions, with the precedence of SymInt::str():
-//   sum := term (('+' | '-') term)* ; term := unary (('*' | '//' | '%') unary)*
-//   unary := '-' unary | primary
-//   primary := INT | IDENT | STRING | ('min' | 'max') '(' sum (',' sum)+ ')' | '(' sum ')'
-// A fold of constants that overflows int64 stays an unfolded operation, as SymInt's operators
-// keep it (SymInt.h), so that every printed expression parses back alike; only an expression
-// without symbols, whose value therefore overflows whatever the sizes, is an error (at the
-// first operator that overflows).
-void Parser::noteOverflow(const Token &t) {
-  if (!overflowAt_) overflowAt_ = t;
-}
+// --- size expressions (the rules are support/TextScanner.h's)
 
-Expected<SymInt> Parser::parseSize() {
-  overflowAt_.reset();
-  COIL_TRY(SymInt e, parseSum(0));
-  if (overflowAt_) {
-    std::set<std::string> symbols;
-    e.collectSymbols(symbols);
-    if (symbols.empty()) return errorAt(*overflowAt_, "size expression overflows 64-bit integers");
-  }
-  return e;
-}
-
-Expected<SymInt> Parser::parseSum(int depth) {
-  Token start = cur();
-  COIL_TRY(SymInt e, parseTerm(depth));
-  for (;;) {
-    bool add = isPunct("+");
-    if (!add && !isPunct("-")) return e;
-    Token opTok = cur();
-    bump();
-    COIL_TRY(SymInt r, parseTerm(depth));
-    int64_t v;
-    if (e.isConstant() && r.isConstant() &&
-        (add ? __builtin_add_overflow(e.constant(), r.constant(), &v)
-             : __builtin_sub_overflow(e.constant(), r.constant(), &v)))
-      noteOverflow(opTok);
-    else if (!add && r.isConstant() && r.constant() == INT64_MIN)
-      noteOverflow(opTok);
-    e = add ? e + r : e - r;
-  }
-}
-
-Expected<SymInt> Parser::parseTerm(int depth) {
-  COIL_TRY(SymInt e, parseUnary(depth));
-  for (;;) {
-    int op = isPunct("*") ? 0 : isPunct("//") ? 1 : isPunct("%") ? 2 : -1;
-    // `N %4` lexes as N and the value name %4: read it as N % 4 (likewise `N %M`).
-    bool glued =
-        op < 0 && cur().kind == Tok::ValueName && cur().text.size() > 1 && cur().text[1] != '"' &&
-        (isIdentifier(cur().str) || cur().str.find_first_not_of("0123456789") == std::string::npos);
-    if (glued) op = 2;
-    if (op < 0) return e;
-    Token opTok = cur();
-    SymInt r;
-    if (glued) {
-      if (isIdentifier(opTok.str)) {
-        r = SymInt::symbol(opTok.str);
-      } else {
-        int64_t v = 0;
-        std::string err = parseElement(DType::I64, opTok.str, false, &v);
-        if (!err.empty()) return errorAt(opTok, err);
-        r = v;
-      }
-      bump();
-    } else {
-      bump();
-      COIL_TRY(r, parseUnary(depth));
-    }
-    if (op > 0 && r.isConstant() && r.constant() == 0)
-      return errorAt(opTok, "division by zero in a size expression");
-    if (e.isConstant() && r.isConstant()) {
-      int64_t a = e.constant(), b = r.constant(), v = 0;
-      if ((op == 0 && __builtin_mul_overflow(a, b, &v)) || (op > 0 && a == INT64_MIN && b == -1))
-        noteOverflow(opTok);
-    }
-    e = op == 0 ? e * r : op == 1 ? floorDiv(e, r) : floorMod(e, r);
-  }
-}
-
-Expected<SymInt> Parser::parseUnary(int depth) {
-  if (depth > kMaxDepth) return errorAt(cur(), "size expression is nested too deeply");
-  if (isPunct("-")) {
-    Token minus = cur();
-    bump();
-    if (cur().kind == Tok::Int) { // a negative literal, so that INT64_MIN can be written
-      int64_t v = 0;
-      std::string err = parseElement(DType::I64, "-" + std::string(cur().text), false, &v);
-      if (!err.empty()) return errorAt(minus, err);
-      bump();
-      return SymInt(v);
-    }
-    COIL_TRY(SymInt e, parseUnary(depth + 1));
-    if (e.isConstant() && e.constant() == INT64_MIN) noteOverflow(minus);
-    return -e;
-  }
-  return parsePrimary(depth);
-}
-
-Expected<SymInt> Parser::parsePrimary(int depth) {
+// `N %4` lexes as N and the value name %4: read it as N % 4 (likewise `N %M`).
+Expected<bool> Parser::gluedOperand(SymInt &operand) {
   const Token &t = cur();
-  if (t.kind == Tok::Int) {
+  bool glued = t.kind == Tok::ValueName && t.text.size() > 1 && t.text[1] != '"' &&
+               (isIdentifier(t.str) || t.str.find_first_not_of("0123456789") == std::string::npos);
+  if (!glued) return false;
+  if (isIdentifier(t.str)) {
+    operand = SymInt::symbol(t.str);
+  } else {
     int64_t v = 0;
-    std::string err = parseElement(DType::I64, t.text, false, &v);
+    std::string err = parseElement(DType::I64, t.str, false, &v);
     if (!err.empty()) return errorAt(t, err);
-    bump();
-    return SymInt(v);
+    operand = v;
   }
-  if (t.kind == Tok::Ident && (t.text == "min" || t.text == "max") && ahead(1).kind == Tok::Punct &&
-      ahead(1).text == "(") {
-    bool isMin = t.text == "min";
-    bump();
-    bump();
-    COIL_TRY(SymInt e, parseSum(depth + 1));
-    int n = 1;
-    while (isPunct(",")) {
-      bump();
-      COIL_TRY(SymInt r, parseSum(depth + 1));
-      e = isMin ? min(e, r) : max(e, r);
-      ++n;
-    }
-    if (n < 2)
-      return expected("','", std::string("between the operands of ") + (isMin ? "min" : "max"));
-    COIL_TRY_STATUS(expectPunct(")", "to close the size expression"));
-    return e;
-  }
-  if (t.kind == Tok::Ident || t.kind == Tok::String) {
-    SymInt s = SymInt::symbol(t.kind == Tok::String ? t.str : std::string(t.text));
-    bump();
-    return s;
-  }
-  if (isPunct("(")) {
-    bump();
-    COIL_TRY(SymInt e, parseSum(depth + 1));
-    COIL_TRY_STATUS(expectPunct(")", "to close the size expression"));
-    return e;
-  }
-  return expected("a size (a number, a symbol or '(')");
+  bump();
+  return true;
 }
 
 } // namespace coil::textfmt

@@ -12,22 +12,7 @@ bool isWordChar(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
 }
 
-int hexDigit(char h) {
-  return h >= '0' && h <= '9'   ? h - '0'
-         : h >= 'a' && h <= 'f' ? h - 'a' + 10
-         : h >= 'A' && h <= 'F' ? h - 'A' + 10
-                                : -1;
-}
-
 } // namespace
-
-void Lexer::skipSpace() {
-  for (;;) {
-    while (p_ < s_.size() && std::isspace(static_cast<unsigned char>(peek()))) advance();
-    if (p_ >= s_.size() || peek() != '#') return;
-    while (p_ < s_.size() && peek() != '\n') advance();
-  }
-}
 
 // NAME := "'" (char | '\\' | "\'" | '\xHH')* "'"
 Token Lexer::quoted(Token t) {
@@ -60,34 +45,8 @@ Token Lexer::quoted(Token t) {
   }
 }
 
-Token Lexer::number(Token t) {
-  size_t b = p_;
-  if (peek() == '0' && (peek(1) == 'x' || peek(1) == 'X')) { // a float's bit pattern
-    advance();
-    advance();
-    while (std::isalnum(static_cast<unsigned char>(peek()))) advance();
-    return finish(std::move(t), Tok::Float, b);
-  }
-  bool isFloat = false;
-  while (std::isdigit(static_cast<unsigned char>(peek()))) advance();
-  if (peek() == '.') {
-    isFloat = true;
-    advance();
-    while (std::isdigit(static_cast<unsigned char>(peek()))) advance();
-  }
-  if ((peek() == 'e' || peek() == 'E') &&
-      (std::isdigit(static_cast<unsigned char>(peek(1))) ||
-       ((peek(1) == '+' || peek(1) == '-') && std::isdigit(static_cast<unsigned char>(peek(2)))))) {
-    isFloat = true;
-    advance();
-    if (peek() == '+' || peek() == '-') advance();
-    while (std::isdigit(static_cast<unsigned char>(peek()))) advance();
-  }
-  return finish(std::move(t), isFloat ? Tok::Float : Tok::Int, b);
-}
-
 Token Lexer::next() {
-  skipSpace();
+  skipSpaceAndComments();
   Token t = start();
   size_t b = p_;
   if (p_ >= s_.size()) return t;
@@ -101,7 +60,10 @@ Token Lexer::next() {
     while (isWordChar(peek())) advance();
     return finish(std::move(t), Tok::Var, b);
   }
-  if (std::isdigit(static_cast<unsigned char>(c))) return number(std::move(t));
+  if (isDigit(c)) {
+    bool isFloat = scanNumber();
+    return finish(std::move(t), isFloat ? Tok::Float : Tok::Int, b);
+  }
   if (c == '\'') return quoted(std::move(t));
   if (c == '/' && peek(1) == '/') {
     advance();
@@ -112,15 +74,11 @@ Token Lexer::next() {
     advance();
     return finish(std::move(t), Tok::Punct, b);
   }
-  static const char kHex[] = "0123456789abcdef";
-  auto u = static_cast<unsigned char>(c);
-  std::string shown =
-      std::isprint(u) ? std::string(1, c) : std::string("\\x") + kHex[u >> 4] + kHex[u & 15];
-  return error(std::move(t), "unexpected character '" + shown + "'");
+  return error(std::move(t), unexpectedChar(c));
 }
 
 Token Lexer::nextName() {
-  skipSpace();
+  skipSpaceAndComments();
   if (peek() == '\'') return quoted(start());
   if (!isWordChar(peek())) return next();
   Token t = start();

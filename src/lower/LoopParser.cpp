@@ -77,15 +77,7 @@ Status Parser::parseSymbols() {
     if (p_.symbols.count(name)) return errorAt(nameTok, "symbol '" + name + "' is declared twice");
     bump();
     COIL_TRY_STATUS(expectKeyword("in", "after the symbol name"));
-    COIL_TRY_STATUS(expectPunct("[", "before the symbol range"));
-    SymRange r;
-    COIL_TRY(r.min, parseInt("as the symbol's minimum"));
-    COIL_TRY_STATUS(expectPunct(",", "between the bounds of the symbol range"));
-    COIL_TRY(r.max, parseInt("as the symbol's maximum"));
-    COIL_TRY_STATUS(expectPunct("]", "after the symbol range"));
-    if (r.min > r.max)
-      return errorAt(nameTok, "range of symbol '" + name + "' is empty: min " +
-                                  std::to_string(r.min) + " > max " + std::to_string(r.max));
+    COIL_TRY(SymRange r, parseSymbolRange(name));
     p_.symbols[name] = r;
     if (!isPunct(",")) return okStatus();
     bump();
@@ -261,7 +253,7 @@ Status Parser::parseVars(std::vector<std::string> &vars, std::vector<SymInt> *ra
     vars.push_back(std::move(v));
     if (ranges) {
       COIL_TRY_STATUS(expectPunct("<", rangeContext));
-      COIL_TRY(SymInt e, parseSum(0));
+      COIL_TRY(SymInt e, parseSize());
       ranges->push_back(std::move(e));
     }
   }
@@ -290,7 +282,7 @@ Expected<ExternNode> Parser::parseExtern() {
   while (isKeyword("out") && peekNext().kind == Tok::Int) {
     bump();
     Token indexTok = cur_;
-    COIL_TRY(int64_t k, parseInt("as the output's index"));
+    COIL_TRY(int64_t k, parseIntLiteral("as the output's index"));
     if (k != int64_t(ex.outputs.size()))
       return errorAt(indexTok, "expected output " + std::to_string(ex.outputs.size()) +
                                    " (outputs are listed in order), got output " +
@@ -320,13 +312,13 @@ Expected<ExternArg> Parser::parseExternArg() {
   if (kw == "out") {
     a.kind = ExternArg::Kind::Output;
     Token indexTok = cur_;
-    COIL_TRY(int64_t k, parseInt("as the index of an 'out' argument"));
+    COIL_TRY(int64_t k, parseIntLiteral("as the index of an 'out' argument"));
     if (k < 0 || k > INT32_MAX)
       return errorAt(indexTok, "output index " + std::to_string(k) + " is out of range");
     a.index = int32_t(k);
   } else if (kw == "int") {
     a.kind = ExternArg::Kind::Int;
-    COIL_TRY(a.sym, parseSum(0));
+    COIL_TRY(a.sym, parseSize());
   } else if (kw == "float") {
     a.kind = ExternArg::Kind::Float;
     COIL_TRY(a.number, parseDouble("after 'float'"));
@@ -344,7 +336,7 @@ Expected<MultiOutputNode> Parser::parseMultiOutput() {
   bump();
   MultiOutputNode m;
   Token indexTok = cur_;
-  COIL_TRY(int64_t k, parseInt("as the extern output's index"));
+  COIL_TRY(int64_t k, parseIntLiteral("as the extern output's index"));
   if (k < 0 || k > INT32_MAX)
     return errorAt(indexTok, "output index " + std::to_string(k) + " is out of range");
   m.index = int32_t(k);
@@ -417,7 +409,7 @@ Status Parser::parseStmtOperands(Stmt &s, const Body &b, const std::string &kind
     COIL_TRY_STATUS(parseConstValue(s));
   } else if (kind == "index") {
     s.kind = Stmt::Kind::Index;
-    COIL_TRY(s.expr, parseSum(0));
+    COIL_TRY(s.expr, parseSize());
   } else if (kind == "cast" || kind == "bitcast") {
     s.kind = kind == "cast" ? Stmt::Kind::Cast : Stmt::Kind::BitCast;
     COIL_TRY(Val v, parseVal(defined, "as the operand of " + kind));
@@ -425,9 +417,9 @@ Status Parser::parseStmtOperands(Stmt &s, const Body &b, const std::string &kind
   } else { // accumulator
     s.kind = Stmt::Kind::Accumulator;
     COIL_TRY_STATUS(expectKeyword("phase", "after the accumulator's type"));
-    COIL_TRY(int64_t phase, parseInt("as the accumulator's phase"));
+    COIL_TRY(int64_t phase, parseIntLiteral("as the accumulator's phase"));
     COIL_TRY_STATUS(expectKeyword("slot", "after the accumulator's phase"));
-    COIL_TRY(int64_t slot, parseInt("as the accumulator's slot"));
+    COIL_TRY(int64_t slot, parseIntLiteral("as the accumulator's slot"));
     if (phase < 0 || phase > INT32_MAX || slot < 0 || slot > INT32_MAX)
       return expected("a phase and slot in [0, 2^31)", "in an accumulator");
     s.phase = int32_t(phase);
@@ -450,7 +442,7 @@ Status Parser::parseIndirect(Stmt &s, const Body &b) {
     return expected("0", "as the start of the indirect index's range");
   bump();
   COIL_TRY_STATUS(expectPunct(",", "after the start of the indirect index's range"));
-  COIL_TRY(s.extent, parseSum(0));
+  COIL_TRY(s.extent, parseSize());
   COIL_TRY_STATUS(expectPunct(")", "after the indirect index's extent"));
   s.wrapNegative = isKeyword("wrap");
   if (s.wrapNegative) bump();
@@ -561,7 +553,7 @@ Expected<std::vector<SymInt>> Parser::parseSymList(const std::string &context) {
   std::vector<SymInt> v;
   while (!isPunct("]")) {
     if (!v.empty()) COIL_TRY_STATUS(expectPunct(",", "or ']' in a list of sizes"));
-    COIL_TRY(SymInt e, parseSum(0));
+    COIL_TRY(SymInt e, parseSize());
     v.push_back(std::move(e));
   }
   bump();
@@ -576,19 +568,6 @@ Expected<std::string> Parser::parseVar(const std::string &context) {
 }
 
 // int := '-'? INT
-Expected<int64_t> Parser::parseInt(const std::string &context) {
-  Token t = cur_;
-  bool neg = isPunct("-");
-  if (neg) bump();
-  if (cur_.kind != Tok::Int) return expected("an integer", context);
-  std::string text = (neg ? "-" : "") + std::string(cur_.text);
-  int64_t v = 0;
-  auto r = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (r.ec != std::errc()) return errorAt(t, "integer " + text + " does not fit in 64 bits");
-  bump();
-  return v;
-}
-
 /// '-'? (INT | FLOAT | 'inf' | 'nan' | 'true' | 'false'), as one text; *isFloat: a FLOAT token.
 Expected<std::string> Parser::parseNumberText(const std::string &context, bool *isFloat) {
   std::string text;
@@ -624,90 +603,6 @@ Expected<double> Parser::parseDouble(const std::string &context) {
       return errorAt(t, "expected a number " + context + ", got '" + text + "'");
   }
   return neg ? -v : v;
-}
-
-// --- size expressions: sum := term (('+' | '-') term)*
-
-Expected<SymInt> Parser::parseSum(int depth) {
-  COIL_TRY(SymInt e, parseTerm(depth));
-  while (isPunct("+") || isPunct("-")) {
-    bool add = isPunct("+");
-    bump();
-    COIL_TRY(SymInt r, parseTerm(depth));
-    e = add ? e + r : e - r;
-  }
-  return e;
-}
-
-// term := unary (('*' | '//' | '%') unary)*
-Expected<SymInt> Parser::parseTerm(int depth) {
-  COIL_TRY(SymInt e, parseUnary(depth));
-  for (;;) {
-    int op = isPunct("*") ? 0 : isPunct("//") ? 1 : isPunct("%") ? 2 : -1;
-    if (op < 0) return e;
-    Token opTok = cur_;
-    bump();
-    COIL_TRY(SymInt r, parseUnary(depth));
-    if (op > 0 && r.isConstant() && r.constant() == 0)
-      return errorAt(opTok, "division by zero in a size expression");
-    e = op == 0 ? e * r : op == 1 ? floorDiv(e, r) : floorMod(e, r);
-  }
-}
-
-// unary := '-' unary | primary
-Expected<SymInt> Parser::parseUnary(int depth) {
-  if (depth > kMaxDepth) return errorAt(cur_, "size expression is nested too deeply");
-  if (!isPunct("-")) return parsePrimary(depth);
-  Token minus = cur_;
-  bump();
-  if (cur_.kind == Tok::Int) { // a negative literal, so that -2^63 can be written
-    std::string text = "-" + std::string(cur_.text);
-    int64_t v = 0;
-    auto r = std::from_chars(text.data(), text.data() + text.size(), v);
-    if (r.ec != std::errc()) return errorAt(minus, "integer " + text + " does not fit in 64 bits");
-    bump();
-    return SymInt(v);
-  }
-  COIL_TRY(SymInt e, parseUnary(depth + 1));
-  return -e;
-}
-
-// primary := INT | IDENT | VAR | ('min' | 'max') '(' sum (',' sum)+ ')' | '(' sum ')'
-Expected<SymInt> Parser::parsePrimary(int depth) {
-  if (cur_.kind == Tok::Int) {
-    COIL_TRY(int64_t v, parseInt(""));
-    return SymInt(v);
-  }
-  if (cur_.kind == Tok::Ident && (cur_.text == "min" || cur_.text == "max") &&
-      peekNext().text == "(") {
-    bool isMin = cur_.text == "min";
-    bump();
-    bump();
-    COIL_TRY(SymInt e, parseSum(depth + 1));
-    int n = 1;
-    while (isPunct(",")) {
-      bump();
-      COIL_TRY(SymInt r, parseSum(depth + 1));
-      e = isMin ? min(e, r) : max(e, r);
-      ++n;
-    }
-    if (n < 2)
-      return expected("','", std::string("between the operands of ") + (isMin ? "min" : "max"));
-    COIL_TRY_STATUS(expectPunct(")", "to close the size expression"));
-    return e;
-  }
-  if (cur_.kind == Tok::Ident || cur_.kind == Tok::Var) {
-    SymInt s = SymInt::symbol(std::string(cur_.text));
-    bump();
-    return s;
-  }
-  if (isPunct("(")) {
-    bump();
-    COIL_TRY(SymInt e, parseSum(depth + 1));
-    COIL_TRY_STATUS(expectPunct(")", "to close the size expression"));
-    return e;
-  }
-  return expected("a size (a number, a symbol, a loop variable or '(')");
 }
 
 // --- the verifier on the parsed program, its failures located at the node at fault

@@ -7,9 +7,11 @@
 #include "ir/Graph.h"
 #include "lower/LoopParser.h"
 #include "support/Expected.h"
+#include "support/TextScanner.h"
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,26 +32,15 @@ struct Token {
 
 /// Lexes on demand, one token at a time; a copy of the lexer looks ahead. A bad character or
 /// name is an Error token carrying the message.
-class Lexer {
+class Lexer : scan::TextScanner {
 public:
-  explicit Lexer(std::string_view s) : s_(s) {}
+  explicit Lexer(std::string_view s) : TextScanner(s) {}
 
   Token next();
   /// IONAME (LoopParser.h): a quoted name or a bare word; anything else lexes as usual.
   Token nextName();
 
 private:
-  char peek(size_t k = 0) const { return p_ + k < s_.size() ? s_[p_ + k] : '\0'; }
-  void advance() {
-    if (s_[p_] == '\n') {
-      ++line_;
-      col_ = 1;
-    } else {
-      ++col_;
-    }
-    ++p_;
-  }
-  void skipSpace();
   Token start() const {
     Token t;
     t.line = line_;
@@ -67,17 +58,14 @@ private:
     return t;
   }
   Token quoted(Token t);
-  Token number(Token t);
-
-  std::string_view s_;
-  size_t p_ = 0;
-  int line_ = 1, col_ = 1;
 };
 
 /// Recursive descent over the grammar of LoopParser.h, one function per rule; every problem is a
 /// user error at file:line:column. run() parses a whole program; a derived parser may call
 /// parseProgram() (with `stopAt_`), verify() and the rules for pieces, then go on.
-class Parser {
+class Parser : scan::SizeExprRules<Parser, Token> {
+  friend class scan::SizeExprRules<Parser, Token>;
+
 public:
   Parser(std::string_view text, std::string file)
       : lex_(text), file_(std::move(file)), g_(std::make_unique<Graph>()) {
@@ -97,6 +85,7 @@ public:
 
 protected:
   // --- tokens
+  const Token &cur() const { return cur_; }
   void bump() { cur_ = lex_.next(); }
   Token peekNext() const {
     Lexer copy = lex_;
@@ -166,17 +155,21 @@ protected:
   Expected<TensorType> parseType(const std::string &context);
   Expected<std::vector<SymInt>> parseSymList(const std::string &context);
   Expected<std::string> parseVar(const std::string &context);
-  Expected<int64_t> parseInt(const std::string &context);
   Expected<std::string> parseNumberText(const std::string &context, bool *isFloat);
   Expected<double> parseDouble(const std::string &context);
   Status parseConstValue(Stmt &s);
 
-  // --- size expressions
-  static constexpr int kMaxDepth = 256;
-  Expected<SymInt> parseSum(int depth);
-  Expected<SymInt> parseTerm(int depth);
-  Expected<SymInt> parseUnary(int depth);
-  Expected<SymInt> parsePrimary(int depth);
+  // --- what the size-expression rules (support/TextScanner.h) ask of the parser
+  bool nextIsPunct(std::string_view p) const {
+    Token n = peekNext();
+    return n.kind == Tok::Punct && n.text == p;
+  }
+  static std::optional<std::string> sizeSymbol(const Token &t) {
+    if (t.kind == Tok::Var) return std::string(t.text);
+    return std::nullopt;
+  }
+  static const char *sizeWhat() { return "a size (a number, a symbol, a loop variable or '(')"; }
+  static Expected<bool> gluedOperand(SymInt &) { return false; }
 
   /// The verifier on the parsed program, its failures located at the node at fault.
   Status verify();

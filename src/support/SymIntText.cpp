@@ -1,6 +1,9 @@
 // SymInt printers (text, Python, C++, CUDA) and the parser of the text form.
 #include "support/SymInt.h"
 #include "support/SymIntInternal.h"
+#include "support/TextScanner.h"
+
+#include <cstring>
 
 namespace coil {
 
@@ -152,124 +155,96 @@ std::string SymInt::toCuda(const SymRanges &ranges) const {
 // ---- parser
 
 namespace {
-class SymParser {
+
+// The grammar is support/TextScanner.h's, over tokens of one line: blanks between them, no
+// comments.
+enum class Tok { Eof, Ident, Int, Punct, Error };
+
+struct Token {
+  Tok kind = Tok::Eof;
+  std::string_view text;
+  int col = 1;
+};
+
+class SymLexer : scan::TextScanner {
 public:
-  explicit SymParser(std::string_view s) : s_(s) {}
+  explicit SymLexer(std::string_view s) : TextScanner(s) {}
+
+  Token next() {
+    while (peek() == ' ' || peek() == '\t') advance();
+    Token t;
+    t.col = col_;
+    size_t b = p_;
+    if (atEnd()) return t;
+    char c = peek();
+    if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
+      while (std::isalnum(static_cast<unsigned char>(peek())) || peek() == '_') advance();
+      t.kind = Tok::Ident;
+    } else if (isDigit(c)) {
+      while (isDigit(peek())) advance();
+      t.kind = Tok::Int;
+    } else if (c == '/' && peek(1) == '/') {
+      advance();
+      advance();
+      t.kind = Tok::Punct;
+    } else if (c != '\0' && std::strchr("+-*%(),", c)) {
+      advance();
+      t.kind = Tok::Punct;
+    } else {
+      advance();
+      t.kind = Tok::Error;
+    }
+    t.text = s_.substr(b, p_ - b);
+    return t;
+  }
+};
+
+class SymParser : scan::SizeExprRules<SymParser, Token> {
+  friend class scan::SizeExprRules<SymParser, Token>;
+
+public:
+  explicit SymParser(std::string_view s) : SizeExprRules(true), s_(s), lex_(s) {
+    cur_ = lex_.next();
+  }
+
   Expected<SymInt> parseAll() {
-    COIL_TRY(SymInt e, parseSum());
-    skip();
-    if (p_ != s_.size()) return err("unexpected '" + std::string(1, s_[p_]) + "'");
+    COIL_TRY(SymInt e, parseSize());
+    if (cur_.kind != Tok::Eof) return errorAt(cur_, "unexpected '" + std::string(cur_.text) + "'");
     return e;
   }
 
 private:
-  static constexpr int kMaxDepth = 256;
-
-  Error err(const std::string &m) {
+  const Token &cur() const { return cur_; }
+  void bump() { cur_ = lex_.next(); }
+  bool isPunct(std::string_view p) const { return cur_.kind == Tok::Punct && cur_.text == p; }
+  bool nextIsPunct(std::string_view p) const {
+    SymLexer copy = lex_;
+    Token n = copy.next();
+    return n.kind == Tok::Punct && n.text == p;
+  }
+  Error errorAt(const Token &t, const std::string &m) const {
     return Error::user("bad size expression '" + std::string(s_) + "' at column " +
-                       std::to_string(p_ + 1) + ": " + m);
+                       std::to_string(t.col) + ": " + m);
   }
-  void skip() {
-    while (p_ < s_.size() && (s_[p_] == ' ' || s_[p_] == '\t')) ++p_;
+  Error expected(const std::string &what, const std::string &context = "") const {
+    std::string got = cur_.kind == Tok::Eof ? "the end" : "'" + std::string(cur_.text) + "'";
+    return errorAt(cur_,
+                   "expected " + what + (context.empty() ? "" : " " + context) + ", got " + got);
   }
-  bool eat(std::string_view t) {
-    skip();
-    if (s_.substr(p_, t.size()) == t) {
-      p_ += t.size();
-      return true;
-    }
-    return false;
+  Status expectPunct(std::string_view p, const std::string &context) {
+    if (!isPunct(p)) return expected("'" + std::string(p) + "'", context);
+    bump();
+    return okStatus();
   }
-  // sum := term (('+'|'-') term)*
-  Expected<SymInt> parseSum() {
-    if (++depth_ > kMaxDepth) return err("expression nested too deeply");
-    COIL_TRY(SymInt e, parseTerm());
-    for (;;) {
-      if (eat("+")) {
-        COIL_TRY(SymInt r, parseTerm());
-        e = e + r;
-      } else if (eat("-")) {
-        COIL_TRY(SymInt r, parseTerm());
-        e = e - r;
-      } else {
-        --depth_;
-        return e;
-      }
-    }
-  }
-  // term := unary (('*'|'//'|'%') unary)*
-  Expected<SymInt> parseTerm() {
-    COIL_TRY(SymInt e, parseUnary());
-    for (;;) {
-      if (eat("//")) {
-        COIL_TRY(SymInt r, parseUnary());
-        e = floorDiv(e, r);
-      } else if (eat("*")) {
-        COIL_TRY(SymInt r, parseUnary());
-        e = e * r;
-      } else if (eat("%")) {
-        COIL_TRY(SymInt r, parseUnary());
-        e = floorMod(e, r);
-      } else {
-        return e;
-      }
-    }
-  }
-  // unary := '-' unary | primary
-  Expected<SymInt> parseUnary() {
-    if (eat("-")) {
-      if (++depth_ > kMaxDepth) return err("expression nested too deeply");
-      COIL_TRY(SymInt e, parseUnary());
-      --depth_;
-      // A literal right after '-' may be -2^63.
-      return -e;
-    }
-    return parsePrimary();
-  }
-  // primary := INT | IDENT | ('min'|'max') '(' sum (',' sum)+ ')' | '(' sum ')'
-  Expected<SymInt> parsePrimary() {
-    skip();
-    if (p_ >= s_.size()) return err("expected a number, a symbol or '('");
-    if (eat("(")) {
-      COIL_TRY(SymInt e, parseSum());
-      if (!eat(")")) return err("expected ')'");
-      return e;
-    }
-    char c = s_[p_];
-    if (c >= '0' && c <= '9') {
-      int64_t v = 0;
-      while (p_ < s_.size() && s_[p_] >= '0' && s_[p_] <= '9') {
-        int d = s_[p_] - '0';
-        if (v > (INT64_MAX - d) / 10) return err("integer too large");
-        v = v * 10 + d;
-        ++p_;
-      }
-      return SymInt(v);
-    }
-    if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
-      size_t b = p_;
-      while (p_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[p_])) || s_[p_] == '_'))
-        ++p_;
-      std::string id(s_.substr(b, p_ - b));
-      if ((id == "min" || id == "max") && eat("(")) {
-        std::vector<SymInt> args;
-        do {
-          COIL_TRY(SymInt a, parseSum());
-          args.push_back(a);
-        } while (eat(","));
-        if (!eat(")")) return err("expected ',' or ')'");
-        if (args.size() < 2) return err(id + "() needs at least 2 arguments");
-        Oracle o;
-        return minMaxRule(id == "min" ? Kind::Min : Kind::Max, args, o);
-      }
-      return SymInt::symbol(id);
-    }
-    return err("unexpected '" + std::string(1, c) + "'");
-  }
+  static std::optional<std::string> sizeSymbol(const Token &) { return std::nullopt; }
+  static const char *sizeWhat() { return "a number, a symbol or '('"; }
+  static Expected<bool> gluedOperand(SymInt &) { return false; }
+
   std::string_view s_;
-  size_t p_ = 0;
-  int depth_ = 0;
+  SymLexer lex_;
+  Token cur_;
 };
+
 } // namespace
 
 Expected<SymInt> parseSymInt(std::string_view text) {
