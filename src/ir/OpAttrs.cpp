@@ -23,6 +23,20 @@ std::string count(size_t n) {
 
 // --- Sliding windows
 
+Expected<size_t> spatialDims(int64_t rank) {
+  if (rank < 3)
+    return fail("input 0 must have rank >= 3 ([N, C, spatial...]), got rank " +
+                std::to_string(rank));
+  return size_t(rank - 2);
+}
+
+Status checkWeightRank(int64_t inputRank, int64_t weightRank) {
+  if (weightRank != inputRank)
+    return fail("weights must have rank " + std::to_string(inputRank) + ", got rank " +
+                std::to_string(weightRank));
+  return okStatus();
+}
+
 Expected<WindowAttrs> decodeWindow(const Node &n, size_t nd) {
   const Attrs &at = n.attrs;
   WindowAttrs w;
@@ -388,6 +402,44 @@ Expected<RoiAlignAttrs> decodeRoiAlign(const Node &n) {
   if (a.outHeight < 1 || a.outWidth < 1)
     return fail("output_height and output_width must be positive");
   return a;
+}
+
+// --- Pad, CenterCropPad
+
+Expected<PadMode> decodePadMode(const Node &n) {
+  std::string mode = n.attrs.getString("mode", "constant");
+  for (PadMode m : {PadMode::Constant, PadMode::Reflect, PadMode::Edge, PadMode::Wrap})
+    if (mode == padModeName(m)) return m;
+  return fail("mode must be one of constant, reflect, edge, wrap, got '" + mode + "'");
+}
+
+const char *padModeName(PadMode m) {
+  static const char *const kNames[] = {"constant", "reflect", "edge", "wrap"};
+  return kNames[int(m)];
+}
+
+Expected<std::vector<int64_t>> distinctAxes(const std::vector<int64_t> &axes, int64_t rank) {
+  std::vector<int64_t> out;
+  std::vector<bool> seen(size_t(rank), false);
+  for (int64_t a : axes) {
+    int64_t d = a < 0 ? a + rank : a;
+    if (d < 0 || d >= rank || seen[size_t(d)]) {
+      std::string list;
+      for (int64_t v : axes) list += (list.empty() ? "" : ", ") + std::to_string(v);
+      return fail("axes must be distinct axes in [" + std::to_string(-rank) + ", " +
+                  std::to_string(rank - 1) + "], got [" + list + "]");
+    }
+    seen[size_t(d)] = true;
+    out.push_back(d);
+  }
+  return out;
+}
+
+Expected<std::vector<int64_t>> decodeCenterCropAxes(const Node &n, int64_t rank) {
+  if (auto a = n.attrs.maybeInts("axes")) return distinctAxes(*a, rank);
+  std::vector<int64_t> all;
+  for (int64_t d = 0; d < rank; ++d) all.push_back(d);
+  return all;
 }
 
 // --- Reductions

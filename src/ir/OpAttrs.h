@@ -45,6 +45,12 @@ struct WindowAttrs {
   bool same() const { return autoPad == AutoPad::SameUpper || autoPad == AutoPad::SameLower; }
 };
 
+/// The spatial dims of a windowed op's input [N, C, spatial...]: rank - 2; a user error below
+/// rank 3.
+Expected<size_t> spatialDims(int64_t rank);
+/// A convolution's weights have the input's rank; a user error otherwise.
+Status checkWeightRank(int64_t inputRank, int64_t weightRank);
+
 /// Reads and validates the window attributes of `n` for `nd` spatial dims: auto_pad's value,
 /// the lengths of kernel_shape (when given), strides, dilations and pads, positive strides and
 /// dilations, non-negative pads, a positive group, ConvTranspose's output_padding and
@@ -183,6 +189,40 @@ struct RoiAlignAttrs {
   bool halfPixel = true; ///< coordinate_transformation_mode half_pixel (else output_half_pixel)
 };
 Expected<RoiAlignAttrs> decodeRoiAlign(const Node &n);
+
+// --- Pad, CenterCropPad
+
+enum class PadMode { Constant, Reflect, Edge, Wrap };
+/// Pad's `mode` (constant, reflect, edge or wrap; default constant).
+Expected<PadMode> decodePadMode(const Node &n);
+/// The attribute's spelling of a mode ("reflect").
+const char *padModeName(PadMode m);
+
+/// The axes a list names (Pad's `axes` input, CenterCropPad's `axes` attribute), each normalized
+/// into [0, rank), in their order: a user error where one is outside [-rank, rank) or two name
+/// the same dim.
+Expected<std::vector<int64_t>> distinctAxes(const std::vector<int64_t> &axes, int64_t rank);
+
+/// CenterCropPad's axes: the attribute (through distinctAxes), or every dim.
+Expected<std::vector<int64_t>> decodeCenterCropAxes(const Node &n, int64_t rank);
+
+/// Pad's `pads` (2 per padded axis: the begins, then the ends) over all `rank` dims: per dim the
+/// padding before it and after it, 0 for a dim not padded. `axes` as distinctAxes gives them;
+/// a user error where pads has not two values per axis. T: int64_t or SymInt.
+template <class T> struct PadSpread { std::vector<T> begin, end; };
+template <class T>
+Expected<PadSpread<T>> spreadPads(const std::vector<T> &pads, const std::vector<int64_t> &axes,
+                                  int64_t rank) {
+  if (pads.size() != 2 * axes.size())
+    return Error::user("pads must have " + std::to_string(2 * axes.size()) +
+                       " elements (2 per padded axis), got " + std::to_string(pads.size()));
+  PadSpread<T> s{std::vector<T>(size_t(rank), T(0)), std::vector<T>(size_t(rank), T(0))};
+  for (size_t i = 0; i < axes.size(); ++i) {
+    s.begin[size_t(axes[i])] = pads[i];
+    s.end[size_t(axes[i])] = pads[i + axes.size()];
+  }
+  return s;
+}
 
 // --- Reductions: Reduce*, ArgMax, ArgMin
 

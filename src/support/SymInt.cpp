@@ -373,6 +373,15 @@ SymInt max(const SymInt &a, const SymInt &b) {
   return minMaxRule(SymInt::Kind::Max, {a, b}, o);
 }
 
+std::optional<std::vector<int64_t>> constantValues(const std::vector<SymInt> &v) {
+  std::vector<int64_t> out;
+  for (const SymInt &e : v) {
+    if (!e.isConstant()) return std::nullopt;
+    out.push_back(e.constant());
+  }
+  return out;
+}
+
 // ---- comparison
 
 namespace {

@@ -133,6 +133,9 @@ SymInt ceilDiv(const SymInt &a, const SymInt &b);
 SymInt min(const SymInt &a, const SymInt &b);
 SymInt max(const SymInt &a, const SymInt &b);
 
+/// The values of `v` when every element is a constant; nullopt otherwise.
+std::optional<std::vector<int64_t>> constantValues(const std::vector<SymInt> &v);
+
 /// The q with a == q*b for every value of the symbols, found when b is a non-zero constant
 /// dividing every coefficient, or a product (or sum) dividing every term of a:
 /// exactQuotient(6*N*M + 3*M, 3*M) == 2*N + 1, exactQuotient(2*N + 2, N + 1) == 2. Then

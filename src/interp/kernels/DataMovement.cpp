@@ -4,6 +4,7 @@
 // the window generators are in DataMovementDynamic.cpp.
 #include "interp/kernels/DataMovementUtil.h"
 #include "ir/Infer.h"
+#include "ir/OpAttrs.h"
 
 #include <algorithm>
 
@@ -244,11 +245,11 @@ Expected<std::vector<Tensor>> tileKernel(KernelContext &ctx) {
 
 /// Source coordinate of padded coordinate `c` (relative to a kept region of length `len`), or
 /// -1 for the constant value.
-int64_t padSource(const std::string &mode, int64_t c, int64_t len) {
+int64_t padSource(PadMode mode, int64_t c, int64_t len) {
   if (c >= 0 && c < len) return c;
-  if (mode == "edge") return c < 0 ? 0 : len - 1;
-  if (mode == "wrap") return floorModInt(c, len);
-  if (mode == "reflect") {
+  if (mode == PadMode::Edge) return c < 0 ? 0 : len - 1;
+  if (mode == PadMode::Wrap) return floorModInt(c, len);
+  if (mode == PadMode::Reflect) {
     if (len == 1) return 0;
     int64_t p = 2 * (len - 1);
     c = floorModInt(c, p);
@@ -260,9 +261,7 @@ int64_t padSource(const std::string &mode, int64_t c, int64_t len) {
 Expected<std::vector<Tensor>> padKernel(KernelContext &ctx) {
   const Tensor &x = ctx.input(0);
   int64_t r = x.rank();
-  std::string mode = ctx.attrs().getString("mode", "constant");
-  if (mode != "constant" && mode != "reflect" && mode != "edge" && mode != "wrap")
-    return ctx.error("mode must be one of constant, reflect, edge, wrap, got '" + mode + "'");
+  COIL_TRY(PadMode mode, decodePadMode(ctx.node));
   std::vector<int64_t> pads;
   if (ctx.hasInput(1)) {
     COIL_TRY(pads, readIntTensor(ctx, 1, "pads"));
@@ -271,29 +270,18 @@ Expected<std::vector<Tensor>> padKernel(KernelContext &ctx) {
   }
   std::vector<int64_t> axes;
   if (ctx.hasInput(3)) {
-    COIL_TRY(axes, readIntTensor(ctx, 3, "axes"));
+    COIL_TRY(std::vector<int64_t> listed, readIntTensor(ctx, 3, "axes"));
+    COIL_TRY(axes, distinctAxes(listed, r));
   } else {
     for (int64_t i = 0; i < r; ++i) axes.push_back(i);
   }
-  if (pads.size() != 2 * axes.size())
-    return ctx.error("pads must have " + std::to_string(2 * axes.size()) +
-                     " elements (2 per padded axis), got " + std::to_string(pads.size()));
+  COIL_TRY(PadSpread<int64_t> spread, spreadPads(pads, axes, r));
   const int64_t padLimit = int64_t(1) << 61; // as the compiled kernel (CpuShape.cpp)
   for (int64_t p : pads)
     if (p < -padLimit || p > padLimit)
       return ctx.error("pads " + intsStr(pads) + " hold " + std::to_string(p) +
                        ", out of range (|pad| <= 2^61)");
-  std::vector<int64_t> begin(size_t(r), 0), end(size_t(r), 0);
-  std::vector<bool> seen(size_t(r), false);
-  for (size_t i = 0; i < axes.size(); ++i) {
-    int64_t a = axes[i] < 0 ? axes[i] + r : axes[i];
-    if (a < 0 || a >= r || seen[size_t(a)])
-      return ctx.error("axes must be distinct axes in [" + std::to_string(-r) + ", " +
-                       std::to_string(r - 1) + "], got " + intsStr(axes));
-    seen[size_t(a)] = true;
-    begin[size_t(a)] = pads[i];
-    end[size_t(a)] = pads[i + axes.size()];
-  }
+  const std::vector<int64_t> &begin = spread.begin, &end = spread.end;
   // Negative pads crop first; the kept region is then padded by the mode.
   std::vector<int64_t> cropBegin(static_cast<size_t>(r)), len(static_cast<size_t>(r)),
       padBegin(static_cast<size_t>(r));
@@ -309,9 +297,9 @@ Expected<std::vector<Tensor>> padKernel(KernelContext &ctx) {
         __builtin_add_overflow(out[d], std::max<int64_t>(0, end[d]), &out[d]))
       return ctx.error("pads " + intsStr(pads) + " make dim " + std::to_string(d) + " of shape " +
                        shapeStr(x.shape()) + " overflow");
-    if (mode != "constant" && len[d] == 0 && out[d] > 0)
-      return ctx.error("mode '" + mode + "' cannot pad dim " + std::to_string(d) +
-                       ", which is empty");
+    if (mode != PadMode::Constant && len[d] == 0 && out[d] > 0)
+      return ctx.error("mode '" + std::string(padModeName(mode)) + "' cannot pad dim " +
+                       std::to_string(d) + ", which is empty");
   }
   Tensor fill(x.dtype(), {});
   if (ctx.hasInput(2) && ctx.input(2).numel() > 0) {
@@ -346,21 +334,14 @@ Expected<std::vector<Tensor>> centerCropPadKernel(KernelContext &ctx) {
   const Tensor &x = ctx.input(0);
   int64_t r = x.rank();
   COIL_TRY(std::vector<int64_t> shape, readIntTensor(ctx, 1, "shape"));
-  std::vector<int64_t> axes = ctx.attrs().getInts("axes");
-  if (!ctx.attrs().has("axes"))
-    for (int64_t i = 0; i < r; ++i) axes.push_back(i);
+  COIL_TRY(std::vector<int64_t> axes, decodeCenterCropAxes(ctx.node, r));
   if (shape.size() != axes.size())
     return ctx.error("shape must have " + std::to_string(axes.size()) +
                      " elements (one per axis), got " + std::to_string(shape.size()));
   Shape out = x.shape();
   std::vector<int64_t> shift(size_t(r), 0); // input coordinate = output coordinate + shift
-  std::vector<bool> seen(size_t(r), false);
   for (size_t i = 0; i < axes.size(); ++i) {
-    int64_t a = axes[i] < 0 ? axes[i] + r : axes[i];
-    if (a < 0 || a >= r || seen[size_t(a)])
-      return ctx.error("axes must be distinct axes in [" + std::to_string(-r) + ", " +
-                       std::to_string(r - 1) + "], got " + intsStr(axes));
-    seen[size_t(a)] = true;
+    int64_t a = axes[i];
     if (shape[i] < 0) return ctx.error("shape must be non-negative, got " + intsStr(shape));
     int64_t dim = x.dim(a);
     out[size_t(a)] = shape[i];

@@ -44,12 +44,8 @@ struct ConvProblem {
 
 /// Validates shapes and attributes of a Conv-like node (x at input 0, weights at `wIdx`).
 Expected<ConvProblem> planConv(const KernelContext &ctx, const Shape &x, const Shape &w) {
-  if (x.size() < 3)
-    return ctx.error("input 0 must have rank >= 3 ([N, C, spatial...]), got rank " +
-                     std::to_string(x.size()));
-  if (w.size() != x.size())
-    return ctx.error("weights must have rank " + std::to_string(x.size()) + ", got rank " +
-                     std::to_string(w.size()));
+  COIL_TRY_STATUS(spatialDims(int64_t(x.size())));
+  COIL_TRY_STATUS(checkWeightRank(int64_t(x.size()), int64_t(w.size())));
   ConvProblem p;
   p.x = x;
   p.w = w;

@@ -17,9 +17,7 @@ enum class PoolKind { Max, Average, Lp };
 
 Expected<std::vector<Tensor>> poolKernel(KernelContext &ctx, PoolKind kind) {
   const Tensor &x = ctx.input(0);
-  if (x.rank() < 3)
-    return ctx.error("input 0 must have rank >= 3 ([N, C, spatial...]), got rank " +
-                     std::to_string(x.rank()));
+  COIL_TRY_STATUS(spatialDims(x.rank()));
   Shape in(x.shape().begin() + 2, x.shape().end());
   COIL_TRY(WindowAttrs a, decodePoolWindow(ctx.node, in.size()));
   COIL_TRY(Window w, computeWindow(ctx, a, in, *a.kernelShape));
@@ -151,9 +149,7 @@ Expected<std::vector<Tensor>> globalLpPoolKernel(KernelContext &ctx) {
 
 Expected<std::vector<Tensor>> maxUnpoolKernel(KernelContext &ctx) {
   const Tensor &x = ctx.input(0), &ind = ctx.input(1);
-  if (x.rank() < 3)
-    return ctx.error("input 0 must have rank >= 3 ([N, C, spatial...]), got rank " +
-                     std::to_string(x.rank()));
+  COIL_TRY_STATUS(spatialDims(x.rank()));
   if (ind.shape() != x.shape())
     return ctx.error("indices must have the shape of the input " + shapeStr(x.shape()) + ", got " +
                      shapeStr(ind.shape()));

@@ -3,6 +3,7 @@
 // (as SymInts) and are fresh symbols otherwise; dims that depend on the data itself (NonZero,
 // Compress, Unique, NonMaxSuppression) are always fresh symbols.
 #include "ir/Infer.h"
+#include "ir/OpAttrs.h"
 
 #include <algorithm>
 #include <cmath>
@@ -37,14 +38,8 @@ const std::vector<SymInt> *known(const InferContext &ctx, size_t i) {
 std::optional<std::vector<int64_t>> knownConstants(const InferContext &ctx, size_t i) {
   const std::vector<SymInt> *v = known(ctx, i);
   if (!v) return std::nullopt;
-  std::vector<int64_t> out;
-  for (const SymInt &s : *v) {
-    if (!s.isConstant()) return std::nullopt;
-    out.push_back(s.constant());
-  }
-  return out;
+  return constantValues(*v);
 }
-
 
 Status checkIndexType(const InferContext &ctx, size_t i, const char *what) {
   DType t = ctx.input(i).dtype;
@@ -205,28 +200,10 @@ Expected<Types> inferTile(InferContext &ctx) {
 
 // --- Pad, CenterCropPad
 
-/// Axes (normalized, distinct) from a list; error names `what`.
-Expected<std::vector<int64_t>> normalizeAxes(const InferContext &ctx,
-                                             const std::vector<int64_t> &axes, int64_t r) {
-  std::vector<int64_t> out;
-  std::vector<bool> seen(static_cast<size_t>(r), false);
-  for (int64_t a : axes) {
-    int64_t n = a < 0 ? a + r : a;
-    if (n < 0 || n >= r || seen[size_t(n)])
-      return ctx.error("axes must be distinct axes in [" + std::to_string(-r) + ", " +
-                       std::to_string(r - 1) + "], got " + intsStr(axes));
-    seen[size_t(n)] = true;
-    out.push_back(n);
-  }
-  return out;
-}
-
 Expected<Types> inferPad(InferContext &ctx) {
   const TensorType &x = ctx.input(0);
   int64_t r = x.rank();
-  std::string mode = ctx.node.attrs.getString("mode", "constant");
-  if (mode != "constant" && mode != "reflect" && mode != "edge" && mode != "wrap")
-    return ctx.error("mode must be one of constant, reflect, edge, wrap, got '" + mode + "'");
+  COIL_TRY_STATUS(decodePadMode(ctx.node));
   if (ctx.hasInput(1) && isFloat(ctx.input(1).dtype))
     return ctx.error("pads must have an integer dtype, got " +
                      std::string(dtypeName(ctx.input(1).dtype)));
@@ -237,7 +214,7 @@ Expected<Types> inferPad(InferContext &ctx) {
     axes.emplace();
     for (int64_t i = 0; i < r; ++i) axes->push_back(i);
   } else if (auto a = knownConstants(ctx, 3)) {
-    COIL_TRY(axes, normalizeAxes(ctx, *a, r));
+    COIL_TRY(axes, distinctAxes(*a, r));
   }
   std::optional<std::vector<SymInt>> pads;
   if (ctx.hasInput(1)) {
@@ -252,17 +229,13 @@ Expected<Types> inferPad(InferContext &ctx) {
         y.shape[d] = ctx.freshSymbol("pad");
     return Types{y};
   }
-  size_t n = axes->size();
-  if (pads->size() != 2 * n)
-    return ctx.error("pads must have " + std::to_string(2 * n) +
-                     " elements (2 per padded axis), got " + std::to_string(pads->size()));
-  for (size_t i = 0; i < n; ++i) {
-    size_t a = size_t((*axes)[i]);
-    SymInt dim = x.shape[a] + (*pads)[i] + (*pads)[i + n];
+  COIL_TRY(PadSpread<SymInt> spread, spreadPads(*pads, *axes, r));
+  for (size_t d = 0; d < size_t(r); ++d) {
+    SymInt dim = x.shape[d] + spread.begin[d] + spread.end[d];
     if (dim.isConstant() && dim.constant() < 0)
-      return ctx.error("pads " + dimsStr(*pads) + " crop more than dim " + std::to_string(a) +
+      return ctx.error("pads " + dimsStr(*pads) + " crop more than dim " + std::to_string(d) +
                        " of shape " + dimsStr(x.shape));
-    y.shape[a] = dim;
+    y.shape[d] = dim;
   }
   return Types{y};
 }
@@ -270,12 +243,7 @@ Expected<Types> inferPad(InferContext &ctx) {
 Expected<Types> inferCenterCropPad(InferContext &ctx) {
   const TensorType &x = ctx.input(0);
   int64_t r = x.rank();
-  std::vector<int64_t> axesAttr;
-  if (auto a = ctx.node.attrs.maybeInts("axes"))
-    axesAttr = *a;
-  else
-    for (int64_t i = 0; i < r; ++i) axesAttr.push_back(i);
-  COIL_TRY(std::vector<int64_t> axes, normalizeAxes(ctx, axesAttr, r));
+  COIL_TRY(std::vector<int64_t> axes, decodeCenterCropAxes(ctx.node, r));
   TensorType y = x;
   const std::vector<SymInt> *shape = known(ctx, 1);
   if (shape && shape->size() != axes.size())

@@ -135,10 +135,7 @@ Expected<Types> inferGemm(InferContext &ctx) {
 
 Expected<Types> inferConvLike(InferContext &ctx, size_t wIdx, size_t bIdx, DType outType) {
   const TensorType &x = ctx.input(0), &wt = ctx.input(wIdx);
-  if (x.rank() < 3)
-    return ctx.error("input 0 must have rank >= 3 ([N, C, spatial...]), got rank " +
-                     std::to_string(x.rank()));
-  size_t nd = size_t(x.rank() - 2);
+  COIL_TRY(size_t nd, spatialDims(x.rank()));
   if (wt.rank() != x.rank()) {
     std::string sp = nd == 1 ? "k" : nd == 2 ? "kH, kW" : nd == 3 ? "kD, kH, kW" : "k...";
     return ctx.error("input " + std::to_string(wIdx) + " must have rank " +
@@ -206,10 +203,7 @@ Expected<Types> inferConvTranspose(InferContext &ctx) {
   COIL_TRY_STATUS(requireFloat(ctx, 0));
   COIL_TRY_STATUS(requireSameDType(ctx, 0, 1));
   const TensorType &x = ctx.input(0), &wt = ctx.input(1);
-  if (x.rank() < 3)
-    return ctx.error("input 0 must have rank >= 3 ([N, C, spatial...]), got rank " +
-                     std::to_string(x.rank()));
-  size_t nd = size_t(x.rank() - 2);
+  COIL_TRY(size_t nd, spatialDims(x.rank()));
   if (wt.rank() != x.rank())
     return ctx.error("input 1 must have rank " + std::to_string(x.rank()) +
                      " (weights [C, M/group, k...]), got rank " + std::to_string(wt.rank()));
@@ -243,10 +237,7 @@ Expected<Types> inferPool(InferContext &ctx) {
   if (!(ctx.node.op == OpKind::MaxPool && (dt == DType::U8 || dt == DType::I8)))
     COIL_TRY_STATUS(requireFloat(ctx, 0));
   const TensorType &x = ctx.input(0);
-  if (x.rank() < 3)
-    return ctx.error("input 0 must have rank >= 3 ([N, C, spatial...]), got rank " +
-                     std::to_string(x.rank()));
-  size_t nd = size_t(x.rank() - 2);
+  COIL_TRY(size_t nd, spatialDims(x.rank()));
   COIL_TRY(WindowAttrs w, decodePoolWindow(ctx.node, nd));
   Dims out{x.shape[0], x.shape[1]};
   for (size_t i = 0; i < nd; ++i) {
@@ -272,12 +263,9 @@ Expected<Types> inferGlobalPool(InferContext &ctx) {
 Expected<Types> inferMaxUnpool(InferContext &ctx) {
   COIL_TRY_STATUS(requireFloat(ctx, 0));
   const TensorType &x = ctx.input(0), &ind = ctx.input(1);
-  if (x.rank() < 3)
-    return ctx.error("input 0 must have rank >= 3 ([N, C, spatial...]), got rank " +
-                     std::to_string(x.rank()));
+  COIL_TRY(size_t nd, spatialDims(x.rank()));
   if (ind.dtype != DType::I64)
     return ctx.error("input 1 (indices) must be i64, got " + std::string(dtypeName(ind.dtype)));
-  size_t nd = size_t(x.rank() - 2);
   if (ctx.hasInput(2)) {
     const auto &v = ctx.intValue(2);
     if (v && v->size() == size_t(x.rank())) return Types{{x.dtype, *v}};

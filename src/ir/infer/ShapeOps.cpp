@@ -219,12 +219,7 @@ bool isIndexType(DType t) {
 std::optional<std::vector<int64_t>> constInts(const InferContext &ctx, size_t i) {
   const auto &v = ctx.intValue(i);
   if (!v) return std::nullopt;
-  std::vector<int64_t> r;
-  for (const SymInt &s : *v) {
-    if (!s.isConstant()) return std::nullopt;
-    r.push_back(s.constant());
-  }
-  return r;
+  return constantValues(*v);
 }
 
 /// A 1-D integer "shape-like" input: checks dtype and rank, returns its length when known.

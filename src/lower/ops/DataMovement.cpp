@@ -173,10 +173,7 @@ Status lowerPad(LowerContext &ctx) {
   const coil::Node &n = ctx.gnode();
   TensorRef x = ctx.input(0);
   int64_t r = x.rank();
-  std::string mode = n.attrs.getString("mode", "constant");
-  if (mode != "constant" && mode != "reflect" && mode != "edge" && mode != "wrap")
-    return ctx.error("mode of Pad must be one of constant, reflect, edge, wrap, got '" + mode +
-                     "'");
+  COIL_TRY(PadMode mode, decodePadMode(n));
   std::vector<int64_t> axes;
   std::vector<SymInt> pads;
   std::optional<std::vector<SymInt>> dynShape;
@@ -198,13 +195,14 @@ Status lowerPad(LowerContext &ctx) {
     std::vector<dynshape::ElemFn> vals = *pv;
     vals.insert(vals.end(), av->begin(), av->end());
     COIL_TRY(auto dd, dynshape::shapeDims(ctx, COIL_SHAPE_PAD, vals, x.shape, 0, 2 * r,
-                                          mode == "constant" ? 0 : 1));
+                                          mode == PadMode::Constant ? 0 : 1));
     for (int64_t i = 0; i < r; ++i) axes.push_back(i);
     pads = dd.extra;
     dynShape = dd.dims;
   } else {
     if (ctx.hasInput(3)) {
-      COIL_TRY(axes, knownConstInts(ctx, 3, "axes"));
+      COIL_TRY(std::vector<int64_t> listed, knownConstInts(ctx, 3, "axes"));
+      COIL_TRY(axes, distinctAxes(listed, r));
     } else {
       for (int64_t i = 0; i < r; ++i) axes.push_back(i);
     }
@@ -214,20 +212,8 @@ Status lowerPad(LowerContext &ctx) {
       for (int64_t p : n.attrs.getInts("pads")) pads.push_back(p);
     }
   }
-  if (pads.size() != 2 * axes.size())
-    return ctx.error("pads of Pad must have " + std::to_string(2 * axes.size()) +
-                     " elements (2 per padded axis), got " + std::to_string(pads.size()));
-  std::vector<SymInt> begin(size_t(r), 0), end(size_t(r), 0);
-  std::vector<bool> seen(size_t(r), false);
-  for (size_t i = 0; i < axes.size(); ++i) {
-    int64_t a = axes[i] < 0 ? axes[i] + r : axes[i];
-    if (a < 0 || a >= r || seen[size_t(a)])
-      return ctx.error("axes of Pad must be distinct axes in [" + std::to_string(-r) + ", " +
-                       std::to_string(r - 1) + "], got " + intsStr(axes));
-    seen[size_t(a)] = true;
-    begin[size_t(a)] = pads[i];
-    end[size_t(a)] = pads[i + axes.size()];
-  }
+  COIL_TRY(PadSpread<SymInt> spread, spreadPads(pads, axes, r));
+  const std::vector<SymInt> &begin = spread.begin, &end = spread.end;
   // Negative pads crop first: the kept region of dim d is [cropBegin, cropBegin + len) of x;
   // output coordinate o reads the kept region at c = o - padBegin, mapped by the mode.
   std::vector<SymInt> cropBegin, len, padBegin;
@@ -238,21 +224,21 @@ Status lowerPad(LowerContext &ctx) {
   }
   std::vector<SymInt> shape = dynShape ? *dynShape : ctx.outputType(0).shape;
   auto padded = [&](size_t d) { return begin[d] != SymInt(0) || end[d] != SymInt(0); };
-  if (mode != "constant") {
+  if (mode != PadMode::Constant) {
     for (size_t d = 0; d < size_t(r); ++d)
       if (padded(d) && len[d].isConstant() && len[d].constant() == 0 &&
           !(shape[d].isConstant() && shape[d].constant() == 0))
-        return ctx.error("mode '" + mode + "' of Pad cannot pad dim " + std::to_string(d) +
-                         ", which is empty");
+        return ctx.error("mode '" + std::string(padModeName(mode)) + "' of Pad cannot pad dim " +
+                         std::to_string(d) + ", which is empty");
     ctx.setOutput(0, ctx.view(x, shape, [&](const Idx &idx) {
       Idx src;
       for (size_t d = 0; d < idx.size(); ++d) {
         SymInt c = idx[d] - padBegin[d], s;
         if (!padded(d))
           s = c;
-        else if (mode == "edge")
+        else if (mode == PadMode::Edge)
           s = clampIndex(c, len[d]);
-        else if (mode == "wrap")
+        else if (mode == PadMode::Wrap)
           s = floorMod(c, len[d]);
         else { // reflect: period 2 * (len - 1), the second half mirrored (len 1: always 0)
           SymInt p = max(2 * (len[d] - 1), SymInt(1));
@@ -317,11 +303,7 @@ SymInt truncHalf(const SymInt &a) {
 Status lowerCenterCropPad(LowerContext &ctx) {
   TensorRef x = ctx.input(0);
   int64_t r = x.rank();
-  std::vector<int64_t> axes;
-  if (auto a = ctx.gnode().attrs.maybeInts("axes"))
-    axes = *a;
-  else
-    for (int64_t i = 0; i < r; ++i) axes.push_back(i);
+  COIL_TRY(std::vector<int64_t> axes, decodeCenterCropAxes(ctx.gnode(), r));
   std::vector<SymInt> shape = ctx.outputType(0).shape;
   if (!ctx.intValue(1)) {
     // Sizes read at run time: the size extern binds the output dims.
@@ -339,8 +321,7 @@ Status lowerCenterCropPad(LowerContext &ctx) {
   std::vector<SymInt> shift(size_t(r), 0);
   bool cropOnly = true;
   const SymRanges &ranges = ctx.program().symbols;
-  for (int64_t a : axes) {
-    COIL_TRY(int64_t d, normAxis(ctx, a, r));
+  for (int64_t d : axes) {
     shift[size_t(d)] = truncHalf(x.shape[size_t(d)] - shape[size_t(d)]);
     cropOnly = cropOnly && proveLE(shape[size_t(d)], x.shape[size_t(d)], ranges);
   }

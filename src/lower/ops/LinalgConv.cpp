@@ -39,12 +39,8 @@ DType computeTypeOf(DType t) {
 /// Reads group/strides/dilations/pads/auto_pad of a Conv-like node with input x [N, C, ...]
 /// and weights w [M, C/group, k...]; the output sizes come from inference.
 Expected<ConvPlan> planConv(LowerContext &ctx, const TensorRef &x, const TensorRef &w) {
-  if (x.rank() < 3)
-    return ctx.error("input 0 must have rank >= 3 ([N, C, spatial...]), got rank " +
-                     std::to_string(x.rank()));
-  if (w.rank() != x.rank())
-    return ctx.error("weights must have rank " + std::to_string(x.rank()) + ", got rank " +
-                     std::to_string(w.rank()));
+  COIL_TRY_STATUS(spatialDims(x.rank()));
+  COIL_TRY_STATUS(checkWeightRank(x.rank(), w.rank()));
   ConvPlan p;
   p.nd = size_t(x.rank() - 2);
   size_t nd = p.nd;

@@ -130,9 +130,7 @@ enum class PoolKind { Max, Average, Lp };
 
 Status lowerPool(LowerContext &ctx, PoolKind kind) {
   const TensorType &xt = ctx.inputType(0);
-  if (xt.rank() < 3)
-    return ctx.error("input 0 must have rank >= 3 ([N, C, spatial...]), got rank " +
-                     std::to_string(xt.rank()));
+  COIL_TRY_STATUS(spatialDims(xt.rank()));
   Syms in(xt.shape.begin() + 2, xt.shape.end());
   COIL_TRY(WindowAttrs wa, decodePoolWindow(ctx.gnode(), in.size()));
   COIL_TRY(SymWindow w, symWindow(wa, in));
@@ -431,9 +429,7 @@ Status lowerCol2Im(LowerContext &ctx) {
 /// is (output size) x (input size).
 Status lowerMaxUnpool(LowerContext &ctx) {
   const TensorType &xt = ctx.inputType(0), &it = ctx.inputType(1);
-  if (xt.rank() < 3)
-    return ctx.error("input 0 must have rank >= 3 ([N, C, spatial...]), got rank " +
-                     std::to_string(xt.rank()));
+  COIL_TRY_STATUS(spatialDims(xt.rank()));
   if (it.shape != xt.shape)
     return ctx.error("indices must have the shape of the input " + xt.str() + ", got " + it.str());
   size_t nd = size_t(xt.rank() - 2);

@@ -228,12 +228,7 @@ Status lGather(LowerContext &ctx) {
 std::optional<std::vector<int64_t>> constInts(LowerContext &ctx, size_t i) {
   auto v = ctx.intValue(i);
   if (!v) return std::nullopt;
-  std::vector<int64_t> out;
-  for (const SymInt &e : *v) {
-    if (!e.isConstant()) return std::nullopt;
-    out.push_back(e.constant());
-  }
-  return out;
+  return constantValues(*v);
 }
 
 Status lSlice(LowerContext &ctx) {
