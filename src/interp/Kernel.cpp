@@ -12,11 +12,6 @@ const Tensor &KernelContext::input(size_t i) const {
   return *inputs[i];
 }
 
-void KernelRegistry::add(OpKind op, KernelFn fn) {
-  COIL_CHECK(!fns_[size_t(op)]) << "kernel for " << opName(op) << " registered twice";
-  fns_[size_t(op)] = fn;
-}
-
 KernelFn kernelFor(OpKind op) {
   static KernelRegistry r;
   static std::once_flag once;

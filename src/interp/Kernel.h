@@ -33,14 +33,7 @@ struct KernelContext {
 
 using KernelFn = Expected<std::vector<Tensor>> (*)(KernelContext &);
 
-class KernelRegistry {
-public:
-  void add(OpKind op, KernelFn fn);
-  KernelFn get(OpKind op) const { return fns_[size_t(op)]; }
-
-private:
-  KernelFn fns_[kNumOps] = {};
-};
+using KernelRegistry = OpTable<KernelFn>;
 
 /// The reference kernel of `op`, or nullptr.
 KernelFn kernelFor(OpKind op);

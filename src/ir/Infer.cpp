@@ -18,11 +18,6 @@ const std::optional<std::vector<SymInt>> &InferContext::intValue(size_t i) const
   return i < intValues.size() ? intValues[i] : none;
 }
 
-void InferRegistry::add(OpKind op, InferFn fn) {
-  COIL_CHECK(!fns_[size_t(op)]) << "inference for " << opName(op) << " registered twice";
-  fns_[size_t(op)] = fn;
-}
-
 namespace {
 const InferRegistry &registry() {
   static InferRegistry r;

@@ -53,14 +53,7 @@ Expected<std::vector<TensorType>> inferNode(InferContext &ctx);
 /// kMaxTensorElements or one of them overflows int64; symbolic dims are checked at run time.
 Status checkElementCount(const TensorType &t);
 
-class InferRegistry {
-public:
-  void add(OpKind op, InferFn fn);
-  InferFn get(OpKind op) const { return fns_[size_t(op)]; }
-
-private:
-  InferFn fns_[kNumOps] = {};
-};
+using InferRegistry = OpTable<InferFn>;
 
 // One per family file in ir/infer/.
 void registerElementwiseInfer(InferRegistry &r);

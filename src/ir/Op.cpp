@@ -1,6 +1,8 @@
 // Lookups over the op table.
 #include "ir/Op.h"
 
+#include "support/Check.h"
+
 #include <algorithm>
 #include <array>
 #include <string>
@@ -30,6 +32,10 @@ std::optional<OpKind> opFromName(std::string_view onnxName) {
   for (size_t i = 0; i < kNumOps; ++i)
     if (kOps[i].name == onnxName) return OpKind(i);
   return std::nullopt;
+}
+
+void registeredTwice(OpKind op) {
+  COIL_UNREACHABLE("two functions registered for " << opName(op) << " in one op table");
 }
 
 } // namespace coil

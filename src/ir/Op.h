@@ -22,4 +22,23 @@ OpFamily opFamily(OpKind k);
 std::optional<OpKind> opFromName(std::string_view onnxName);
 constexpr size_t kNumOps = size_t(OpKind::NumOps);
 
+/// An internal error: a table has two functions for `op`.
+[[noreturn]] void registeredTwice(OpKind op);
+
+/// One function per op, or none (nullptr): how each layer dispatches on the op, filled once by
+/// its family files (inference: InferRegistry, ir/Infer.h; the reference interpreter:
+/// KernelRegistry, interp/Kernel.h; lowering: LowerRegistry, lower/Lower.h).
+template <class Fn> class OpTable {
+public:
+  /// Registers `fn` for `op`, which has none yet.
+  void add(OpKind op, Fn fn) {
+    if (fns_[size_t(op)] != nullptr) registeredTwice(op);
+    fns_[size_t(op)] = fn;
+  }
+  Fn get(OpKind op) const { return fns_[size_t(op)]; }
+
+private:
+  Fn fns_[kNumOps] = {};
+};
+
 } // namespace coil

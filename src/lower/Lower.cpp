@@ -659,11 +659,6 @@ SymInt LowerContext::freshSymbol(const std::string &hint) {
 
 // --- registry and the graph walk
 
-void LowerRegistry::add(OpKind op, LowerFn fn) {
-  COIL_CHECK(fns_[size_t(op)] == nullptr) << "two lowerings for " << opName(op);
-  fns_[size_t(op)] = fn;
-}
-
 namespace {
 const LowerRegistry &registry() {
   static const LowerRegistry r = [] {

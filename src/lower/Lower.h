@@ -133,14 +133,8 @@ private:
 
 using LowerFn = Status (*)(LowerContext &);
 
-class LowerRegistry {
-public:
-  void add(OpKind op, LowerFn fn);
-  LowerFn get(OpKind op) const { return fns_[size_t(op)]; }
+using LowerRegistry = OpTable<LowerFn>;
 
-private:
-  LowerFn fns_[kNumOps] = {};
-};
 // One per family file in lower/ops/.
 void registerElementwiseLowerings(LowerRegistry &r);
 void registerReductionLowerings(LowerRegistry &r);
