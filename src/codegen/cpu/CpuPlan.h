@@ -1,0 +1,57 @@
+/// \file The decisions of CPU kernel codegen, as data (cf. cuda/CudaPlan.h): which shape of code
+/// a fused kernel (sched::Kernel) becomes, how many dims its loops walk as one, where a window
+/// kernel's interior needs no clamps, its configs and when a launch runs on threads.
+///
+/// The planner (CpuPlan.cpp) makes these decisions before anything is printed; the printers
+/// (CpuCodegen.cpp) read the plan. Shapes (CpuCodegen.h says what each prints):
+///  - kFlat: a pointwise kernel whose every access is the flat index of the outer space or
+///    independent of it: one loop over [begin, end);
+///  - kPointwiseRows: the other pointwise kernels: row segments of the last `rowDims` outer dims
+///    (walked as one: every access moves with them in one proportion), the rest advanced by carry;
+///  - kWindowRows: every phase walks a small constant window (pooling): row segments of the last
+///    outer dim, each lane walking its window unrolled; with an `interior`, the segment splits
+///    into the edges (clamped taps) and [ilo, ihi) (taps without clamps: plain vector loads);
+///  - kRows: per outer point, the phases in order, phase i's last `loopDims[i]` inner dims one
+///    (simd) loop.
+#pragma once
+
+#include "support/SymInt.h"
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace coil::codegen {
+
+enum class CpuShape : uint8_t { kFlat, kPointwiseRows, kWindowRows, kRows };
+
+struct CpuKernelPlan {
+  CpuShape shape = CpuShape::kRows;
+  size_t rowDims = 1; ///< kPointwiseRows
+  /// kRows, kWindowRows: per phase (0 for a phase without inner dims; a window kernel's phases
+  /// with inner dims unroll them instead).
+  std::vector<size_t> loopDims;
+  /// kWindowRows: the interior, as C bounds over the kernel's names: ilo = max(lo, each of
+  /// `lowers`), ihi = min(hi, each of `uppers` + 1).
+  bool interior = false;
+  std::set<std::string> lowers, uppers;
+  /// Per config: outer points (elements, for pointwise and window kernels) per task.
+  std::vector<int64_t> blocks;
+  /// Work (statements evaluated) per outer point: each phase's inner points times its statements.
+  SymInt perPointWork;
+  /// A launch of more than one task runs on threads from this much work (kParallelWork or
+  /// kParallelWorkSimd).
+  int64_t parallelWork = 0;
+};
+
+/// Below this much work, a launcher runs its kernel on one thread: a parallel region's fork and
+/// join costs microseconds, which tiny kernels cannot win back.
+inline constexpr int64_t kParallelWork = int64_t(1) << 15;
+/// The same for kernels whose innermost loops are simd loops over about 8 lanes (all but window
+/// kernels, whose taps are gathers, and arg reductions): a GELU + batch norm over [4, 32, 8, 8]
+/// (3e5 statements, about 12 us on one thread) ran slower on 2 threads than on one (fork and
+/// join on the 2-core machine, issue 19).
+inline constexpr int64_t kParallelWorkSimd = int64_t(1) << 18;
+
+} // namespace coil::codegen
