@@ -919,7 +919,8 @@ Status writeSvg(const std::string &svg, const std::string &path) {
 }
 
 Status inspectPackageWrapper(const Args &a, const std::string &dir) {
-  for (const char *f : {"--fusion", "--loops", "--memory", "--kernels", "--configs", "--sources"})
+  for (const char *f :
+       {"--fusion", "--loops", "--memory", "--kernels", "--configs", "--plans", "--sources"})
     if (a.flags.count(f))
       return Error::user(std::string("'coil inspect PKG' takes --wrapper [--svg OUT.svg]; ") + f +
                          " needs a MODEL");
@@ -957,6 +958,10 @@ Status cmdInspectCompiled(const Args &a) {
   }
   if (a.flags.count("--kernels")) printLaunches(c->wrapper);
   if (a.flags.count("--configs")) printConfigs(c->wrapper);
+  if (a.flags.count("--plans")) {
+    for (const codegen::CpuKernelSource &k : c->kernels) std::cout << k.plan;
+    for (const codegen::CudaKernelSource &k : c->cudaKernels) std::cout << k.plan;
+  }
   if (a.flags.count("--sources")) printSources(*c);
   if (a.flags.count("--memory")) {
     COIL_TRY(std::vector<Tensor> inputs, inputsFor(a, g));

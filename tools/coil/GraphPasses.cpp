@@ -78,8 +78,8 @@ Status cmdInspectGraphPass(const Args &a) {
                        graphPassNames() + "), 'coil inspect --loops FILE.loops --pass NAME' a " +
                        "Loop IR pass (" + loopPassNames() + "); a MODEL without --pass runs " +
                        "every pass");
-  for (const char *f :
-       {"--loops", "--fusion", "--kernels", "--configs", "--wrapper", "--sources", "--memory"})
+  for (const char *f : {"--loops", "--fusion", "--kernels", "--configs", "--plans", "--wrapper",
+                        "--sources", "--memory"})
     if (a.flags.count(f))
       return Error::user(std::string("'coil inspect --graph MODEL --pass NAME' prints Graph IR "
                                      "text; ") +

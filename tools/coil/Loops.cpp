@@ -56,8 +56,8 @@ bool isLoopsFile(const std::string &path) {
 
 Status cmdInspectLoops(const Args &a) {
   const std::string &path = a.positional.at(0);
-  for (const char *f :
-       {"--graph", "--fusion", "--kernels", "--configs", "--wrapper", "--sources", "--memory"})
+  for (const char *f : {"--graph", "--fusion", "--kernels", "--configs", "--plans", "--wrapper",
+                        "--sources", "--memory"})
     if (a.flags.count(f))
       return Error::user(
           std::string("'coil inspect FILE.loops' takes --loops [--pass NAME] or --schedule; ") + f +

@@ -26,8 +26,8 @@ bool endsWith(const std::string &s, const std::string &ext) {
 std::string misuse(const Args &a, const std::string &kind) {
   if (a.positional.size() != 1)
     return "'coil inspect --schedule' takes one MODEL (.onnx or .coil), FILE.loops or FILE.sched";
-  for (const char *f : {"--graph", "--loops", "--fusion", "--kernels", "--configs", "--wrapper",
-                        "--sources", "--memory"})
+  for (const char *f : {"--graph", "--loops", "--fusion", "--kernels", "--configs", "--plans",
+                        "--wrapper", "--sources", "--memory"})
     if (a.flags.count(f))
       return std::string("'coil inspect --schedule' prints schedule text alone; ") + f +
              " is another view: ask for it in a command of its own";

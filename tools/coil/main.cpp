@@ -116,6 +116,9 @@ public:
     flag(c, "--kernels", "the launches: kernel or extern, and the buffers each writes");
     flag(c, "--configs",
          "each kernel's configs and, for cuda, their launch plans (grid, block, workspace)");
+    flag(c, "--plans",
+         "each kernel's code-generation plan: its shape of code, loops, vectors, configs and "
+         "thresholds, as the planner (codegen/cpu/CpuPlan.h, codegen/cuda/CudaPlan.h) decided");
     flag(c, "--wrapper", "the C++ wrapper of a model or a package (with --svg: its graph)");
     flag(c, "--sources",
          "the generated kernel sources, file by file, as compile writes them (without the "
@@ -336,8 +339,8 @@ Status run(int argc, char **argv) {
                                            int(a.flags.count("--memory")) !=
                                        1)
       return Error::user("--svg OUT.svg draws one of --fusion, --memory or --wrapper: give one");
-    for (const char *f :
-         {"--fusion", "--loops", "--wrapper", "--memory", "--kernels", "--configs", "--sources"})
+    for (const char *f : {"--fusion", "--loops", "--wrapper", "--memory", "--kernels", "--configs",
+                          "--plans", "--sources"})
       if (a.flags.count(f)) {
         if (a.positional.size() != 1)
           return Error::user("'coil inspect' takes one MODEL (see 'coil inspect --help')");

@@ -515,6 +515,7 @@ Expected<CpuKernelSource> CpuEmitter::run() {
     w.close();
   }
   out.code = w.str();
+  out.plan = planText();
   return out;
 }
 

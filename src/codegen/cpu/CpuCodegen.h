@@ -33,6 +33,7 @@ namespace coil::codegen {
 struct CpuKernelSource {
   wrapper::KernelInfo info;
   std::string code;
+  std::string plan; ///< the kernel's plan (CpuPlan.h) as text, for `coil inspect --plans`
 };
 
 struct CpuCodegenOptions {

@@ -38,6 +38,8 @@ private:
 
   // --- the planner (CpuPlan.cpp): fills plan_ (and the flat path's offsets) before printing
   Status plan();
+  /// The plan as text, a few lines per kernel (`coil inspect --plans`).
+  std::string planText() const;
   SymInt perPointWork() const;
   Status planWindowInterior();
 

@@ -243,6 +243,7 @@ Expected<CudaKernelSource> CudaEmitter::run() {
       out.functions.push_back(functionName(size_t(plan_.splitConfig)) + "_combine_kernel");
   out.device = dev.str();
   out.host = host.str();
+  out.plan = planText();
   return out;
 }
 

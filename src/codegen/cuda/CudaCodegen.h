@@ -46,6 +46,7 @@ struct CudaKernelSource {
   /// model.so), by package-relative file name: the CUTLASS GEMMs of a GEMM kernel
   /// (codegen/cuda/CudaGemm.h). Equal names hold equal text.
   std::vector<std::pair<std::string, std::string>> units;
+  std::string plan; ///< the kernel's plan (CudaPlan.h) as text, for `coil inspect --plans`
 };
 
 struct CudaCodegenOptions {

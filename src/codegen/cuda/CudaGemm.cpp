@@ -79,6 +79,13 @@ public:
     emitFallback(host, n, ep, epi.info);
     out.info.sourceFile = out.units.front().first;
     out.host = epi.host + "\n" + host.str();
+    out.plan = "kernel " + k_.name + ": GEMM with its epilogue, " + std::to_string(n) +
+               " CUTLASS config(s), then the unfused pair (c" + std::to_string(n) + "):\n";
+    for (size_t pos = 0; pos < epi.plan.size();) { // the unfused epilogue kernel's plan, indented
+      size_t end = epi.plan.find('\n', pos);
+      out.plan += "  " + epi.plan.substr(pos, end - pos + 1);
+      pos = end + 1;
+    }
     return out;
   }
 

@@ -470,4 +470,72 @@ std::vector<WorkspaceArray> CudaEmitter::planSplitArrays() const {
   return out;
 }
 
+// --- the plan as text (coil inspect --plans)
+
+namespace {
+
+std::string vecRunsText(const VecRuns &r) {
+  return std::to_string(r.width) + " wide, " + std::to_string(r.loads.size()) + " load run(s), " +
+         std::to_string(r.stores.size()) + " store run(s)";
+}
+
+} // namespace
+
+std::string CudaEmitter::planText() const {
+  auto names = [&](const std::set<NodeId> &nodes) {
+    std::string s;
+    for (NodeId n : nodes) s += (s.empty() ? "" : ", ") + bufName_.at(n);
+    return s;
+  };
+  std::string s = "kernel " + k_.name + ": ";
+  if (plan_.pointwise) {
+    static const char *const kMappings[] = {"flat", "vectors along the last dim",
+                                            "loads vectorized along another dim", "indexed"};
+    s += std::string("pointwise, ") + kMappings[int(plan_.mapping)] + "\n";
+    if (plan_.mapping == PointwiseMapping::kFlat && !plan_.flatNodes.empty())
+      s += "  at the flat index: " + names(plan_.flatNodes) + "\n";
+    if (plan_.lastVec) s += "  last dim: " + vecRunsText(*plan_.lastVec) + "\n";
+    if (plan_.dimVec)
+      s += "  dim " + std::to_string(plan_.dimVec->dim) + ": " +
+           std::to_string(plan_.dimVec->width) + " wide, " +
+           std::to_string(plan_.dimVec->loads.size()) + " vector load(s)\n";
+    if (plan_.vecWidth > 1)
+      s += "  vector path of " + std::to_string(plan_.vecWidth) +
+           " when aligned: " + names(plan_.vecAlign) +
+           (plan_.vecNeedsLastMultiple ? "; last extent a multiple" : "") + "\n";
+  } else {
+    s += "rows, " + std::to_string(k_.phases.size()) + " phase(s)\n";
+    for (size_t pi = 0; pi < plan_.phaseVec.size(); ++pi)
+      s += "  phase " + std::to_string(pi) + ": " +
+           (plan_.phaseVec[pi] ? "vectors " + vecRunsText(*plan_.phaseVec[pi]) : "elements") + "\n";
+  }
+  for (size_t ci = 0; ci < plan_.configs.size(); ++ci) {
+    const CudaConfig &c = plan_.configs[ci];
+    s += "  c" + std::to_string(ci) + " " + c.name + ": block " + std::to_string(c.block);
+    if (plan_.pointwise) {
+      s += ", " + std::to_string(c.ept) + " per thread, vec " + std::to_string(c.vec);
+    } else {
+      s += ", " + std::to_string(c.tpr) + " thread(s) per row, " + std::to_string(c.rows) +
+           " row(s) per block";
+      if (!c.regs.cache.empty())
+        s += ", " + std::to_string(c.regs.cache.size()) + " run(s) held in registers";
+      if (c.minBlocksPerSm())
+        s += ", at least " + std::to_string(c.minBlocksPerSm()) + " blocks/SM";
+    }
+    if (c.split) s += ", split";
+    s += "\n";
+  }
+  for (const AdaptiveCase &a : plan_.adaptive)
+    s += "  adaptive: " + a.condition + " -> c" + std::to_string(a.config) + "\n";
+  if (plan_.splitConfig >= 0) {
+    std::string arrays;
+    for (const WorkspaceArray &a : plan_.splitArrays)
+      arrays += (arrays.empty() ? "" : ", ") + a.type + " " + a.name;
+    s += "  split: c" + std::to_string(plan_.splitConfig) + " (else c" +
+         std::to_string(plan_.wholeConfig) + ") over phase 0's " + plan_.splitInner +
+         " elements; partial states " + arrays + "\n";
+  }
+  return s;
+}
+
 } // namespace coil::codegen
