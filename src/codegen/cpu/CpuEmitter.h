@@ -38,6 +38,8 @@ private:
 
   // --- the planner (CpuPlan.cpp): fills plan_ (and the flat path's offsets) before printing
   Status plan();
+  /// plan_ checked against verifyCpuKernelPlan (an internal error naming the rule broken).
+  Status verified() const;
   /// The plan as text, a few lines per kernel (`coil inspect --plans`).
   std::string planText() const;
   SymInt perPointWork() const;

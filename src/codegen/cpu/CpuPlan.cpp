@@ -31,11 +31,11 @@ Status CpuEmitter::plan() {
     flatLive_ = liveStmts(ph.body, &ph);
     if (planFlat(flatCtx_, flatLive_)) {
       plan_.shape = CpuShape::kFlat;
-      return okStatus();
+      return verified();
     }
     plan_.shape = CpuShape::kPointwiseRows;
     plan_.rowDims = mergeableTrailingDims(ph, flatLive_, k_.vars, k_.ranges, 1);
-    return okStatus();
+    return verified();
   }
   plan_.shape = window ? CpuShape::kWindowRows : CpuShape::kRows;
   for (const sched::Phase &ph : k_.phases) {
@@ -50,7 +50,16 @@ Status CpuEmitter::plan() {
             ? mergeableTrailingDims(ph, liveStmts(ph.body, &ph), ph.vars, ph.ranges, 0)
             : std::min<size_t>(nv, 1));
   }
-  return window ? planWindowInterior() : okStatus();
+  if (window) COIL_TRY_STATUS(planWindowInterior());
+  return verified();
+}
+
+Status CpuEmitter::verified() const {
+  std::vector<size_t> phaseVars;
+  for (const sched::Phase &ph : k_.phases) phaseVars.push_back(ph.vars.size());
+  std::string broken = verifyCpuKernelPlan(plan_, k_.vars.size(), phaseVars);
+  if (!broken.empty()) return Error::internal(kernelError(k_, "plan: " + broken));
+  return okStatus();
 }
 
 /// The interior of a window kernel: where every clamped tap index (a window inside the padding)
@@ -315,6 +324,41 @@ std::optional<SymInt> CpuEmitter::resolveClamps(const SymInt &e, const std::stri
     bounds_.push_back({curPhase_, isMin != up, bound});
     return o;
   });
+}
+
+// --- the plan's invariants
+
+std::string verifyCpuKernelPlan(const CpuKernelPlan &plan, size_t rank,
+                                const std::vector<size_t> &phaseVars) {
+  auto n = [](size_t v) { return std::to_string(v); };
+  if (plan.blocks.empty()) return "no configs";
+  for (int64_t b : plan.blocks)
+    if (b < 1) return "a config of " + std::to_string(b) + " points per task";
+  if (plan.parallelWork != kParallelWork && plan.parallelWork != kParallelWorkSimd)
+    return "threads from " + std::to_string(plan.parallelWork) + " statements: not a policy";
+  switch (plan.shape) {
+  case CpuShape::kFlat:
+    break;
+  case CpuShape::kPointwiseRows:
+    if (plan.rowDims < 1 || plan.rowDims + 1 > std::max<size_t>(rank, 2))
+      return "row segments over " + n(plan.rowDims) + " of " + n(rank) + " dims";
+    break;
+  case CpuShape::kWindowRows:
+  case CpuShape::kRows:
+    if (plan.loopDims.size() != phaseVars.size())
+      return n(plan.loopDims.size()) + " loop plans for " + n(phaseVars.size()) + " phases";
+    for (size_t pi = 0; pi < phaseVars.size(); ++pi) {
+      size_t d = plan.loopDims[pi], v = phaseVars[pi];
+      bool rows = plan.shape == CpuShape::kRows;
+      if (d > v || (rows && v > 0 && d == 0))
+        return "phase " + n(pi) + ": " + n(d) + " of " + n(v) + " dims as one loop";
+    }
+    break;
+  }
+  if (plan.interior &&
+      (plan.shape != CpuShape::kWindowRows || (plan.lowers.empty() && plan.uppers.empty())))
+    return "an interior without bounds or outside a window kernel";
+  return "";
 }
 
 // --- the plan as text (coil inspect --plans)

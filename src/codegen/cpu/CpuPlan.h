@@ -45,6 +45,16 @@ struct CpuKernelPlan {
   int64_t parallelWork = 0;
 };
 
+/// The invariants of a plan that the printers rely on: "" when `plan` holds them for a kernel
+/// of `rank` outer dims whose phases have `phaseVars[i]` inner dims, else the first rule
+/// broken. At least one config, each of at least one point; a row segment walks 1 to rank - 1
+/// dims (the outermost bounds the launcher's blocks); one loop plan per phase (row and window
+/// kernels), which walks at most the phase's dims as one loop and at least one of them (row
+/// kernels; window kernels unroll theirs); an interior has bounds; the threads threshold is one
+/// of the two policies.
+std::string verifyCpuKernelPlan(const CpuKernelPlan &plan, size_t rank,
+                                const std::vector<size_t> &phaseVars);
+
 /// Below this much work, a launcher runs its kernel on one thread: a parallel region's fork and
 /// join costs microseconds, which tiny kernels cannot win back.
 inline constexpr int64_t kParallelWork = int64_t(1) << 15;

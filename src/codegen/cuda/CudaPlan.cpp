@@ -57,11 +57,13 @@ Status CudaEmitter::plan() {
                     k_.phases[0].reductions.empty() && !k_.vars.empty();
   if (plan_.pointwise) {
     planPointwise();
-    return okStatus();
+  } else {
+    for (size_t pi = 0; pi < k_.phases.size(); ++pi)
+      plan_.phaseVec.push_back(planRowVec(pi, liveStmts(k_.phases[pi].body, &k_.phases[pi])));
+    planRowConfigs();
   }
-  for (size_t pi = 0; pi < k_.phases.size(); ++pi)
-    plan_.phaseVec.push_back(planRowVec(pi, liveStmts(k_.phases[pi].body, &k_.phases[pi])));
-  planRowConfigs();
+  std::string broken = verifyCudaKernelPlan(plan_, k_.phases.size());
+  if (!broken.empty()) return Error::internal(kernelError(k_, "plan: " + broken));
   return okStatus();
 }
 
@@ -468,6 +470,75 @@ std::vector<WorkspaceArray> CudaEmitter::planSplitArrays() const {
     }
   }
   return out;
+}
+
+// --- the plan's invariants
+
+std::string verifyCudaKernelPlan(const CudaKernelPlan &plan, size_t phases) {
+  auto n = [](int64_t v) { return std::to_string(v); };
+  if (plan.configs.empty()) return "no configs";
+  auto powerOfTwo = [](int64_t v) { return v >= 1 && (v & (v - 1)) == 0; };
+  if (!powerOfTwo(plan.vecWidth) || plan.vecWidth > 16)
+    return "vector width " + n(plan.vecWidth) + " is not a power of two up to 16";
+  for (size_t ci = 0; ci < plan.configs.size(); ++ci) {
+    const CudaConfig &c = plan.configs[ci];
+    std::string at = "config " + n(int64_t(ci)) + " (" + c.name + "): ";
+    if (c.block < 32 || c.block > 1024 || c.block % 32 != 0)
+      return at + "block of " + n(c.block) + " threads is not whole warps up to 1024";
+    if (c.minBlocksPerSm() * c.block > 2048)
+      return at + n(c.minBlocksPerSm()) + " blocks per SM of " + n(c.block) +
+             " threads exceed 2048";
+    if (plan.pointwise) {
+      if (c.ept < 1) return at + n(c.ept) + " elements per thread";
+      if (c.vec != 1 && c.vec != plan.vecWidth)
+        return at + "vectors of " + n(c.vec) + ", the plan's are " + n(plan.vecWidth);
+    } else {
+      if (c.tpr != 1 && c.tpr != 32 && c.tpr != c.block)
+        return at + n(c.tpr) + " threads per row: not 1, a warp or the block";
+      if (c.tpr * c.rows != c.block)
+        return at + n(c.rows) + " rows of " + n(c.tpr) + " threads do not fill the block of " +
+               n(c.block);
+    }
+  }
+  auto runsOk = [&](const VecRuns &r) { return r.width > 1 && powerOfTwo(r.width); };
+  if (plan.pointwise) {
+    if (plan.mapping == PointwiseMapping::kLastDim && (!plan.lastVec || !runsOk(*plan.lastVec)))
+      return "vectors along the last dim without a vector plan";
+    if (plan.mapping == PointwiseMapping::kDim &&
+        (!plan.dimVec || plan.dimVec->width != plan.vecWidth || plan.dimVec->loads.empty()))
+      return "vector loads along dim without a vector plan of the plan's width";
+    if (plan.vecWidth == 1 && !plan.vecAlign.empty())
+      return "alignment tests without a vector path";
+  } else {
+    if (plan.phaseVec.size() != phases)
+      return n(int64_t(plan.phaseVec.size())) + " phase vector plans for " + n(int64_t(phases)) +
+             " phases";
+    for (size_t pi = 0; pi < phases; ++pi)
+      if (plan.phaseVec[pi] && !runsOk(*plan.phaseVec[pi]))
+        return "phase " + n(int64_t(pi)) + ": vectors of " + n(plan.phaseVec[pi]->width);
+  }
+  for (size_t i = 0; i < plan.adaptive.size(); ++i) {
+    const AdaptiveCase &a = plan.adaptive[i];
+    if (a.config < 0 || size_t(a.config) >= plan.configs.size())
+      return "adaptive case " + n(int64_t(i)) + " launches config " + n(a.config) + " of " +
+             n(int64_t(plan.configs.size()));
+    bool last = i + 1 == plan.adaptive.size();
+    if (last != (a.condition == "else"))
+      return "adaptive case " + n(int64_t(i)) + " ('" + a.condition + "')" +
+             (last ? ": the last case must always hold" : ": only the last case is 'else'");
+  }
+  if (plan.splitConfig >= 0) {
+    auto valid = [&](int32_t c) { return c >= 0 && size_t(c) < plan.configs.size(); };
+    if (!valid(plan.splitConfig) || !plan.configs[size_t(plan.splitConfig)].split)
+      return "split config " + n(plan.splitConfig) + " is not a split config";
+    if (!valid(plan.wholeConfig) || plan.configs[size_t(plan.wholeConfig)].split)
+      return "split fallback " + n(plan.wholeConfig) + " is not a whole-point config";
+    if (plan.splitArrays.empty()) return "a split plan without workspace arrays";
+  } else {
+    for (const CudaConfig &c : plan.configs)
+      if (c.split) return "config " + c.name + " splits, the plan has no split";
+  }
+  return "";
 }
 
 // --- the plan as text (coil inspect --plans)

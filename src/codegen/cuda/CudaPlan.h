@@ -126,6 +126,16 @@ struct CudaKernelPlan {
   CudaConfig combine; ///< the combining kernel's mapping (a block of 1024 per point)
 };
 
+/// The invariants of a plan that the printers rely on: "" when `plan` (of a kernel of `phases`
+/// phases) holds them, else the first rule broken. At least one config; a row config's threads
+/// per row are 1, a warp or the block, its rows fill the block, its block is whole warps and at
+/// most 1024 threads; a pointwise config's vector width is 1 or the plan's (a power of two); the
+/// mapping's vector plan exists (kLastDim, kDim) and each vector run's width is the plan's; one
+/// vector plan per phase (rows); adaptive cases launch configs that exist, the last one always;
+/// a split plan's split config is split and its fallback is not, with workspace arrays for its
+/// partial states; the blocks per SM asked through __launch_bounds__ fit 2048 threads.
+std::string verifyCudaKernelPlan(const CudaKernelPlan &plan, size_t phases);
+
 /// Policy constants of the planner, also printed into adaptive and split launchers.
 inline constexpr int64_t kSplitSliceElems = 8192;  ///< phase-0 elements per split slice
 inline constexpr int64_t kSplitTargetBlocks = 528; ///< blocks a split launch aims for
