@@ -1,5 +1,7 @@
 #include "evt/EvtParser.h"
 
+#include "support/TextScanner.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
@@ -18,17 +20,18 @@ struct Token {
   int indent = 0; ///< column of the first token of its logical line
 };
 
-class Lexer {
+/// Python-like lines: names, numbers, strings, operators, logical-line ends with their indent.
+class Lexer : scan::TextScanner {
 public:
-  Lexer(const std::string &src, const std::string &file) : s_(src), file_(file) {}
+  Lexer(const std::string &src, const std::string &file) : TextScanner(src), file_(file) {}
 
   Expected<std::vector<Token>> run() {
     std::vector<Token> out;
     int depth = 0;
     bool lineStart = true;
     int indent = 0;
-    while (i_ < s_.size()) {
-      char c = s_[i_];
+    while (p_ < s_.size()) {
+      char c = s_[p_];
       if (c == '\n') {
         if (depth == 0 && !lineStart) out.push_back({Tok::Newline, "", line_, col_, indent});
         if (depth == 0) lineStart = true;
@@ -42,10 +45,10 @@ public:
         continue;
       }
       if (c == '#') {
-        while (i_ < s_.size() && s_[i_] != '\n') advance();
+        while (p_ < s_.size() && s_[p_] != '\n') advance();
         continue;
       }
-      if (c == '\\' && i_ + 1 < s_.size() && s_[i_ + 1] == '\n') {
+      if (c == '\\' && p_ + 1 < s_.size() && s_[p_ + 1] == '\n') {
         advance();
         advance();
         continue;
@@ -57,21 +60,21 @@ public:
       int l = line_, co = col_;
       if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
         std::string t;
-        while (i_ < s_.size() &&
-               (std::isalnum(static_cast<unsigned char>(s_[i_])) || s_[i_] == '_'))
-          t += s_[i_], advance();
+        while (p_ < s_.size() &&
+               (std::isalnum(static_cast<unsigned char>(s_[p_])) || s_[p_] == '_'))
+          t += s_[p_], advance();
         out.push_back({Tok::Name, t, l, co, indent});
         continue;
       }
       if (std::isdigit(static_cast<unsigned char>(c)) ||
-          (c == '.' && i_ + 1 < s_.size() &&
-           std::isdigit(static_cast<unsigned char>(s_[i_ + 1])))) {
+          (c == '.' && p_ + 1 < s_.size() &&
+           std::isdigit(static_cast<unsigned char>(s_[p_ + 1])))) {
         std::string t;
-        while (i_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[i_])) ||
-                                  s_[i_] == '.' || s_[i_] == '_' ||
-                                  ((s_[i_] == '+' || s_[i_] == '-') && !t.empty() &&
+        while (p_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[p_])) ||
+                                  s_[p_] == '.' || s_[p_] == '_' ||
+                                  ((s_[p_] == '+' || s_[p_] == '-') && !t.empty() &&
                                    (t.back() == 'e' || t.back() == 'E'))))
-          t += s_[i_], advance();
+          t += s_[p_], advance();
         out.push_back({Tok::Number, t, l, co, indent});
         continue;
       }
@@ -79,8 +82,8 @@ public:
         char q = c;
         advance();
         std::string t;
-        while (i_ < s_.size() && s_[i_] != q && s_[i_] != '\n') t += s_[i_], advance();
-        if (i_ >= s_.size() || s_[i_] != q) return err(l, co, "unterminated string");
+        while (p_ < s_.size() && s_[p_] != q && s_[p_] != '\n') t += s_[p_], advance();
+        if (p_ >= s_.size() || s_[p_] != q) return err(l, co, "unterminated string");
         advance();
         out.push_back({Tok::String, t, l, co, indent});
         continue;
@@ -88,7 +91,7 @@ public:
       static const char *two[] = {"**", "<=", ">=", "==", "!=", "->"};
       std::string op(1, c);
       for (const char *t : two)
-        if (s_.compare(i_, 2, t) == 0) op = t;
+        if (s_.compare(p_, 2, t) == 0) op = t;
       if (op.size() == 1 && std::string("+-*/()<>=,:[]").find(c) == std::string::npos)
         return err(l, co, std::string("unexpected character '") + c + "'");
       if (op == "(" || op == "[") ++depth;
@@ -102,15 +105,6 @@ public:
   }
 
 private:
-  void advance() {
-    if (s_[i_] == '\n') {
-      ++line_;
-      col_ = 1;
-    } else {
-      ++col_;
-    }
-    ++i_;
-  }
   Error err(int l, int c, std::string msg) const {
     SourceLoc loc;
     loc.file = file_;
@@ -118,10 +112,7 @@ private:
     loc.column = c;
     return Error::user(std::move(msg), loc);
   }
-  const std::string &s_;
   std::string file_;
-  size_t i_ = 0;
-  int line_ = 1, col_ = 1;
 };
 
 /// One value of the expression language: a node, or (only as a call argument) a dim tuple.

@@ -84,15 +84,6 @@ TEST(PlanVerify, CpuRulesBroken) {
   EXPECT_EQ(verifyCpu(w), "");
 }
 
-CudaConfig rowConfig(std::string name, int64_t block, int64_t tpr, int64_t rows) {
-  CudaConfig c;
-  c.name = std::move(name);
-  c.block = block;
-  c.tpr = tpr;
-  c.rows = rows;
-  return c;
-}
-
 /// A row kernel of 3 phases with a warp per row, a thread per row and an adaptive launcher.
 CudaKernelPlan cudaRows() {
   CudaKernelPlan p;

@@ -125,14 +125,6 @@ void CudaEmitter::planRowConfigs() {
   SymInt outer(1);
   for (const SymInt &r : k_.ranges) outer = outer * renamed(r);
   int64_t outerMax = bounds(outer, ranges_).max;
-  auto rowConfig = [](std::string name, int64_t block, int64_t tpr, int64_t rows) {
-    CudaConfig c;
-    c.name = std::move(name);
-    c.block = block;
-    c.tpr = tpr;
-    c.rows = rows;
-    return c;
-  };
   const CudaConfig byChoice[] = {rowConfig("thread_per_row_block128", 128, 1, 128),
                                  rowConfig("warp_per_row_rows4", 128, 32, 4),
                                  rowConfig("block256_per_row", 256, 256, 1),

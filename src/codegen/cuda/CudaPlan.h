@@ -80,6 +80,16 @@ struct CudaConfig {
   int64_t minBlocksPerSm() const { return regs.fullOccupancy && block <= 1024 ? 2048 / block : 0; }
 };
 
+/// A row config: `tpr` threads per outer point, `rows` outer points per block of `block`.
+inline CudaConfig rowConfig(std::string name, int64_t block, int64_t tpr, int64_t rows) {
+  CudaConfig c;
+  c.name = std::move(name);
+  c.block = block;
+  c.tpr = tpr;
+  c.rows = rows;
+  return c;
+}
+
 /// A workspace array of a split reduction: one partial state per (outer point, slice).
 struct WorkspaceArray {
   std::string name, type; ///< C name and type
