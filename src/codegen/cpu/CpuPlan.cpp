@@ -64,17 +64,34 @@ Status CpuEmitter::verified() const {
 
 /// The interior of a window kernel: where every clamped tap index (a window inside the padding)
 /// equals its unclamped value, the taps are contiguous in the last outer dim and vectorize as
-/// plain loads (no gathers). A dry run of the phases' offsets with the clamps taken off finds the
-/// clamps and the bounds of that range (bounds_, at each point of the phase's window).
+/// plain loads (no gathers). Planning each phase's offsets with the clamps taken off (declamp on
+/// its loads, resolveClamps on the sizes its index statements compute) finds the clamps and the
+/// bounds of that range (bounds_, at each point of the phase's window). The offsets are planned
+/// again when the phases are printed; their hoisted names are numbered after these.
 Status CpuEmitter::planWindowInterior() {
-  std::string last = cname_[k_.vars.back()];
-  CodeWriter dry;
-  declampVar_ = last;
+  declampVar_ = cname_[k_.vars.back()];
   declampOk_ = true;
   bounds_.clear();
-  Status st = emitWindowPhases(dry);
+  for (size_t pi = 0; pi < k_.phases.size(); ++pi) {
+    const sched::Phase &ph = k_.phases[pi];
+    curPhase_ = pi;
+    LoopCtx ctx;
+    if (!ph.vars.empty()) ctx.var = cname_[ph.vars.back()];
+    std::vector<bool> live = liveStmts(ph.body, &ph);
+    COIL_TRY_STATUS(planOffsets(ctx, ph.body, live, ph.stores));
+    for (size_t i = 0; i < ph.body.stmts.size(); ++i) {
+      const Stmt &s = ph.body.stmts[i];
+      if (!live[i]) continue;
+      const SymInt *size = s.kind == Stmt::Kind::Index           ? &s.expr
+                           : s.kind == Stmt::Kind::IndirectIndex ? &s.extent
+                                                                 : nullptr;
+      if (!size) continue;
+      SymInt e = simplify(renamed(*size), ranges_);
+      if (s.kind == Stmt::Kind::Index && e.isConstant()) continue; // printed as a literal
+      resolveClamps(e, declampVar_);
+    }
+  }
   declampVar_.clear();
-  COIL_TRY_STATUS(st);
   for (const Bound &bd : bounds_) {
     const sched::Phase &ph = k_.phases[bd.phase];
     std::vector<int64_t> ext;
