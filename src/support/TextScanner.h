@@ -124,9 +124,6 @@ protected:
   /// fold that overflows as unevaluated operations (SymInt.h); neither is then an error.
   explicit SizeExprRules(bool symIntText = false) : symIntText_(symIntText) {}
 
-  /// Size expressions nest at most this deep.
-  static constexpr int kMaxDepth = 256;
-
   /// A whole size expression (a dim, a range, an index): errors where it overflows without
   /// symbols.
   Expected<SymInt> parseSize() {
@@ -168,6 +165,13 @@ protected:
     return r;
   }
 
+private:
+  /// Size expressions nest at most this deep.
+  static constexpr int kMaxDepth = 256;
+
+  P &self() { return static_cast<P &>(*this); }
+  const P &self() const { return static_cast<const P &>(*this); }
+
   Expected<SymInt> parseSum(int depth) {
     COIL_TRY(SymInt e, parseTerm(depth));
     for (;;) {
@@ -186,10 +190,6 @@ protected:
       e = add ? e + r : e - r;
     }
   }
-
-private:
-  P &self() { return static_cast<P &>(*this); }
-  const P &self() const { return static_cast<const P &>(*this); }
 
   void noteOverflow(const Token &t) {
     if (!overflowAt_) overflowAt_ = t;

@@ -9,20 +9,25 @@ namespace coil::codegen {
 
 using loop::ReduceKind;
 
+namespace {
+
+/// An ArgMax / ArgMin reduction: a position per lane, so no simd loop.
+bool hasArgReduction(const sched::Phase &ph) {
+  return std::any_of(ph.reductions.begin(), ph.reductions.end(), [](const sched::Accumulate &r) {
+    return r.kind == ReduceKind::ArgMax || r.kind == ReduceKind::ArgMin;
+  });
+}
+
+} // namespace
+
 Status CpuEmitter::plan() {
   bool pointwise = k_.phases.size() == 1 && k_.phases[0].vars.empty() &&
                    k_.phases[0].reductions.empty() && !k_.vars.empty();
   bool window = !pointwise && isWindowKernel();
   // Lanes that cannot run as simd lanes (window taps are gathers; arg reductions keep a
   // position per lane) make threads pay off sooner.
-  bool scalarLanes = window;
-  for (const sched::Phase &ph : k_.phases)
-    for (const sched::Accumulate &r : ph.reductions)
-      if (r.kind == ReduceKind::ArgMax || r.kind == ReduceKind::ArgMin) scalarLanes = true;
-  plan_.blocks = pointwise || window ? o_.pointwiseBlocks : o_.rowBlocks;
-  if (plan_.blocks.empty()) return Error::internal(kernelError(k_, "no configs requested"));
-  for (int64_t blk : plan_.blocks)
-    if (blk < 1) return Error::internal(kernelError(k_, "config block must be >= 1"));
+  bool scalarLanes = window || std::any_of(k_.phases.begin(), k_.phases.end(), hasArgReduction);
+  plan_.blocks = pointwise || window ? o_.pointwiseBlocks : o_.rowBlocks; // checked by verified()
   plan_.perPointWork = perPointWork();
   plan_.parallelWork = scalarLanes ? kParallelWork : kParallelWorkSimd;
 
@@ -41,12 +46,9 @@ Status CpuEmitter::plan() {
   for (const sched::Phase &ph : k_.phases) {
     // Trailing phase dims that every access walks in one proportion are one loop (an 8x8
     // window summed as one simd loop of 64); not with an arg reduction (a scalar loop).
-    bool argReduce = std::any_of(ph.reductions.begin(), ph.reductions.end(), [](const auto &r) {
-      return r.kind == ReduceKind::ArgMax || r.kind == ReduceKind::ArgMin;
-    });
     size_t nv = ph.vars.size();
     plan_.loopDims.push_back(
-        nv >= 2 && !argReduce
+        nv >= 2 && !hasArgReduction(ph)
             ? mergeableTrailingDims(ph, liveStmts(ph.body, &ph), ph.vars, ph.ranges, 0)
             : std::min<size_t>(nv, 1));
   }
@@ -147,8 +149,7 @@ bool CpuEmitter::isWindowKernel() {
       if (points > 64) return false;
     }
     anyLoop = anyLoop || !ph.vars.empty();
-    for (const sched::Accumulate &r : ph.reductions)
-      if (r.kind == ReduceKind::ArgMax || r.kind == ReduceKind::ArgMin) return false;
+    if (hasArgReduction(ph)) return false;
     if (!ph.vars.empty() && !ph.stores.empty()) return false;
     for (const sched::Store &st : ph.stores) {
       if (readSet_.count(st.node)) return false;

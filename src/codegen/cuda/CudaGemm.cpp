@@ -8,6 +8,7 @@
 #include "support/Sha256.h"
 
 #include <cstdio>
+#include <sstream>
 
 namespace coil::codegen {
 namespace {
@@ -81,11 +82,8 @@ public:
     out.host = epi.host + "\n" + host.str();
     out.plan = "kernel " + k_.name + ": GEMM with its epilogue, " + std::to_string(n) +
                " CUTLASS config(s), then the unfused pair (c" + std::to_string(n) + "):\n";
-    for (size_t pos = 0; pos < epi.plan.size();) { // the unfused epilogue kernel's plan, indented
-      size_t end = epi.plan.find('\n', pos);
-      out.plan += "  " + epi.plan.substr(pos, end - pos + 1);
-      pos = end + 1;
-    }
+    std::istringstream epiPlan(epi.plan); // the unfused epilogue kernel's plan, indented
+    for (std::string line; std::getline(epiPlan, line);) out.plan += "  " + line + "\n";
     return out;
   }
 
