@@ -48,6 +48,13 @@ private:
   void emitDecompose(CodeWriter &w, const std::string &flat, bool narrow = false,
                      const std::string &lastName = "") const;
 
+  // --- statements as the plan names them (StmtRef)
+  /// The Load statement `r` names.
+  const Stmt &loadAt(StmtRef r) const { return k_.phases[r.phase].body.stmts[r.index]; }
+  /// The place of statement `s` or store `st` of phase `pi`: the printers pass the kernel's own.
+  StmtRef refOf(size_t pi, const Stmt &s) const;
+  StmtRef refOf(size_t pi, const sched::Store &st) const;
+
   // --- the planner (CudaPlan.cpp): every decision, into plan_
   Status plan();
   /// The plan as text, a few lines per kernel (`coil inspect --plans`).
@@ -56,7 +63,7 @@ private:
   bool planFlat(const std::vector<bool> &live);
   std::optional<DimVecs> planDimVec(const std::vector<bool> &live) const;
   /// The vector plan of phase `ph` along loop variable `var` (C name), any extent.
-  std::optional<VecRuns> planVec(const sched::Phase &ph, const std::string &var,
+  std::optional<VecRuns> planVec(size_t pi, const std::string &var,
                                  const std::vector<bool> &live) const;
   /// A phase over one inner var of constant extent whose accesses that move with it are all
   /// contiguous runs of aligned vectors.

@@ -52,6 +52,14 @@ std::vector<std::pair<std::string, RowChoice>> adaptiveCases(bool strided) {
 
 } // namespace
 
+StmtRef CudaEmitter::refOf(size_t pi, const Stmt &s) const {
+  return loadRef(pi, size_t(&s - k_.phases[pi].body.stmts.data()));
+}
+
+StmtRef CudaEmitter::refOf(size_t pi, const sched::Store &st) const {
+  return storeRef(pi, size_t(&st - k_.phases[pi].stores.data()));
+}
+
 Status CudaEmitter::plan() {
   plan_.pointwise = k_.phases.size() == 1 && k_.phases[0].vars.empty() &&
                     k_.phases[0].reductions.empty() && !k_.vars.empty();
@@ -76,7 +84,7 @@ void CudaEmitter::planPointwise() {
     plan_.flatAccess.clear();
     plan_.flatNodes.clear();
     plan_.vecWidth = 1;
-    if (k_.vars.size() >= 2) plan_.lastVec = planVec(k_.phases[0], cname_.at(k_.vars.back()), live);
+    if (k_.vars.size() >= 2) plan_.lastVec = planVec(0, cname_.at(k_.vars.back()), live);
     if (plan_.lastVec) {
       auto n = simplify(renamed(k_.ranges.back()), ranges_).maybeConstant();
       if (n && *n % plan_.lastVec->width != 0) plan_.lastVec.reset(); // never whole vectors
@@ -105,11 +113,11 @@ void CudaEmitter::planPointwise() {
   if (vec > 1) {
     plan_.vecAlign = plan_.flatNodes;
     if (plan_.dimVec)
-      for (const Stmt *ld : plan_.dimVec->loads) plan_.vecAlign.insert(ld->node);
+      for (StmtRef ld : plan_.dimVec->loads) plan_.vecAlign.insert(loadAt(ld).node);
     if (plan_.lastVec) {
       plan_.vecNeedsLastMultiple = true;
-      for (const auto &[key, unused] : plan_.lastVec->loads) plan_.vecAlign.insert(key.first);
-      for (const auto &[key, unused] : plan_.lastVec->stores) plan_.vecAlign.insert(key.first);
+      for (const VecRuns::Key &key : plan_.lastVec->loads) plan_.vecAlign.insert(key.first);
+      for (const VecRuns::Key &key : plan_.lastVec->stores) plan_.vecAlign.insert(key.first);
     }
   }
 }
@@ -215,7 +223,7 @@ RowRegisters CudaEmitter::planRegisters(const CudaConfig &c, bool combining) con
   for (size_t pi = 0; pi < k_.phases.size(); ++pi) {
     const auto &rv = vecOf(pi);
     if (!rv) continue;
-    for (const auto &[key, unused] : rv->loads) {
+    for (const VecRuns::Key &key : rv->loads) {
       auto [it, fresh] = seen.try_emplace(key, 0, std::make_pair(rv->width, rv->extent));
       if (!fresh && it->second.second != std::make_pair(rv->width, rv->extent)) mixed.insert(key);
       ++it->second.first;
@@ -242,10 +250,11 @@ RowRegisters CudaEmitter::planRegisters(const CudaConfig &c, bool combining) con
       if (!ph.vars.empty()) regs.fullOccupancy = false;
       continue;
     }
-    for (const auto &[key, unused] : rv->loads)
+    for (const VecRuns::Key &key : rv->loads)
       if (!regs.cache.count(key)) regs.fullOccupancy = false;
-    for (const Stmt &st : ph.body.stmts)
-      if (st.kind == Stmt::Kind::Load && !rv->loadKey.count(&st)) regs.fullOccupancy = false;
+    for (size_t i = 0; i < ph.body.stmts.size(); ++i)
+      if (ph.body.stmts[i].kind == Stmt::Kind::Load && !rv->access.count(loadRef(pi, i)))
+        regs.fullOccupancy = false;
   }
   return regs;
 }
@@ -266,7 +275,7 @@ bool CudaEmitter::planFlat(const std::vector<bool> &live) {
     if (s.kind == Stmt::Kind::Load) {
       FlatAccess a = flatAccess(fi, s.node, s.index);
       if (a == FlatAccess::Other) return false;
-      plan_.flatAccess[&s] = a == FlatAccess::Flat;
+      plan_.flatAccess[loadRef(0, i)] = a == FlatAccess::Flat;
       if (a == FlatAccess::Flat) {
         plan_.flatNodes.insert(s.node);
         maxSize = std::max<int64_t>(maxSize, dtypeSize(s.dtype));
@@ -274,9 +283,10 @@ bool CudaEmitter::planFlat(const std::vector<bool> &live) {
     }
   }
   bool inPlace = false;
-  for (const sched::Store &st : ph.stores) {
+  for (size_t si = 0; si < ph.stores.size(); ++si) {
+    const sched::Store &st = ph.stores[si];
     if (flatAccess(fi, st.node, st.index) != FlatAccess::Flat) return false;
-    plan_.flatAccess[&st] = true;
+    plan_.flatAccess[storeRef(0, si)] = true;
     plan_.flatNodes.insert(st.node);
     maxSize = std::max<int64_t>(maxSize, dtypeSize(p_.nodes[size_t(st.node)].dtype));
     if (readSet_.count(st.node)) inPlace = true;
@@ -320,7 +330,7 @@ std::optional<DimVecs> CudaEmitter::planDimVec(const std::vector<bool> &live) co
     dv.dim = d;
     dv.extent = *extent;
     int64_t maxSize = 1;
-    std::vector<std::pair<const Stmt *, SymInt>> vecLoads;
+    std::vector<std::pair<StmtRef, SymInt>> vecLoads;
     bool ok = true;
     for (size_t i = 0; i < ph.body.stmts.size() && ok; ++i) {
       const Stmt &st = ph.body.stmts[i];
@@ -332,7 +342,7 @@ std::optional<DimVecs> CudaEmitter::planDimVec(const std::vector<bool> &live) co
       // Contiguous along `dim` and not along the last dim (those are read coalesced anyway).
       auto l = coefIn(linear(st.node, st.index), last);
       if (l && l->coef == SymInt(1)) continue;
-      vecLoads.push_back({&st, a->rest});
+      vecLoads.push_back({loadRef(0, i), a->rest});
       maxSize = std::max<int64_t>(maxSize, dtypeSize(p_.nodes[size_t(st.node)].dtype));
     }
     if (!ok || vecLoads.empty()) continue;
@@ -344,7 +354,6 @@ std::optional<DimVecs> CudaEmitter::planDimVec(const std::vector<bool> &live) co
         ok = false;
         break;
       }
-      dv.loadIndex[st] = int(dv.loads.size());
       dv.loads.push_back(st);
     }
     if (ok) return dv;
@@ -357,18 +366,19 @@ std::optional<VecRuns> CudaEmitter::planRowVec(size_t pi, const std::vector<bool
   if (ph.vars.size() != 1) return std::nullopt;
   auto extent = simplify(renamed(ph.ranges[0]), ranges_).maybeConstant();
   if (!extent || *extent <= 0) return std::nullopt;
-  auto rv = planVec(ph, cname_.at(ph.vars[0]), live);
+  auto rv = planVec(pi, cname_.at(ph.vars[0]), live);
   if (!rv || *extent % rv->width != 0) return std::nullopt;
   rv->extent = *extent;
   return rv;
 }
 
-std::optional<VecRuns> CudaEmitter::planVec(const sched::Phase &ph, const std::string &var,
+std::optional<VecRuns> CudaEmitter::planVec(size_t pi, const std::string &var,
                                             const std::vector<bool> &live) const {
+  const sched::Phase &ph = k_.phases[pi];
   std::set<std::string> indirect;
   for (const std::string &s : indirectSyms_) indirect.insert(cname_.at(s));
   struct Access {
-    const void *what;
+    StmtRef what;
     NodeId node;
     SymInt rest;
     bool store;
@@ -376,7 +386,7 @@ std::optional<VecRuns> CudaEmitter::planVec(const sched::Phase &ph, const std::s
   std::vector<Access> runs;
   int64_t maxSize = 1;
   // nullopt: not vectorizable; false: independent of the inner var; true: a contiguous run.
-  auto classify = [&](const void *what, NodeId node, const std::vector<SymInt> &idx,
+  auto classify = [&](StmtRef what, NodeId node, const std::vector<SymInt> &idx,
                       bool store) -> std::optional<bool> {
     std::vector<SymInt> ridx, shape;
     for (const SymInt &e : idx) ridx.push_back(renamed(e));
@@ -399,10 +409,12 @@ std::optional<VecRuns> CudaEmitter::planVec(const sched::Phase &ph, const std::s
     const Stmt &s = ph.body.stmts[i];
     if (!live[i]) continue;
     if (s.kind == Stmt::Kind::IndirectIndex) return std::nullopt;
-    if (s.kind == Stmt::Kind::Load && !classify(&s, s.node, s.index, false)) return std::nullopt;
+    if (s.kind == Stmt::Kind::Load && !classify(loadRef(pi, i), s.node, s.index, false))
+      return std::nullopt;
   }
-  for (const sched::Store &st : ph.stores) {
-    auto r = classify(&st, st.node, st.index, true);
+  for (size_t si = 0; si < ph.stores.size(); ++si) {
+    const sched::Store &st = ph.stores[si];
+    auto r = classify(storeRef(pi, si), st.node, st.index, true);
     if (!r || !*r || readSet_.count(st.node)) return std::nullopt;
   }
   if (runs.empty()) return std::nullopt;
@@ -413,8 +425,8 @@ std::optional<VecRuns> CudaEmitter::planVec(const sched::Phase &ph, const std::s
     // The run starts at a multiple of the width (so aligned when the buffer is).
     if (!(a.rest == SymInt(0)) && !exactQuotient(a.rest, SymInt(rv.width))) return std::nullopt;
     VecRuns::Key key{a.node, a.rest.toCuda(ranges_)};
-    (a.store ? rv.stores : rv.loads)[key] = true;
-    (a.store ? rv.storeKey : rv.loadKey)[a.what] = key;
+    (a.store ? rv.stores : rv.loads).insert(key);
+    rv.access[a.what] = key;
   }
   return rv;
 }

@@ -36,26 +36,43 @@
 
 namespace coil::codegen {
 
+/// A statement of a kernel, by its place (a plan names statements, never addresses, so that it
+/// prints and parses): body statement %`index` of phase `phase`, or its store `index`.
+struct StmtRef {
+  uint32_t phase = 0;
+  bool store = false;
+  uint32_t index = 0;
+  friend auto operator<=>(const StmtRef &, const StmtRef &) = default;
+};
+inline StmtRef loadRef(size_t phase, size_t index) {
+  return StmtRef{uint32_t(phase), false, uint32_t(index)};
+}
+inline StmtRef storeRef(size_t phase, size_t index) {
+  return StmtRef{uint32_t(phase), true, uint32_t(index)};
+}
+
 /// Contiguous runs that one loop variable walks with coefficient 1: loaded and stored `width`
 /// elements (16 bytes) at a time. A run is keyed by its buffer and the C text of its start
-/// offset (a multiple of the width); `loadKey` / `storeKey` map a Load statement or a Store
-/// (their addresses in the schedule) to their run.
+/// offset (a multiple of the width); `access` maps each Load statement and Store that reads or
+/// writes a run to its run.
 struct VecRuns {
   int64_t width = 1, extent = 0;
   using Key = std::pair<loop::NodeId, std::string>;
-  std::map<Key, bool> loads, stores;
-  std::map<const void *, Key> loadKey, storeKey;
+  std::set<Key> loads, stores;
+  std::map<StmtRef, Key> access;
+  friend bool operator==(const VecRuns &, const VecRuns &) = default;
 };
 
 /// Pointwise kernels that read along another outer dim than they write: each thread takes
 /// `width` consecutive points of outer dim `dim` (a constant extent, a multiple of the width) at
 /// one point of the others, the last dim fastest across threads (the stores stay coalesced); the
-/// loads contiguous along `dim` (`loads`, at their first point) are 16-byte vectors.
+/// loads contiguous along `dim` (`loads`, at their first point; vector i is loads[i]) are
+/// 16-byte vectors.
 struct DimVecs {
   size_t dim = 0;
   int64_t width = 1, extent = 0;
-  std::map<const void *, int> loadIndex; ///< vector loads: Load stmt -> vector number
-  std::vector<const loop::Stmt *> loads; ///< one Load stmt per vector (its address)
+  std::vector<StmtRef> loads;
+  friend bool operator==(const DimVecs &, const DimVecs &) = default;
 };
 
 enum class PointwiseMapping : uint8_t { kFlat, kLastDim, kDim, kIndexed };
@@ -69,6 +86,7 @@ struct RowRegisters {
   /// A warp per row whose only loads are a small register-held row (softmax): the kernel asks
   /// __launch_bounds__ for 2048 / block threads' worth of blocks per SM.
   bool fullOccupancy = false;
+  friend bool operator==(const RowRegisters &, const RowRegisters &) = default;
 };
 
 struct CudaConfig {
@@ -78,6 +96,7 @@ struct CudaConfig {
   RowRegisters regs; ///< rows
   /// __launch_bounds__(block, minBlocksPerSm); 0: no minimum.
   int64_t minBlocksPerSm() const { return regs.fullOccupancy && block <= 1024 ? 2048 / block : 0; }
+  friend bool operator==(const CudaConfig &, const CudaConfig &) = default;
 };
 
 /// A row config: `tpr` threads per outer point, `rows` outer points per block of `block`.
@@ -94,6 +113,7 @@ inline CudaConfig rowConfig(std::string name, int64_t block, int64_t tpr, int64_
 struct WorkspaceArray {
   std::string name, type; ///< C name and type
   int64_t elemBytes = 0;  ///< sizeof(type)
+  friend bool operator==(const WorkspaceArray &, const WorkspaceArray &) = default;
 };
 
 /// One case of an adaptive launcher: when `condition` (C text over `inner`, the largest inner
@@ -101,15 +121,17 @@ struct WorkspaceArray {
 struct AdaptiveCase {
   std::string condition;
   int32_t config = 0;
+  friend bool operator==(const AdaptiveCase &, const AdaptiveCase &) = default;
 };
 
 struct CudaKernelPlan {
   bool pointwise = false;
   PointwiseMapping mapping = PointwiseMapping::kIndexed;
   int64_t vecWidth = 1; ///< elements per vector access of the pointwise vector path (1: none)
-  /// kFlat: buffers accessed at the flat index, and per Load stmt / Store whether it is.
+  /// kFlat: buffers accessed at the flat index, and per Load stmt / Store whether it is (else
+  /// the access does not move with the outer space: a broadcast scalar).
   std::set<loop::NodeId> flatNodes;
-  std::map<const void *, bool> flatAccess;
+  std::map<StmtRef, bool> flatAccess;
   std::optional<VecRuns> lastVec; ///< kLastDim
   std::optional<DimVecs> dimVec;  ///< kDim
   /// Pointwise vector path: the buffers whose alignment to (vec x element size) the launcher
@@ -134,6 +156,7 @@ struct CudaKernelPlan {
   /// Workspace arrays of phase 0's partial states, in layout order (each 16-byte aligned).
   std::vector<WorkspaceArray> splitArrays;
   CudaConfig combine; ///< the combining kernel's mapping (a block of 1024 per point)
+  friend bool operator==(const CudaKernelPlan &, const CudaKernelPlan &) = default;
 };
 
 /// The invariants of a plan that the printers rely on: "" when `plan` (of a kernel of `phases`

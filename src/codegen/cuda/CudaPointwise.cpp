@@ -4,6 +4,8 @@
 #include "codegen/cuda/CudaEmitter.h"
 #include "support/DType.h"
 
+#include <algorithm>
+
 namespace coil::codegen {
 
 using loop::NodeId;
@@ -11,7 +13,7 @@ using loop::Stmt;
 
 namespace {
 
-bool lookup(const std::map<const void *, bool> &m, const void *key) {
+bool lookup(const std::map<StmtRef, bool> &m, StmtRef key) {
   auto it = m.find(key);
   return it != m.end() && it->second;
 }
@@ -23,7 +25,7 @@ std::string CudaEmitter::vecType(NodeId n, const std::string &width) const {
 }
 
 std::string CudaEmitter::pointwiseLoad(const Stmt &s) const {
-  if (plan_.mapping == PointwiseMapping::kFlat && lookup(plan_.flatAccess, &s))
+  if (plan_.mapping == PointwiseMapping::kFlat && lookup(plan_.flatAccess, refOf(0, s)))
     return bufName_.at(s.node) + "[f]";
   return bufName_.at(s.node) + "[" + offsetText(s.node, s.index) + "]";
 }
@@ -105,7 +107,7 @@ Status CudaEmitter::emitDimVecPath(CodeWriter &w, const CudaConfig &c,
   w.line("const int64_t nvec = total / " + V + ";");
   w.open("");
   for (size_t i = 0; i < dv.loads.size(); ++i)
-    w.line(vecType(dv.loads[i]->node, V) + " vec" + std::to_string(i) + "[" + E + "];");
+    w.line(vecType(loadAt(dv.loads[i]).node, V) + " vec" + std::to_string(i) + "[" + E + "];");
   // Group g: the outer point with dim `dim` at a multiple of V (named xb), the last dim
   // fastest.
   auto decompose = [&]() {
@@ -137,7 +139,7 @@ Status CudaEmitter::emitDimVecPath(CodeWriter &w, const CudaConfig &c,
       w.open("");
       w.line("const int64_t " + var + " = xb;");
       for (size_t i = 0; i < dv.loads.size(); ++i) {
-        const Stmt &ld = *dv.loads[i];
+        const Stmt &ld = loadAt(dv.loads[i]);
         w.line("vec" + std::to_string(i) + "[u] = *reinterpret_cast<const " + vecType(ld.node, V) +
                " *>(" + bufName_[ld.node] + " + (" + offsetText(ld.node, ld.index) + "));");
       }
@@ -149,9 +151,9 @@ Status CudaEmitter::emitDimVecPath(CodeWriter &w, const CudaConfig &c,
     w.line("const int64_t " + var + " = xb + e;");
     std::vector<std::string> valName;
     COIL_TRY_STATUS(emitBody(w, ph.body, live, valName, [&](const Stmt &st) {
-      auto it = dv.loadIndex.find(&st);
-      if (it == dv.loadIndex.end()) return pointwiseLoad(st);
-      return "vec" + std::to_string(it->second) + "[u].v[e]";
+      auto it = std::find(dv.loads.begin(), dv.loads.end(), refOf(0, st));
+      if (it == dv.loads.end()) return pointwiseLoad(st);
+      return "vec" + std::to_string(it - dv.loads.begin()) + "[u].v[e]";
     }));
     for (const sched::Store &st : ph.stores)
       w.line(storeText(st, ph.body, valName,
@@ -177,38 +179,38 @@ Status CudaEmitter::emitLastVecPath(CodeWriter &w, const CudaConfig &c,
   w.open("if (coil_vec_ok)");
   w.line("const int64_t nvec = total / " + V + ";");
   std::map<VecRuns::Key, std::string> vecName;
-  for (const auto &[key, unused] : lv.loads) vecName[key] = "vec" + std::to_string(vecName.size());
-  for (const auto &[key, unused] : lv.stores) vecName[key] = "vec" + std::to_string(vecName.size());
+  for (const VecRuns::Key &key : lv.loads) vecName[key] = "vec" + std::to_string(vecName.size());
+  for (const VecRuns::Key &key : lv.stores) vecName[key] = "vec" + std::to_string(vecName.size());
   auto at = [&](const VecRuns::Key &key) {
     return bufName_[key.first] + " + " + (key.second == "0" ? "" : "(" + key.second + ") + ") +
            "xb";
   };
   w.open("");
-  for (const auto &[key, unused] : lv.loads)
+  for (const VecRuns::Key &key : lv.loads)
     w.line(vecType(key.first, V) + " " + vecName[key] + "[" + E + "];");
   COIL_TRY_STATUS(vecLoop(w, c, "nvec", [&](bool math) -> Status {
     emitDecompose(w, "g * " + V, true, "xb");
     if (!math) {
-      for (const auto &[key, unused] : lv.loads)
+      for (const VecRuns::Key &key : lv.loads)
         w.line(vecName[key] + "[u] = *reinterpret_cast<const " + vecType(key.first, V) + " *>(" +
                at(key) + ");");
       return okStatus();
     }
-    for (const auto &[key, unused] : lv.stores)
+    for (const VecRuns::Key &key : lv.stores)
       w.line(vecType(key.first, V) + " " + vecName[key] + ";");
     w.line("#pragma unroll");
     w.open("for (int e = 0; e < " + V + "; ++e)");
     w.line("[[maybe_unused]] const int64_t " + last + " = xb + e;");
     std::vector<std::string> valName;
     COIL_TRY_STATUS(emitBody(w, ph.body, live, valName, [&](const Stmt &s) {
-      auto it = lv.loadKey.find(&s);
-      if (it == lv.loadKey.end()) return pointwiseLoad(s);
+      auto it = lv.access.find(refOf(0, s));
+      if (it == lv.access.end()) return pointwiseLoad(s);
       return vecName[it->second] + "[u].v[e]";
     }));
     for (const sched::Store &st : ph.stores)
-      w.line(storeText(st, ph.body, valName, vecName[lv.storeKey.at(&st)] + ".v[e]"));
+      w.line(storeText(st, ph.body, valName, vecName[lv.access.at(refOf(0, st))] + ".v[e]"));
     w.close();
-    for (const auto &[key, unused] : lv.stores)
+    for (const VecRuns::Key &key : lv.stores)
       w.line("*reinterpret_cast<" + vecType(key.first, V) + " *>(" + at(key) +
              ") = " + vecName[key] + ";");
     return okStatus();
@@ -247,7 +249,7 @@ Status CudaEmitter::emitFlatVecPath(CodeWriter &w, const CudaConfig &c,
     w.open("for (int e = 0; e < " + V + "; ++e)");
     std::vector<std::string> valName;
     COIL_TRY_STATUS(emitBody(w, ph.body, live, valName, [&](const Stmt &s) {
-      if (lookup(plan_.flatAccess, &s)) return vecName[s.node] + "[u].v[e]";
+      if (lookup(plan_.flatAccess, refOf(0, s))) return vecName[s.node] + "[u].v[e]";
       return bufName_[s.node] + "[" + offsetText(s.node, s.index) + "]";
     }));
     for (const sched::Store &st : ph.stores)

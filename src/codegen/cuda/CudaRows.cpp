@@ -227,7 +227,7 @@ Status CudaEmitter::emitPhaseVectors(CodeWriter &w, const CudaConfig &c, size_t 
   auto vecOf = [&](NodeId n, const std::string &rest) -> std::string & {
     return vecName[{n, rest}];
   };
-  for (const auto &[key, acc] : rv.loads) {
+  for (const VecRuns::Key &key : rv.loads) {
     std::string &name = vecOf(key.first, key.second);
     if (!name.empty()) continue;
     name = "vec" + std::to_string(vi++);
@@ -246,9 +246,9 @@ Status CudaEmitter::emitPhaseVectors(CodeWriter &w, const CudaConfig &c, size_t 
     }
   }
   if (unrolled)
-    for (const auto &[key, unused] : rv.loads)
+    for (const VecRuns::Key &key : rv.loads)
       if (regs_->cache.count(key)) rowCacheFilled_.insert(key);
-  for (const auto &[key, acc] : rv.stores) {
+  for (const VecRuns::Key &key : rv.stores) {
     std::string &name = vecOf(key.first, key.second);
     if (!name.empty()) continue;
     name = "vec" + std::to_string(vi++);
@@ -261,16 +261,16 @@ Status CudaEmitter::emitPhaseVectors(CodeWriter &w, const CudaConfig &c, size_t 
   COIL_TRY_STATUS(emitInnerBody(
       w, c, ph, live, reds,
       [&](const Stmt &s) {
-        auto it = rv.loadKey.find(&s);
-        if (it == rv.loadKey.end()) return elementAt(s.node, s.index);
+        auto it = rv.access.find(refOf(pi, s));
+        if (it == rv.access.end()) return elementAt(s.node, s.index);
         return vecOf(it->second.first, it->second.second) + ".v[e]";
       },
       [&](const sched::Store &st) {
-        const auto &key = rv.storeKey.at(&st);
+        const auto &key = rv.access.at(refOf(pi, st));
         return vecOf(key.first, key.second) + ".v[e]";
       }));
   w.close();
-  for (const auto &[key, acc] : rv.stores) {
+  for (const VecRuns::Key &key : rv.stores) {
     std::string at = bufName_[key.first] + " + " +
                      (key.second == "0" ? "" : "(" + key.second + ") + ") + j + " * " + V;
     // Small register-held rows (softmax): NVVM splits one of the struct copies into 2-byte
