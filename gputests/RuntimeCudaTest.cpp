@@ -261,7 +261,7 @@ struct Package {
     std::filesystem::create_directories(dir + "/src");
     for (const char *f : {"model.so", "weights.bin", "src/kernels.fatbin"})
       std::filesystem::copy_file(b.dir + "/" + f, dir + "/" + f);
-    std::string body = metadata(functions, hostFallback);
+    body = metadata(functions, hostFallback);
     writeFile(dir + "/metadata.json", body);
     // One model.so serves packages of several metadata: each copy gets the mark of its own
     // (appended after the ELF contents, which dlopen ignores), and the package is sealed.
@@ -271,8 +271,10 @@ struct Package {
         coil::wrapper::sealPackage(dir, {"weights.bin", "model.so", "src/kernels.fatbin"});
     EXPECT_TRUE(st.ok()) << st.error().render();
   }
-  /// Records the files' new digests after a test changed one on purpose.
+  /// Records the files' new digests after a test changed one on purpose: the metadata as it was
+  /// before sealing (sealPackage refuses a sealed one), sealed again.
   void reseal() const {
+    writeFile(dir + "/metadata.json", body);
     coil::Status st =
         coil::wrapper::sealPackage(dir, {"weights.bin", "model.so", "src/kernels.fatbin"});
     EXPECT_TRUE(st.ok()) << st.error().render();
@@ -291,6 +293,7 @@ struct Package {
     return n;
   }
   std::string dir;
+  std::string body; ///< metadata.json before sealing
 };
 
 class CudaRuntime : public ::testing::Test {
