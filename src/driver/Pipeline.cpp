@@ -217,6 +217,7 @@ Expected<std::unique_ptr<Compilation>> compileGraph(Graph g, const CompileOption
       go.maxConfigs = o.cutlassConfigs;
       go.functionBase = functions;
       COIL_TRY(codegen::CudaKernelSource src, codegen::generateCudaGemmKernel(*k, c->loops, go));
+      if (o.verifyEach) COIL_TRY_STATUS(codegen::checkCudaPlanText(src, *k, c->loops));
       functions += int32_t(src.functions.size());
       infos.push_back(src.info);
       c->cudaKernels.push_back(std::move(src));
@@ -224,11 +225,13 @@ Expected<std::unique_ptr<Compilation>> compileGraph(Graph g, const CompileOption
       codegen::CudaCodegenOptions co;
       co.functionBase = functions;
       COIL_TRY(codegen::CudaKernelSource src, codegen::generateCudaKernel(*k, c->loops, co));
+      if (o.verifyEach) COIL_TRY_STATUS(codegen::checkCudaPlanText(src, *k, c->loops));
       functions += int32_t(src.functions.size());
       infos.push_back(src.info);
       c->cudaKernels.push_back(std::move(src));
     } else {
       COIL_TRY(codegen::CpuKernelSource src, codegen::generateCpuKernel(*k, c->loops));
+      if (o.verifyEach) COIL_TRY_STATUS(codegen::checkCpuPlanText(src, *k));
       c->kernels.push_back(std::move(src));
     }
   }

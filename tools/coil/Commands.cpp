@@ -959,8 +959,10 @@ Status cmdInspectCompiled(const Args &a) {
   if (a.flags.count("--kernels")) printLaunches(c->wrapper);
   if (a.flags.count("--configs")) printConfigs(c->wrapper);
   if (a.flags.count("--plans")) {
-    for (const codegen::CpuKernelSource &k : c->kernels) std::cout << k.plan;
-    for (const codegen::CudaKernelSource &k : c->cudaKernels) std::cout << k.plan;
+    std::vector<std::string> plans;
+    for (const codegen::CpuKernelSource &k : c->kernels) plans.push_back(k.planText);
+    for (const codegen::CudaKernelSource &k : c->cudaKernels) plans.push_back(k.planText);
+    std::cout << plansText(c->schedule, compileOptions(a).device, plans);
   }
   if (a.flags.count("--sources")) printSources(*c);
   if (a.flags.count("--memory")) {

@@ -7,6 +7,7 @@
 #include "driver/Pipeline.h"
 #include "frontend/onnx/OnnxImporter.h"
 #include "ir/Tensor.h"
+#include "sched/Kernel.h"
 #include "support/Expected.h"
 
 #include <map>
@@ -61,6 +62,14 @@ bool isScheduleFile(const std::string &path);
 /// inspect --graph MODEL --pass NAME (GraphPasses.cpp): load, run one Graph IR pass, verify,
 /// print the Graph IR text.
 Status cmdInspectGraphPass(const Args &a);
+
+/// Whether `path` names plans text (.plans).
+bool isPlansFile(const std::string &path);
+/// `coil inspect FILE.plans --plans` (Plans.cpp).
+Status cmdInspectPlans(const Args &a);
+/// A plans file: the schedule text, `plans DEVICE`, then the plans (each kernel's, in order).
+std::string plansText(const sched::Schedule &s, const std::string &device,
+                      const std::vector<std::string> &plans);
 /// The Graph IR passes of --graph MODEL --pass, comma-separated; whether `name` is one.
 std::string graphPassNames();
 bool isGraphPass(const std::string &name);

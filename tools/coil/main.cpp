@@ -38,7 +38,9 @@ public:
     app_.require_subcommand(0, 1);
     app_.footer("MODEL is a .onnx or .coil file, PKG a package directory, LOOPS a .loops file "
                 "(Loop IR text, as 'coil inspect --loops' prints it), SCHED a .sched file "
-                "(schedule text, as 'coil inspect --schedule' prints it). Exit codes: 0 ok, 1 user "
+                "(schedule text, as 'coil inspect --schedule' prints it), PLANS a .plans file (the "
+                "schedule and each kernel's plan, as 'coil inspect --plans' prints them). Exit "
+                "codes: 0 ok, 1 user "
                 "error, 2 internal error, 3 runtime error.\n'coil COMMAND --help' describes a "
                 "command; 'coil evt --help' the epilogue generator.");
 
@@ -98,9 +100,9 @@ public:
     dynamic(c);
 
     c = command("inspect", "print a summary of MODEL, or one of its compiled forms");
-    model(c, "MODEL|PKG|LOOPS|SCHED",
-          "the input (.onnx or .coil model, a package directory, Loop IR text: a .loops file, or "
-          "schedule text: a .sched file)");
+    model(c, "MODEL|PKG|LOOPS|SCHED|PLANS",
+          "the input (.onnx or .coil model, a package directory, Loop IR text: a .loops file, "
+          "schedule text: a .sched file, or plans text: a .plans file)");
     flag(c, "--graph", "MODEL in coil's text format (with --pass NAME: after that Graph IR pass)");
     flag(c, "--loops", "the Loop IR (of MODEL, or of LOOPS: parsed, verified and printed)");
     value(c, "--pass", "NAME",
@@ -118,7 +120,8 @@ public:
          "each kernel's configs and, for cuda, their launch plans (grid, block, workspace)");
     flag(c, "--plans",
          "each kernel's code-generation plan: its shape of code, loops, vectors, configs and "
-         "thresholds, as the planner (codegen/cpu/CpuPlan.h, codegen/cuda/CudaPlan.h) decided");
+         "thresholds, as the planner (codegen/cpu/CpuPlan.h, codegen/cuda/CudaPlan.h) decided, "
+         "after the schedule: a PLANS file; of PLANS: parsed, verified and printed");
     flag(c, "--wrapper", "the C++ wrapper of a model or a package (with --svg: its graph)");
     flag(c, "--sources",
          "the generated kernel sources, file by file, as compile writes them (without the "
@@ -333,6 +336,7 @@ Status run(int argc, char **argv) {
     if (a.positional.size() == 1 && isScheduleFile(a.positional[0]))
       return Error::user("'coil inspect FILE.sched' prints schedule text: give --schedule");
     if (a.positional.size() == 1 && isLoopsFile(a.positional[0])) return cmdInspectLoops(a);
+    if (a.positional.size() == 1 && isPlansFile(a.positional[0])) return cmdInspectPlans(a);
     if (a.values.count("--pass")) return cmdInspectGraphPass(a);
     if (a.values.count("--svg") && int(a.flags.count("--wrapper")) +
                                            int(a.flags.count("--fusion")) +

@@ -515,7 +515,8 @@ Expected<CpuKernelSource> CpuEmitter::run() {
     w.close();
   }
   out.code = w.str();
-  out.plan = planText();
+  out.plan = plan_;
+  out.planText = printCpuKernelPlan(plan_, k_);
   return out;
 }
 

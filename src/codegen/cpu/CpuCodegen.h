@@ -22,6 +22,7 @@
 /// `sumF32InDouble`.
 #pragma once
 
+#include "codegen/cpu/CpuPlan.h"
 #include "sched/Kernel.h"
 #include "support/Expected.h"
 #include "wrapper/WrapperIR.h"
@@ -33,7 +34,8 @@ namespace coil::codegen {
 struct CpuKernelSource {
   wrapper::KernelInfo info;
   std::string code;
-  std::string plan; ///< the kernel's plan (CpuPlan.h) as text, for `coil inspect --plans`
+  CpuKernelPlan plan;
+  std::string planText; ///< printCpuKernelPlan (`coil inspect --plans`)
 };
 
 struct CpuCodegenOptions {
@@ -51,6 +53,11 @@ struct CpuCodegenOptions {
 /// node that is not in `reads`, index arity mismatches, ...), naming the kernel and the rule.
 Expected<CpuKernelSource> generateCpuKernel(const sched::Kernel &k, const loop::LoopProgram &p,
                                             const CpuCodegenOptions &o = {});
+
+/// The round trip of `src`'s plan text: it parses (against kernel `k`) to the plan `src` holds.
+/// An internal error naming the kernel where it does not; driver/Pipeline.cpp checks it after
+/// codegen with verifyEach.
+Status checkCpuPlanText(const CpuKernelSource &src, const sched::Kernel &k);
 
 /// Common text every kernel file starts with: includes and scalar helpers.
 std::string cpuKernelPrelude();

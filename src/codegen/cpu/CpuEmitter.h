@@ -40,8 +40,6 @@ private:
   Status plan();
   /// plan_ checked against verifyCpuKernelPlan (an internal error naming the rule broken).
   Status verified() const;
-  /// The plan as text, a few lines per kernel (`coil inspect --plans`).
-  std::string planText() const;
   SymInt perPointWork() const;
   Status planWindowInterior();
 

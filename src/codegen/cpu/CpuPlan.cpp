@@ -379,42 +379,4 @@ std::string verifyCpuKernelPlan(const CpuKernelPlan &plan, size_t rank,
   return "";
 }
 
-// --- the plan as text (coil inspect --plans)
-
-std::string CpuEmitter::planText() const {
-  static const char *const kShapes[] = {"pointwise, flat", "pointwise, row segments",
-                                        "small windows, row segments", "per outer point"};
-  std::string s = "kernel " + k_.name + ": " + kShapes[int(plan_.shape)];
-  if (plan_.shape == CpuShape::kPointwiseRows)
-    s += ", rows over the last " + std::to_string(plan_.rowDims) + " dim(s)";
-  s += "\n";
-  for (size_t pi = 0; pi < plan_.loopDims.size(); ++pi) {
-    const sched::Phase &ph = k_.phases[pi];
-    s += "  phase " + std::to_string(pi) + ": ";
-    if (ph.vars.empty())
-      s += "no inner loop\n";
-    else if (plan_.shape == CpuShape::kWindowRows)
-      s += "window of " + std::to_string(ph.vars.size()) + " dim(s), unrolled\n";
-    else
-      s += std::to_string(plan_.loopDims[pi]) + " of " + std::to_string(ph.vars.size()) +
-           " inner dim(s) as one loop\n";
-  }
-  if (plan_.shape == CpuShape::kWindowRows) {
-    if (!plan_.interior) {
-      s += "  interior: none\n";
-    } else {
-      std::string lo, hi;
-      for (const std::string &b : plan_.lowers) lo += ", " + b;
-      for (const std::string &b : plan_.uppers) hi += ", (" + b + ") + 1";
-      s += "  interior: [max(lo" + lo + "), min(hi" + hi + "))\n";
-    }
-  }
-  std::string blocks;
-  for (int64_t b : plan_.blocks) blocks += (blocks.empty() ? "" : ", ") + std::to_string(b);
-  s += "  blocks: " + blocks + "\n";
-  s += "  threads from " + std::to_string(plan_.parallelWork) + " statements (per outer point " +
-       plan_.perPointWork.str() + ")\n";
-  return s;
-}
-
 } // namespace coil::codegen

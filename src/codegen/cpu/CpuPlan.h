@@ -15,6 +15,8 @@
 ///    (simd) loop.
 #pragma once
 
+#include "sched/Kernel.h"
+#include "support/Expected.h"
 #include "support/SymInt.h"
 
 #include <cstdint>
@@ -43,6 +45,7 @@ struct CpuKernelPlan {
   /// A launch of more than one task runs on threads from this much work (kParallelWork or
   /// kParallelWorkSimd).
   int64_t parallelWork = 0;
+  friend bool operator==(const CpuKernelPlan &, const CpuKernelPlan &) = default;
 };
 
 /// The invariants of a plan that the printers rely on: "" when `plan` holds them for a kernel
@@ -54,6 +57,23 @@ struct CpuKernelPlan {
 /// of the two policies.
 std::string verifyCpuKernelPlan(const CpuKernelPlan &plan, size_t rank,
                                 const std::vector<size_t> &phaseVars);
+
+namespace plantext {
+class Reader;
+}
+
+/// The plan of kernel `k` as text (codegen/PlanText.h), which parseCpuKernelPlan reads again to
+/// the same plan. Grammar (indentation in levels of two spaces; "..." C text, or the work per
+/// point as a size expression):
+///   plan   := 'plan' KERNEL 'cpu' ('flat' | 'pointwise-rows' | 'window-rows' | 'rows') NL
+///             ('  row-dims' N)?                     # pointwise-rows: rowDims
+///             ('  phase' P 'loop-dims' N)*          # rows, window-rows: loopDims, per phase
+///             ('  interior' ('none' | ('lower' "BOUND" | 'upper' "BOUND")+))?   # window-rows
+///             '  blocks' B+ NL '  threads' N 'per-point' "SIZE"
+std::string printCpuKernelPlan(const CpuKernelPlan &plan, const sched::Kernel &k);
+/// The plan of kernel `k` at `r` (its lines up to the next plan), verified by
+/// verifyCpuKernelPlan (else a user error at the plan's line).
+Expected<CpuKernelPlan> parseCpuKernelPlan(plantext::Reader &r, const sched::Kernel &k);
 
 /// Below this much work, a launcher runs its kernel on one thread: a parallel region's fork and
 /// join costs microseconds, which tiny kernels cannot win back.

@@ -243,7 +243,8 @@ Expected<CudaKernelSource> CudaEmitter::run() {
       out.functions.push_back(functionName(size_t(plan_.splitConfig)) + "_combine_kernel");
   out.device = dev.str();
   out.host = host.str();
-  out.plan = planText();
+  out.plan = plan_;
+  out.planText = printCudaKernelPlan(plan_, k_, p_);
   return out;
 }
 

@@ -28,6 +28,7 @@
 /// them; f16/bf16 compute in f32.
 #pragma once
 
+#include "codegen/cuda/CudaPlan.h"
 #include "sched/Kernel.h"
 #include "support/Expected.h"
 #include "wrapper/WrapperIR.h"
@@ -46,7 +47,9 @@ struct CudaKernelSource {
   /// model.so), by package-relative file name: the CUTLASS GEMMs of a GEMM kernel
   /// (codegen/cuda/CudaGemm.h). Equal names hold equal text.
   std::vector<std::pair<std::string, std::string>> units;
-  std::string plan; ///< the kernel's plan (CudaPlan.h) as text, for `coil inspect --plans`
+  CudaKernelPlan plan; ///< the kernel's plan (a GEMM kernel: its unfused epilogue kernel's)
+  std::vector<std::string> gemmConfigs; ///< a GEMM kernel: its CUTLASS configs, by name
+  std::string planText;                 ///< printCudaKernelPlan of both (`coil inspect --plans`)
 };
 
 struct CudaCodegenOptions {
@@ -57,6 +60,12 @@ struct CudaCodegenOptions {
 
 Expected<CudaKernelSource> generateCudaKernel(const sched::Kernel &k, const loop::LoopProgram &p,
                                               const CudaCodegenOptions &o = {});
+
+/// The round trip of `src`'s plan text: it parses (against kernel `k` of `p`) to the plan and
+/// configs `src` holds. An internal error naming the kernel where it does not (a printer and
+/// parser that disagree); driver/Pipeline.cpp checks it after codegen with verifyEach.
+Status checkCudaPlanText(const CudaKernelSource &src, const sched::Kernel &k,
+                         const loop::LoopProgram &p);
 
 /// Device-side text src/kernels.cu starts with: includes and scalar helpers.
 std::string cudaKernelPrelude();

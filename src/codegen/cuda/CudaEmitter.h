@@ -57,8 +57,6 @@ private:
 
   // --- the planner (CudaPlan.cpp): every decision, into plan_
   Status plan();
-  /// The plan as text, a few lines per kernel (`coil inspect --plans`).
-  std::string planText() const;
   void planPointwise();
   bool planFlat(const std::vector<bool> &live);
   std::optional<DimVecs> planDimVec(const std::vector<bool> &live) const;

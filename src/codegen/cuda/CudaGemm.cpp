@@ -8,7 +8,6 @@
 #include "support/Sha256.h"
 
 #include <cstdio>
-#include <sstream>
 
 namespace coil::codegen {
 namespace {
@@ -80,10 +79,9 @@ public:
     emitFallback(host, n, ep, epi.info);
     out.info.sourceFile = out.units.front().first;
     out.host = epi.host + "\n" + host.str();
-    out.plan = "kernel " + k_.name + ": GEMM with its epilogue, " + std::to_string(n) +
-               " CUTLASS config(s), then the unfused pair (c" + std::to_string(n) + "):\n";
-    std::istringstream epiPlan(epi.plan); // the unfused epilogue kernel's plan, indented
-    for (std::string line; std::getline(epiPlan, line);) out.plan += "  " + line + "\n";
+    for (size_t ci = 0; ci < n; ++ci) out.gemmConfigs.push_back(kConfigs[ci].name);
+    out.plan = epi.plan;
+    out.planText = printCudaKernelPlan(out.plan, k_, p_, out.gemmConfigs);
     return out;
   }
 

@@ -24,6 +24,8 @@
 #pragma once
 
 #include "lower/LoopIR.h"
+#include "sched/Kernel.h"
+#include "support/Expected.h"
 #include "support/SymInt.h"
 
 #include <cstdint>
@@ -168,6 +170,42 @@ struct CudaKernelPlan {
 /// a split plan's split config is split and its fallback is not, with workspace arrays for its
 /// partial states; the blocks per SM asked through __launch_bounds__ fit 2048 threads.
 std::string verifyCudaKernelPlan(const CudaKernelPlan &plan, size_t phases);
+
+namespace plantext {
+class Reader;
+}
+
+/// The plan of kernel `k` (of program `p`) as text (codegen/PlanText.h), which
+/// parseCudaKernelPlan reads again to the same plan. A GEMM kernel (codegen/cuda/CudaGemm.h)
+/// names its CUTLASS configs (`gemmConfigs`), and its plan is the unfused epilogue kernel's.
+/// Grammar (indentation in levels of two spaces; NODE a node of `p`; REF a statement of the
+/// phase, `%N` a load or `store N`; "..." C text or a size expression, as the printers use it):
+///   plan      := 'plan' KERNEL 'cuda' (kind | 'gemm' CONFIG+ NL '  epilogue' kind) NL body
+///   kind      := 'pointwise' ('flat' | 'last-dim' | 'dim' | 'indexed') | 'rows'
+///   body      := (pointwise | phase*) config+ adaptive? split? combine?   # combine: rows
+///   pointwise := '  vector-width' W 'last-multiple'?      # vecWidth, vecNeedsLastMultiple
+///                ('  align' NODE+)? ('  flat-nodes' NODE+)?
+///                ('  access' REF ('flat' | 'fixed'))*     # flatAccess
+///                ('  last-dim width' W 'extent' E run*)?  # lastVec
+///                ('  dim' D 'width' W 'extent' E 'loads' REF*)?   # dimVec
+///   phase     := '  phase' P ('elements' | 'vectors width' W 'extent' E run*)   # phaseVec
+///   run       := '    run' NODE "OFFSET" REF+             # a run and its accesses
+///   config    := '  config c'I NAME fields hold*
+///   combine   := '  combine' fields hold*
+///   fields    := 'block' B 'ept' E 'vec' V 'tpr' T 'rows' R 'split'? 'rowvec'? 'full-occupancy'?
+///   hold      := '    hold' NODE "OFFSET" REGISTERS       # RowRegisters::cache
+///   adaptive  := '  adaptive inner' "SIZE"+ 'split'? ('    case c'I "CONDITION")+
+///   split     := '  split c'I 'whole c'J 'inner' "SIZE" ('    workspace' NAME "TYPE" BYTES)*
+std::string printCudaKernelPlan(const CudaKernelPlan &plan, const sched::Kernel &k,
+                                const loop::LoopProgram &p,
+                                const std::vector<std::string> &gemmConfigs = {});
+/// The plan of kernel `k` at `r` (its lines up to the next plan), verified: its statements are
+/// loads and stores of `k` whose nodes are their runs', and verifyCudaKernelPlan holds (else a
+/// user error at the plan's line). A GEMM kernel's configs go to `gemmConfigs` (a kernel
+/// without a GEMM: nullptr).
+Expected<CudaKernelPlan> parseCudaKernelPlan(plantext::Reader &r, const sched::Kernel &k,
+                                             const loop::LoopProgram &p,
+                                             std::vector<std::string> *gemmConfigs = nullptr);
 
 /// Policy constants of the planner, also printed into adaptive and split launchers.
 inline constexpr int64_t kSplitSliceElems = 8192;  ///< phase-0 elements per split slice
