@@ -135,4 +135,39 @@ Status Reader::arity(const Line &l, size_t n, const std::string &form) const {
   return error(l, std::min(n, l.words.size()), "expected '" + form + "'");
 }
 
+Expected<size_t> Reader::choice(const Line &l, size_t i, const std::vector<std::string_view> &names,
+                                const std::string &what) const {
+  COIL_TRY(std::string w, bare(l, i, what));
+  std::string list;
+  for (size_t k = 0; k < names.size(); ++k) {
+    if (w == names[k]) return k;
+    list += (k == 0 ? "" : k + 1 == names.size() ? " or " : ", ") + std::string(names[k]);
+  }
+  return error(l, i, "unknown " + what + " '" + w + "' (" + list + ")");
+}
+
+Expected<const Line *> Reader::planHeader(const std::string &kernel, std::string_view device) {
+  if (atEnd()) return errorAtEnd("expected the plan of kernel '" + kernel + "'");
+  const Line &head = take();
+  COIL_TRY_STATUS(keyword(head, 0, "plan"));
+  COIL_TRY(std::string name, bare(head, 1, "a kernel name"));
+  if (name != kernel)
+    return error(head, 1, "expected the plan of kernel '" + kernel + "', not '" + name + "'");
+  COIL_TRY_STATUS(keyword(head, 2, device));
+  return &head;
+}
+
+Expected<const Line *> Reader::expectLine(size_t indent, std::string_view word,
+                                          const std::string &where) {
+  if (nextIs(indent, word)) return &take();
+  std::string m = "expected '" + std::string(word) + "' in " + where;
+  return atEnd() ? errorAtEnd(m) : error(peek(), 0, m);
+}
+
+Status Reader::planEnd(const std::string &kernel) const {
+  if (!atEnd() && peek().indent > 0)
+    return error(peek(), 0, "unexpected line in the plan of kernel '" + kernel + "'");
+  return okStatus();
+}
+
 } // namespace coil::codegen::plantext

@@ -57,11 +57,41 @@ public:
   Status keyword(const Line &l, size_t i, std::string_view word) const;
   /// `l` has exactly `n` words.
   Status arity(const Line &l, size_t n, const std::string &form) const;
+  /// Word `i` of `l` as an index into `names` (an error names `what` and the choices).
+  Expected<size_t> choice(const Line &l, size_t i, const std::vector<std::string_view> &names,
+                          const std::string &what) const;
+
+  /// Takes the header of kernel `kernel`'s plan, `plan KERNEL DEVICE ...`.
+  Expected<const Line *> planHeader(const std::string &kernel, std::string_view device);
+  /// Takes the next line, which must be `keyword` at `indent` (`where` names the plan).
+  Expected<const Line *> expectLine(size_t indent, std::string_view keyword,
+                                    const std::string &where);
+  /// An error unless the plan has ended (the next line, if any, is a plan's header).
+  Status planEnd(const std::string &kernel) const;
 
 private:
   std::string path_;
   std::vector<Line> lines_;
   size_t pos_ = 0, endLine_ = 0;
 };
+
+/// The round trip of `text`, the printed form of `plan`: `parse(Reader &)` reads it back to an
+/// equal plan, and `print(plan)` prints that plan as `text` again. An internal error of `what`
+/// (the backend and kernel) where either fails: its printer and parser disagree.
+template <class Plan, class ParseFn, class PrintFn>
+Status checkRoundTrip(const std::string &text, const Plan &plan, const std::string &what,
+                      ParseFn parse, PrintFn print) {
+  auto broken = [&](const std::string &why) {
+    return Error::internal(what + ": its plan text " + why);
+  };
+  auto r = Reader::split(text, "plan text");
+  if (!r) return broken("does not split into lines: " + r.error().render());
+  auto parsed = parse(*r);
+  if (!parsed) return broken("does not parse: " + parsed.error().render());
+  if (!r->atEnd()) return broken("goes on after the plan");
+  if (!(*parsed == plan)) return broken("parses to another plan");
+  if (print(*parsed) != text) return broken("prints again differently");
+  return okStatus();
+}
 
 } // namespace coil::codegen::plantext

@@ -522,8 +522,7 @@ Expected<CpuKernelSource> CpuEmitter::run() {
 
 Expected<CpuKernelSource> generateCpuKernel(const sched::Kernel &k, const loop::LoopProgram &p,
                                             const CpuCodegenOptions &o) {
-  CpuEmitter e(k, p, o);
-  return e.run();
+  return CpuEmitter(k, p, o).run();
 }
 
 } // namespace coil::codegen

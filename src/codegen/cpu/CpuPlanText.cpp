@@ -11,11 +11,7 @@ using plantext::Reader;
 
 namespace {
 
-const char *const kShapes[] = {"flat", "pointwise-rows", "window-rows", "rows"};
-
-std::string n(int64_t v) {
-  return std::to_string(v);
-}
+const std::string_view kShapes[] = {"flat", "pointwise-rows", "window-rows", "rows"};
 
 std::vector<size_t> phaseVars(const sched::Kernel &k) {
   std::vector<size_t> out;
@@ -26,10 +22,11 @@ std::vector<size_t> phaseVars(const sched::Kernel &k) {
 } // namespace
 
 std::string printCpuKernelPlan(const CpuKernelPlan &plan, const sched::Kernel &k) {
-  std::string s = "plan " + k.name + " cpu " + kShapes[int(plan.shape)] + "\n";
-  if (plan.shape == CpuShape::kPointwiseRows) s += "  row-dims " + n(int64_t(plan.rowDims)) + "\n";
+  std::string s = "plan " + k.name + " cpu " + std::string(kShapes[int(plan.shape)]) + "\n";
+  if (plan.shape == CpuShape::kPointwiseRows)
+    s += "  row-dims " + std::to_string(plan.rowDims) + "\n";
   for (size_t pi = 0; pi < plan.loopDims.size(); ++pi)
-    s += "  phase " + n(int64_t(pi)) + " loop-dims " + n(int64_t(plan.loopDims[pi])) + "\n";
+    s += "  phase " + std::to_string(pi) + " loop-dims " + std::to_string(plan.loopDims[pi]) + "\n";
   if (plan.shape == CpuShape::kWindowRows) {
     s += "  interior";
     if (!plan.interior) s += " none";
@@ -38,35 +35,20 @@ std::string printCpuKernelPlan(const CpuKernelPlan &plan, const sched::Kernel &k
     s += "\n";
   }
   s += "  blocks";
-  for (int64_t b : plan.blocks) s += " " + n(b);
-  s +=
-      "\n  threads " + n(plan.parallelWork) + " per-point " + quote(plan.perPointWork.str()) + "\n";
+  for (int64_t b : plan.blocks) s += " " + std::to_string(b);
+  s += "\n  threads " + std::to_string(plan.parallelWork) + " per-point " +
+       quote(plan.perPointWork.str()) + "\n";
   return s;
 }
 
 Expected<CpuKernelPlan> parseCpuKernelPlan(Reader &r, const sched::Kernel &k) {
-  if (r.atEnd()) return r.errorAtEnd("expected the plan of kernel '" + k.name + "'");
-  const Line &head = r.take();
-  COIL_TRY_STATUS(r.keyword(head, 0, "plan"));
-  COIL_TRY(std::string name, r.bare(head, 1, "a kernel name"));
-  if (name != k.name)
-    return r.error(head, 1, "expected the plan of kernel '" + k.name + "', not '" + name + "'");
-  COIL_TRY_STATUS(r.keyword(head, 2, "cpu"));
-  COIL_TRY(std::string shape, r.bare(head, 3, "a shape of code"));
-  COIL_TRY_STATUS(r.arity(head, 4, "plan KERNEL cpu SHAPE"));
+  COIL_TRY(const Line *head, r.planHeader(k.name, "cpu"));
   CpuKernelPlan plan;
-  size_t si = 0;
-  while (si < std::size(kShapes) && shape != kShapes[si]) ++si;
-  if (si == std::size(kShapes))
-    return r.error(head, 3,
-                   "unknown shape '" + shape + "' (flat, pointwise-rows, window-rows or rows)");
-  plan.shape = CpuShape(si);
-  auto expect = [&](const char *keyword) -> Expected<const Line *> {
-    if (r.nextIs(1, keyword)) return &r.take();
-    std::string m =
-        std::string("expected '") + keyword + "' in the plan of kernel '" + k.name + "'";
-    return r.atEnd() ? r.errorAtEnd(m) : r.error(r.peek(), 0, m);
-  };
+  COIL_TRY(size_t shape, r.choice(*head, 3, {std::begin(kShapes), std::end(kShapes)}, "shape"));
+  COIL_TRY_STATUS(r.arity(*head, 4, "plan KERNEL cpu SHAPE"));
+  plan.shape = CpuShape(shape);
+  const std::string where = "the plan of kernel '" + k.name + "'";
+  auto expect = [&](const char *keyword) { return r.expectLine(1, keyword, where); };
   if (plan.shape == CpuShape::kPointwiseRows) {
     COIL_TRY(const Line *l, expect("row-dims"));
     COIL_TRY(int64_t d, r.integer(*l, 1, "the dims of a row segment"));
@@ -78,7 +60,7 @@ Expected<CpuKernelPlan> parseCpuKernelPlan(Reader &r, const sched::Kernel &k) {
     const Line &l = r.take();
     COIL_TRY(int64_t pi, r.integer(l, 1, "the phase number"));
     if (pi != int64_t(plan.loopDims.size()))
-      return r.error(l, 1, "expected phase " + n(int64_t(plan.loopDims.size())));
+      return r.error(l, 1, "expected phase " + std::to_string(plan.loopDims.size()));
     COIL_TRY_STATUS(r.keyword(l, 2, "loop-dims"));
     COIL_TRY(int64_t d, r.integer(l, 3, "the dims of its loop"));
     COIL_TRY_STATUS(r.arity(l, 4, "phase P loop-dims N"));
@@ -114,25 +96,17 @@ Expected<CpuKernelPlan> parseCpuKernelPlan(Reader &r, const sched::Kernel &k) {
   auto parsed = parseSymInt(work);
   if (!parsed) return r.error(*threads, 3, "not a size expression: " + parsed.error().message());
   plan.perPointWork = *parsed;
-  if (!r.atEnd() && r.peek().indent > 0)
-    return r.error(r.peek(), 0, "unexpected line in the plan of kernel '" + k.name + "'");
+  COIL_TRY_STATUS(r.planEnd(k.name));
   std::string broken = verifyCpuKernelPlan(plan, k.vars.size(), phaseVars(k));
-  if (!broken.empty()) return r.error(head, 0, "kernel '" + k.name + "': " + broken);
+  if (!broken.empty()) return r.error(*head, 0, "kernel '" + k.name + "': " + broken);
   return plan;
 }
 
 Status checkCpuPlanText(const CpuKernelSource &src, const sched::Kernel &k) {
-  auto broken = [&](const std::string &why) {
-    return Error::internal("cpu codegen: kernel '" + k.name + "': its plan text " + why);
-  };
-  auto r = Reader::split(src.planText, "plan of " + k.name);
-  if (!r) return broken("does not split into lines: " + r.error().render());
-  auto plan = parseCpuKernelPlan(*r, k);
-  if (!plan) return broken("does not parse: " + plan.error().render());
-  if (!r->atEnd()) return broken("goes on after the plan");
-  if (!(*plan == src.plan)) return broken("parses to another plan");
-  if (printCpuKernelPlan(*plan, k) != src.planText) return broken("prints again differently");
-  return okStatus();
+  return plantext::checkRoundTrip(
+      src.planText, src.plan, "cpu codegen: kernel '" + k.name + "'",
+      [&](Reader &r) { return parseCpuKernelPlan(r, k); },
+      [&](const CpuKernelPlan &plan) { return printCpuKernelPlan(plan, k); });
 }
 
 } // namespace coil::codegen

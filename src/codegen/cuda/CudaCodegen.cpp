@@ -250,8 +250,7 @@ Expected<CudaKernelSource> CudaEmitter::run() {
 
 Expected<CudaKernelSource> generateCudaKernel(const sched::Kernel &k, const loop::LoopProgram &p,
                                               const CudaCodegenOptions &o) {
-  CudaEmitter e(k, p, o);
-  return e.run();
+  return CudaEmitter(k, p, o).run();
 }
 
 } // namespace coil::codegen

@@ -15,7 +15,7 @@ using plantext::Reader;
 
 namespace {
 
-const char *const kMappings[] = {"flat", "last-dim", "dim", "indexed"};
+const std::string_view kMappings[] = {"flat", "last-dim", "dim", "indexed"};
 
 std::string n(int64_t v) {
   return std::to_string(v);
@@ -68,7 +68,7 @@ private:
   std::string name(NodeId id) const { return p_.nodes[size_t(id)].name; }
   static std::string ref(StmtRef r) { return r.store ? "store " + n(r.index) : "%" + n(r.index); }
   static void kind(const CudaKernelPlan &plan, std::string &head) {
-    head += plan.pointwise ? std::string("pointwise ") + kMappings[int(plan.mapping)] : "rows";
+    head += plan.pointwise ? "pointwise " + std::string(kMappings[int(plan.mapping)]) : "rows";
   }
   std::string names(const std::set<NodeId> &nodes) const {
     std::string s;
@@ -131,13 +131,8 @@ public:
   }
 
   Expected<CudaKernelPlan> plan(std::vector<std::string> *gemmConfigs) {
-    if (r_.atEnd()) return r_.errorAtEnd("expected the plan of kernel '" + k_.name + "'");
-    const Line &head = r_.take();
-    COIL_TRY_STATUS(r_.keyword(head, 0, "plan"));
-    COIL_TRY(std::string name, r_.bare(head, 1, "a kernel name"));
-    if (name != k_.name)
-      return r_.error(head, 1, "expected the plan of kernel '" + k_.name + "', not '" + name + "'");
-    COIL_TRY_STATUS(r_.keyword(head, 2, "cuda"));
+    COIL_TRY(const Line *headLine, r_.planHeader(k_.name, "cuda"));
+    const Line &head = *headLine;
     CudaKernelPlan plan;
     const Line *kindLine = &head;
     size_t kindAt = 3;
@@ -150,8 +145,7 @@ public:
         gemmConfigs->push_back(c);
       }
       if (gemmConfigs->empty()) return r_.error(head, 4, "expected a CUTLASS config name");
-      if (!r_.nextIs(1, "epilogue")) return r_.errorAtEnd("expected 'epilogue' after a GEMM plan");
-      kindLine = &r_.take();
+      COIL_TRY(kindLine, r_.expectLine(1, "epilogue", where()));
       kindAt = 1;
     } else if (k_.gemm) {
       return r_.error(head, 3, "expected 'gemm': kernel '" + k_.name + "' computes a GEMM");
@@ -159,12 +153,8 @@ public:
     COIL_TRY(std::string kind, r_.bare(*kindLine, kindAt, "'rows' or 'pointwise'"));
     if (kind == "pointwise") {
       plan.pointwise = true;
-      COIL_TRY(std::string m, r_.bare(*kindLine, kindAt + 1, "a mapping"));
-      size_t mi = 0;
-      while (mi < std::size(kMappings) && m != kMappings[mi]) ++mi;
-      if (mi == std::size(kMappings))
-        return r_.error(*kindLine, kindAt + 1,
-                        "unknown mapping '" + m + "' (flat, last-dim, dim or indexed)");
+      COIL_TRY(size_t mi, r_.choice(*kindLine, kindAt + 1,
+                                    {std::begin(kMappings), std::end(kMappings)}, "mapping"));
       plan.mapping = PointwiseMapping(mi);
       COIL_TRY_STATUS(r_.arity(*kindLine, kindAt + 2, "pointwise MAPPING"));
       COIL_TRY_STATUS(pointwise(plan));
@@ -187,21 +177,18 @@ public:
     if (r_.nextIs(1, "adaptive")) COIL_TRY_STATUS(adaptive(plan));
     if (r_.nextIs(1, "split")) COIL_TRY_STATUS(split(plan));
     if (!plan.pointwise) {
-      if (!r_.nextIs(1, "combine"))
-        return r_.atEnd() ? r_.errorAtEnd("expected 'combine'")
-                          : r_.error(r_.peek(), 0, "expected 'combine'");
-      const Line &l = r_.take();
+      COIL_TRY(const Line *l, r_.expectLine(1, "combine", where()));
       plan.combine.name = "combine";
-      COIL_TRY_STATUS(config(l, 1, plan.combine));
+      COIL_TRY_STATUS(config(*l, 1, plan.combine));
     }
-    if (!r_.atEnd() && r_.peek().indent > 0)
-      return r_.error(r_.peek(), 0, "unexpected line in the plan of kernel '" + k_.name + "'");
+    COIL_TRY_STATUS(r_.planEnd(k_.name));
     std::string broken = verifyCudaKernelPlan(plan, k_.phases.size());
     if (!broken.empty()) return r_.error(head, 0, "kernel '" + k_.name + "': " + broken);
     return plan;
   }
 
 private:
+  std::string where() const { return "the plan of kernel '" + k_.name + "'"; }
   Expected<NodeId> node(const Line &l, size_t i) {
     COIL_TRY(std::string name, r_.bare(l, i, "a node name"));
     auto it = byName_.find(name);
@@ -277,10 +264,8 @@ private:
     return okStatus();
   }
   Status pointwise(CudaKernelPlan &plan) {
-    if (!r_.nextIs(1, "vector-width"))
-      return r_.atEnd() ? r_.errorAtEnd("expected 'vector-width'")
-                        : r_.error(r_.peek(), 0, "expected 'vector-width'");
-    const Line &vw = r_.take();
+    COIL_TRY(const Line *vwLine, r_.expectLine(1, "vector-width", where()));
+    const Line &vw = *vwLine;
     COIL_TRY(plan.vecWidth, r_.integer(vw, 1, "the vector width"));
     if (vw.words.size() > 2) {
       COIL_TRY_STATUS(r_.keyword(vw, 2, "last-multiple"));
@@ -454,19 +439,15 @@ Expected<CudaKernelPlan> parseCudaKernelPlan(Reader &r, const sched::Kernel &k,
 
 Status checkCudaPlanText(const CudaKernelSource &src, const sched::Kernel &k,
                          const loop::LoopProgram &p) {
-  auto broken = [&](const std::string &why) {
-    return Error::internal("cuda codegen: kernel '" + k.name + "': its plan text " + why);
-  };
-  auto r = Reader::split(src.planText, "plan of " + k.name);
-  if (!r) return broken("does not split into lines: " + r.error().render());
   std::vector<std::string> configs;
-  auto plan = parseCudaKernelPlan(*r, k, p, &configs);
-  if (!plan) return broken("does not parse: " + plan.error().render());
-  if (!r->atEnd()) return broken("goes on after the plan");
-  if (!(*plan == src.plan) || configs != src.gemmConfigs) return broken("parses to another plan");
-  if (printCudaKernelPlan(*plan, k, p, configs) != src.planText)
-    return broken("prints again differently");
-  return okStatus();
+  Status st = plantext::checkRoundTrip(
+      src.planText, src.plan, "cuda codegen: kernel '" + k.name + "'",
+      [&](Reader &r) { return parseCudaKernelPlan(r, k, p, &configs); },
+      [&](const CudaKernelPlan &plan) { return printCudaKernelPlan(plan, k, p, configs); });
+  if (st.ok() && configs != src.gemmConfigs)
+    return Error::internal("cuda codegen: kernel '" + k.name +
+                           "': its plan text parses to other GEMM configs");
+  return st;
 }
 
 } // namespace coil::codegen
