@@ -2,8 +2,8 @@
 # Builds (if needed) and runs one libFuzzer target for SECONDS seconds.
 #
 # usage: scripts/fuzz.sh TARGET SECONDS [LIBFUZZER_OPTION...]
-#   TARGET: onnx | text | npz | metadata | evt   (test/fuzz/fuzz_TARGET.cpp)
-#   scripts/fuzz.sh build                         builds all five and exits
+#   TARGET: onnx | text | npz | metadata | evt | plans   (test/fuzz/fuzz_TARGET.cpp)
+#   scripts/fuzz.sh build                         builds all six and exits
 # Exit status: 0 no crash, 1 a crash (or a build failure), 77 clang missing (ctest: skipped).
 #
 # The targets build with clang, coverage instrumentation, ASan and UBSan in their own folder
@@ -17,7 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${COIL_FUZZ_BUILD:-build-fuzz}
-TARGETS="onnx text npz metadata evt"
+TARGETS="onnx text npz metadata evt plans"
 target=${1:?usage: scripts/fuzz.sh TARGET SECONDS (TARGET: $TARGETS, or build)}
 
 if ! command -v "${COIL_FUZZ_CXX:-clang++}" >/dev/null; then

@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <map>
 #include <optional>
-#include <ranges>
 #include <set>
 #include <sstream>
 #include <unordered_map>
@@ -530,8 +529,8 @@ Status planMemory(WrapperProgram &p, const MemoryPlanOptions &options) {
   // With several symbols, also placements guided by points where they differ.
   if (options.hints.empty())
     for (const SymBindings &b : samplePoints(p, {1, 16, 1024}))
-      if (std::set<int64_t>(std::views::values(b).begin(), std::views::values(b).end()).size() >
-          1) {
+      if (std::any_of(b.begin(), b.end(),
+                      [&](const auto &kv) { return kv.second != b.begin()->second; })) {
         MemoryPlanOptions o = options;
         o.hints = b;
         variants.push_back(o);

@@ -13,6 +13,9 @@ usage: make_seeds.py --coil build/bin/coil [--out test/fuzz/corpus]
 - metadata: metadata.json of packages compiled from a few small models (CPU), one body without
   its integrity record, and one with device "cuda" and a cuda object (the CUDA fields).
 - evt: test/evt/corpus/*.py.
+- plans: plans files (`coil inspect --plans`, schedule and plans) of a few small programs, for the
+  CPU and CUDA planners: rows with vectors and registers, window rows, flat and dim-vectorized
+  pointwise kernels, a split reduction.
 Seeds are named by the SHA-1 of their contents, as libFuzzer names corpus files. Deterministic
 for a given onnx version; the committed total stays under 2 MB.
 """
@@ -31,6 +34,7 @@ import warnings
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TARGETS = ("onnx", "text", "npz", "metadata", "evt", "plans")
 
 
 def put(out, target, data):
@@ -53,7 +57,7 @@ def main():
     ap.add_argument("--coil", required=True)
     ap.add_argument("--out", default=os.path.join(ROOT, "test", "fuzz", "corpus"))
     args = ap.parse_args()
-    for t in ("onnx", "text", "npz", "metadata", "evt"):
+    for t in TARGETS:
         shutil.rmtree(os.path.join(args.out, t), ignore_errors=True)
     tmp = tempfile.mkdtemp(prefix="coil-seeds-")
 
@@ -141,9 +145,29 @@ def main():
 
     for path in sorted(glob.glob(os.path.join(ROOT, "test", "evt", "corpus", "*.py"))):
         put(args.out, "evt", open(path, "rb").read())
+
+    # plans: .coil programs taken out of their lit tests (the lines that are not comments)
+    programs = []
+    for test in ("cuda-softmax.test", "cuda-pointwise.test"):
+        lines = open(os.path.join(ROOT, "test", "compile", test)).read().splitlines()
+        path = os.path.join(tmp, test.replace(".test", ".coil"))
+        with open(path, "w") as f:
+            f.write("".join(l + "\n" for l in lines if not l.startswith("#")))
+        programs.append(path)
+    programs += [os.path.join(ROOT, "test", "compile", "cpu-window-rows.coil"),
+                 os.path.join(ROOT, "test", "attention", "models", "nm_softmax_axis.onnx")]
+    for path in programs:
+        for device in ("cpu", "cuda"):
+            r = subprocess.run([args.coil, "inspect", path, "--plans", "--device", device],
+                               capture_output=True)
+            if r.returncode == 0:
+                put(args.out, "plans", r.stdout)
+            else:
+                print("make_seeds: coil inspect --plans failed: " + r.stderr.decode()[-300:],
+                      file=sys.stderr)
     shutil.rmtree(tmp)
     total = 0
-    for t in ("onnx", "text", "npz", "metadata", "evt"):
+    for t in TARGETS:
         files = glob.glob(os.path.join(args.out, t, "*"))
         size = sum(os.path.getsize(f) for f in files)
         total += size

@@ -1,6 +1,7 @@
 #include "Commands.h"
 
 #include "Pictures.h"
+#include "codegen/PlansFile.h"
 #include "coil/coil.h"
 #include "coil/debug.h"
 #include "driver/LoadModel.h"
@@ -962,7 +963,7 @@ Status cmdInspectCompiled(const Args &a) {
     std::vector<std::string> plans;
     for (const codegen::CpuKernelSource &k : c->kernels) plans.push_back(k.planText);
     for (const codegen::CudaKernelSource &k : c->cudaKernels) plans.push_back(k.planText);
-    std::cout << plansText(c->schedule, compileOptions(a).device, plans);
+    std::cout << codegen::plansFileText(c->schedule, compileOptions(a).device, plans);
   }
   if (a.flags.count("--sources")) printSources(*c);
   if (a.flags.count("--memory")) {

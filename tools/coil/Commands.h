@@ -67,9 +67,6 @@ Status cmdInspectGraphPass(const Args &a);
 bool isPlansFile(const std::string &path);
 /// `coil inspect FILE.plans --plans` (Plans.cpp).
 Status cmdInspectPlans(const Args &a);
-/// A plans file: the schedule text, `plans DEVICE`, then the plans (each kernel's, in order).
-std::string plansText(const sched::Schedule &s, const std::string &device,
-                      const std::vector<std::string> &plans);
 /// The Graph IR passes of --graph MODEL --pass, comma-separated; whether `name` is one.
 std::string graphPassNames();
 bool isGraphPass(const std::string &name);

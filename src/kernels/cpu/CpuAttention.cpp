@@ -123,6 +123,9 @@ using Ops = ScalarOps<double>;
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
+#ifdef __clang__ // clang ignores GCC's target pragma
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#endif
 namespace avx2 {
 
 struct Ops {
@@ -223,12 +226,18 @@ struct Ops {
 
 #include "kernels/cpu/CpuAttentionBody.inc"
 } // namespace avx2
+#ifdef __clang__
+#pragma clang attribute pop
+#endif
 #pragma GCC pop_options
 
 // --- AVX-512 -----------------------------------------------------------------------------------
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma,f16c")
+#ifdef __clang__ // clang ignores GCC's target pragma
+#pragma clang attribute push(__attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma,f16c"))), apply_to = function)
+#endif
 // GCC 12 warns about the self-initialized `__Y = __Y` of its own _mm512_undefined_* helpers
 // once they are inlined here.
 #pragma GCC diagnostic push
@@ -332,6 +341,9 @@ struct Ops {
 #include "kernels/cpu/CpuAttentionBody.inc"
 } // namespace avx512
 #pragma GCC diagnostic pop
+#ifdef __clang__
+#pragma clang attribute pop
+#endif
 #pragma GCC pop_options
 
 // --- dispatch ----------------------------------------------------------------------------------
@@ -340,7 +352,7 @@ std::atomic<int> isaLimit{int(AttentionIsa::Avx512)};
 
 /// The AVX2 path also converts f16 with F16C.
 bool cpuHasAvx2F16c() {
-  static const bool yes = hasAvx2() && __builtin_cpu_supports("f16c");
+  static const bool yes = hasAvx2() && hasF16c();
   return yes;
 }
 

@@ -15,6 +15,10 @@ bool cpuHasAvx512();
 /// baseline ISA).
 bool hasAvx2();
 
+/// F16C (f16 <-> f32 conversion instructions), read from CPUID directly: clang's
+/// __builtin_cpu_supports does not know it.
+bool hasF16c();
+
 } // namespace coil::cpu
 
 #pragma GCC visibility pop

@@ -88,10 +88,16 @@ using Real = double;
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
+#ifdef __clang__ // clang ignores GCC's target pragma
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#endif
 namespace avx2 {
 using Real = float;
 #include "kernels/cpu/CpuRnnBody.inc"
 } // namespace avx2
+#ifdef __clang__
+#pragma clang attribute pop
+#endif
 #pragma GCC pop_options
 
 std::atomic<int> isaLimit{int(RecurrentIsa::Avx2)};
