@@ -236,7 +236,9 @@ struct Ops {
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma,f16c")
 #ifdef __clang__ // clang ignores GCC's target pragma
-#pragma clang attribute push(__attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma,f16c"))), apply_to = function)
+#pragma clang attribute push(                                                                      \
+    __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma,f16c"))),                   \
+    apply_to = function)
 #endif
 // GCC 12 warns about the self-initialized `__Y = __Y` of its own _mm512_undefined_* helpers
 // once they are inlined here.
