@@ -13,14 +13,10 @@ const Tensor &KernelContext::input(size_t i) const {
 }
 
 KernelFn kernelFor(OpKind op) {
-  static KernelRegistry r;
-  static std::once_flag once;
-  std::call_once(once, [] {
-    registerElementwiseKernels(r);
-    registerReductionKernels(r);
-    registerLinalgKernels(r);
-    registerDataMovementKernels(r);
-    registerShapeOpsKernels(r);
+  static const KernelRegistry r = KernelRegistry::filled({
+#define COIL_OP_FAMILY(F) register##F##Kernels,
+#include "ir/OpFamilies.def"
+#undef COIL_OP_FAMILY
   });
   return r.get(op);
 }

@@ -38,11 +38,10 @@ using KernelRegistry = OpTable<KernelFn>;
 /// The reference kernel of `op`, or nullptr.
 KernelFn kernelFor(OpKind op);
 
-void registerElementwiseKernels(KernelRegistry &r);
-void registerReductionKernels(KernelRegistry &r);
-void registerLinalgKernels(KernelRegistry &r);
-void registerDataMovementKernels(KernelRegistry &r);
-void registerShapeOpsKernels(KernelRegistry &r);
+// One per op family (ir/OpFamilies.def): its file registers its ops.
+#define COIL_OP_FAMILY(F) void register##F##Kernels(KernelRegistry &r);
+#include "ir/OpFamilies.def"
+#undef COIL_OP_FAMILY
 
 // --- helpers shared by kernels
 

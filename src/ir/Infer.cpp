@@ -20,14 +20,10 @@ const std::optional<std::vector<SymInt>> &InferContext::intValue(size_t i) const
 
 namespace {
 const InferRegistry &registry() {
-  static InferRegistry r;
-  static std::once_flag once;
-  std::call_once(once, [] {
-    registerElementwiseInfer(r);
-    registerReductionInfer(r);
-    registerLinalgInfer(r);
-    registerDataMovementInfer(r);
-    registerShapeOpsInfer(r);
+  static const InferRegistry r = InferRegistry::filled({
+#define COIL_OP_FAMILY(F) register##F##Infer,
+#include "ir/OpFamilies.def"
+#undef COIL_OP_FAMILY
   });
   return r;
 }

@@ -55,12 +55,10 @@ Status checkElementCount(const TensorType &t);
 
 using InferRegistry = OpTable<InferFn>;
 
-// One per family file in ir/infer/.
-void registerElementwiseInfer(InferRegistry &r);
-void registerReductionInfer(InferRegistry &r);
-void registerLinalgInfer(InferRegistry &r);
-void registerDataMovementInfer(InferRegistry &r);
-void registerShapeOpsInfer(InferRegistry &r);
+// One per op family (ir/OpFamilies.def): its file registers its ops.
+#define COIL_OP_FAMILY(F) void register##F##Infer(InferRegistry &r);
+#include "ir/OpFamilies.def"
+#undef COIL_OP_FAMILY
 
 // --- helpers shared by the inference functions
 

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string_view>
 
@@ -14,7 +15,11 @@ enum class OpKind : uint16_t {
   NumOps
 };
 
-enum class OpFamily : uint8_t { Elementwise, Reduction, Linalg, DataMovement, ShapeOps };
+enum class OpFamily : uint8_t {
+#define COIL_OP_FAMILY(F) F,
+#include "ir/OpFamilies.def"
+#undef COIL_OP_FAMILY
+};
 
 /// The ONNX op type, e.g. "Conv".
 std::string_view opName(OpKind k);
@@ -35,7 +40,19 @@ public:
     if (fns_[size_t(op)] != nullptr) registeredTwice(op);
     fns_[size_t(op)] = fn;
   }
+  /// Registers `fn` for each op of `ops` (ops that share one definition, ir/OpAttrs.h).
+  template <size_t N> void add(const OpKind (&ops)[N], Fn fn) {
+    for (OpKind op : ops) add(op, fn);
+  }
   Fn get(OpKind op) const { return fns_[size_t(op)]; }
+
+  /// A table filled by `families`, each the register function of one op family (called in
+  /// order: ir/OpFamilies.def).
+  static OpTable filled(std::initializer_list<void (*)(OpTable &)> families) {
+    OpTable t;
+    for (auto family : families) family(t);
+    return t;
+  }
 
 private:
   Fn fns_[kNumOps] = {};

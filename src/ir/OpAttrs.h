@@ -233,6 +233,16 @@ inline constexpr OpKind kReduceOps[] = {
     OpKind::ReduceMax, OpKind::ReduceMean,     OpKind::ReduceMin,    OpKind::ReduceProd,
     OpKind::ReduceSum, OpKind::ReduceSumSquare};
 
+// Ops that share one definition of their semantics (one inference, reference kernel and
+// lowering each, registered from these lists); the op selects the variant.
+inline constexpr OpKind kArgReduceOps[] = {OpKind::ArgMax, OpKind::ArgMin};
+inline constexpr OpKind kSoftmaxOps[] = {OpKind::Softmax, OpKind::LogSoftmax, OpKind::Hardmax};
+inline constexpr OpKind kCumulativeOps[] = {OpKind::CumSum, OpKind::CumProd};
+/// LayerNormalization and RMSNormalization (the mean taken as 0).
+inline constexpr OpKind kLayerNormOps[] = {OpKind::LayerNormalization, OpKind::RMSNormalization};
+/// ScatterElements and its deprecated alias Scatter (opsets 9, 10).
+inline constexpr OpKind kScatterElementsOps[] = {OpKind::ScatterElements, OpKind::Scatter};
+
 struct ReduceAttrs {
   bool keepdims = true;
   bool noopWithEmptyAxes = false;

@@ -661,15 +661,11 @@ SymInt LowerContext::freshSymbol(const std::string &hint) {
 
 namespace {
 const LowerRegistry &registry() {
-  static const LowerRegistry r = [] {
-    LowerRegistry reg;
-    registerElementwiseLowerings(reg);
-    registerReductionLowerings(reg);
-    registerLinalgLowerings(reg);
-    registerDataMovementLowerings(reg);
-    registerShapeOpsLowerings(reg);
-    return reg;
-  }();
+  static const LowerRegistry r = LowerRegistry::filled({
+#define COIL_OP_FAMILY(F) register##F##Lowerings,
+#include "ir/OpFamilies.def"
+#undef COIL_OP_FAMILY
+  });
   return r;
 }
 

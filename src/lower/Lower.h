@@ -135,12 +135,10 @@ using LowerFn = Status (*)(LowerContext &);
 
 using LowerRegistry = OpTable<LowerFn>;
 
-// One per family file in lower/ops/.
-void registerElementwiseLowerings(LowerRegistry &r);
-void registerReductionLowerings(LowerRegistry &r);
-void registerLinalgLowerings(LowerRegistry &r);
-void registerDataMovementLowerings(LowerRegistry &r);
-void registerShapeOpsLowerings(LowerRegistry &r);
+// One per op family (ir/OpFamilies.def): its file registers its ops.
+#define COIL_OP_FAMILY(F) void register##F##Lowerings(LowerRegistry &r);
+#include "ir/OpFamilies.def"
+#undef COIL_OP_FAMILY
 
 /// The lowering function of `op`, or nullptr when coil cannot compile it yet.
 LowerFn lowerFnFor(OpKind op);

@@ -537,8 +537,7 @@ Expected<std::vector<Tensor>> tensorScatterKernel(KernelContext &ctx) {
 void registerDataMovementKernels(KernelRegistry &r) {
   r.add(OpKind::Transpose, transposeKernel);
   r.add(OpKind::GatherElements, gatherElementsKernel);
-  r.add(OpKind::ScatterElements, scatterElementsKernel);
-  r.add(OpKind::Scatter, scatterElementsKernel);
+  r.add(kScatterElementsOps, scatterElementsKernel);
   r.add(OpKind::GatherND, gatherNDKernel);
   r.add(OpKind::ScatterND, scatterNDKernel);
   r.add(OpKind::Tile, tileKernel);

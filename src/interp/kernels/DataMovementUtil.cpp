@@ -47,7 +47,6 @@ Expected<int64_t> normalizeIndex(const KernelContext &ctx, int64_t idx, int64_t 
   return idx < 0 ? idx + dim : idx;
 }
 
-
 Expected<Reduction> parseReduction(const KernelContext &ctx) {
   std::string r = ctx.attrs().getString("reduction", "none");
   if (r == "none") return Reduction::None;

@@ -69,7 +69,6 @@ Expected<Broadcast> broadcastInputs(const KernelContext &ctx,
   return b;
 }
 
-
 Status needInputs(const KernelContext &ctx, size_t n) {
   for (size_t i = 0; i < n; ++i)
     if (!ctx.hasInput(i))

@@ -461,13 +461,9 @@ void copyElement(const Tensor &src, int64_t si, Tensor &dst, int64_t di) {
 
 void registerReductionKernels(KernelRegistry &r) {
   for (OpKind op : kReduceOps) r.add(op, reduceKernel);
-  r.add(OpKind::ArgMax, argKernel);
-  r.add(OpKind::ArgMin, argKernel);
-  r.add(OpKind::Softmax, softmaxKernel);
-  r.add(OpKind::LogSoftmax, softmaxKernel);
-  r.add(OpKind::Hardmax, softmaxKernel);
-  r.add(OpKind::CumSum, cumKernel);
-  r.add(OpKind::CumProd, cumKernel);
+  r.add(kArgReduceOps, argKernel);
+  r.add(kSoftmaxOps, softmaxKernel);
+  r.add(kCumulativeOps, cumKernel);
   r.add(OpKind::TopK, topKKernel);
   registerReductionNormKernels(r);
 }

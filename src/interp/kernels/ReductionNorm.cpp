@@ -18,8 +18,7 @@ std::string opStr(const KernelContext &ctx) {
 
 Expected<DType> stashDType(const KernelContext &ctx) {
   int64_t s = ctx.attrs().getInt("stash_type", 1);
-  if (auto t = dtypeFromOnnxCode(s); t && isFloat(*t))
-    return *t;
+  if (auto t = dtypeFromOnnxCode(s); t && isFloat(*t)) return *t;
   return ctx.error("stash_type " + std::to_string(s) + " of " + opStr(ctx) +
                    " is not a supported floating-point type");
 }
@@ -360,8 +359,7 @@ Expected<Outs> sceKernel(KernelContext &ctx) {
 } // namespace
 
 void registerReductionNormKernels(KernelRegistry &r) {
-  r.add(OpKind::LayerNormalization, layerNormKernel);
-  r.add(OpKind::RMSNormalization, layerNormKernel);
+  r.add(kLayerNormOps, layerNormKernel);
   r.add(OpKind::BatchNormalization, batchNormKernel);
   r.add(OpKind::InstanceNormalization, instanceNormKernel);
   r.add(OpKind::GroupNormalization, groupNormKernel);

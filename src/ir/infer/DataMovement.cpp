@@ -465,8 +465,7 @@ Expected<Types> inferNonMaxSuppression(InferContext &ctx) {
 void registerDataMovementInfer(InferRegistry &r) {
   r.add(OpKind::Transpose, inferTranspose);
   r.add(OpKind::GatherElements, inferGatherElements);
-  r.add(OpKind::ScatterElements, inferScatterElements);
-  r.add(OpKind::Scatter, inferScatterElements);
+  r.add(kScatterElementsOps, inferScatterElements);
   r.add(OpKind::GatherND, inferGatherND);
   r.add(OpKind::ScatterND, inferScatterND);
   r.add(OpKind::Tile, inferTile);

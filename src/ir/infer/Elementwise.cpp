@@ -63,7 +63,6 @@ Expected<std::vector<SymInt>> broadcastOf(const InferContext &ctx, std::vector<s
   return out;
 }
 
-
 std::vector<TensorType> one(DType t, std::vector<SymInt> shape) {
   return {TensorType{t, std::move(shape)}};
 }

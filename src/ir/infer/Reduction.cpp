@@ -410,21 +410,16 @@ Expected<Types> inferLoss(InferContext &ctx) {
 
 void registerReductionInfer(InferRegistry &r) {
   for (OpKind op : kReduceOps) r.add(op, inferReduce);
-  r.add(OpKind::ArgMax, inferArgMaxMin);
-  r.add(OpKind::ArgMin, inferArgMaxMin);
-  r.add(OpKind::Softmax, inferSoftmaxLike);
-  r.add(OpKind::LogSoftmax, inferSoftmaxLike);
-  r.add(OpKind::Hardmax, inferSoftmaxLike);
-  r.add(OpKind::LayerNormalization, inferLayerNorm);
-  r.add(OpKind::RMSNormalization, inferLayerNorm);
+  r.add(kArgReduceOps, inferArgMaxMin);
+  r.add(kSoftmaxOps, inferSoftmaxLike);
+  r.add(kLayerNormOps, inferLayerNorm);
   r.add(OpKind::BatchNormalization, inferBatchNorm);
   r.add(OpKind::InstanceNormalization, inferInstanceNorm);
   r.add(OpKind::GroupNormalization, inferGroupNorm);
   r.add(OpKind::LpNormalization, inferLpNorm);
   r.add(OpKind::MeanVarianceNormalization, inferMVN);
   r.add(OpKind::LRN, inferLRN);
-  r.add(OpKind::CumSum, inferCumulative);
-  r.add(OpKind::CumProd, inferCumulative);
+  r.add(kCumulativeOps, inferCumulative);
   r.add(OpKind::TopK, inferTopK);
   r.add(OpKind::NegativeLogLikelihoodLoss, inferLoss);
   r.add(OpKind::SoftmaxCrossEntropyLoss, inferLoss);

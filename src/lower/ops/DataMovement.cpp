@@ -756,8 +756,7 @@ void registerDataMovementLowerings(LowerRegistry &r) {
   r.add(OpKind::CenterCropPad, lowerCenterCropPad);
   r.add(OpKind::GatherElements, lowerGatherElements);
   r.add(OpKind::GatherND, lowerGatherND);
-  r.add(OpKind::ScatterElements, lowerScatterElements);
-  r.add(OpKind::Scatter, lowerScatterElements);
+  r.add(kScatterElementsOps, lowerScatterElements);
   r.add(OpKind::ScatterND, lowerScatterND);
   r.add(OpKind::TensorScatter, lowerTensorScatter);
   r.add(OpKind::Trilu, lowerTrilu);

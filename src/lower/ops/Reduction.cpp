@@ -869,13 +869,9 @@ Status lowerSoftmaxCrossEntropy(LowerContext &ctx) {
 
 void registerReductionLowerings(LowerRegistry &r) {
   for (OpKind op : kReduceOps) r.add(op, lowerReduce);
-  r.add(OpKind::ArgMax, lowerArg);
-  r.add(OpKind::ArgMin, lowerArg);
-  r.add(OpKind::Softmax, lowerSoftmax);
-  r.add(OpKind::LogSoftmax, lowerSoftmax);
-  r.add(OpKind::Hardmax, lowerSoftmax);
-  r.add(OpKind::LayerNormalization, lowerLayerNorm);
-  r.add(OpKind::RMSNormalization, lowerLayerNorm);
+  r.add(kArgReduceOps, lowerArg);
+  r.add(kSoftmaxOps, lowerSoftmax);
+  r.add(kLayerNormOps, lowerLayerNorm);
   r.add(OpKind::BatchNormalization, lowerBatchNorm);
   r.add(OpKind::InstanceNormalization, lowerInstanceNorm);
   r.add(OpKind::GroupNormalization, lowerGroupNorm);

@@ -98,8 +98,7 @@ Status lowerCumulative(LowerContext &ctx) {
 
 void registerReductionDynamicLowerings(LowerRegistry &r) {
   r.add(OpKind::TopK, lowerTopK);
-  r.add(OpKind::CumSum, lowerCumulative);
-  r.add(OpKind::CumProd, lowerCumulative);
+  r.add(kCumulativeOps, lowerCumulative);
 }
 
 } // namespace coil::loop::linalg
