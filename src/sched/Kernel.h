@@ -84,6 +84,13 @@ struct Kernel {
   std::vector<loop::NodeId> writes; ///< realized nodes stored (sorted, unique)
   std::vector<loop::NodeId> fused;  ///< Loop IR nodes computed by this kernel (report)
   std::optional<GemmMainloop> gemm; ///< set: a GEMM with this kernel as its epilogue (CUDA)
+
+  /// One phase without inner vars or reductions, over at least one outer var: each outer point
+  /// is computed on its own (the code generators' pointwise kernels).
+  bool pointwise() const {
+    return phases.size() == 1 && phases[0].vars.empty() && phases[0].reductions.empty() &&
+           !vars.empty();
+  }
 };
 
 struct ExternStep {

@@ -21,8 +21,7 @@ bool hasArgReduction(const sched::Phase &ph) {
 } // namespace
 
 Status CpuEmitter::plan() {
-  bool pointwise = k_.phases.size() == 1 && k_.phases[0].vars.empty() &&
-                   k_.phases[0].reductions.empty() && !k_.vars.empty();
+  bool pointwise = k_.pointwise();
   bool window = !pointwise && isWindowKernel();
   // Lanes that cannot run as simd lanes (window taps are gathers; arg reductions keep a
   // position per lane) make threads pay off sooner.

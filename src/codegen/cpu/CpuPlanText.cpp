@@ -47,6 +47,12 @@ Expected<CpuKernelPlan> parseCpuKernelPlan(Reader &r, const sched::Kernel &k) {
   COIL_TRY(size_t shape, r.choice(*head, 3, {std::begin(kShapes), std::end(kShapes)}, "shape"));
   COIL_TRY_STATUS(r.arity(*head, 4, "plan KERNEL cpu SHAPE"));
   plan.shape = CpuShape(shape);
+  bool pointwiseShape = plan.shape == CpuShape::kFlat || plan.shape == CpuShape::kPointwiseRows;
+  if (pointwiseShape != k.pointwise())
+    return r.error(*head, 3,
+                   "kernel '" + k.name + "' is " +
+                       (k.pointwise() ? "pointwise: its shape is flat or pointwise-rows"
+                                      : "not pointwise: its shape is window-rows or rows"));
   const std::string where = "the plan of kernel '" + k.name + "'";
   auto expect = [&](const char *keyword) { return r.expectLine(1, keyword, where); };
   if (plan.shape == CpuShape::kPointwiseRows) {

@@ -61,8 +61,7 @@ StmtRef CudaEmitter::refOf(size_t pi, const sched::Store &st) const {
 }
 
 Status CudaEmitter::plan() {
-  plan_.pointwise = k_.phases.size() == 1 && k_.phases[0].vars.empty() &&
-                    k_.phases[0].reductions.empty() && !k_.vars.empty();
+  plan_.pointwise = k_.pointwise();
   if (plan_.pointwise) {
     planPointwise();
   } else {

@@ -151,6 +151,11 @@ public:
       return r_.error(head, 3, "expected 'gemm': kernel '" + k_.name + "' computes a GEMM");
     }
     COIL_TRY(std::string kind, r_.bare(*kindLine, kindAt, "'rows' or 'pointwise'"));
+    if ((kind == "pointwise") != k_.pointwise() && (kind == "pointwise" || kind == "rows"))
+      return r_.error(*kindLine, kindAt,
+                      "kernel '" + k_.name + "' is " +
+                          (k_.pointwise() ? "pointwise (one phase without inner loops)"
+                                          : "not pointwise: its plan is 'rows'"));
     if (kind == "pointwise") {
       plan.pointwise = true;
       COIL_TRY(size_t mi, r_.choice(*kindLine, kindAt + 1,
