@@ -150,24 +150,22 @@ public:
     } else if (k_.gemm) {
       return r_.error(head, 3, "expected 'gemm': kernel '" + k_.name + "' computes a GEMM");
     }
-    COIL_TRY(std::string kind, r_.bare(*kindLine, kindAt, "'rows' or 'pointwise'"));
-    if ((kind == "pointwise") != k_.pointwise() && (kind == "pointwise" || kind == "rows"))
+    COIL_TRY(size_t kind, r_.choice(*kindLine, kindAt, {"rows", "pointwise"}, "kind"));
+    plan.pointwise = kind == 1;
+    if (plan.pointwise != k_.pointwise())
       return r_.error(*kindLine, kindAt,
                       "kernel '" + k_.name + "' is " +
                           (k_.pointwise() ? "pointwise (one phase without inner loops)"
                                           : "not pointwise: its plan is 'rows'"));
-    if (kind == "pointwise") {
-      plan.pointwise = true;
+    if (plan.pointwise) {
       COIL_TRY(size_t mi, r_.choice(*kindLine, kindAt + 1,
                                     {std::begin(kMappings), std::end(kMappings)}, "mapping"));
       plan.mapping = PointwiseMapping(mi);
       COIL_TRY_STATUS(r_.arity(*kindLine, kindAt + 2, "pointwise MAPPING"));
       COIL_TRY_STATUS(pointwise(plan));
-    } else if (kind == "rows") {
+    } else {
       COIL_TRY_STATUS(r_.arity(*kindLine, kindAt + 1, "rows"));
       COIL_TRY_STATUS(rows(plan));
-    } else {
-      return r_.error(*kindLine, kindAt, "unknown kind '" + kind + "' (rows or pointwise)");
     }
     while (r_.nextIs(1, "config")) {
       const Line &l = r_.take();
