@@ -20,9 +20,9 @@ std::vector<int64_t> contiguousStrides(const Shape &shape) {
   return s;
 }
 
-std::string shapeStr(const Shape &shape) {
+std::string intsStr(const std::vector<int64_t> &v) {
   std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
   return s + "]";
 }
 

@@ -27,8 +27,11 @@ constexpr int64_t kMaxTensorElements = int64_t(1) << 59;
 int64_t numelOf(const Shape &shape);
 /// Row-major strides in elements.
 std::vector<int64_t> contiguousStrides(const Shape &shape);
-/// "[2, 3, 4]".
-std::string shapeStr(const Shape &shape);
+/// "[2, 3, 4]": a list of integers (a shape, axes, pads, a permutation) as messages print it.
+std::string intsStr(const std::vector<int64_t> &v);
+inline std::string shapeStr(const Shape &shape) {
+  return intsStr(shape);
+}
 
 class Tensor {
 public:

@@ -7,12 +7,6 @@
 
 namespace coil::dm {
 
-std::string intsStr(const std::vector<int64_t> &v) {
-  std::string r = "[";
-  for (size_t i = 0; i < v.size(); ++i) r += (i ? ", " : "") + std::to_string(v[i]);
-  return r + "]";
-}
-
 Expected<std::vector<int64_t>> readIndexTensor(const KernelContext &ctx, size_t input,
                                                const char *what) {
   const Tensor &t = ctx.input(input);

@@ -11,9 +11,6 @@
 
 namespace coil::dm {
 
-/// "[1, 2, 3]".
-std::string intsStr(const std::vector<int64_t> &v);
-
 /// The elements of an integer input (i32 or i64; `what` names it in errors).
 Expected<std::vector<int64_t>> readIndexTensor(const KernelContext &ctx, size_t input,
                                                const char *what);
@@ -27,7 +24,6 @@ Expected<int64_t> readScalarInt(const KernelContext &ctx, size_t input, const ch
 /// a user error names `what` and the allowed range when it is out of range.
 Expected<int64_t> normalizeIndex(const KernelContext &ctx, int64_t idx, int64_t dim,
                                  const char *what);
-
 
 /// ScatterElements / ScatterND reduction.
 enum class Reduction { None, Add, Mul, Max, Min };

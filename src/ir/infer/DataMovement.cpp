@@ -21,12 +21,6 @@ std::string dimsStr(const std::vector<SymInt> &s) {
   return r + "]";
 }
 
-std::string intsStr(const std::vector<int64_t> &v) {
-  std::string r = "[";
-  for (size_t i = 0; i < v.size(); ++i) r += (i ? ", " : "") + std::to_string(v[i]);
-  return r + "]";
-}
-
 /// The known contents of input `i`, or nullptr.
 const std::vector<SymInt> *known(const InferContext &ctx, size_t i) {
   if (!ctx.hasInput(i)) return nullptr;

@@ -30,12 +30,6 @@ std::string symsStr(const std::vector<SymInt> &s) {
   return r + "]";
 }
 
-std::string intsStr(const std::vector<int64_t> &s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "]";
-}
-
 constexpr int64_t kBig = int64_t(1) << 62;
 int64_t clampBig(int64_t v) {
   return std::max(-kBig, std::min(kBig, v));

@@ -25,12 +25,6 @@ std::string opStr(const LowerContext &ctx) {
   return std::string(opName(ctx.gnode().op));
 }
 
-std::string intsStr(const std::vector<int64_t> &v) {
-  std::string r = "[";
-  for (size_t i = 0; i < v.size(); ++i) r += (i ? ", " : "") + std::to_string(v[i]);
-  return r + "]";
-}
-
 Expected<int64_t> normAxis(const LowerContext &ctx, int64_t axis, int64_t rank) {
   if (axis < -rank || axis >= rank)
     return ctx.error("axis " + std::to_string(axis) + " of " + opStr(ctx) +
