@@ -24,6 +24,19 @@ std::string quote(const std::string &s) {
   return out + "\"";
 }
 
+std::optional<int64_t> parseInteger(std::string_view t) {
+  size_t k = t.size() > 1 && t[0] == '-' ? 1 : 0;
+  if (k == t.size()) return std::nullopt;
+  int64_t v = 0;
+  for (size_t j = k; j < t.size(); ++j) {
+    if (!std::isdigit(static_cast<unsigned char>(t[j]))) return std::nullopt;
+    int d = t[j] - '0';
+    if (v > (std::numeric_limits<int64_t>::max() - d) / 10) return std::nullopt;
+    v = v * 10 + d;
+  }
+  return k ? -v : v;
+}
+
 Expected<Reader> Reader::split(std::string_view text, std::string path, size_t firstLine) {
   Reader r;
   r.path_ = std::move(path);
@@ -109,19 +122,9 @@ Expected<std::string> Reader::string(const Line &l, size_t i, const std::string 
 
 Expected<int64_t> Reader::integer(const Line &l, size_t i, const std::string &what) const {
   if (i >= l.words.size() || l.words[i].quoted) return error(l, i, "expected " + what);
-  const std::string &t = l.words[i].text;
-  size_t k = t.size() > 1 && t[0] == '-' ? 1 : 0;
-  if (k == t.size()) return error(l, i, "expected " + what + ", an integer");
-  int64_t v = 0;
-  for (size_t j = k; j < t.size(); ++j) {
-    if (!std::isdigit(static_cast<unsigned char>(t[j])))
-      return error(l, i, "expected " + what + ", an integer: '" + t + "'");
-    int d = t[j] - '0';
-    if (v > (std::numeric_limits<int64_t>::max() - d) / 10)
-      return error(l, i, what + " '" + t + "' does not fit in 64 bits");
-    v = v * 10 + d;
-  }
-  return k ? -v : v;
+  std::optional<int64_t> v = parseInteger(l.words[i].text);
+  if (!v) return error(l, i, "expected " + what + ", a 64-bit integer: '" + l.words[i].text + "'");
+  return *v;
 }
 
 Status Reader::keyword(const Line &l, size_t i, std::string_view word) const {

@@ -11,6 +11,7 @@
 #include "support/Expected.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,6 +20,9 @@ namespace coil::codegen::plantext {
 
 /// `s` in double quotes, `"` and `\` escaped.
 std::string quote(const std::string &s);
+
+/// The value of `text`, an optional '-' then decimal digits, if it fits in 64 bits.
+std::optional<int64_t> parseInteger(std::string_view text);
 
 struct Word {
   std::string text;

@@ -3,6 +3,7 @@
 
 #include "codegen/PlanText.h"
 #include "sched/ScheduleText.h"
+#include "support/Check.h"
 
 #include <algorithm>
 
@@ -30,10 +31,16 @@ std::vector<const sched::Kernel *> kernels(const sched::Schedule &s) {
 
 } // namespace
 
-std::string plansFileText(const sched::Schedule &s, const std::string &device,
-                          const std::vector<std::string> &plans) {
-  std::string out = sched::printSchedule(s) + "\nplans " + device + "\n";
-  for (const std::string &p : plans) out += p;
+std::string printPlansFile(const sched::Schedule &s, const KernelPlans &p) {
+  std::vector<const sched::Kernel *> ks = kernels(s);
+  bool cpu = p.device == "cpu";
+  COIL_CHECK(cpu ? p.cpu.size() == ks.size()
+                 : p.cuda.size() == ks.size() && p.gemmConfigs.size() == ks.size())
+      << "printPlansFile: " << ks.size() << " kernels, other counts of plans";
+  std::string out = sched::printSchedule(s) + "\nplans " + p.device + "\n";
+  for (size_t i = 0; i < ks.size(); ++i)
+    out += cpu ? printCpuKernelPlan(p.cpu[i], *ks[i])
+               : printCudaKernelPlan(p.cuda[i], *ks[i], *s.program, p.gemmConfigs[i]);
   return out;
 }
 
@@ -50,31 +57,22 @@ Expected<ParsedPlans> parsePlansFile(std::string_view text, const std::string &p
   const plantext::Line &head = r.take();
   COIL_TRY(size_t device, r.choice(head, 1, {"cpu", "cuda"}, "device"));
   COIL_TRY_STATUS(r.arity(head, 2, "plans cpu|cuda"));
-  out.device = device == 0 ? "cpu" : "cuda";
+  KernelPlans &plans = out.plans;
+  plans.device = device == 0 ? "cpu" : "cuda";
   const loop::LoopProgram &p = *out.parsed.program;
   for (const sched::Kernel *k : kernels(out.parsed.schedule)) {
     if (device == 0) {
       COIL_TRY(CpuKernelPlan plan, parseCpuKernelPlan(r, *k));
-      out.cpu.push_back(std::move(plan));
+      plans.cpu.push_back(std::move(plan));
     } else {
       std::vector<std::string> gemm;
       COIL_TRY(CudaKernelPlan plan, parseCudaKernelPlan(r, *k, p, &gemm));
-      out.cuda.push_back(std::move(plan));
-      out.gemmConfigs.push_back(std::move(gemm));
+      plans.cuda.push_back(std::move(plan));
+      plans.gemmConfigs.push_back(std::move(gemm));
     }
   }
   if (!r.atEnd()) return r.error(r.peek(), 0, "a plan after the last kernel's");
   return out;
-}
-
-std::string printPlansFile(const ParsedPlans &p) {
-  std::vector<std::string> plans;
-  std::vector<const sched::Kernel *> ks = kernels(p.parsed.schedule);
-  for (size_t i = 0; i < ks.size(); ++i)
-    plans.push_back(p.device == "cpu" ? printCpuKernelPlan(p.cpu[i], *ks[i])
-                                      : printCudaKernelPlan(p.cuda[i], *ks[i], *p.parsed.program,
-                                                            p.gemmConfigs[i]));
-  return plansFileText(p.parsed.schedule, p.device, plans);
 }
 
 } // namespace coil::codegen

@@ -15,25 +15,25 @@
 
 namespace coil::codegen {
 
-struct ParsedPlans {
-  sched::ParsedSchedule parsed;
-  std::string device; ///< "cpu" or "cuda"
-  /// Per kernel step, in order: its plan (cpu or cuda), and a GEMM kernel's CUTLASS configs.
-  std::vector<CpuKernelPlan> cpu;
-  std::vector<CudaKernelPlan> cuda;
-  std::vector<std::vector<std::string>> gemmConfigs;
+/// The plans of a schedule's kernels, one per kernel step in order, for one device.
+struct KernelPlans {
+  std::string device;                                ///< "cpu" or "cuda"
+  std::vector<CpuKernelPlan> cpu;                    ///< device "cpu"
+  std::vector<CudaKernelPlan> cuda;                  ///< device "cuda"
+  std::vector<std::vector<std::string>> gemmConfigs; ///< cuda: a GEMM kernel's CUTLASS configs
 };
 
-/// The text of a plans file: `s` printed, then `plans DEVICE` and the plans' texts.
-std::string plansFileText(const sched::Schedule &s, const std::string &device,
-                          const std::vector<std::string> &plans);
+struct ParsedPlans {
+  sched::ParsedSchedule parsed;
+  KernelPlans plans;
+};
+
+/// The plans file of `s` (whose program is `*s.program`) and its kernels' plans `p`.
+std::string printPlansFile(const sched::Schedule &s, const KernelPlans &p);
 
 /// Parses a plans file (`path` names it in errors, at line:column): the schedule (parsed and
 /// verified), then a plan per kernel, each checked against its kernel and by its planner's
 /// rules. User errors only.
 Expected<ParsedPlans> parsePlansFile(std::string_view text, const std::string &path);
-
-/// `p` as a plans file again.
-std::string printPlansFile(const ParsedPlans &p);
 
 } // namespace coil::codegen

@@ -960,10 +960,14 @@ Status cmdInspectCompiled(const Args &a) {
   if (a.flags.count("--kernels")) printLaunches(c->wrapper);
   if (a.flags.count("--configs")) printConfigs(c->wrapper);
   if (a.flags.count("--plans")) {
-    std::vector<std::string> plans;
-    for (const codegen::CpuKernelSource &k : c->kernels) plans.push_back(k.planText);
-    for (const codegen::CudaKernelSource &k : c->cudaKernels) plans.push_back(k.planText);
-    std::cout << codegen::plansFileText(c->schedule, compileOptions(a).device, plans);
+    codegen::KernelPlans plans;
+    plans.device = compileOptions(a).device;
+    for (const codegen::CpuKernelSource &k : c->kernels) plans.cpu.push_back(k.plan);
+    for (const codegen::CudaKernelSource &k : c->cudaKernels) {
+      plans.cuda.push_back(k.plan);
+      plans.gemmConfigs.push_back(k.gemmConfigs);
+    }
+    std::cout << codegen::printPlansFile(c->schedule, plans);
   }
   if (a.flags.count("--sources")) printSources(*c);
   if (a.flags.count("--memory")) {

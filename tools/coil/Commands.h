@@ -46,6 +46,11 @@ Status cmdPack(const Args &a);
 /// inspect with --fusion, --loops, --wrapper, --memory or --kernels.
 Status cmdInspectCompiled(const Args &a);
 /// Whether `path` names Loop IR text (a `.loops` file).
+/// Whether `path` ends with `ext` (".loops") after a non-empty name.
+inline bool hasExtension(const std::string &path, const std::string &ext) {
+  return path.size() > ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0;
+}
+
 bool isLoopsFile(const std::string &path);
 /// inspect --loops FILE.loops [--pass NAME] (Loops.cpp): parse, verify, run one Loop IR pass,
 /// print.

@@ -50,8 +50,7 @@ bool isLoopPass(const std::string &name) {
 }
 
 bool isLoopsFile(const std::string &path) {
-  const std::string ext = ".loops";
-  return path.size() > ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0;
+  return hasExtension(path, ".loops");
 }
 
 Status cmdInspectLoops(const Args &a) {

@@ -10,8 +10,7 @@
 namespace coil::cli {
 
 bool isPlansFile(const std::string &path) {
-  const std::string ext = ".plans";
-  return path.size() > ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0;
+  return hasExtension(path, ".plans");
 }
 
 Status cmdInspectPlans(const Args &a) {
@@ -33,7 +32,7 @@ Status cmdInspectPlans(const Args &a) {
   std::ostringstream text;
   text << in.rdbuf();
   COIL_TRY(codegen::ParsedPlans plans, codegen::parsePlansFile(text.str(), path));
-  std::cout << codegen::printPlansFile(plans);
+  std::cout << codegen::printPlansFile(plans.parsed.schedule, plans.plans);
   return okStatus();
 }
 

@@ -18,10 +18,6 @@ namespace coil::cli {
 
 namespace {
 
-bool endsWith(const std::string &s, const std::string &ext) {
-  return s.size() > ext.size() && s.compare(s.size() - ext.size(), ext.size(), ext) == 0;
-}
-
 /// Misuse of the options around --schedule, or "" when they fit the input `kind`.
 std::string misuse(const Args &a, const std::string &kind) {
   if (a.positional.size() != 1)
@@ -88,12 +84,12 @@ Status printScheduleFile(const std::string &path) {
 } // namespace
 
 bool isScheduleFile(const std::string &path) {
-  return endsWith(path, ".sched");
+  return hasExtension(path, ".sched");
 }
 
 Status cmdInspectSchedule(const Args &a) {
   const std::string path = a.positional.empty() ? "" : a.positional[0];
-  std::string kind = isScheduleFile(path) ? "sched" : endsWith(path, ".loops") ? "loops" : "model";
+  std::string kind = isScheduleFile(path) ? "sched" : isLoopsFile(path) ? "loops" : "model";
   if (std::string m = misuse(a, kind); !m.empty()) return Error::user(m);
   if (kind == "sched") return printScheduleFile(path);
   if (kind == "loops") return scheduleLoops(a, path);

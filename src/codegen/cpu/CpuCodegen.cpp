@@ -516,7 +516,6 @@ Expected<CpuKernelSource> CpuEmitter::run() {
   }
   out.code = w.str();
   out.plan = plan_;
-  out.planText = printCpuKernelPlan(plan_, k_);
   return out;
 }
 

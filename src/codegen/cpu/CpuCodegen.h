@@ -35,7 +35,6 @@ struct CpuKernelSource {
   wrapper::KernelInfo info;
   std::string code;
   CpuKernelPlan plan;
-  std::string planText; ///< printCpuKernelPlan (`coil inspect --plans`)
 };
 
 struct CpuCodegenOptions {
@@ -54,7 +53,8 @@ struct CpuCodegenOptions {
 Expected<CpuKernelSource> generateCpuKernel(const sched::Kernel &k, const loop::LoopProgram &p,
                                             const CpuCodegenOptions &o = {});
 
-/// The round trip of `src`'s plan text: it parses (against kernel `k`) to the plan `src` holds.
+/// The round trip of `src`'s plan as text (printCpuKernelPlan): it parses (against kernel `k`) to
+/// the plan `src` holds, which prints the same text again.
 /// An internal error naming the kernel where it does not; driver/Pipeline.cpp checks it after
 /// codegen with verifyEach.
 Status checkCpuPlanText(const CpuKernelSource &src, const sched::Kernel &k);

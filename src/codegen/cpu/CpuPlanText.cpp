@@ -80,11 +80,9 @@ Expected<CpuKernelPlan> parseCpuKernelPlan(Reader &r, const sched::Kernel &k) {
     } else {
       plan.interior = true;
       for (size_t i = 1; i < l->words.size(); i += 2) {
-        COIL_TRY(std::string side, r.bare(*l, i, "'lower' or 'upper'"));
-        if (side != "lower" && side != "upper")
-          return r.error(*l, i, "expected 'lower' or 'upper'");
+        COIL_TRY(size_t side, r.choice(*l, i, {"lower", "upper"}, "bound side"));
         COIL_TRY(std::string bound, r.string(*l, i + 1, "a bound (C text)"));
-        if (!(side == "lower" ? plan.lowers : plan.uppers).insert(bound).second)
+        if (!(side == 0 ? plan.lowers : plan.uppers).insert(bound).second)
           return r.error(*l, i + 1, "a bound listed twice");
       }
     }
@@ -110,7 +108,7 @@ Expected<CpuKernelPlan> parseCpuKernelPlan(Reader &r, const sched::Kernel &k) {
 
 Status checkCpuPlanText(const CpuKernelSource &src, const sched::Kernel &k) {
   return plantext::checkRoundTrip(
-      src.planText, src.plan, "cpu codegen: kernel '" + k.name + "'",
+      printCpuKernelPlan(src.plan, k), src.plan, "cpu codegen: kernel '" + k.name + "'",
       [&](Reader &r) { return parseCpuKernelPlan(r, k); },
       [&](const CpuKernelPlan &plan) { return printCpuKernelPlan(plan, k); });
 }

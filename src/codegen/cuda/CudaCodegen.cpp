@@ -244,7 +244,6 @@ Expected<CudaKernelSource> CudaEmitter::run() {
   out.device = dev.str();
   out.host = host.str();
   out.plan = plan_;
-  out.planText = printCudaKernelPlan(plan_, k_, p_);
   return out;
 }
 

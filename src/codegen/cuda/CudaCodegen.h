@@ -49,7 +49,6 @@ struct CudaKernelSource {
   std::vector<std::pair<std::string, std::string>> units;
   CudaKernelPlan plan; ///< the kernel's plan (a GEMM kernel: its unfused epilogue kernel's)
   std::vector<std::string> gemmConfigs; ///< a GEMM kernel: its CUTLASS configs, by name
-  std::string planText;                 ///< printCudaKernelPlan of both (`coil inspect --plans`)
 };
 
 struct CudaCodegenOptions {
@@ -61,9 +60,10 @@ struct CudaCodegenOptions {
 Expected<CudaKernelSource> generateCudaKernel(const sched::Kernel &k, const loop::LoopProgram &p,
                                               const CudaCodegenOptions &o = {});
 
-/// The round trip of `src`'s plan text: it parses (against kernel `k` of `p`) to the plan and
-/// configs `src` holds. An internal error naming the kernel where it does not (a printer and
-/// parser that disagree); driver/Pipeline.cpp checks it after codegen with verifyEach.
+/// The round trip of `src`'s plan as text (printCudaKernelPlan): it parses (against kernel `k`
+/// of `p`) to the plan and configs `src` holds, which print the same text again. An internal error
+/// naming the kernel where it does not (a printer and parser that disagree); driver/Pipeline.cpp
+/// checks it after codegen with verifyEach.
 Status checkCudaPlanText(const CudaKernelSource &src, const sched::Kernel &k,
                          const loop::LoopProgram &p);
 

@@ -81,7 +81,6 @@ public:
     out.host = epi.host + "\n" + host.str();
     for (size_t ci = 0; ci < n; ++ci) out.gemmConfigs.push_back(kConfigs[ci].name);
     out.plan = epi.plan;
-    out.planText = printCudaKernelPlan(out.plan, k_, p_, out.gemmConfigs);
     return out;
   }
 

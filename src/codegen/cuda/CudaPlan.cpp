@@ -115,8 +115,8 @@ void CudaEmitter::planPointwise() {
       for (StmtRef ld : plan_.dimVec->loads) plan_.vecAlign.insert(loadAt(ld).node);
     if (plan_.lastVec) {
       plan_.vecNeedsLastMultiple = true;
-      for (const VecRuns::Key &key : plan_.lastVec->loads) plan_.vecAlign.insert(key.first);
-      for (const VecRuns::Key &key : plan_.lastVec->stores) plan_.vecAlign.insert(key.first);
+      for (const VecRuns::Key &key : plan_.lastVec->loads()) plan_.vecAlign.insert(key.first);
+      for (const VecRuns::Key &key : plan_.lastVec->stores()) plan_.vecAlign.insert(key.first);
     }
   }
 }
@@ -222,7 +222,7 @@ RowRegisters CudaEmitter::planRegisters(const CudaConfig &c, bool combining) con
   for (size_t pi = 0; pi < k_.phases.size(); ++pi) {
     const auto &rv = vecOf(pi);
     if (!rv) continue;
-    for (const VecRuns::Key &key : rv->loads) {
+    for (const VecRuns::Key &key : rv->loads()) {
       auto [it, fresh] = seen.try_emplace(key, 0, std::make_pair(rv->width, rv->extent));
       if (!fresh && it->second.second != std::make_pair(rv->width, rv->extent)) mixed.insert(key);
       ++it->second.first;
@@ -249,7 +249,7 @@ RowRegisters CudaEmitter::planRegisters(const CudaConfig &c, bool combining) con
       if (!ph.vars.empty()) regs.fullOccupancy = false;
       continue;
     }
-    for (const VecRuns::Key &key : rv->loads)
+    for (const VecRuns::Key &key : rv->loads())
       if (!regs.cache.count(key)) regs.fullOccupancy = false;
     for (size_t i = 0; i < ph.body.stmts.size(); ++i)
       if (ph.body.stmts[i].kind == Stmt::Kind::Load && !rv->access.count(loadRef(pi, i)))
@@ -424,7 +424,6 @@ std::optional<VecRuns> CudaEmitter::planVec(size_t pi, const std::string &var,
     // The run starts at a multiple of the width (so aligned when the buffer is).
     if (!(a.rest == SymInt(0)) && !exactQuotient(a.rest, SymInt(rv.width))) return std::nullopt;
     VecRuns::Key key{a.node, a.rest.toCuda(ranges_)};
-    (a.store ? rv.stores : rv.loads).insert(key);
     rv.access[a.what] = key;
   }
   return rv;

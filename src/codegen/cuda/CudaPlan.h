@@ -60,9 +60,19 @@ inline StmtRef storeRef(size_t phase, size_t index) {
 struct VecRuns {
   int64_t width = 1, extent = 0;
   using Key = std::pair<loop::NodeId, std::string>;
-  std::set<Key> loads, stores;
   std::map<StmtRef, Key> access;
+  /// The runs that loads read, and those that stores write.
+  std::set<Key> loads() const { return runs(false); }
+  std::set<Key> stores() const { return runs(true); }
   friend bool operator==(const VecRuns &, const VecRuns &) = default;
+
+private:
+  std::set<Key> runs(bool store) const {
+    std::set<Key> out;
+    for (const auto &[ref, key] : access)
+      if (ref.store == store) out.insert(key);
+    return out;
+  }
 };
 
 /// Pointwise kernels that read along another outer dim than they write: each thread takes

@@ -3,7 +3,6 @@
 #include "codegen/cuda/CudaCodegen.h"
 #include "codegen/cuda/CudaPlan.h"
 
-#include <cctype>
 #include <map>
 
 namespace coil::codegen {
@@ -217,20 +216,15 @@ private:
       i += 2;
       return storeRef(pi, size_t(s));
     }
-    if (w.size() < 2 || w[0] != '%')
-      return r_.error(l, i, "expected a statement (%N) or 'store N'");
-    size_t at = i;
-    int64_t s = 0;
-    for (size_t j = 1; j < w.size(); ++j) {
-      if (!std::isdigit(static_cast<unsigned char>(w[j])) || s > 1000000000)
-        return r_.error(l, at, "expected a statement (%N) or 'store N'");
-      s = s * 10 + (w[j] - '0');
-    }
-    if (size_t(s) >= ph.body.stmts.size() ||
-        ph.body.stmts[size_t(s)].kind != loop::Stmt::Kind::Load)
-      return r_.error(l, at, "statement " + w + " of phase " + n(int64_t(pi)) + " is no load");
+    std::optional<int64_t> s = w.size() > 1 && w[0] == '%' && w[1] != '-'
+                                   ? plantext::parseInteger(std::string_view(w).substr(1))
+                                   : std::nullopt;
+    if (!s) return r_.error(l, i, "expected a statement (%N) or 'store N'");
+    if (size_t(*s) >= ph.body.stmts.size() ||
+        ph.body.stmts[size_t(*s)].kind != loop::Stmt::Kind::Load)
+      return r_.error(l, i, "statement " + w + " of phase " + n(int64_t(pi)) + " is no load");
     ++i;
-    return loadRef(pi, size_t(s));
+    return loadRef(pi, size_t(*s));
   }
   NodeId nodeOf(StmtRef r) const {
     const sched::Phase &ph = k_.phases[r.phase];
@@ -261,7 +255,6 @@ private:
                           "this access is of node '" + p_.nodes[size_t(nodeOf(r))].name +
                               "', not of the run's");
         if (!rv.access.emplace(r, key).second) return r_.error(l, at, "an access in two runs");
-        (r.store ? rv.stores : rv.loads).insert(key);
       }
     }
     return okStatus();
@@ -285,10 +278,9 @@ private:
       const Line &l = r_.take();
       size_t i = 1;
       COIL_TRY(StmtRef r, ref(l, i, 0));
-      COIL_TRY(std::string how, r_.bare(l, i, "'flat' or 'fixed'"));
-      if (how != "flat" && how != "fixed") return r_.error(l, i, "expected 'flat' or 'fixed'");
+      COIL_TRY(size_t how, r_.choice(l, i, {"fixed", "flat"}, "access"));
       COIL_TRY_STATUS(r_.arity(l, i + 1, "access REF flat|fixed"));
-      if (!plan.flatAccess.emplace(r, how == "flat").second)
+      if (!plan.flatAccess.emplace(r, how == 1).second)
         return r_.error(l, 1, "this access is listed twice");
     }
     if (r_.nextIs(1, "last-dim")) {
@@ -327,13 +319,12 @@ private:
       if (size_t(pi) >= k_.phases.size())
         return r_.error(
             l, 1, "kernel '" + k_.name + "' has " + n(int64_t(k_.phases.size())) + " phase(s)");
-      COIL_TRY(std::string how, r_.bare(l, 2, "'elements' or 'vectors'"));
-      if (how == "elements") {
+      COIL_TRY(size_t how, r_.choice(l, 2, {"elements", "vectors"}, "phase access"));
+      if (how == 0) {
         COIL_TRY_STATUS(r_.arity(l, 3, "phase P elements"));
         plan.phaseVec.emplace_back();
         continue;
       }
-      if (how != "vectors") return r_.error(l, 2, "expected 'elements' or 'vectors'");
       VecRuns rv;
       COIL_TRY_STATUS(ints(l, 3, {{"width", &rv.width}, {"extent", &rv.extent}}));
       COIL_TRY_STATUS(r_.arity(l, 7, "phase P vectors width W extent E"));
@@ -444,7 +435,8 @@ Status checkCudaPlanText(const CudaKernelSource &src, const sched::Kernel &k,
                          const loop::LoopProgram &p) {
   std::vector<std::string> configs;
   Status st = plantext::checkRoundTrip(
-      src.planText, src.plan, "cuda codegen: kernel '" + k.name + "'",
+      printCudaKernelPlan(src.plan, k, p, src.gemmConfigs), src.plan,
+      "cuda codegen: kernel '" + k.name + "'",
       [&](Reader &r) { return parseCudaKernelPlan(r, k, p, &configs); },
       [&](const CudaKernelPlan &plan) { return printCudaKernelPlan(plan, k, p, configs); });
   if (st.ok() && configs != src.gemmConfigs)

@@ -179,24 +179,24 @@ Status CudaEmitter::emitLastVecPath(CodeWriter &w, const CudaConfig &c,
   w.open("if (coil_vec_ok)");
   w.line("const int64_t nvec = total / " + V + ";");
   std::map<VecRuns::Key, std::string> vecName;
-  for (const VecRuns::Key &key : lv.loads) vecName[key] = "vec" + std::to_string(vecName.size());
-  for (const VecRuns::Key &key : lv.stores) vecName[key] = "vec" + std::to_string(vecName.size());
+  for (const VecRuns::Key &key : lv.loads()) vecName[key] = "vec" + std::to_string(vecName.size());
+  for (const VecRuns::Key &key : lv.stores()) vecName[key] = "vec" + std::to_string(vecName.size());
   auto at = [&](const VecRuns::Key &key) {
     return bufName_[key.first] + " + " + (key.second == "0" ? "" : "(" + key.second + ") + ") +
            "xb";
   };
   w.open("");
-  for (const VecRuns::Key &key : lv.loads)
+  for (const VecRuns::Key &key : lv.loads())
     w.line(vecType(key.first, V) + " " + vecName[key] + "[" + E + "];");
   COIL_TRY_STATUS(vecLoop(w, c, "nvec", [&](bool math) -> Status {
     emitDecompose(w, "g * " + V, true, "xb");
     if (!math) {
-      for (const VecRuns::Key &key : lv.loads)
+      for (const VecRuns::Key &key : lv.loads())
         w.line(vecName[key] + "[u] = *reinterpret_cast<const " + vecType(key.first, V) + " *>(" +
                at(key) + ");");
       return okStatus();
     }
-    for (const VecRuns::Key &key : lv.stores)
+    for (const VecRuns::Key &key : lv.stores())
       w.line(vecType(key.first, V) + " " + vecName[key] + ";");
     w.line("#pragma unroll");
     w.open("for (int e = 0; e < " + V + "; ++e)");
@@ -210,7 +210,7 @@ Status CudaEmitter::emitLastVecPath(CodeWriter &w, const CudaConfig &c,
     for (const sched::Store &st : ph.stores)
       w.line(storeText(st, ph.body, valName, vecName[lv.access.at(refOf(0, st))] + ".v[e]"));
     w.close();
-    for (const VecRuns::Key &key : lv.stores)
+    for (const VecRuns::Key &key : lv.stores())
       w.line("*reinterpret_cast<" + vecType(key.first, V) + " *>(" + at(key) +
              ") = " + vecName[key] + ";");
     return okStatus();

@@ -76,7 +76,7 @@ Status CudaEmitter::emitRows(CodeWriter &w, const CudaConfig &c) {
       // Width and steps of the run, from the phases that load it.
       for (size_t pi = 0; pi < k_.phases.size(); ++pi) {
         const auto &rv = phaseVec(pi);
-        if (!rv || !rv->loads.count(key)) continue;
+        if (!rv || !rv->loads().count(key)) continue;
         int64_t steps = (rv->extent / rv->width + c.tpr - 1) / c.tpr;
         w.line("coil_vec<" + std::string(cStorageType(p_.nodes[size_t(key.first)].dtype)) + ", " +
                std::to_string(rv->width) + "> " + name + "[" + std::to_string(steps) + "];");
@@ -227,7 +227,7 @@ Status CudaEmitter::emitPhaseVectors(CodeWriter &w, const CudaConfig &c, size_t 
   auto vecOf = [&](NodeId n, const std::string &rest) -> std::string & {
     return vecName[{n, rest}];
   };
-  for (const VecRuns::Key &key : rv.loads) {
+  for (const VecRuns::Key &key : rv.loads()) {
     std::string &name = vecOf(key.first, key.second);
     if (!name.empty()) continue;
     name = "vec" + std::to_string(vi++);
@@ -246,9 +246,9 @@ Status CudaEmitter::emitPhaseVectors(CodeWriter &w, const CudaConfig &c, size_t 
     }
   }
   if (unrolled)
-    for (const VecRuns::Key &key : rv.loads)
+    for (const VecRuns::Key &key : rv.loads())
       if (regs_->cache.count(key)) rowCacheFilled_.insert(key);
-  for (const VecRuns::Key &key : rv.stores) {
+  for (const VecRuns::Key &key : rv.stores()) {
     std::string &name = vecOf(key.first, key.second);
     if (!name.empty()) continue;
     name = "vec" + std::to_string(vi++);
@@ -270,7 +270,7 @@ Status CudaEmitter::emitPhaseVectors(CodeWriter &w, const CudaConfig &c, size_t 
         return vecOf(key.first, key.second) + ".v[e]";
       }));
   w.close();
-  for (const VecRuns::Key &key : rv.stores) {
+  for (const VecRuns::Key &key : rv.stores()) {
     std::string at = bufName_[key.first] + " + " +
                      (key.second == "0" ? "" : "(" + key.second + ") + ") + j + " * " + V;
     // Small register-held rows (softmax): NVVM splits one of the struct copies into 2-byte
