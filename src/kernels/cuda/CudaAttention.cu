@@ -38,6 +38,7 @@
 #include "kernels/cuda/CudaAttentionMma.cuh"
 #include "kernels/cuda/CudaAttentionPlain.cuh"
 #include "kernels/cuda/CudaAttentionWgmma.cuh"
+#include "kernels/cuda/CudaAttentionWs.cuh"
 #include "kernels/cuda/CudaKernels.h"
 #include "kernels/cuda/CudaKernelsImpl.h"
 
@@ -46,6 +47,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <cudaTypedefs.h>
 #include <initializer_list>
 #include <type_traits>
 
@@ -111,10 +113,12 @@ int prepareKernel(Kernel kernel, size_t smem, int device, int threads, std::atom
 /// warps x 16 rows (BM 64), 'b' 4 warps x 32 rows (BM 128) with 64-key tiles, 'c' the same with
 /// 32-key tiles (the mma.sync default), 'd' 8 warps x 16 rows; on sm_90 (head dims 64 and 128)
 /// wgmma 'e' two warpgroups (BM 128, the default at head dim 128), 'f' one (BM 64, the default
-/// at head dim 64).
+/// at head dim 64); warp-specialized with TMA 'g' (64-key tiles), 'h' (128-key tiles at head
+/// dim 64) and 'i' (64-key tiles, ping-pong warpgroups), and 'j', 'k', 'l' the same on a
+/// persistent grid.
 char envConfig() {
   const char *s = std::getenv("COIL_CUDA_ATTN_CONFIG");
-  return s && s[0] >= 'a' && s[0] <= 'f' && !s[1] ? s[0] : 0;
+  return s && s[0] >= 'a' && s[0] <= 'l' && !s[1] ? s[0] : 0;
 }
 /// Environment override of the split count (>= 1), for tests and experiments.
 int envSplits() {
@@ -130,11 +134,12 @@ thread_local int32_t lastPath = COIL_CUDA_ATTN_PATH_NONE;
 thread_local int32_t lastWgmma = 0;
 
 /// Launches a flash kernel (block of `threads` threads, BM rows, BN-key tiles, `smem` bytes of
-/// dynamic shared memory) with the split count chosen here, then the combine kernel.
-template <typename T, int D, typename Kernel>
+/// dynamic shared memory; its arguments: `lead`, then the parameters) with the split count
+/// chosen here, then the combine kernel.
+template <typename T, int D, typename Kernel, typename... Lead>
 int32_t launchAttn(const coil_cuda_ctx *ctx, const char *fn, AttnParams p, Kernel kernel,
                    const char *name, int BM, int BN, int threads, size_t smem,
-                   std::atomic<int> (&occ)[64]) {
+                   std::atomic<int> (&occ)[64], bool persistent, const Lead &...lead) {
   cudaStream_t stream = static_cast<cudaStream_t>(ctx->stream);
   cudaError_t err;
   const int perSm = prepareKernel(kernel, smem, ctx->device_ordinal, threads, occ, err);
@@ -183,8 +188,11 @@ int32_t launchAttn(const coil_cuda_ctx *ctx, const char *fn, AttnParams p, Kerne
   else
     p.kbPerSplit = int(std::min<int64_t>(keyBlocks, INT32_MAX));
   p.totalBlocks = base * splits;
-  const unsigned grid = unsigned(std::min<int64_t>(p.totalBlocks, int64_t(1) << 30));
-  kernel<<<grid, threads, smem, stream>>>(p);
+  // A persistent grid (as many blocks as fit at once, each looping over the work) lets a
+  // block's loads for its next work overlap the end of its current work.
+  const unsigned grid =
+      unsigned(std::min<int64_t>(p.totalBlocks, persistent ? capacity : int64_t(1) << 30));
+  kernel<<<grid, threads, smem, stream>>>(lead..., p);
   if (int32_t r = checkLaunch(ctx, fn, name)) return r;
   if (splits > 1) {
     splitCombineKernel<T><<<gridFor(p.rowsTotal, 1), 128, 0, stream>>>(p);
@@ -200,28 +208,86 @@ int32_t launchFlash(const coil_cuda_ctx *ctx, const char *fn, const AttnParams &
   static std::atomic<int> occ[64];
   return launchAttn<T, D>(ctx, fn, p,
                           flashAttnKernel<T, D, kRowWarps, kKeyWarps, kMTiles, BN, kGeneral>,
-                          "flashAttnKernel", Cfg::BM, BN, Cfg::kThreads, Cfg::kSmem, occ);
+                          "flashAttnKernel", Cfg::BM, BN, Cfg::kThreads, Cfg::kSmem, occ, false);
 }
 
-/// Launches the wgmma kernel, or returns -1 when the library holds no sm_90a code for it (a
-/// build without 90a: its body would be empty).
+/// Whether the library holds sm_90a code for `kernel` (a build without 90a has an empty body).
+template <typename Kernel> bool hasSm90a(Kernel kernel, std::atomic<int> &cache) {
+  if (cache.load(std::memory_order_relaxed) < 0) {
+    cudaFuncAttributes attr{};
+    const bool ok = cudaFuncGetAttributes(&attr, kernel) == cudaSuccess && attr.binaryVersion == 90;
+    cache.store(ok ? 1 : 0, std::memory_order_relaxed);
+  }
+  return cache.load(std::memory_order_relaxed) == 1;
+}
+
+/// Launches the wgmma kernel, or returns -1 when the library holds no sm_90a code for it.
 template <typename T, int D, int kWG, int BN, int kStages, bool kGeneral>
 int32_t launchWgmma(const coil_cuda_ctx *ctx, const char *fn, const AttnParams &p) {
   using Cfg = WgmmaCfg<D, kWG, BN, kStages>;
   static std::atomic<int> occ[64];
-  static std::atomic<int> hasSm90a{-1};
-  if (hasSm90a.load(std::memory_order_relaxed) < 0) {
-    cudaFuncAttributes attr{};
-    const bool ok =
-        cudaFuncGetAttributes(&attr, flashAttnWgmmaKernel<T, D, kWG, BN, kStages, kGeneral>) ==
-            cudaSuccess &&
-        attr.binaryVersion == 90;
-    hasSm90a.store(ok ? 1 : 0, std::memory_order_relaxed);
-  }
-  if (hasSm90a.load(std::memory_order_relaxed) == 0) return -1;
-  const int32_t r =
-      launchAttn<T, D>(ctx, fn, p, flashAttnWgmmaKernel<T, D, kWG, BN, kStages, kGeneral>,
-                       "flashAttnWgmmaKernel", Cfg::BM, BN, Cfg::kThreads, Cfg::kSmem, occ);
+  static std::atomic<int> sm90a{-1};
+  const auto kernel = flashAttnWgmmaKernel<T, D, kWG, BN, kStages, kGeneral>;
+  if (!hasSm90a(kernel, sm90a)) return -1;
+  const int32_t r = launchAttn<T, D>(ctx, fn, p, kernel, "flashAttnWgmmaKernel", Cfg::BM, BN,
+                                     Cfg::kThreads, Cfg::kSmem, occ, false);
+  lastWgmma = r == 0;
+  return r;
+}
+
+/// The driver's cuTensorMapEncodeTiled, through the runtime (the library links no libcuda);
+/// null when the driver has none.
+PFN_cuTensorMapEncodeTiled_v12000 tensorMapEncoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+    void *f = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault,
+                                         &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess)
+      f = nullptr;
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return encode;
+}
+
+/// The TMA map of K or V as [batch, kvHeads, seqK, d] (strides in elements) whose box is BN
+/// rows of 64 elements, 128-byte swizzled (the layout of loadTileSw); rows past seqK read as
+/// zeros. False when the driver refuses it.
+template <typename T>
+bool kvTensorMap(CUtensorMap &map, const void *base, int64_t off, const AttnParams &p, int64_t sB,
+                 int64_t sH, int64_t sS, int BN) {
+  const auto encode = tensorMapEncoder();
+  if (!encode) return false;
+  const cuuint64_t dims[4] = {cuuint64_t(p.d), cuuint64_t(p.seqK), cuuint64_t(p.kvHeads),
+                              cuuint64_t(p.batch)};
+  const cuuint64_t strides[3] = {cuuint64_t(sS) * 2, cuuint64_t(sH) * 2, cuuint64_t(sB) * 2};
+  const cuuint32_t box[4] = {64, cuuint32_t(BN), 1, 1};
+  const cuuint32_t elementStrides[4] = {1, 1, 1, 1};
+  const CUtensorMapDataType type = std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                             : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  void *start = const_cast<T *>(static_cast<const T *>(base) + off);
+  return encode(&map, type, 4, start, dims, strides, box, elementStrides,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+/// Launches the warp-specialized TMA kernel, or returns -1 when the library holds no sm_90a
+/// code for it, the sizes pass the TMA coordinates (int32) or the driver refuses the maps.
+template <typename T, int D, int BN, int kStages, bool kGeneral, bool kPingPong>
+int32_t launchWs(const coil_cuda_ctx *ctx, const char *fn, const AttnParams &p, bool persistent) {
+  using Cfg = WsCfg<D, BN, kStages>;
+  static std::atomic<int> occ[64];
+  static std::atomic<int> sm90a{-1};
+  const auto kernel = flashAttnWsKernel<T, D, BN, kStages, kGeneral, kPingPong>;
+  if (!hasSm90a(kernel, sm90a)) return -1;
+  if (p.seqK + BN > INT32_MAX || p.kvHeads > INT32_MAX || p.batch > INT32_MAX) return -1;
+  CUtensorMap tmK, tmV;
+  if (!kvTensorMap<T>(tmK, p.k, p.kOff, p, p.ksB, p.ksH, p.ksS, BN) ||
+      !kvTensorMap<T>(tmV, p.v, p.vOff, p, p.vsB, p.vsH, p.vsS, BN))
+    return -1;
+  const int32_t r = launchAttn<T, D>(ctx, fn, p, kernel, "flashAttnWsKernel", Cfg::BM, BN,
+                                     Cfg::kThreads, Cfg::kSmem, occ, persistent, tmK, tmV);
   lastWgmma = r == 0;
   return r;
 }
@@ -236,6 +302,21 @@ int32_t dispatchConfig(const coil_cuda_ctx *ctx, const char *fn, const AttnParam
   const bool shortD64 = D == 64 && !kGeneral && p.seqK <= 1024 && cfg == 0;
   // sm_90, head dims 64 and 128: warpgroup MMA.
   if constexpr (D % 64 == 0) {
+    // The warp-specialized TMA kernel: 'g' 64-key tiles, 'h' 128-key tiles at head dim 64
+    // (64 at 128: registers), 'i' 64-key tiles with ping-pong warpgroups; 'j', 'k', 'l' the
+    // same on a persistent grid.
+    if (ctx->sm_version == 90 && cfg >= 'g' && cfg <= 'l') {
+      const bool persistent = cfg >= 'j';
+      const char kind = persistent ? char(cfg - 3) : cfg;
+      int32_t r = -1;
+      if constexpr (D == 64)
+        if (kind == 'h') r = launchWs<T, D, 128, 2, kGeneral, false>(ctx, fn, p, persistent);
+      if (kind == 'i')
+        r = launchWs<T, D, 64, 2, kGeneral, true>(ctx, fn, p, persistent);
+      else if (r < 0)
+        r = launchWs<T, D, 64, 2, kGeneral, false>(ctx, fn, p, persistent);
+      if (r >= 0) return r;
+    }
     if (ctx->sm_version == 90 && !shortD64 && cfg != 'a' && cfg != 'b' && cfg != 'c' &&
         cfg != 'd') {
       // Head dim 64 runs one warpgroup per block (two were slower at every size measured:

@@ -163,12 +163,12 @@ template <bool kGeneral> __device__ __forceinline__ float softmaxMult(float scal
 }
 
 /// The online softmax step of one warp's 16 rows on scores x = mult * S (mult > 0, folded into
-/// the exponentials): new running max of x (over the 4 threads of a row; kept in the log2
-/// domain), O and the running sum rescaled, S replaced by P = exp2(x - max). The sum stays a
-/// per-thread partial until the end.
-template <int NT, int NO>
-__device__ __forceinline__ void softmaxStep(float (&s)[NT][4], float (&o)[NO][4],
-                                            float (&rowMax)[2], float (&rowSum)[2], float mult) {
+/// the exponentials), scores only: new running max of x (over the 4 threads of a row; kept in
+/// the log2 domain), the running sum rescaled, S replaced by P = exp2(x - max), and in alpha the
+/// factor by which O must be rescaled (rescaleO). The sum stays a per-thread partial until the end.
+template <int NT>
+__device__ __forceinline__ void softmaxScores(float (&s)[NT][4], float (&rowMax)[2],
+                                              float (&rowSum)[2], float mult, float (&alpha)[2]) {
 #pragma unroll
   for (int hi = 0; hi < 2; ++hi) {
     float mx = -INFINITY;
@@ -178,7 +178,7 @@ __device__ __forceinline__ void softmaxStep(float (&s)[NT][4], float (&o)[NO][4]
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
     mx = fmaxf(rowMax[hi], mx * mult);
     const float mUse = mx == -INFINITY ? 0.f : mx;
-    const float alpha = fastExp2(rowMax[hi] - mUse);
+    alpha[hi] = fastExp2(rowMax[hi] - mUse);
     rowMax[hi] = mx;
     float sum = 0.f;
 #pragma unroll
@@ -187,16 +187,33 @@ __device__ __forceinline__ void softmaxStep(float (&s)[NT][4], float (&o)[NO][4]
       s[nt][2 * hi + 1] = fastExp2(fmaf(s[nt][2 * hi + 1], mult, -mUse));
       sum += s[nt][2 * hi] + s[nt][2 * hi + 1];
     }
-    rowSum[hi] = rowSum[hi] * alpha + sum;
-    // O is rescaled only when some row of the warp has a new max (often none, later on).
-    if (__any_sync(0xffffffffu, alpha != 1.f)) {
+    rowSum[hi] = rowSum[hi] * alpha[hi] + sum;
+  }
+}
+
+/// O rescaled by softmaxScores' factors; only when some row of the warp has a new max (often
+/// none, later on).
+template <int NO>
+__device__ __forceinline__ void rescaleO(float (&o)[NO][4], const float (&alpha)[2]) {
+#pragma unroll
+  for (int hi = 0; hi < 2; ++hi) {
+    if (__any_sync(0xffffffffu, alpha[hi] != 1.f)) {
 #pragma unroll
       for (int i = 0; i < NO; ++i) {
-        o[i][2 * hi] *= alpha;
-        o[i][2 * hi + 1] *= alpha;
+        o[i][2 * hi] *= alpha[hi];
+        o[i][2 * hi + 1] *= alpha[hi];
       }
     }
   }
+}
+
+/// The whole online softmax step: softmaxScores, then rescaleO.
+template <int NT, int NO>
+__device__ __forceinline__ void softmaxStep(float (&s)[NT][4], float (&o)[NO][4],
+                                            float (&rowMax)[2], float (&rowSum)[2], float mult) {
+  float alpha[2];
+  softmaxScores(s, rowMax, rowSum, mult, alpha);
+  rescaleO(o, alpha);
 }
 
 /// The A fragment of P for keys [16 kk, 16 kk + 16) from the S accumulators.
@@ -268,10 +285,11 @@ __device__ __forceinline__ BlockWork blockWork(const AttnParams &p, int64_t bid)
   return w;
 }
 
-/// Fills the block's RowInfo (all threads of the block).
+/// Fills the block's RowInfo (threads tid of nThreads; by default all threads of the block).
 __device__ __forceinline__ void fillRowInfo(const AttnParams &p, RowInfo *rowInfo, int BM,
-                                            const BlockWork &w) {
-  for (int r = threadIdx.x; r < BM; r += blockDim.x) {
+                                            const BlockWork &w, int tid = int(threadIdx.x),
+                                            int nThreads = int(blockDim.x)) {
+  for (int r = tid; r < BM; r += nThreads) {
     const int64_t pr = w.m0 + r;
     RowInfo ri{-1, 0, 0, 0};
     if (pr < p.rowsPerKv) {
@@ -297,14 +315,15 @@ __device__ __forceinline__ const T *qRowPtr(const AttnParams &p, const BlockWork
   return qg + p.qOff + w.b * p.qsB + h * p.qsH + i * p.qsS;
 }
 
-/// Loads `rows` rows of D elements (row ptr(r), valid(r)) into a padded tile with cp.async.
+/// Loads `rows` rows of D elements (row ptr(r), valid(r)) into a padded tile with cp.async, by
+/// kThreads threads (this one: tid).
 template <int D, int LD, int kThreads, int ROWS, typename T, typename RowPtr>
-__device__ __forceinline__ void loadTile(T *tile, RowPtr rowPtr) {
+__device__ __forceinline__ void loadTile(T *tile, RowPtr rowPtr, int tid = int(threadIdx.x)) {
   constexpr int kChunks = D / 8; // 16-byte chunks per row
   constexpr int kTotal = ROWS * kChunks, kIters = (kTotal + kThreads - 1) / kThreads;
 #pragma unroll
   for (int it = 0; it < kIters; ++it) {
-    const int c = int(threadIdx.x) + it * kThreads;
+    const int c = tid + it * kThreads;
     if (kTotal % kThreads == 0 || c < kTotal) {
       const int r = c / kChunks, col = c % kChunks;
       bool valid;

@@ -1,0 +1,281 @@
+// Included by CudaAttention.cu only: the warp-specialized flash-attention kernel of sm_90a. A
+// producer warp streams the K and V tiles with the tensor memory accelerator (TMA) into a ring
+// of shared-memory stages guarded by mbarriers; two consumer warpgroups run both products on
+// warpgroup MMA and overlap each tile's softmax with the previous tile's P V product.
+#pragma once
+
+#include "kernels/cuda/CudaAttentionWgmma.cuh"
+
+#include <cuda.h> // CUtensorMap
+
+namespace coil::cuda {
+namespace {
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL) // the helpers of the warp-specialized kernel
+__device__ __forceinline__ void mbarInit(uint64_t *bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smemAddr(bar)), "r"(count));
+}
+/// Makes the barriers' initialization visible to the async proxy (the TMA unit).
+__device__ __forceinline__ void fenceBarrierInit() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+/// Arrives once and adds `bytes` to the transactions the current phase waits for.
+__device__ __forceinline__ void mbarArriveExpectTx(uint64_t *bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smemAddr(bar)),
+               "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void mbarArrive(uint64_t *bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smemAddr(bar)) : "memory");
+}
+/// Waits until the phase of the given parity has completed. A fresh barrier counts the phase
+/// before its first as completed: waiting for parity 1 returns at once.
+__device__ __forceinline__ void mbarWait(uint64_t *bar, uint32_t parity) {
+  const uint32_t addr = smemAddr(bar);
+  uint32_t done;
+  do {
+    asm volatile("{\n.reg .pred p;\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 "selp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done)
+                 : "r"(addr), "r"(parity)
+                 : "memory");
+  } while (!done);
+}
+/// A 4-d TMA tile load (coordinates innermost first) completing on `bar`.
+__device__ __forceinline__ void tmaLoad4d(uint32_t dst, const CUtensorMap *map, int c0, int c1,
+                                          int c2, int c3, uint64_t *bar) {
+  asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+               " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
+               "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3),
+               "r"(smemAddr(bar))
+               : "memory");
+}
+__device__ __forceinline__ void prefetchTensorMap(const CUtensorMap *map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+}
+/// Barrier `id` (1 and up; 0 is __syncthreads) among `count` threads.
+__device__ __forceinline__ void namedBarrier(int id, int count) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+template <int N> __device__ __forceinline__ void setMaxRegsDec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+template <int N> __device__ __forceinline__ void setMaxRegsInc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+#endif
+
+/// The warp-specialized kernel's block: warpgroup 0 produces (one thread issues the TMA loads;
+/// its registers are given to the others), warpgroups 1 and 2 consume, 64 rows each (BM = 128).
+/// Shared memory: kStages K tiles, kStages V tiles (BN x D each, 128-byte swizzled in column
+/// blocks of 64, the layout of loadTileSw), the padded Q tile, the RowInfo and the barriers
+/// (full and empty, for K and V, per stage).
+template <int D, int BN, int kStages> struct WsCfg {
+  static constexpr int BM = 128;
+  static constexpr int kThreads = 384;
+  static constexpr int kConsumers = 256;
+  static constexpr int kTile = BN * D; ///< elements of one K or V tile
+  static constexpr size_t kSmem = 1024 + size_t(2 * kStages) * kTile * 2 +
+                                  size_t(BM) * (D + 8) * 2 + size_t(BM) * sizeof(RowInfo) +
+                                  size_t(4 * kStages) * 8;
+  static_assert(D % 64 == 0 && BN % 64 == 0 && kStages >= 2, "tiles of 64, two stages or more");
+};
+
+/// The warp-specialized flash kernel (sm_90a). Per block of 128 packed rows, the producer
+/// thread walks the block's key tiles: it waits until the stage is empty, then TMA-loads the
+/// K tile and the V tile, each completing on its stage's full barrier. Each consumer
+/// warpgroup, per tile t: S(t) = Q K(t)^T is issued, then O += P(t - 1) V(t - 1); when S(t)
+/// is done, K(t)'s stage is released and the softmax of tile t runs while the P V product
+/// is still on the tensor cores; then V(t - 1)'s stage is released and O rescaled. The
+/// tiles' stage and phase follow one running count over all the block's work, the same in
+/// the producer and the consumers. With kPingPong the two consumer warpgroups take turns to
+/// issue their products (named barriers 2 and 3), so that one's softmax runs while the other's
+/// products occupy the tensor cores. The masking, softmax and stores are the mma.sync kernel's.
+template <typename T, int D, int BN, int kStages, bool kGeneral, bool kPingPong>
+__global__ void __launch_bounds__(384, 1)
+    flashAttnWsKernel(const __grid_constant__ CUtensorMap tmK,
+                      const __grid_constant__ CUtensorMap tmV, const AttnParams p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Cfg = WsCfg<D, BN, kStages>;
+  constexpr int BM = Cfg::BM, LDQ = D + 8, kTile = Cfg::kTile;
+  constexpr uint32_t kTileBytes = kTile * 2;
+  extern __shared__ __align__(16) unsigned char smemRaw[];
+  const uint32_t align = (1024 - (smemAddr(smemRaw) & 1023)) & 1023;
+  T *sK = reinterpret_cast<T *>(smemRaw + align);
+  T *sV = sK + kStages * kTile;
+  T *sQ = sV + kStages * kTile; // BM x LDQ (padded)
+  RowInfo *rowInfo = reinterpret_cast<RowInfo *>(sQ + BM * LDQ);
+  uint64_t *fullK = reinterpret_cast<uint64_t *>(rowInfo + BM);
+  uint64_t *fullV = fullK + kStages, *emptyK = fullV + kStages, *emptyV = emptyK + kStages;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbarInit(fullK + s, 1);
+      mbarInit(fullV + s, 1);
+      mbarInit(emptyK + s, Cfg::kConsumers / 32); // one arrival per consumer warp
+      mbarInit(emptyV + s, Cfg::kConsumers / 32);
+    }
+    fenceBarrierInit();
+  }
+  __syncthreads();
+
+  if (threadIdx.x < 128) { // the producer warpgroup
+    setMaxRegsDec<24>();
+    if (threadIdx.x == 0) {
+      prefetchTensorMap(&tmK);
+      prefetchTensorMap(&tmV);
+      uint32_t it = 0;
+      for (int64_t bid = blockIdx.x; bid < p.totalBlocks; bid += gridDim.x) {
+        const BlockWork w = blockWork<BM, BN>(p, bid);
+        for (int t = 0; t < w.nTiles; ++t, ++it) {
+          const int st = int(it % kStages);
+          const uint32_t phase = (it / kStages) & 1;
+          const int n0 = int((w.kbBegin + t) * BN);
+          mbarWait(emptyK + st, phase ^ 1);
+          mbarArriveExpectTx(fullK + st, kTileBytes);
+#pragma unroll
+          for (int c = 0; c < D / 64; ++c)
+            tmaLoad4d(smemAddr(sK + st * kTile) + c * BN * 128, &tmK, c * 64, n0, int(w.hk),
+                      int(w.b), fullK + st);
+          mbarWait(emptyV + st, phase ^ 1);
+          mbarArriveExpectTx(fullV + st, kTileBytes);
+#pragma unroll
+          for (int c = 0; c < D / 64; ++c)
+            tmaLoad4d(smemAddr(sV + st * kTile) + c * BN * 128, &tmV, c * 64, n0, int(w.hk),
+                      int(w.b), fullV + st);
+        }
+      }
+    }
+    return;
+  }
+
+  setMaxRegsInc<240>();
+  const int ct = int(threadIdx.x) - 128; // 0..255 over the consumers
+  const int warp = ct / 32, lane = ct % 32, tq = lane % 4;
+  const int group = ct / 128; // consumer warpgroup 0 or 1
+  // Ping-pong turns: barrier 2 + g lets warpgroup g issue; the other warpgroup arrives on it
+  // after its own issue. Warpgroup 1 opens the first turn of a block and skips the arrival
+  // after its last, so that every barrier's arrivals and waits pair up within the block.
+  auto takeTurn = [&]() {
+    if constexpr (kPingPong) namedBarrier(2 + group, Cfg::kConsumers);
+  };
+  auto passTurn = [&](bool last) {
+    if constexpr (kPingPong)
+      if (!(last && group == 1))
+        asm volatile("bar.arrive %0, %1;\n" ::"r"(2 + (group ^ 1)), "r"(Cfg::kConsumers)
+                     : "memory");
+  };
+  const float scaleLog2 = p.scale * kLog2e;
+  const RowInfo *ri = rowInfo + warp * 16 + lane / 4;
+  // S = Q K(stage)^T, issued (K is K-major: column block kk / 4, 32 bytes per k-step).
+  auto issueS = [&](float(&s)[BN / 8][4], const uint32_t(&qf)[D / 16][4], int st) {
+    const uint32_t kAddr = smemAddr(sK + st * kTile);
+    wgmmaFence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+      wgmmaRS<0>(s, qf[kk], smemDescSw128(kAddr + (kk / 4) * BN * 128 + (kk % 4) * 32, 16, 1024),
+                 kk, (T *)nullptr);
+    wgmmaCommit();
+  };
+  // O += P V(stage), issued (V is MN-major: column blocks of 64 at BN * 128 bytes, 8-key groups
+  // at 1024), with P from the scores s.
+  auto issuePV = [&](float(&o)[D / 8][4], const float(&s)[BN / 8][4], int st) {
+    uint32_t pa[BN / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) pFragment<T>(s, kk, pa[kk]);
+    const uint32_t vAddr = smemAddr(sV + st * kTile);
+    wgmmaFence();
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk)
+      wgmmaRS<1>(o, pa[kk], smemDescSw128(vAddr + kk * 2048, BN * 128, 1024), 1, (T *)nullptr);
+    wgmmaCommit();
+  };
+
+  uint32_t it = 0;
+  for (int64_t bid = blockIdx.x; bid < p.totalBlocks; bid += gridDim.x) {
+    const BlockWork w = blockWork<BM, BN>(p, bid);
+    namedBarrier(1, Cfg::kConsumers); // both consumer warpgroups are done with Q and RowInfo
+    fillRowInfo(p, rowInfo, BM, w, ct, Cfg::kConsumers);
+    loadTile<D, LDQ, Cfg::kConsumers, BM>(
+        sQ, [&](int r, bool &valid) { return qRowPtr<T>(p, w, r, valid); }, ct);
+    cpAsyncCommit();
+    cpAsyncWait<0>();
+    namedBarrier(1, Cfg::kConsumers);
+    uint32_t qf[D / 16][4];
+    {
+      const T *qa = sQ + (warp * 16 + (lane & 15)) * LDQ + (lane / 16) * 8;
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk)
+        ldmatrixX4(smemAddr(qa + kk * 16), qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3]);
+    }
+    float o[D / 8][4];
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+    float rowMax[2] = {-INFINITY, -INFINITY}, rowSum[2] = {0.f, 0.f};
+    auto scores = [&](float(&s)[BN / 8][4], int t, float(&alpha)[2]) {
+      const int64_t n0 = (w.kbBegin + t) * BN;
+      const bool edge = n0 + BN > p.seqK || (p.causal && n0 + BN - 1 > w.firstQ + p.causalOffset);
+      maskScores<T, kGeneral>(p, s, ri, ri + 8, n0, tq, edge, scaleLog2);
+      softmaxScores(s, rowMax, rowSum, softmaxMult<kGeneral>(scaleLog2), alpha);
+    };
+
+    if (w.nTiles > 0) {
+      float s[BN / 8][4], sNext[BN / 8][4], alpha[2];
+      if (kPingPong && group == 1)
+        asm volatile("bar.arrive %0, %1;\n" ::"r"(2), "r"(Cfg::kConsumers) : "memory");
+      {
+        const int st = int(it % kStages);
+        mbarWait(fullK + st, (it / kStages) & 1);
+        takeTurn();
+        issueS(s, qf, st);
+        passTurn(false);
+        wgmmaWait<0>();
+        fenceRegs(s);
+        if (lane == 0) mbarArrive(emptyK + st);
+        scores(s, 0, alpha); // O is still zero: nothing to rescale
+      }
+      for (int t = 1; t < w.nTiles; ++t) {
+        const uint32_t itK = it + t, itV = it + t - 1;
+        const int stK = int(itK % kStages), stV = int(itV % kStages);
+        mbarWait(fullK + stK, (itK / kStages) & 1);
+        mbarWait(fullV + stV, (itV / kStages) & 1);
+        takeTurn();
+        issueS(sNext, qf, stK);
+        issuePV(o, s, stV);
+        passTurn(false);
+        wgmmaWait<1>(); // S(t) is done; P(t - 1) V(t - 1) may still run
+        fenceRegs(sNext);
+        if (lane == 0) mbarArrive(emptyK + stK);
+        scores(sNext, t, alpha);
+        wgmmaWait<0>();
+        fenceRegs(o);
+        if (lane == 0) mbarArrive(emptyV + stV);
+        rescaleO(o, alpha);
+#pragma unroll
+        for (int i = 0; i < BN / 8; ++i)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s[i][e] = sNext[i][e];
+      }
+      const uint32_t itV = it + w.nTiles - 1;
+      const int stV = int(itV % kStages);
+      mbarWait(fullV + stV, (itV / kStages) & 1);
+      takeTurn();
+      issuePV(o, s, stV);
+      passTurn(true);
+      wgmmaWait<0>();
+      fenceRegs(o);
+      if (lane == 0) mbarArrive(emptyV + stV);
+      it += uint32_t(w.nTiles);
+    }
+#pragma unroll
+    for (int hi = 0; hi < 2; ++hi) {
+      rowSum[hi] += __shfl_xor_sync(0xffffffffu, rowSum[hi], 1);
+      rowSum[hi] += __shfl_xor_sync(0xffffffffu, rowSum[hi], 2);
+    }
+    storeRows<T>(p, o, rowMax, rowSum, ri, ri + 8, w.split, tq);
+  }
+#endif
+}
+
+} // namespace
+} // namespace coil::cuda
