@@ -112,10 +112,9 @@ int prepareKernel(Kernel kernel, size_t smem, int device, int threads, std::atom
 /// Environment override of the prefill kernel, for experiments and tests: mma.sync 'a' 4
 /// warps x 16 rows (BM 64), 'b' 4 warps x 32 rows (BM 128) with 64-key tiles, 'c' the same with
 /// 32-key tiles (the mma.sync default), 'd' 8 warps x 16 rows; on sm_90 (head dims 64 and 128)
-/// wgmma 'e' two warpgroups (BM 128, the default at head dim 128), 'f' one (BM 64, the default
-/// at head dim 64); warp-specialized with TMA 'g' (64-key tiles), 'h' (128-key tiles at head
-/// dim 64) and 'i' (64-key tiles, ping-pong warpgroups), and 'j', 'k', 'l' the same on a
-/// persistent grid.
+/// wgmma 'e' two warpgroups (BM 128), 'f' one (BM 64); warp-specialized with TMA 'g' (64-key
+/// tiles), 'h' (128-key tiles at head dim 64) and 'i' (64-key tiles, ping-pong warpgroups), and
+/// 'j', 'k', 'l' the same on a persistent grid (the default: dispatchConfig).
 char envConfig() {
   const char *s = std::getenv("COIL_CUDA_ATTN_CONFIG");
   return s && s[0] >= 'a' && s[0] <= 'l' && !s[1] ? s[0] : 0;
@@ -297,17 +296,27 @@ int32_t dispatchConfig(const coil_cuda_ctx *ctx, const char *fn, const AttnParam
   // Decode-like (at most 16 packed rows): one row of 4 warps on different keys.
   if (p.rowsPerKv <= 16) return launchFlash<T, D, 1, 4, 1, 64, kGeneral>(ctx, fn, p);
   const char cfg = envConfig();
-  // Head dim 64 without a mask over at most 1024 keys: the mma.sync kernel is faster there
-  // (BERT's 512 keys: 0.038 ms against 0.041 for one warpgroup, ViT's 197: 0.023 against 0.030).
-  const bool shortD64 = D == 64 && !kGeneral && p.seqK <= 1024 && cfg == 0;
-  // sm_90, head dims 64 and 128: warpgroup MMA.
+  // sm_90, head dims 64 and 128: warpgroup MMA, by default the warp-specialized TMA kernel.
+  // Measured on an H100 (bench/attention_bench.py --variants, bench/RESULTS.md, session 16):
+  // head dim 128 is fastest with 64-key tiles and ping-pong warpgroups (prefill 2048 keys:
+  // 0.595 ms against 0.827 for the wgmma kernel), head dim 64 with 128-key tiles (BERT's 512
+  // keys: 0.035 ms against 0.054 for mma.sync; 4096 keys: 0.821 against 1.053), 64-key tiles
+  // under a mask (the 128-key masked form spills); over at most 1024 keys on a persistent grid
+  // (BERT 0.035 against 0.038, ViT's 197 keys 0.027 against 0.032), longer ones not (4096
+  // keys: 0.821 against 0.848).
   if constexpr (D % 64 == 0) {
-    // The warp-specialized TMA kernel: 'g' 64-key tiles, 'h' 128-key tiles at head dim 64
-    // (64 at 128: registers), 'i' 64-key tiles with ping-pong warpgroups; 'j', 'k', 'l' the
-    // same on a persistent grid.
-    if (ctx->sm_version == 90 && cfg >= 'g' && cfg <= 'l') {
-      const bool persistent = cfg >= 'j';
-      const char kind = persistent ? char(cfg - 3) : cfg;
+    // The explicit choices: 'g' 64-key tiles, 'h' 128-key tiles at head dim 64 (64 at 128:
+    // registers), 'i' 64-key tiles with ping-pong warpgroups; 'j', 'k', 'l' the same on a
+    // persistent grid.
+    if (ctx->sm_version == 90 && (cfg == 0 || (cfg >= 'g' && cfg <= 'l'))) {
+      char kind = cfg;
+      bool persistent = cfg >= 'j';
+      if (cfg == 0) {
+        kind = D == 128 ? 'i' : kGeneral ? 'g' : 'h';
+        persistent = D == 64 && p.seqK <= 1024;
+      } else if (persistent) {
+        kind = char(cfg - 3);
+      }
       int32_t r = -1;
       if constexpr (D == 64)
         if (kind == 'h') r = launchWs<T, D, 128, 2, kGeneral, false>(ctx, fn, p, persistent);
@@ -317,10 +326,10 @@ int32_t dispatchConfig(const coil_cuda_ctx *ctx, const char *fn, const AttnParam
         r = launchWs<T, D, 64, 2, kGeneral, false>(ctx, fn, p, persistent);
       if (r >= 0) return r;
     }
-    if (ctx->sm_version == 90 && !shortD64 && cfg != 'a' && cfg != 'b' && cfg != 'c' &&
-        cfg != 'd') {
-      // Head dim 64 runs one warpgroup per block (two were slower at every size measured:
-      // bench/attention_bench.py, problems "bert D64", "vit D64", "long D64").
+    // The wgmma kernel: where the TMA kernel cannot run (no TMA map for these strides), or
+    // chosen. Head dim 64 runs one warpgroup per block (two were slower at every size
+    // measured: bench/attention_bench.py, problems "bert D64", "vit D64", "long D64").
+    if (ctx->sm_version == 90 && cfg != 'a' && cfg != 'b' && cfg != 'c' && cfg != 'd') {
       const bool one = cfg == 'f' || (D == 64 && cfg != 'e');
       const int32_t r = one ? launchWgmma<T, D, 1, 64, 3, kGeneral>(ctx, fn, p)
                             : launchWgmma<T, D, 2, 64, 3, kGeneral>(ctx, fn, p);
