@@ -216,6 +216,15 @@ __device__ __forceinline__ void softmaxStep(float (&s)[NT][4], float (&o)[NO][4]
   rescaleO(o, alpha);
 }
 
+/// The row sums of softmaxScores' per-thread partials, over the 4 threads of each row.
+__device__ __forceinline__ void quadRowSums(float (&rowSum)[2]) {
+#pragma unroll
+  for (int hi = 0; hi < 2; ++hi) {
+    rowSum[hi] += __shfl_xor_sync(0xffffffffu, rowSum[hi], 1);
+    rowSum[hi] += __shfl_xor_sync(0xffffffffu, rowSum[hi], 2);
+  }
+}
+
 /// The A fragment of P for keys [16 kk, 16 kk + 16) from the S accumulators.
 template <typename T, int NT>
 __device__ __forceinline__ void pFragment(const float (&s)[NT][4], int kk, uint32_t (&a)[4]) {

@@ -245,14 +245,8 @@ __global__ void __launch_bounds__(32 * kRowWarps * kKeyWarps) flashAttnKernel(co
     }
     cpAsyncWait<0>();
 
-    // Row sums over the 4 threads of a row.
 #pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt)
-#pragma unroll
-      for (int hi = 0; hi < 2; ++hi) {
-        rowSum[mt][hi] += __shfl_xor_sync(0xffffffffu, rowSum[mt][hi], 1);
-        rowSum[mt][hi] += __shfl_xor_sync(0xffffffffu, rowSum[mt][hi], 2);
-      }
+    for (int mt = 0; mt < kMTiles; ++mt) quadRowSums(rowSum[mt]);
 
     if constexpr (kKeyWarps == 1) {
 #pragma unroll

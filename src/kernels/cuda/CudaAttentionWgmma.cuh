@@ -236,6 +236,40 @@ template <int D, int kThreads, int ROWS> __device__ __forceinline__ uint32_t swi
   return uint32_t((c / 8) * ROWS * 128 + r0 * 128 + ((c % 8) ^ (r0 % 8)) * 16);
 }
 
+/// S = Q K^T for one tile, issued and committed (not waited for): Q fragments in registers, K
+/// K-major in shared memory at kAddr (loadTileSw's layout: column block kk / 4, 32 bytes per
+/// k-step).
+template <typename T, int D, int BN>
+__device__ __forceinline__ void issueQK(float (&s)[BN / 8][4], const uint32_t (&qf)[D / 16][4],
+                                        uint32_t kAddr) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  wgmmaFence();
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+    wgmmaRS<0>(s, qf[kk], smemDescSw128(kAddr + (kk / 4) * BN * 128 + (kk % 4) * 32, 16, 1024), kk,
+               (T *)nullptr);
+  wgmmaCommit();
+#endif
+}
+
+/// O += P V for one tile, issued and committed (not waited for): P from the scores s, V
+/// MN-major in shared memory at vAddr (column blocks of 64 at BN * 128 bytes, 8-key groups at
+/// 1024).
+template <typename T, int D, int BN>
+__device__ __forceinline__ void issuePV(float (&o)[D / 8][4], const float (&s)[BN / 8][4],
+                                        uint32_t vAddr) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  uint32_t pa[BN / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < BN / 16; ++kk) pFragment<T>(s, kk, pa[kk]);
+  wgmmaFence();
+#pragma unroll
+  for (int kk = 0; kk < BN / 16; ++kk)
+    wgmmaRS<1>(o, pa[kk], smemDescSw128(vAddr + kk * 2048, BN * 128, 1024), 1, (T *)nullptr);
+  wgmmaCommit();
+#endif
+}
+
 /// The flash kernel on warpgroup MMA: kWG warpgroups of 4 warps, 64 rows each (16 per warp,
 /// the same fragment layout as the mma.sync kernel: the masking, softmax and stores are
 /// shared). S = Q K^T is wgmma m64nBNk16 with Q fragments in registers and K (K-major) in
@@ -276,15 +310,8 @@ __global__ void __launch_bounds__(128 * kWG) flashAttnWgmmaKernel(const AttnPara
       loadTileSw<D, kThreads, BN>(sK + stage * kTile, dst0, kBase + n0 * ks, ks, rowsLeft, kBase);
       loadTileSw<D, kThreads, BN>(sV + stage * kTile, dst0, vBase + n0 * vs, vs, rowsLeft, vBase);
     };
-    // S = Q K(tile)^T, issued (K is K-major: column block kk / 4, 32 bytes per k-step).
     auto issueS = [&](float(&s)[BN / 8][4], const uint32_t(&qf)[D / 16][4], int tile) {
-      const uint32_t kAddr = smemAddr(sK + (tile % kStages) * kTile);
-      wgmmaFence();
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk)
-        wgmmaRS<0>(s, qf[kk], smemDescSw128(kAddr + (kk / 4) * BN * 128 + (kk % 4) * 32, 16, 1024),
-                   kk, (T *)nullptr);
-      wgmmaCommit();
+      issueQK<T, D, BN>(s, qf, smemAddr(sK + (tile % kStages) * kTile));
     };
     // Waits for every committed load (the newest is the tile needed next) and makes it
     // visible to the tensor cores; the barrier also means every warp is done with the tiles
@@ -337,16 +364,7 @@ __global__ void __launch_bounds__(128 * kWG) flashAttnWgmmaKernel(const AttnPara
       maskScores<T, kGeneral>(p, s, ri, ri + 8, n0, tq, edge, scaleLog2);
       softmaxStep(s, o, rowMax, rowSum, softmaxMult<kGeneral>(scaleLog2));
 
-      // O += P V: V is MN-major (column blocks of 64 at BN * 128 bytes, 8-key groups at 1024).
-      uint32_t pa[BN / 16][4];
-#pragma unroll
-      for (int kk = 0; kk < BN / 16; ++kk) pFragment<T>(s, kk, pa[kk]);
-      const uint32_t vAddr = smemAddr(sV + (t % kStages) * kTile);
-      wgmmaFence();
-#pragma unroll
-      for (int kk = 0; kk < BN / 16; ++kk)
-        wgmmaRS<1>(o, pa[kk], smemDescSw128(vAddr + kk * 2048, BN * 128, 1024), 1, (T *)nullptr);
-      wgmmaCommit();
+      issuePV<T, D, BN>(o, s, smemAddr(sV + (t % kStages) * kTile));
       wgmmaWait<0>();
       fenceRegs(o);
       if (more) {
@@ -358,11 +376,7 @@ __global__ void __launch_bounds__(128 * kWG) flashAttnWgmmaKernel(const AttnPara
       }
     }
     cpAsyncWait<0>();
-#pragma unroll
-    for (int hi = 0; hi < 2; ++hi) {
-      rowSum[hi] += __shfl_xor_sync(0xffffffffu, rowSum[hi], 1);
-      rowSum[hi] += __shfl_xor_sync(0xffffffffu, rowSum[hi], 2);
-    }
+    quadRowSums(rowSum);
     storeRows<T>(p, o, rowMax, rowSum, ri, ri + 8, w.split, tq);
   }
 #endif

@@ -167,28 +167,11 @@ __global__ void __launch_bounds__(384, 1)
   };
   const float scaleLog2 = p.scale * kLog2e;
   const RowInfo *ri = rowInfo + warp * 16 + lane / 4;
-  // S = Q K(stage)^T, issued (K is K-major: column block kk / 4, 32 bytes per k-step).
   auto issueS = [&](float(&s)[BN / 8][4], const uint32_t(&qf)[D / 16][4], int st) {
-    const uint32_t kAddr = smemAddr(sK + st * kTile);
-    wgmmaFence();
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk)
-      wgmmaRS<0>(s, qf[kk], smemDescSw128(kAddr + (kk / 4) * BN * 128 + (kk % 4) * 32, 16, 1024),
-                 kk, (T *)nullptr);
-    wgmmaCommit();
+    issueQK<T, D, BN>(s, qf, smemAddr(sK + st * kTile));
   };
-  // O += P V(stage), issued (V is MN-major: column blocks of 64 at BN * 128 bytes, 8-key groups
-  // at 1024), with P from the scores s.
-  auto issuePV = [&](float(&o)[D / 8][4], const float(&s)[BN / 8][4], int st) {
-    uint32_t pa[BN / 16][4];
-#pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk) pFragment<T>(s, kk, pa[kk]);
-    const uint32_t vAddr = smemAddr(sV + st * kTile);
-    wgmmaFence();
-#pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk)
-      wgmmaRS<1>(o, pa[kk], smemDescSw128(vAddr + kk * 2048, BN * 128, 1024), 1, (T *)nullptr);
-    wgmmaCommit();
+  auto issueO = [&](float(&o)[D / 8][4], const float(&s)[BN / 8][4], int st) {
+    issuePV<T, D, BN>(o, s, smemAddr(sV + st * kTile));
   };
 
   uint32_t it = 0;
@@ -241,7 +224,7 @@ __global__ void __launch_bounds__(384, 1)
         mbarWait(fullV + stV, (itV / kStages) & 1);
         takeTurn();
         issueS(sNext, qf, stK);
-        issuePV(o, s, stV);
+        issueO(o, s, stV);
         passTurn(false);
         wgmmaWait<1>(); // S(t) is done; P(t - 1) V(t - 1) may still run
         fenceRegs(sNext);
@@ -260,18 +243,14 @@ __global__ void __launch_bounds__(384, 1)
       const int stV = int(itV % kStages);
       mbarWait(fullV + stV, (itV / kStages) & 1);
       takeTurn();
-      issuePV(o, s, stV);
+      issueO(o, s, stV);
       passTurn(true);
       wgmmaWait<0>();
       fenceRegs(o);
       if (lane == 0) mbarArrive(emptyV + stV);
       it += uint32_t(w.nTiles);
     }
-#pragma unroll
-    for (int hi = 0; hi < 2; ++hi) {
-      rowSum[hi] += __shfl_xor_sync(0xffffffffu, rowSum[hi], 1);
-      rowSum[hi] += __shfl_xor_sync(0xffffffffu, rowSum[hi], 2);
-    }
+    quadRowSums(rowSum);
     storeRows<T>(p, o, rowMax, rowSum, ri, ri + 8, w.split, tq);
   }
 #endif
