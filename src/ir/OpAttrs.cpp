@@ -374,6 +374,22 @@ Expected<BlockAttrs> decodeBlock(const Node &n) {
   return a;
 }
 
+Expected<Tensor> decodeConstant(const Node &n) {
+  const Attrs &a = n.attrs;
+  if (auto t = a.getTensor("value")) return *t;
+  if (a.has("value_float")) return Tensor::scalar(DType::F32, a.getFloat("value_float", 0));
+  if (auto v = a.maybeInt("value_int")) return Tensor::fromInts(DType::I64, {}, {*v});
+  if (a.has("value_floats")) {
+    auto f = a.getFloats("value_floats");
+    return Tensor::fromDoubles(DType::F32, {int64_t(f.size())}, f);
+  }
+  if (a.has("value_ints")) {
+    auto v = a.getInts("value_ints");
+    return Tensor::fromInts(DType::I64, {int64_t(v.size())}, v);
+  }
+  return fail("constant needs one of value, value_float, value_floats, value_int, value_ints");
+}
+
 // --- GridSample, RoiAlign
 
 Expected<GridSampleAttrs> decodeGridSample(const Node &n) {

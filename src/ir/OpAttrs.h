@@ -166,6 +166,10 @@ Expected<ResizeAttrs> decodeResize(const Node &n, int64_t rank);
 
 // --- DepthToSpace, SpaceToDepth
 
+/// The value of a Constant node: its `value` tensor (sharing its buffer), or the scalar or 1-D
+/// tensor of value_float / value_int (f32 / i64) or value_floats / value_ints.
+Expected<Tensor> decodeConstant(const Node &n);
+
 struct BlockAttrs {
   int64_t blocksize = 0; ///< positive
   bool crd = false;      ///< DepthToSpace mode CRD (else DCR)

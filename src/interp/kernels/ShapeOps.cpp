@@ -1,6 +1,7 @@
 // Reference kernels for the ShapeOps family of ops (see Ops.def). Data movement is done on
 // raw bytes, so every kernel handles every dtype alike.
 #include "interp/Kernel.h"
+#include "ir/OpAttrs.h"
 #include "ir/infer/ShapeOpsHelpers.h"
 
 #include <algorithm>
@@ -308,22 +309,8 @@ Result rangeKernel(KernelContext &ctx) {
 }
 
 Result constantKernel(KernelContext &ctx) {
-  const Attrs &a = ctx.attrs();
-  if (auto t = a.getTensor("value")) return std::vector<Tensor>{t->clone()};
-  if (a.has("value_float"))
-    return std::vector<Tensor>{Tensor::scalar(DType::F32, a.getFloat("value_float", 0))};
-  if (auto v = a.maybeInt("value_int"))
-    return std::vector<Tensor>{Tensor::fromInts(DType::I64, {}, {*v})};
-  if (a.has("value_floats")) {
-    auto f = a.getFloats("value_floats");
-    return std::vector<Tensor>{Tensor::fromDoubles(DType::F32, {int64_t(f.size())}, f)};
-  }
-  if (a.has("value_ints")) {
-    auto v = a.getInts("value_ints");
-    return std::vector<Tensor>{Tensor::fromInts(DType::I64, {int64_t(v.size())}, v)};
-  }
-  return ctx.error("constant needs one of value, value_float, value_floats, value_int, "
-                   "value_ints");
+  COIL_TRY(Tensor t, decodeConstant(ctx.node));
+  return std::vector<Tensor>{t.clone()};
 }
 
 } // namespace

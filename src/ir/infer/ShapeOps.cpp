@@ -1,5 +1,6 @@
 // Type and shape inference for the ShapeOps family of ops (see Ops.def), and the symbolic
 // helpers of ShapeOpsHelpers.h that the importer's shape folding shares.
+#include "ir/OpAttrs.h"
 #include "ir/infer/ShapeOpsHelpers.h"
 
 #include <algorithm>
@@ -542,20 +543,10 @@ Result inferRange(InferContext &ctx) {
 }
 
 Result inferConstant(InferContext &ctx) {
-  const Attrs &a = ctx.node.attrs;
-  if (auto t = a.getTensor("value")) {
-    TensorType out{t->dtype(), {}};
-    for (int64_t d : t->shape()) out.shape.push_back(d);
-    return std::vector<TensorType>{out};
-  }
-  if (a.has("value_float")) return std::vector<TensorType>{{DType::F32, {}}};
-  if (a.has("value_int")) return std::vector<TensorType>{{DType::I64, {}}};
-  if (a.has("value_floats"))
-    return std::vector<TensorType>{{DType::F32, {int64_t(a.getFloats("value_floats").size())}}};
-  if (a.has("value_ints"))
-    return std::vector<TensorType>{{DType::I64, {int64_t(a.getInts("value_ints").size())}}};
-  return ctx.error("constant needs one of value, value_float, value_floats, value_int, "
-                   "value_ints");
+  COIL_TRY(Tensor t, decodeConstant(ctx.node));
+  TensorType out{t.dtype(), {}};
+  for (int64_t d : t.shape()) out.shape.push_back(d);
+  return std::vector<TensorType>{out};
 }
 
 } // namespace

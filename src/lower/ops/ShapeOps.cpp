@@ -3,6 +3,7 @@
 // ConstantOfShape and Constant compute their values from index expressions. Semantics follow
 // interp/kernels/ShapeOps.cpp; output shapes are the inferred ones.
 #include "ir/Infer.h"
+#include "ir/OpAttrs.h"
 #include "ir/infer/ShapeOpsHelpers.h"
 #include "kernels/cpu/CpuKernels.h"
 #include "lower/Lower.h"
@@ -429,24 +430,7 @@ Status lConstantOfShape(LowerContext &ctx) {
 /// Constant values held by a Constant node (usually folded away by the importer): a select
 /// chain over the flat index, for small tensors only.
 Status lConstant(LowerContext &ctx) {
-  const Attrs &a = ctx.gnode().attrs;
-  Tensor t;
-  if (auto v = a.getTensor("value"))
-    t = *v;
-  else if (a.has("value_float"))
-    t = Tensor::scalar(DType::F32, a.getFloat("value_float", 0));
-  else if (auto v = a.maybeInt("value_int"))
-    t = Tensor::fromInts(DType::I64, {}, {*v});
-  else if (a.has("value_floats")) {
-    auto f = a.getFloats("value_floats");
-    t = Tensor::fromDoubles(DType::F32, {int64_t(f.size())}, f);
-  } else if (a.has("value_ints")) {
-    auto v = a.getInts("value_ints");
-    t = Tensor::fromInts(DType::I64, {int64_t(v.size())}, v);
-  } else {
-    return ctx.error("constant needs one of value, value_float, value_floats, value_int, "
-                     "value_ints");
-  }
+  COIL_TRY(Tensor t, decodeConstant(ctx.gnode()));
   constexpr int64_t kMaxInline = 256;
   if (t.numel() > kMaxInline)
     return ctx.error("a Constant node of " + std::to_string(t.numel()) +
