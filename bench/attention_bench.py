@@ -193,8 +193,8 @@ def main():
     problems = [known[n] for n in args.problems.split(",")]
     variants = [("coil", None)]
     if args.variants:
-        # COIL_CUDA_ATTN_CONFIG: the default (wgmma on sm_90), two warpgroups, one; the
-        # warp-specialized TMA kernel (64-key tiles, 128 at head dim 64, 64 with ping-pong
+        # COIL_CUDA_ATTN_CONFIG: the default (on sm_90 the warp-specialized TMA kernel), the
+        # wgmma kernel with two warpgroups and one; the warp-specialized TMA kernel (64-key tiles, 128 at head dim 64, 64 with ping-pong
         # warpgroups; each also on a persistent grid); mma.sync with 32 and 16 rows per warp.
         variants += [("coil wg2", "e"), ("coil wg1", "f"),
                      ("coil ws64", "g"), ("coil ws128", "h"), ("coil ws64pp", "i"),

@@ -309,20 +309,16 @@ int32_t dispatchConfig(const coil_cuda_ctx *ctx, const char *fn, const AttnParam
     // registers), 'i' 64-key tiles with ping-pong warpgroups; 'j', 'k', 'l' the same on a
     // persistent grid.
     if (ctx->sm_version == 90 && (cfg == 0 || (cfg >= 'g' && cfg <= 'l'))) {
-      char kind = cfg;
-      bool persistent = cfg >= 'j';
-      if (cfg == 0) {
-        kind = D == 128 ? 'i' : kGeneral ? 'g' : 'h';
-        persistent = D == 64 && p.seqK <= 1024;
-      } else if (persistent) {
-        kind = char(cfg - 3);
-      }
-      int32_t r = -1;
-      if constexpr (D == 64)
-        if (kind == 'h') r = launchWs<T, D, 128, 2, kGeneral, false>(ctx, fn, p, persistent);
+      char kind = cfg >= 'j' ? char(cfg - 3) : cfg; // j-l: g-i on a persistent grid
+      if (cfg == 0) kind = D == 128 ? 'i' : (kGeneral ? 'g' : 'h');
+      const bool persistent = cfg == 0 ? D == 64 && p.seqK <= 1024 : cfg >= 'j';
+      constexpr int kWideBN = D == 64 ? 128 : 64;
+      int32_t r;
       if (kind == 'i')
         r = launchWs<T, D, 64, 2, kGeneral, true>(ctx, fn, p, persistent);
-      else if (r < 0)
+      else if (kind == 'h')
+        r = launchWs<T, D, kWideBN, 2, kGeneral, false>(ctx, fn, p, persistent);
+      else
         r = launchWs<T, D, 64, 2, kGeneral, false>(ctx, fn, p, persistent);
       if (r >= 0) return r;
     }

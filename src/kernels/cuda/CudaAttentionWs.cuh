@@ -58,6 +58,10 @@ __device__ __forceinline__ void prefetchTensorMap(const CUtensorMap *map) {
 __device__ __forceinline__ void namedBarrier(int id, int count) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
+/// Arrives on barrier `id` without waiting (the other side of a namedBarrier of `count`).
+__device__ __forceinline__ void namedBarrierArrive(int id, int count) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
 template <int N> __device__ __forceinline__ void setMaxRegsDec() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
 }
@@ -161,9 +165,7 @@ __global__ void __launch_bounds__(384, 1)
   };
   auto passTurn = [&](bool last) {
     if constexpr (kPingPong)
-      if (!(last && group == 1))
-        asm volatile("bar.arrive %0, %1;\n" ::"r"(2 + (group ^ 1)), "r"(Cfg::kConsumers)
-                     : "memory");
+      if (!(last && group == 1)) namedBarrierArrive(2 + (group ^ 1), Cfg::kConsumers);
   };
   const float scaleLog2 = p.scale * kLog2e;
   const RowInfo *ri = rowInfo + warp * 16 + lane / 4;
@@ -204,8 +206,7 @@ __global__ void __launch_bounds__(384, 1)
 
     if (w.nTiles > 0) {
       float s[BN / 8][4], sNext[BN / 8][4], alpha[2];
-      if (kPingPong && group == 1)
-        asm volatile("bar.arrive %0, %1;\n" ::"r"(2), "r"(Cfg::kConsumers) : "memory");
+      if (kPingPong && group == 1) namedBarrierArrive(2, Cfg::kConsumers);
       {
         const int st = int(it % kStages);
         mbarWait(fullK + st, (it / kStages) & 1);
