@@ -71,11 +71,14 @@ def main():
         module, inputs, in_names, out_names, _ = w.build(False, "cuda")
         onnx_path = os.path.join(args.work, name + ".onnx")
         pkg = os.path.join(args.work, name + ".pkg")
-        gpu_workloads.export_onnx(module, inputs, in_names, out_names, onnx_path)
+        # The exporter gpu_bench uses for this workload (the TorchScript exporter computes causal
+        # SDPA in f32: profiling that graph would time other kernels than the benchmark).
+        exporter, _ = gpu_workloads.export_onnx(module, inputs, in_names, out_names, onnx_path,
+                                                exporter=w.exporter or "auto")
         r = subprocess.run([args.coil, "compile", onnx_path, "-o", pkg, "--device", "cuda"] +
                            shlex.split(args.coil_args), capture_output=True, text=True)
-        print("== %s (%s): coil compile exit %d, %d kernels" % (
-            name, w.desc, r.returncode, len(r.stdout.split())))
+        print("== %s (%s, %s exporter): coil compile exit %d, %d kernels" % (
+            name, w.desc, exporter, r.returncode, len(r.stdout.split())))
         if r.returncode:
             print(r.stderr[-2000:])
             continue

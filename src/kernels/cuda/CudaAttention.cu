@@ -297,20 +297,21 @@ int32_t dispatchConfig(const coil_cuda_ctx *ctx, const char *fn, const AttnParam
   if (p.rowsPerKv <= 16) return launchFlash<T, D, 1, 4, 1, 64, kGeneral>(ctx, fn, p);
   const char cfg = envConfig();
   // sm_90, head dims 64 and 128: warpgroup MMA, by default the warp-specialized TMA kernel.
-  // Measured on an H100 (bench/attention_bench.py --variants, bench/RESULTS.md, session 16):
-  // head dim 128 is fastest with 64-key tiles and ping-pong warpgroups (prefill 2048 keys:
-  // 0.595 ms against 0.827 for the wgmma kernel), head dim 64 with 128-key tiles (BERT's 512
-  // keys: 0.035 ms against 0.054 for mma.sync; 4096 keys: 0.821 against 1.053), 64-key tiles
-  // under a mask (the 128-key masked form spills); over at most 1024 keys on a persistent grid
-  // (BERT 0.035 against 0.038, ViT's 197 keys 0.027 against 0.032), longer ones not (4096
-  // keys: 0.821 against 0.848).
+  // Measured on an H100 (bench/attention_bench.py --variants, bench/RESULTS.md, sessions 16
+  // and 17): head dim 128 is fastest with 64-key tiles and ping-pong warpgroups (prefill 2048
+  // keys: 0.595 ms against 0.827 for the wgmma kernel), head dim 64 with 128-key tiles over
+  // more than 256 keys (BERT's 512 keys: 0.033 ms against 0.054 for mma.sync; 4096 keys: 0.815
+  // against 1.053) and 64-key tiles over fewer (ViT's 197 keys: 0.027 against 0.030) or under
+  // a mask (the 128-key masked form spills); over at most 1024 keys on a persistent grid, whose
+  // blocks load their next Q rows while they work (BERT 0.033 against 0.035, ViT 0.027 against
+  // 0.029), longer ones not (4096 keys: 0.821 against 0.848).
   if constexpr (D % 64 == 0) {
     // The explicit choices: 'g' 64-key tiles, 'h' 128-key tiles at head dim 64 (64 at 128:
     // registers), 'i' 64-key tiles with ping-pong warpgroups; 'j', 'k', 'l' the same on a
     // persistent grid.
     if (ctx->sm_version == 90 && (cfg == 0 || (cfg >= 'g' && cfg <= 'l'))) {
       char kind = cfg >= 'j' ? char(cfg - 3) : cfg; // j-l: g-i on a persistent grid
-      if (cfg == 0) kind = D == 128 ? 'i' : (kGeneral ? 'g' : 'h');
+      if (cfg == 0) kind = D == 128 ? 'i' : (kGeneral || p.seqK <= 256 ? 'g' : 'h');
       const bool persistent = cfg == 0 ? D == 64 && p.seqK <= 1024 : cfg >= 'j';
       constexpr int kWideBN = D == 64 ? 128 : 64;
       int32_t r;

@@ -73,15 +73,16 @@ template <int N> __device__ __forceinline__ void setMaxRegsInc() {
 /// The warp-specialized kernel's block: warpgroup 0 produces (one thread issues the TMA loads;
 /// its registers are given to the others), warpgroups 1 and 2 consume, 64 rows each (BM = 128).
 /// Shared memory: kStages K tiles, kStages V tiles (BN x D each, 128-byte swizzled in column
-/// blocks of 64, the layout of loadTileSw), the padded Q tile, the RowInfo and the barriers
-/// (full and empty, for K and V, per stage).
+/// blocks of 64, the layout of loadTileSw), two padded Q tiles (a block's and the next one's),
+/// the RowInfo and the barriers (full and empty, for K and V, per stage).
 template <int D, int BN, int kStages> struct WsCfg {
   static constexpr int BM = 128;
   static constexpr int kThreads = 384;
   static constexpr int kConsumers = 256;
-  static constexpr int kTile = BN * D; ///< elements of one K or V tile
+  static constexpr int kGroupRows = 64; ///< rows of one consumer warpgroup
+  static constexpr int kTile = BN * D;  ///< elements of one K or V tile
   static constexpr size_t kSmem = 1024 + size_t(2 * kStages) * kTile * 2 +
-                                  size_t(BM) * (D + 8) * 2 + size_t(BM) * sizeof(RowInfo) +
+                                  2 * size_t(BM) * (D + 8) * 2 + size_t(BM) * sizeof(RowInfo) +
                                   size_t(4 * kStages) * 8;
   static_assert(D % 64 == 0 && BN % 64 == 0 && kStages >= 2, "tiles of 64, two stages or more");
 };
@@ -95,7 +96,9 @@ template <int D, int BN, int kStages> struct WsCfg {
 /// tiles' stage and phase follow one running count over all the block's work, the same in
 /// the producer and the consumers. With kPingPong the two consumer warpgroups take turns to
 /// issue their products (named barriers 2 and 3), so that one's softmax runs while the other's
-/// products occupy the tensor cores. The masking, softmax and stores are the mma.sync kernel's.
+/// products occupy the tensor cores. Each consumer warpgroup loads its own 64 rows of Q with
+/// cp.async, on a persistent grid those of its next block while it works on the current one.
+/// The masking, softmax and stores are the mma.sync kernel's.
 template <typename T, int D, int BN, int kStages, bool kGeneral, bool kPingPong>
 __global__ void __launch_bounds__(384, 1)
     flashAttnWsKernel(const __grid_constant__ CUtensorMap tmK,
@@ -108,8 +111,8 @@ __global__ void __launch_bounds__(384, 1)
   const uint32_t align = (1024 - (smemAddr(smemRaw) & 1023)) & 1023;
   T *sK = reinterpret_cast<T *>(smemRaw + align);
   T *sV = sK + kStages * kTile;
-  T *sQ = sV + kStages * kTile; // BM x LDQ (padded)
-  RowInfo *rowInfo = reinterpret_cast<RowInfo *>(sQ + BM * LDQ);
+  T *sQ = sV + kStages * kTile; // two of BM x LDQ (padded)
+  RowInfo *rowInfo = reinterpret_cast<RowInfo *>(sQ + 2 * BM * LDQ);
   uint64_t *fullK = reinterpret_cast<uint64_t *>(rowInfo + BM);
   uint64_t *fullV = fullK + kStages, *emptyK = fullV + kStages, *emptyV = emptyK + kStages;
   if (threadIdx.x == 0) {
@@ -156,7 +159,8 @@ __global__ void __launch_bounds__(384, 1)
   setMaxRegsInc<240>();
   const int ct = int(threadIdx.x) - 128; // 0..255 over the consumers
   const int warp = ct / 32, lane = ct % 32, tq = lane % 4;
-  const int group = ct / 128; // consumer warpgroup 0 or 1
+  const int group = ct / 128, gt = ct % 128; // consumer warpgroup 0 or 1, thread in it
+  constexpr int GR = Cfg::kGroupRows;
   // Ping-pong turns: barrier 2 + g lets warpgroup g issue; the other warpgroup arrives on it
   // after its own issue. Warpgroup 1 opens the first turn of a block and skips the arrival
   // after its last, so that every barrier's arrivals and waits pair up within the block.
@@ -168,31 +172,48 @@ __global__ void __launch_bounds__(384, 1)
       if (!(last && group == 1)) namedBarrierArrive(2 + (group ^ 1), Cfg::kConsumers);
   };
   const float scaleLog2 = p.scale * kLog2e;
-  const RowInfo *ri = rowInfo + warp * 16 + lane / 4;
   auto issueS = [&](float(&s)[BN / 8][4], const uint32_t(&qf)[D / 16][4], int st) {
     issueQK<T, D, BN>(s, qf, smemAddr(sK + st * kTile));
   };
   auto issueO = [&](float(&o)[D / 8][4], const float(&s)[BN / 8][4], int st) {
     issuePV<T, D, BN>(o, s, smemAddr(sV + st * kTile));
   };
+  // Each consumer warpgroup loads the 64 rows of Q it reads (synchronized by its barrier
+  // 4 + group) into two buffers: the rows of its next block load (cp.async) while the current
+  // block runs. Buffer b is rewritten at block k only after every thread of the warpgroup
+  // passed block k's barrier, so after their reads at block k - 1. Each warp fills the 16 rows
+  // of RowInfo it reads.
+  auto loadQ = [&](int64_t bid, int buf) {
+    BlockWork w = blockWork<BM, BN>(p, bid);
+    w.m0 += GR * group;
+    loadTile<D, LDQ, 128, GR>(
+        sQ + (buf * BM + GR * group) * LDQ,
+        [&](int r, bool &valid) { return qRowPtr<T>(p, w, r, valid); }, gt);
+    cpAsyncCommit();
+  };
+  if (blockIdx.x < p.totalBlocks) loadQ(blockIdx.x, 0);
+  const RowInfo *ri = rowInfo + warp * 16 + lane / 4;
 
   uint32_t it = 0;
-  for (int64_t bid = blockIdx.x; bid < p.totalBlocks; bid += gridDim.x) {
+  int buf = 0;
+  for (int64_t bid = blockIdx.x; bid < p.totalBlocks; bid += gridDim.x, buf ^= 1) {
     const BlockWork w = blockWork<BM, BN>(p, bid);
-    namedBarrier(1, Cfg::kConsumers); // both consumer warpgroups are done with Q and RowInfo
-    fillRowInfo(p, rowInfo, BM, w, ct, Cfg::kConsumers);
-    loadTile<D, LDQ, Cfg::kConsumers, BM>(
-        sQ, [&](int r, bool &valid) { return qRowPtr<T>(p, w, r, valid); }, ct);
-    cpAsyncCommit();
+    {
+      BlockWork wr = w;
+      wr.m0 += warp * 16;
+      __syncwarp(); // the warp's reads of the previous block's rows are done
+      fillRowInfo(p, rowInfo + warp * 16, 16, wr, lane, 32);
+    }
     cpAsyncWait<0>();
-    namedBarrier(1, Cfg::kConsumers);
+    namedBarrier(4 + group, 128);
     uint32_t qf[D / 16][4];
     {
-      const T *qa = sQ + (warp * 16 + (lane & 15)) * LDQ + (lane / 16) * 8;
+      const T *qa = sQ + (buf * BM + warp * 16 + (lane & 15)) * LDQ + (lane / 16) * 8;
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk)
         ldmatrixX4(smemAddr(qa + kk * 16), qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3]);
     }
+    if (bid + gridDim.x < p.totalBlocks) loadQ(bid + gridDim.x, buf ^ 1);
     float o[D / 8][4];
 #pragma unroll
     for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
