@@ -165,17 +165,21 @@ def main():
                     help="comma-separated names from: " + ", ".join(p[0] for p in PROBLEMS))
     ap.add_argument("--json")
     ap.add_argument("--profile", metavar="CONFIG",
-                    help="only run coil (COIL_CUDA_ATTN_CONFIG=CONFIG, '-' for the default) on the "
-                         "non-causal prefill shape 3 times, for a profiler")
+                    help="only run coil (COIL_CUDA_ATTN_CONFIG=CONFIG, '-' for the default) on each "
+                         "problem 3 times, for a profiler")
     args = ap.parse_args()
     if args.profile:
         if args.profile != "-":
             os.environ["COIL_CUDA_ATTN_CONFIG"] = args.profile
         coil = Coil(args.lib)
-        q, k, v = (torch.randn(8, 16, 2048, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-        y = torch.empty_like(q)
-        for _ in range(3):
-            coil.attention(q, k, v, y, False, 1 / math.sqrt(128))
+        known = {p[0]: p for p in PROBLEMS}
+        for name in args.problems.split(","):
+            _, B, H, Hk, Sq, Sk, D, causal = known[name]
+            q = torch.randn(B, H, Sq, D, device="cuda", dtype=torch.bfloat16)
+            k, v = (torch.randn(B, Hk, Sk, D, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+            y = torch.empty_like(q)
+            for _ in range(3):
+                coil.attention(q, k, v, y, causal, 1 / math.sqrt(D))
         torch.cuda.synchronize()
         return 0
 
@@ -194,12 +198,16 @@ def main():
     variants = [("coil", None)]
     if args.variants:
         # COIL_CUDA_ATTN_CONFIG: the default (on sm_90 the warp-specialized TMA kernel), the
-        # wgmma kernel with two warpgroups and one; the warp-specialized TMA kernel (64-key tiles, 128 at head dim 64, 64 with ping-pong
-        # warpgroups; each also on a persistent grid); mma.sync with 32 and 16 rows per warp.
+        # wgmma kernel with two warpgroups and one; the warp-specialized TMA kernel (64-key tiles,
+        # 128 at head dim 64, 64 with ping-pong warpgroups; the first two also with one consumer
+        # warpgroup, two blocks an SM; each also on a persistent grid); mma.sync with 32 and 16
+        # rows per warp.
         variants += [("coil wg2", "e"), ("coil wg1", "f"),
                      ("coil ws64", "g"), ("coil ws128", "h"), ("coil ws64pp", "i"),
-                     ("coil ws64 persistent", "j"), ("coil ws128 persistent", "l"),
-                     ("coil ws64pp persistent", "k"),
+                     ("coil ws64 persistent", "j"), ("coil ws128 persistent", "k"),
+                     ("coil ws64pp persistent", "l"),
+                     ("coil ws64 1wg", "m"), ("coil ws128 1wg", "n"),
+                     ("coil ws64 1wg persistent", "o"), ("coil ws128 1wg persistent", "p"),
                      ("coil mma32", "b"), ("coil mma32n32", "c"), ("coil mma16", "a"),
                      ("coil mma16w8", "d")]
     rows = []

@@ -308,9 +308,10 @@ TEST_F(CudaKernelsAttention, HopperRunsWarpgroupMma) {
 
 TEST_F(CudaKernelsAttention, EveryKernelConfiguration) {
   // The prefill kernels behind COIL_CUDA_ATTN_CONFIG: mma.sync a-d everywhere, wgmma e/f and
-  // the warp-specialized TMA kernel g-l on sm_90 (elsewhere they fall back to the mma.sync
+  // the warp-specialized TMA kernel g-p on sm_90 (elsewhere they fall back to the mma.sync
   // default); split counts 1 and 3.
-  for (const char *cfg : {"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l"})
+  for (const char *cfg :
+       {"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o", "p"})
     for (const char *splits : {"1", "3"}) {
       EnvGuard env("COIL_CUDA_ATTN_CONFIG", cfg), envS("COIL_CUDA_ATTN_SPLITS", splits);
       SCOPED_TRACE(std::string("config ") + cfg + " splits " + splits);

@@ -114,10 +114,12 @@ int prepareKernel(Kernel kernel, size_t smem, int device, int threads, std::atom
 /// 32-key tiles (the mma.sync default), 'd' 8 warps x 16 rows; on sm_90 (head dims 64 and 128)
 /// wgmma 'e' two warpgroups (BM 128), 'f' one (BM 64); warp-specialized with TMA 'g' (64-key
 /// tiles), 'h' (128-key tiles at head dim 64) and 'i' (64-key tiles, ping-pong warpgroups), and
-/// 'j', 'k', 'l' the same on a persistent grid (the default: dispatchConfig).
+/// 'j', 'k', 'l' the same on a persistent grid; 'm' and 'n' as 'g' and 'h' with one consumer
+/// warpgroup (BM 64, two blocks an SM), 'o' and 'p' those on a persistent grid (the default:
+/// dispatchConfig).
 char envConfig() {
   const char *s = std::getenv("COIL_CUDA_ATTN_CONFIG");
-  return s && s[0] >= 'a' && s[0] <= 'l' && !s[1] ? s[0] : 0;
+  return s && s[0] >= 'a' && s[0] <= 'p' && !s[1] ? s[0] : 0;
 }
 /// Environment override of the split count (>= 1), for tests and experiments.
 int envSplits() {
@@ -273,12 +275,12 @@ bool kvTensorMap(CUtensorMap &map, const void *base, int64_t off, const AttnPara
 
 /// Launches the warp-specialized TMA kernel, or returns -1 when the library holds no sm_90a
 /// code for it, the sizes pass the TMA coordinates (int32) or the driver refuses the maps.
-template <typename T, int D, int BN, int kStages, bool kGeneral, bool kPingPong>
+template <typename T, int D, int BN, int kStages, bool kGeneral, bool kPingPong, int kGroups = 2>
 int32_t launchWs(const coil_cuda_ctx *ctx, const char *fn, const AttnParams &p, bool persistent) {
-  using Cfg = WsCfg<D, BN, kStages>;
+  using Cfg = WsCfg<D, BN, kStages, kGroups>;
   static std::atomic<int> occ[64];
   static std::atomic<int> sm90a{-1};
-  const auto kernel = flashAttnWsKernel<T, D, BN, kStages, kGeneral, kPingPong>;
+  const auto kernel = flashAttnWsKernel<T, D, BN, kStages, kGeneral, kPingPong, kGroups>;
   if (!hasSm90a(kernel, sm90a)) return -1;
   if (p.seqK + BN > INT32_MAX || p.kvHeads > INT32_MAX || p.batch > INT32_MAX) return -1;
   CUtensorMap tmK, tmV;
@@ -297,25 +299,39 @@ int32_t dispatchConfig(const coil_cuda_ctx *ctx, const char *fn, const AttnParam
   if (p.rowsPerKv <= 16) return launchFlash<T, D, 1, 4, 1, 64, kGeneral>(ctx, fn, p);
   const char cfg = envConfig();
   // sm_90, head dims 64 and 128: warpgroup MMA, by default the warp-specialized TMA kernel.
-  // Measured on an H100 (bench/attention_bench.py --variants, bench/RESULTS.md, sessions 16
-  // and 17): head dim 128 is fastest with 64-key tiles and ping-pong warpgroups (prefill 2048
-  // keys: 0.595 ms against 0.827 for the wgmma kernel), head dim 64 with 128-key tiles over
-  // more than 256 keys (BERT's 512 keys: 0.033 ms against 0.054 for mma.sync; 4096 keys: 0.815
-  // against 1.053) and 64-key tiles over fewer (ViT's 197 keys: 0.027 against 0.030) or under
-  // a mask (the 128-key masked form spills); over at most 1024 keys on a persistent grid, whose
-  // blocks load their next Q rows while they work (BERT 0.033 against 0.035, ViT 0.027 against
-  // 0.029), longer ones not (4096 keys: 0.821 against 0.848).
+  // Measured with bench/attention_bench.py --variants (bench/RESULTS.md, sessions 16 and 17;
+  // H200, ms): without a mask, one consumer warpgroup (two blocks an SM) and 64-key tiles at
+  // head dim 128 (prefill 2048 keys: 0.595 against 0.608 for two ping-pong warpgroups, causal
+  // 0.375 against 0.412); at head dim 64 one warpgroup on a persistent grid, whose blocks load
+  // their next Q rows while they work, with 128-key tiles over more than 256 keys (BERT's 512
+  // keys: 0.032 against 0.033 for two warpgroups, 0.053 for mma.sync; 4096 keys: 0.823 against
+  // 0.851) and 64-key tiles over fewer (ViT's 197 keys: 0.025 against 0.027). Under a mask
+  // (kGeneral; not measured with one warpgroup), two warpgroups: ping-pong at head dim 128,
+  // 64-key tiles at 64 (the 128-key masked form spills), persistent over at most 1024 keys.
   if constexpr (D % 64 == 0) {
     // The explicit choices: 'g' 64-key tiles, 'h' 128-key tiles at head dim 64 (64 at 128:
     // registers), 'i' 64-key tiles with ping-pong warpgroups; 'j', 'k', 'l' the same on a
+    // persistent grid; 'm', 'n' as 'g', 'h' with one consumer warpgroup, 'o', 'p' those on a
     // persistent grid.
-    if (ctx->sm_version == 90 && (cfg == 0 || (cfg >= 'g' && cfg <= 'l'))) {
-      char kind = cfg >= 'j' ? char(cfg - 3) : cfg; // j-l: g-i on a persistent grid
-      if (cfg == 0) kind = D == 128 ? 'i' : (kGeneral || p.seqK <= 256 ? 'g' : 'h');
-      const bool persistent = cfg == 0 ? D == 64 && p.seqK <= 1024 : cfg >= 'j';
+    if (ctx->sm_version == 90 && (cfg == 0 || (cfg >= 'g' && cfg <= 'p'))) {
+      char kind = cfg;
+      bool persistent = (cfg >= 'j' && cfg <= 'l') || cfg >= 'o';
+      if (cfg >= 'j' && cfg <= 'l') kind = char(cfg - 3); // j-l: g-i on a persistent grid
+      if (cfg == 'o' || cfg == 'p') kind = char(cfg - 2); // o, p: m, n on a persistent grid
+      if (cfg == 0 && kGeneral) {
+        kind = D == 128 ? 'i' : 'g';
+        persistent = D == 64 && p.seqK <= 1024;
+      } else if (cfg == 0) {
+        kind = D == 128 || p.seqK <= 256 ? 'm' : 'n';
+        persistent = D == 64;
+      }
       constexpr int kWideBN = D == 64 ? 128 : 64;
       int32_t r;
-      if (kind == 'i')
+      if (kind == 'm')
+        r = launchWs<T, D, 64, 2, kGeneral, false, 1>(ctx, fn, p, persistent);
+      else if (kind == 'n')
+        r = launchWs<T, D, kWideBN, 2, kGeneral, false, 1>(ctx, fn, p, persistent);
+      else if (kind == 'i')
         r = launchWs<T, D, 64, 2, kGeneral, true>(ctx, fn, p, persistent);
       else if (kind == 'h')
         r = launchWs<T, D, kWideBN, 2, kGeneral, false>(ctx, fn, p, persistent);

@@ -265,6 +265,19 @@ __device__ __forceinline__ void storeRows(const AttnParams &p, const float (&o)[
   }
 }
 
+/// a / b and a % b of non-negative a and positive b, in 32 bits when both fit (a 64-bit
+/// division is a subroutine of about a hundred instructions; the block's indexing has several).
+__device__ __forceinline__ int64_t divMod(int64_t a, int64_t b, int64_t &rem) {
+  if (((uint64_t(a) | uint64_t(b)) >> 32) == 0) {
+    const uint32_t q = uint32_t(a) / uint32_t(b);
+    rem = int64_t(uint32_t(a) - q * uint32_t(b));
+    return int64_t(q);
+  }
+  const int64_t q = a / b;
+  rem = a - q * b;
+  return q;
+}
+
 /// The work of one block: m-block, (batch, kv head), split, and the key tiles it visits.
 struct BlockWork {
   int64_t m0, b, hk, kbBegin, firstQ;
@@ -274,23 +287,25 @@ struct BlockWork {
 template <int BM, int BN>
 __device__ __forceinline__ BlockWork blockWork(const AttnParams &p, int64_t bid) {
   BlockWork w;
-  int64_t mb = bid % p.mBlocks;
-  bid /= p.mBlocks;
-  w.split = int(bid % p.splits);
-  const int64_t bkh = bid / p.splits;
+  int64_t mb, split;
+  bid = divMod(bid, p.mBlocks, mb);
+  const int64_t bkh = divMod(bid, p.splits, split);
+  w.split = int(split);
   if (p.causal) mb = p.mBlocks - 1 - mb; // the longest rows first
-  w.b = bkh / p.kvHeads, w.hk = bkh % p.kvHeads;
+  w.b = divMod(bkh, p.kvHeads, w.hk);
   w.m0 = mb * BM;
   // The keys this block sees: [0, keyEnd), cut to this split's key blocks.
   int64_t keyEnd = p.seqK;
   const int64_t lastRow = min(w.m0 + BM, p.rowsPerKv) - 1;
-  if (p.causal) keyEnd = min(keyEnd, max(lastRow / p.group + p.causalOffset + 1, int64_t(0)));
+  int64_t unused;
+  if (p.causal)
+    keyEnd = min(keyEnd, max(divMod(lastRow, p.group, unused) + p.causalOffset + 1, int64_t(0)));
   const int64_t nKb = (keyEnd + BN - 1) / BN;
   w.kbBegin = int64_t(w.split) * p.kbPerSplit;
   const int64_t kbEnd = min(nKb, w.kbBegin + p.kbPerSplit);
   w.nTiles = int(max(kbEnd - w.kbBegin, int64_t(0)));
   // Tiles whose last key is at most firstQ + causalOffset (and below seqK) need no mask.
-  w.firstQ = w.m0 / p.group;
+  w.firstQ = divMod(w.m0, p.group, unused);
   return w;
 }
 
@@ -302,7 +317,8 @@ __device__ __forceinline__ void fillRowInfo(const AttnParams &p, RowInfo *rowInf
     const int64_t pr = w.m0 + r;
     RowInfo ri{-1, 0, 0, 0};
     if (pr < p.rowsPerKv) {
-      const int64_t i = pr / p.group, h = w.hk * p.group + pr % p.group;
+      int64_t g;
+      const int64_t i = divMod(pr, p.group, g), h = w.hk * p.group + g;
       ri.qi = i;
       ri.maskBase = p.mOff + w.b * p.msB + h * p.msH + i * p.msQ;
       ri.yBase = w.b * p.ysB + h * p.ysH + i * p.ysS;
@@ -320,7 +336,8 @@ __device__ __forceinline__ const T *qRowPtr(const AttnParams &p, const BlockWork
   const int64_t pr = w.m0 + r;
   valid = pr < p.rowsPerKv;
   if (!valid) return qg;
-  const int64_t i = pr / p.group, h = w.hk * p.group + pr % p.group;
+  int64_t g;
+  const int64_t i = divMod(pr, p.group, g), h = w.hk * p.group + g;
   return qg + p.qOff + w.b * p.qsB + h * p.qsH + i * p.qsS;
 }
 

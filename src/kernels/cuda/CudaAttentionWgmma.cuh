@@ -252,22 +252,36 @@ __device__ __forceinline__ void issueQK(float (&s)[BN / 8][4], const uint32_t (&
 #endif
 }
 
-/// O += P V for one tile, issued and committed (not waited for): P from the scores s, V
-/// MN-major in shared memory at vAddr (column blocks of 64 at BN * 128 bytes, 8-key groups at
-/// 1024).
-template <typename T, int D, int BN>
-__device__ __forceinline__ void issuePV(float (&o)[D / 8][4], const float (&s)[BN / 8][4],
-                                        uint32_t vAddr) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  uint32_t pa[BN / 16][4];
+/// P as the A fragments of the P V product (T, two per register) from the scores s.
+template <typename T, int BN>
+__device__ __forceinline__ void pFragments(const float (&s)[BN / 8][4],
+                                           uint32_t (&pa)[BN / 16][4]) {
 #pragma unroll
   for (int kk = 0; kk < BN / 16; ++kk) pFragment<T>(s, kk, pa[kk]);
+}
+
+/// O += P V for one tile, issued and committed (not waited for): P as A fragments (pa, which
+/// the product reads until it is waited for), V MN-major in shared memory at vAddr (column
+/// blocks of 64 at BN * 128 bytes, 8-key groups at 1024).
+template <typename T, int D, int BN>
+__device__ __forceinline__ void issuePVFragments(float (&o)[D / 8][4],
+                                                 const uint32_t (&pa)[BN / 16][4], uint32_t vAddr) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   wgmmaFence();
 #pragma unroll
   for (int kk = 0; kk < BN / 16; ++kk)
     wgmmaRS<1>(o, pa[kk], smemDescSw128(vAddr + kk * 2048, BN * 128, 1024), 1, (T *)nullptr);
   wgmmaCommit();
 #endif
+}
+
+/// O += P V for one tile, issued and committed (not waited for), P from the scores s.
+template <typename T, int D, int BN>
+__device__ __forceinline__ void issuePV(float (&o)[D / 8][4], const float (&s)[BN / 8][4],
+                                        uint32_t vAddr) {
+  uint32_t pa[BN / 16][4];
+  pFragments<T, BN>(s, pa);
+  issuePVFragments<T, D, BN>(o, pa, vAddr);
 }
 
 /// The flash kernel on warpgroup MMA: kWG warpgroups of 4 warps, 64 rows each (16 per warp,

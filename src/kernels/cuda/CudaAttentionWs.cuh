@@ -71,40 +71,46 @@ template <int N> __device__ __forceinline__ void setMaxRegsInc() {
 #endif
 
 /// The warp-specialized kernel's block: warpgroup 0 produces (one thread issues the TMA loads;
-/// its registers are given to the others), warpgroups 1 and 2 consume, 64 rows each (BM = 128).
-/// Shared memory: kStages K tiles, kStages V tiles (BN x D each, 128-byte swizzled in column
-/// blocks of 64, the layout of loadTileSw), two padded Q tiles (a block's and the next one's),
-/// the RowInfo and the barriers (full and empty, for K and V, per stage).
-template <int D, int BN, int kStages> struct WsCfg {
-  static constexpr int BM = 128;
-  static constexpr int kThreads = 384;
-  static constexpr int kConsumers = 256;
+/// its registers are given to the others), kGroups warpgroups (1 or 2) consume, 64 rows each
+/// (BM = 64 kGroups). With one, two blocks share an SM (registers: 128 a thread at launch, the
+/// consumers grow to 232). Shared memory: kStages K tiles, kStages V tiles (BN x D each, 128-byte
+/// swizzled in column blocks of 64, the layout of loadTileSw), two padded Q tiles (a block's and
+/// the next one's), the RowInfo and the barriers (full and empty, for K and V, per stage).
+template <int D, int BN, int kStages, int kGroups> struct WsCfg {
   static constexpr int kGroupRows = 64; ///< rows of one consumer warpgroup
-  static constexpr int kTile = BN * D;  ///< elements of one K or V tile
+  static constexpr int BM = kGroupRows * kGroups;
+  static constexpr int kThreads = 128 * (1 + kGroups);
+  static constexpr int kConsumers = 128 * kGroups;
+  static constexpr int kBlocksPerSm = kGroups == 1 ? 2 : 1;
+  static constexpr int kConsumerRegs = kGroups == 1 ? 232 : 240;
+  static constexpr int kTile = BN * D; ///< elements of one K or V tile
   static constexpr size_t kSmem = 1024 + size_t(2 * kStages) * kTile * 2 +
                                   2 * size_t(BM) * (D + 8) * 2 + size_t(BM) * sizeof(RowInfo) +
                                   size_t(4 * kStages) * 8;
   static_assert(D % 64 == 0 && BN % 64 == 0 && kStages >= 2, "tiles of 64, two stages or more");
+  static_assert(kGroups == 1 || kGroups == 2, "one or two consumer warpgroups");
 };
 
-/// The warp-specialized flash kernel (sm_90a). Per block of 128 packed rows, the producer
+/// The warp-specialized flash kernel (sm_90a). Per block of BM packed rows, the producer
 /// thread walks the block's key tiles: it waits until the stage is empty, then TMA-loads the
 /// K tile and the V tile, each completing on its stage's full barrier. Each consumer
 /// warpgroup, per tile t: S(t) = Q K(t)^T is issued, then O += P(t - 1) V(t - 1); when S(t)
 /// is done, K(t)'s stage is released and the softmax of tile t runs while the P V product
 /// is still on the tensor cores; then V(t - 1)'s stage is released and O rescaled. The
 /// tiles' stage and phase follow one running count over all the block's work, the same in
-/// the producer and the consumers. With kPingPong the two consumer warpgroups take turns to
+/// the producer and the consumers. With kPingPong two consumer warpgroups take turns to
 /// issue their products (named barriers 2 and 3), so that one's softmax runs while the other's
 /// products occupy the tensor cores. Each consumer warpgroup loads its own 64 rows of Q with
 /// cp.async, on a persistent grid those of its next block while it works on the current one.
 /// The masking, softmax and stores are the mma.sync kernel's.
-template <typename T, int D, int BN, int kStages, bool kGeneral, bool kPingPong>
-__global__ void __launch_bounds__(384, 1)
+template <typename T, int D, int BN, int kStages, bool kGeneral, bool kPingPong, int kGroups>
+__global__ void __launch_bounds__(WsCfg<D, BN, kStages, kGroups>::kThreads,
+                                  WsCfg<D, BN, kStages, kGroups>::kBlocksPerSm)
     flashAttnWsKernel(const __grid_constant__ CUtensorMap tmK,
                       const __grid_constant__ CUtensorMap tmV, const AttnParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Cfg = WsCfg<D, BN, kStages>;
+  using Cfg = WsCfg<D, BN, kStages, kGroups>;
+  static_assert(!kPingPong || kGroups == 2, "ping-pong takes two consumer warpgroups");
   constexpr int BM = Cfg::BM, LDQ = D + 8, kTile = Cfg::kTile;
   constexpr uint32_t kTileBytes = kTile * 2;
   extern __shared__ __align__(16) unsigned char smemRaw[];
@@ -156,10 +162,10 @@ __global__ void __launch_bounds__(384, 1)
     return;
   }
 
-  setMaxRegsInc<240>();
-  const int ct = int(threadIdx.x) - 128; // 0..255 over the consumers
+  setMaxRegsInc<Cfg::kConsumerRegs>();
+  const int ct = int(threadIdx.x) - 128; // 0 .. kConsumers - 1
   const int warp = ct / 32, lane = ct % 32, tq = lane % 4;
-  const int group = ct / 128, gt = ct % 128; // consumer warpgroup 0 or 1, thread in it
+  const int group = ct / 128, gt = ct % 128; // consumer warpgroup, thread in it
   constexpr int GR = Cfg::kGroupRows;
   // Ping-pong turns: barrier 2 + g lets warpgroup g issue; the other warpgroup arrives on it
   // after its own issue. Warpgroup 1 opens the first turn of a block and skips the arrival
@@ -175,8 +181,8 @@ __global__ void __launch_bounds__(384, 1)
   auto issueS = [&](float(&s)[BN / 8][4], const uint32_t(&qf)[D / 16][4], int st) {
     issueQK<T, D, BN>(s, qf, smemAddr(sK + st * kTile));
   };
-  auto issueO = [&](float(&o)[D / 8][4], const float(&s)[BN / 8][4], int st) {
-    issuePV<T, D, BN>(o, s, smemAddr(sV + st * kTile));
+  auto issueO = [&](float(&o)[D / 8][4], const uint32_t(&pa)[BN / 16][4], int st) {
+    issuePVFragments<T, D, BN>(o, pa, smemAddr(sV + st * kTile));
   };
   // Each consumer warpgroup loads the 64 rows of Q it reads (synchronized by its barrier
   // 4 + group) into two buffers: the rows of its next block load (cp.async) while the current
@@ -226,7 +232,10 @@ __global__ void __launch_bounds__(384, 1)
     };
 
     if (w.nTiles > 0) {
-      float s[BN / 8][4], sNext[BN / 8][4], alpha[2];
+      // Between tiles only P(t - 1) crosses, as the product's A fragments (pa: half the
+      // registers of its f32 scores), converted once P(t - 2) V(t - 2) no longer reads them.
+      float s[BN / 8][4], alpha[2];
+      uint32_t pa[BN / 16][4];
       if (kPingPong && group == 1) namedBarrierArrive(2, Cfg::kConsumers);
       {
         const int st = int(it % kStages);
@@ -238,6 +247,7 @@ __global__ void __launch_bounds__(384, 1)
         fenceRegs(s);
         if (lane == 0) mbarArrive(emptyK + st);
         scores(s, 0, alpha); // O is still zero: nothing to rescale
+        pFragments<T, BN>(s, pa);
       }
       for (int t = 1; t < w.nTiles; ++t) {
         const uint32_t itK = it + t, itV = it + t - 1;
@@ -245,27 +255,24 @@ __global__ void __launch_bounds__(384, 1)
         mbarWait(fullK + stK, (itK / kStages) & 1);
         mbarWait(fullV + stV, (itV / kStages) & 1);
         takeTurn();
-        issueS(sNext, qf, stK);
-        issueO(o, s, stV);
+        issueS(s, qf, stK);
+        issueO(o, pa, stV);
         passTurn(false);
         wgmmaWait<1>(); // S(t) is done; P(t - 1) V(t - 1) may still run
-        fenceRegs(sNext);
+        fenceRegs(s);
         if (lane == 0) mbarArrive(emptyK + stK);
-        scores(sNext, t, alpha);
+        scores(s, t, alpha);
         wgmmaWait<0>();
         fenceRegs(o);
         if (lane == 0) mbarArrive(emptyV + stV);
         rescaleO(o, alpha);
-#pragma unroll
-        for (int i = 0; i < BN / 8; ++i)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) s[i][e] = sNext[i][e];
+        pFragments<T, BN>(s, pa);
       }
       const uint32_t itV = it + w.nTiles - 1;
       const int stV = int(itV % kStages);
       mbarWait(fullV + stV, (itV / kStages) & 1);
       takeTurn();
-      issueO(o, s, stV);
+      issueO(o, pa, stV);
       passTurn(true);
       wgmmaWait<0>();
       fenceRegs(o);
