@@ -299,15 +299,15 @@ int32_t dispatchConfig(const coil_cuda_ctx *ctx, const char *fn, const AttnParam
   if (p.rowsPerKv <= 16) return launchFlash<T, D, 1, 4, 1, 64, kGeneral>(ctx, fn, p);
   const char cfg = envConfig();
   // sm_90, head dims 64 and 128: warpgroup MMA, by default the warp-specialized TMA kernel.
-  // Measured with bench/attention_bench.py --variants (bench/RESULTS.md, sessions 16 and 17;
-  // H200, ms): without a mask, one consumer warpgroup (two blocks an SM) and 64-key tiles at
-  // head dim 128 (prefill 2048 keys: 0.595 against 0.608 for two ping-pong warpgroups, causal
-  // 0.375 against 0.412); at head dim 64 one warpgroup on a persistent grid, whose blocks load
-  // their next Q rows while they work, with 128-key tiles over more than 256 keys (BERT's 512
-  // keys: 0.032 against 0.033 for two warpgroups, 0.053 for mma.sync; 4096 keys: 0.823 against
-  // 0.851) and 64-key tiles over fewer (ViT's 197 keys: 0.025 against 0.027). Under a mask
+  // Measured with bench/attention_bench.py --variants (bench/RESULTS.md, session 17; H100,
+  // ms): without a mask, one consumer warpgroup (two blocks an SM) and 64-key tiles at head
+  // dim 128 (prefill 2048 keys: 0.597 against 0.624 for two ping-pong warpgroups; causal 0.380
+  // against 0.404); at head dim 64 one warpgroup on a persistent grid, whose blocks load their
+  // next Q rows while they work, with 128-key tiles over more than 256 keys (BERT's 512 keys:
+  // 0.030 against 0.032 for two warpgroups, 0.054 for mma.sync; 4096 keys: 0.705 against
+  // 0.804) and 64-key tiles over fewer (ViT's 197 keys: 0.026 against 0.027). Under a mask
   // (kGeneral; not measured with one warpgroup), two warpgroups: ping-pong at head dim 128,
-  // 64-key tiles at 64 (the 128-key masked form spills), persistent over at most 1024 keys.
+  // 64-key tiles at 64, persistent over at most 1024 keys.
   if constexpr (D % 64 == 0) {
     // The explicit choices: 'g' 64-key tiles, 'h' 128-key tiles at head dim 64 (64 at 128:
     // registers), 'i' 64-key tiles with ping-pong warpgroups; 'j', 'k', 'l' the same on a
