@@ -69,18 +69,21 @@ class Coil:
         self.ctx.device_ordinal = dev
         self.ctx.sm_version = cap[0] * 10 + cap[1]
 
-    def attention(self, q, k, v, y, causal, scale):
-        """q [B, H, Sq, D], k/v [B, Hk, Sk, D], y [B, H, Sq, D] (any strides, last dim 1)."""
+    def attention(self, q, k, v, y, causal, scale, mask=None):
+        """q [B, H, Sq, D], k/v [B, Hk, Sk, D], y [B, H, Sq, D] (any strides, last dim 1); mask:
+        an additive [B, Sk] bf16 mask (padding: each batch's own keys), or None."""
         B, H, Sq, D = q.shape
         Hk, Sk = k.shape[1], k.shape[2]
+        m = (2, 0, mask.stride(0), 0, 0, mask.stride(1)) if mask is not None else (0,) * 6
         rc = self.lib.coil_cuda_attention_bf16(
-            ctypes.byref(self.ctx), q.data_ptr(), k.data_ptr(), v.data_ptr(), None, y.data_ptr(),
+            ctypes.byref(self.ctx), q.data_ptr(), k.data_ptr(), v.data_ptr(),
+            mask.data_ptr() if mask is not None else None, y.data_ptr(),
             B, H, Hk, Sq, Sk, D, D,
             0, q.stride(0), q.stride(1), q.stride(2),
             0, k.stride(0), k.stride(1), k.stride(2),
             0, v.stride(0), v.stride(1), v.stride(2),
             y.stride(0), y.stride(1), y.stride(2),
-            0, 0, 0, 0, 0, 0,
+            *m,
             1 if causal else 0, 0, scale, 0.0)
         if rc != 0:
             raise RuntimeError(self.err.value.decode())
@@ -106,8 +109,8 @@ def time_median(fn, iters, warmup, flush):
     return statistics.median(times), min(times), max(times)
 
 
-def reference(q, k, v, causal, scale):
-    """float32 attention on upcast inputs, chunked over the batch."""
+def reference(q, k, v, causal, scale, mask=None):
+    """float32 attention on upcast inputs, chunked over the batch (mask: additive, [B, Sk])."""
     H, Hk = q.shape[1], k.shape[1]
     out = []
     for b in range(q.shape[0]):
@@ -116,6 +119,8 @@ def reference(q, k, v, causal, scale):
             kb = kb.repeat_interleave(H // Hk, dim=0)
             vb = vb.repeat_interleave(H // Hk, dim=0)
         s = torch.matmul(qb, kb.transpose(-1, -2)) * scale
+        if mask is not None:
+            s += mask[b].float()
         if causal:
             Sq, Sk = s.shape[-2], s.shape[-1]
             mask = torch.ones(Sq, Sk, dtype=torch.bool, device=s.device).triu(1)
@@ -130,7 +135,7 @@ def rel_err(got, ref):
     return ((got.float() - ref).abs().max() / ref.abs().max()).item()
 
 
-# name, batch, heads, kv heads, query length, key length, head dim, causal
+# name, batch, heads, kv heads, query length, key length, head dim, causal[, padding mask]
 PROBLEMS = [
     ("prefill", 8, 16, 16, 2048, 2048, 128, False),
     ("prefill causal", 8, 16, 16, 2048, 2048, 128, True),
@@ -138,20 +143,32 @@ PROBLEMS = [
     ("bert D64", 8, 12, 12, 512, 512, 64, False),
     ("vit D64", 16, 12, 12, 197, 197, 64, False),
     ("long D64", 4, 16, 16, 4096, 4096, 64, False),
+    # BERT's shape with a padding mask (additive, [B, Sk]: batch b keeps its first
+    # Sk - 48 b keys), as Hugging Face BERT passes one; the masked (general) kernels.
+    ("bert D64 mask", 8, 12, 12, 512, 512, 64, False, "pad"),
 ]
 
 
-def torch_cudnn(q, k, v, causal, scale):
+def padding_mask(B, Sk):
+    keep = torch.arange(Sk, device="cuda")[None, :] < (Sk - 48 * torch.arange(B, device="cuda"))[:, None]
+    return torch.where(keep, 0.0, float("-inf")).to(torch.bfloat16)
+
+
+def torch_cudnn(q, k, v, causal, scale, mask=None):
     gqa = q.shape[1] != k.shape[1]
+    am = mask[:, None, None, :] if mask is not None else None
     with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale,
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=am, is_causal=causal, scale=scale,
                                               enable_gqa=gqa)
 
 
-def torch_flash(q, k, v, causal, scale):
+def torch_flash(q, k, v, causal, scale, mask=None):
+    """PyTorch's flash SDPA; with a mask (which flash does not take), its memory-efficient one."""
     gqa = q.shape[1] != k.shape[1]
-    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale,
+    am = mask[:, None, None, :] if mask is not None else None
+    backend = SDPBackend.EFFICIENT_ATTENTION if mask is not None else SDPBackend.FLASH_ATTENTION
+    with sdpa_kernel(backend):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=am, is_causal=causal, scale=scale,
                                               enable_gqa=gqa)
 
 
@@ -174,12 +191,13 @@ def main():
         coil = Coil(args.lib)
         known = {p[0]: p for p in PROBLEMS}
         for name in args.problems.split(","):
-            _, B, H, Hk, Sq, Sk, D, causal = known[name]
+            _, B, H, Hk, Sq, Sk, D, causal = known[name][:8]
+            mask = padding_mask(B, Sk) if len(known[name]) > 8 else None
             q = torch.randn(B, H, Sq, D, device="cuda", dtype=torch.bfloat16)
             k, v = (torch.randn(B, Hk, Sk, D, device="cuda", dtype=torch.bfloat16) for _ in range(2))
             y = torch.empty_like(q)
             for _ in range(3):
-                coil.attention(q, k, v, y, causal, 1 / math.sqrt(D))
+                coil.attention(q, k, v, y, causal, 1 / math.sqrt(D), mask)
         torch.cuda.synchronize()
         return 0
 
@@ -211,27 +229,30 @@ def main():
                      ("coil mma32", "b"), ("coil mma32n32", "c"), ("coil mma16", "a"),
                      ("coil mma16w8", "d")]
     rows = []
-    for name, B, H, Hk, Sq, Sk, D, causal in problems:
+    for problem in problems:
+        name, B, H, Hk, Sq, Sk, D, causal = problem[:8]
         q = torch.randn(B, H, Sq, D, device="cuda", dtype=torch.bfloat16)
         k = torch.randn(B, Hk, Sk, D, device="cuda", dtype=torch.bfloat16)
         v = torch.randn(B, Hk, Sk, D, device="cuda", dtype=torch.bfloat16)
         scale = 1 / math.sqrt(D)
+        mask = padding_mask(B, Sk) if len(problem) > 8 else None
+        # FLOPs of the whole score matrix (masked keys included, as every kernel computes them).
         flops = 4 * B * H * Sq * Sk * D * (0.5 if causal else 1.0)
-        ref = reference(q, k, v, causal, scale)
+        ref = reference(q, k, v, causal, scale, mask)
         row = {"problem": name, "shape": [B, H, Hk, Sq, Sk, D], "causal": causal, "flops": flops}
         try:
-            yt = torch_flash(q, k, v, causal, scale)
+            yt = torch_flash(q, k, v, causal, scale, mask)
             row["torch_err"] = rel_err(yt, ref)
-            t, tmin, tmax = time_median(lambda: torch_flash(q, k, v, causal, scale), args.iters,
+            t, tmin, tmax = time_median(lambda: torch_flash(q, k, v, causal, scale, mask), args.iters,
                                         args.warmup, flush)
             row["torch_s"] = t
             row["torch_tflops"] = flops / t / 1e12
         except Exception as e:  # noqa: BLE001
             row["torch_error"] = str(e)
         try:  # cuDNN's fused attention: what torch.compile dispatches SDPA to on Hopper
-            yc = torch_cudnn(q, k, v, causal, scale)
+            yc = torch_cudnn(q, k, v, causal, scale, mask)
             row["cudnn_err"] = rel_err(yc, ref)
-            t, _, _ = time_median(lambda: torch_cudnn(q, k, v, causal, scale), args.iters,
+            t, _, _ = time_median(lambda: torch_cudnn(q, k, v, causal, scale, mask), args.iters,
                                   args.warmup, flush)
             row["cudnn_s"] = t
             row["cudnn_tflops"] = flops / t / 1e12
@@ -243,10 +264,10 @@ def main():
             else:
                 os.environ.pop("COIL_CUDA_ATTN_CONFIG", None)
             y = torch.full_like(q, float("nan"))
-            coil.attention(q, k, v, y, causal, scale)
+            coil.attention(q, k, v, y, causal, scale, mask)
             torch.cuda.synchronize()
             r = {"path": coil.last_path(), "err": rel_err(y, ref)}
-            t, tmin, tmax = time_median(lambda: coil.attention(q, k, v, y, causal, scale),
+            t, tmin, tmax = time_median(lambda: coil.attention(q, k, v, y, causal, scale, mask),
                                         args.iters, args.warmup, flush)
             r["s"], r["min_s"], r["max_s"] = t, tmin, tmax
             r["tflops"] = flops / t / 1e12
