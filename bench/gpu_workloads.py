@@ -240,14 +240,16 @@ def llama(s):
 
 class Sdpa(nn.Module):
     """F.scaled_dot_product_attention alone (q, k, v [B, H, S, D]). On the GPU, eager runs
-    PyTorch's flash-attention kernel (the peer of the attention microbenchmark)."""
+    PyTorch's flash-attention kernel (the peer of the attention microbenchmark) in f16/bf16; the
+    float32 reference copy takes SDPA's default (flash has no f32 kernel)."""
 
     def __init__(self, causal):
         super().__init__()
         self.causal = causal
 
     def forward(self, q, k, v):
-        if q.is_cuda and not torch.onnx.is_in_onnx_export() and not torch.compiler.is_compiling():
+        if (q.is_cuda and q.dtype in (torch.float16, torch.bfloat16)
+                and not torch.onnx.is_in_onnx_export() and not torch.compiler.is_compiling()):
             from torch.nn.attention import SDPBackend, sdpa_kernel
 
             with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
