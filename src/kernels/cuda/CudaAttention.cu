@@ -49,6 +49,7 @@
 #include <cstring>
 #include <cudaTypedefs.h>
 #include <initializer_list>
+#include <iterator>
 #include <type_traits>
 
 namespace coil::cuda {
@@ -293,6 +294,19 @@ int32_t launchWs(const coil_cuda_ctx *ctx, const char *fn, const AttnParams &p, 
   return r;
 }
 
+/// A variant of the warp-specialized kernel: 128-key tiles at head dim 64 (`wide`; 64 at 128),
+/// ping-pong warpgroups, one consumer warpgroup (two blocks an SM), a persistent grid.
+struct WsChoice {
+  bool wide, pingPong, oneGroup, persistent;
+};
+/// COIL_CUDA_ATTN_CONFIG 'g' to 'p': g, h, i (64-key, 128-key, ping-pong), j, k, l (the same,
+/// persistent), m, n (64- and 128-key with one consumer warpgroup), o, p (those, persistent).
+constexpr WsChoice kWsChoices[] = {{false, false, false, false}, {true, false, false, false},
+                                   {false, true, false, false},  {false, false, false, true},
+                                   {true, false, false, true},   {false, true, false, true},
+                                   {false, false, true, false},  {true, false, true, false},
+                                   {false, false, true, true},   {true, false, true, true}};
+
 template <typename T, int D, bool kGeneral>
 int32_t dispatchConfig(const coil_cuda_ctx *ctx, const char *fn, const AttnParams &p) {
   // Decode-like (at most 16 packed rows): one row of 4 warps on different keys.
@@ -309,34 +323,24 @@ int32_t dispatchConfig(const coil_cuda_ctx *ctx, const char *fn, const AttnParam
   // (kGeneral; not measured with one warpgroup), two warpgroups: ping-pong at head dim 128,
   // 64-key tiles at 64, persistent over at most 1024 keys.
   if constexpr (D % 64 == 0) {
-    // The explicit choices: 'g' 64-key tiles, 'h' 128-key tiles at head dim 64 (64 at 128:
-    // registers), 'i' 64-key tiles with ping-pong warpgroups; 'j', 'k', 'l' the same on a
-    // persistent grid; 'm', 'n' as 'g', 'h' with one consumer warpgroup, 'o', 'p' those on a
-    // persistent grid.
     if (ctx->sm_version == 90 && (cfg == 0 || (cfg >= 'g' && cfg <= 'p'))) {
-      char kind = cfg;
-      bool persistent = (cfg >= 'j' && cfg <= 'l') || cfg >= 'o';
-      if (cfg >= 'j' && cfg <= 'l') kind = char(cfg - 3); // j-l: g-i on a persistent grid
-      if (cfg == 'o' || cfg == 'p') kind = char(cfg - 2); // o, p: m, n on a persistent grid
-      if (cfg == 0 && kGeneral) {
-        kind = D == 128 ? 'i' : 'g';
-        persistent = D == 64 && p.seqK <= 1024;
-      } else if (cfg == 0) {
-        kind = D == 128 || p.seqK <= 256 ? 'm' : 'n';
-        persistent = D == 64;
-      }
-      constexpr int kWideBN = D == 64 ? 128 : 64;
-      int32_t r;
-      if (kind == 'm')
-        r = launchWs<T, D, 64, 2, kGeneral, false, 1>(ctx, fn, p, persistent);
-      else if (kind == 'n')
-        r = launchWs<T, D, kWideBN, 2, kGeneral, false, 1>(ctx, fn, p, persistent);
-      else if (kind == 'i')
-        r = launchWs<T, D, 64, 2, kGeneral, true>(ctx, fn, p, persistent);
-      else if (kind == 'h')
-        r = launchWs<T, D, kWideBN, 2, kGeneral, false>(ctx, fn, p, persistent);
+      WsChoice c;
+      if (cfg != 0)
+        c = kWsChoices[cfg - 'g'];
+      else if (kGeneral)
+        c = {false, D == 128, false, D == 64 && p.seqK <= 1024};
       else
-        r = launchWs<T, D, 64, 2, kGeneral, false>(ctx, fn, p, persistent);
+        c = {D == 64 && p.seqK > 256, false, true, D == 64};
+      constexpr int kWideBN = D == 64 ? 128 : 64; // 128-key tiles at head dim 128: registers
+      int32_t r;
+      if (c.oneGroup)
+        r = c.wide ? launchWs<T, D, kWideBN, 2, kGeneral, false, 1>(ctx, fn, p, c.persistent)
+                   : launchWs<T, D, 64, 2, kGeneral, false, 1>(ctx, fn, p, c.persistent);
+      else if (c.pingPong)
+        r = launchWs<T, D, 64, 2, kGeneral, true>(ctx, fn, p, c.persistent);
+      else
+        r = c.wide ? launchWs<T, D, kWideBN, 2, kGeneral, false>(ctx, fn, p, c.persistent)
+                   : launchWs<T, D, 64, 2, kGeneral, false>(ctx, fn, p, c.persistent);
       if (r >= 0) return r;
     }
     // The wgmma kernel: where the TMA kernel cannot run (no TMA map for these strides), or

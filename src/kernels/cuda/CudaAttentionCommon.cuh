@@ -277,6 +277,11 @@ __device__ __forceinline__ int64_t divMod(int64_t a, int64_t b, int64_t &rem) {
   rem = a - q * b;
   return q;
 }
+/// a / b of non-negative a and positive b (divMod's quotient).
+__device__ __forceinline__ int64_t quotient(int64_t a, int64_t b) {
+  int64_t rem;
+  return divMod(a, b, rem);
+}
 
 /// The work of one block: m-block, (batch, kv head), split, and the key tiles it visits.
 struct BlockWork {
@@ -297,15 +302,14 @@ __device__ __forceinline__ BlockWork blockWork(const AttnParams &p, int64_t bid)
   // The keys this block sees: [0, keyEnd), cut to this split's key blocks.
   int64_t keyEnd = p.seqK;
   const int64_t lastRow = min(w.m0 + BM, p.rowsPerKv) - 1;
-  int64_t unused;
   if (p.causal)
-    keyEnd = min(keyEnd, max(divMod(lastRow, p.group, unused) + p.causalOffset + 1, int64_t(0)));
+    keyEnd = min(keyEnd, max(quotient(lastRow, p.group) + p.causalOffset + 1, int64_t(0)));
   const int64_t nKb = (keyEnd + BN - 1) / BN;
   w.kbBegin = int64_t(w.split) * p.kbPerSplit;
   const int64_t kbEnd = min(nKb, w.kbBegin + p.kbPerSplit);
   w.nTiles = int(max(kbEnd - w.kbBegin, int64_t(0)));
   // Tiles whose last key is at most firstQ + causalOffset (and below seqK) need no mask.
-  w.firstQ = divMod(w.m0, p.group, unused);
+  w.firstQ = quotient(w.m0, p.group);
   return w;
 }
 

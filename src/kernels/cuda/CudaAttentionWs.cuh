@@ -144,18 +144,17 @@ __global__ void __launch_bounds__(WsCfg<D, BN, kStages, kGroups>::kThreads,
           const int st = int(it % kStages);
           const uint32_t phase = (it / kStages) & 1;
           const int n0 = int((w.kbBegin + t) * BN);
-          mbarWait(emptyK + st, phase ^ 1);
-          mbarArriveExpectTx(fullK + st, kTileBytes);
+          // Into stage st of `tiles` once the consumers emptied it, completing on `full`.
+          auto load = [&](T *tiles, uint64_t *full, uint64_t *empty, const CUtensorMap *map) {
+            mbarWait(empty + st, phase ^ 1);
+            mbarArriveExpectTx(full + st, kTileBytes);
 #pragma unroll
-          for (int c = 0; c < D / 64; ++c)
-            tmaLoad4d(smemAddr(sK + st * kTile) + c * BN * 128, &tmK, c * 64, n0, int(w.hk),
-                      int(w.b), fullK + st);
-          mbarWait(emptyV + st, phase ^ 1);
-          mbarArriveExpectTx(fullV + st, kTileBytes);
-#pragma unroll
-          for (int c = 0; c < D / 64; ++c)
-            tmaLoad4d(smemAddr(sV + st * kTile) + c * BN * 128, &tmV, c * 64, n0, int(w.hk),
-                      int(w.b), fullV + st);
+            for (int c = 0; c < D / 64; ++c)
+              tmaLoad4d(smemAddr(tiles + st * kTile) + c * BN * 128, map, c * 64, n0, int(w.hk),
+                        int(w.b), full + st);
+          };
+          load(sK, fullK, emptyK, &tmK);
+          load(sV, fullV, emptyV, &tmV);
         }
       }
     }
@@ -183,6 +182,13 @@ __global__ void __launch_bounds__(WsCfg<D, BN, kStages, kGroups>::kThreads,
   };
   auto issueO = [&](float(&o)[D / 8][4], const uint32_t(&pa)[BN / 16][4], int st) {
     issuePVFragments<T, D, BN>(o, pa, smemAddr(sV + st * kTile));
+  };
+  // Waits until tile i of the running count is in its stage (the `full` barrier's phase for
+  // it); returns the stage.
+  auto waitFull = [&](uint64_t *full, uint32_t i) {
+    const int st = int(i % kStages);
+    mbarWait(full + st, (i / kStages) & 1);
+    return st;
   };
   // Each consumer warpgroup loads the 64 rows of Q it reads (synchronized by its barrier
   // 4 + group) into two buffers: the rows of its next block load (cp.async) while the current
@@ -238,8 +244,7 @@ __global__ void __launch_bounds__(WsCfg<D, BN, kStages, kGroups>::kThreads,
       uint32_t pa[BN / 16][4];
       if (kPingPong && group == 1) namedBarrierArrive(2, Cfg::kConsumers);
       {
-        const int st = int(it % kStages);
-        mbarWait(fullK + st, (it / kStages) & 1);
+        const int st = waitFull(fullK, it);
         takeTurn();
         issueS(s, qf, st);
         passTurn(false);
@@ -250,10 +255,7 @@ __global__ void __launch_bounds__(WsCfg<D, BN, kStages, kGroups>::kThreads,
         pFragments<T, BN>(s, pa);
       }
       for (int t = 1; t < w.nTiles; ++t) {
-        const uint32_t itK = it + t, itV = it + t - 1;
-        const int stK = int(itK % kStages), stV = int(itV % kStages);
-        mbarWait(fullK + stK, (itK / kStages) & 1);
-        mbarWait(fullV + stV, (itV / kStages) & 1);
+        const int stK = waitFull(fullK, it + t), stV = waitFull(fullV, it + t - 1);
         takeTurn();
         issueS(s, qf, stK);
         issueO(o, pa, stV);
@@ -268,9 +270,7 @@ __global__ void __launch_bounds__(WsCfg<D, BN, kStages, kGroups>::kThreads,
         rescaleO(o, alpha);
         pFragments<T, BN>(s, pa);
       }
-      const uint32_t itV = it + w.nTiles - 1;
-      const int stV = int(itV % kStages);
-      mbarWait(fullV + stV, (itV / kStages) & 1);
+      const int stV = waitFull(fullV, it + w.nTiles - 1);
       takeTurn();
       issueO(o, pa, stV);
       passTurn(true);
