@@ -101,35 +101,71 @@ __device__ __forceinline__ float fastExp2(float x) {
   return r;
 }
 
-/// The score of one (row, key) in the log2 domain after softcap and mask (general kernels).
-template <typename T>
-__device__ __forceinline__ float generalScore(const AttnParams &p, float dot, int64_t maskRow,
-                                              int64_t j) {
-  float x = dot * p.scale;
-  if (p.softcap > 0.f) x = p.softcap * tanhf(x / p.softcap);
-  if (p.maskKind == 1) {
-    if (static_cast<const unsigned char *>(p.mask)[maskRow + j * p.msK] == 0) return -INFINITY;
-  } else if (p.maskKind == 2) {
-    x += toAcc<float>(static_cast<const T *>(p.mask)[maskRow + j * p.msK]);
-  }
-  return x * kLog2e;
-}
-
 /// What a block knows about each of its rows (shared memory): the query index (-1: past the
 /// end), the element offsets of its mask row and Y row, and its row in [batch, heads, seqQ].
 struct RowInfo {
   int64_t qi, maskBase, yBase, row;
 };
 
+/// The mask values of one warp's tile for this thread (rows r0 / r1, keys nw + nt * 8 + 2 * tq
+/// + {0, 1}): their raw 16 or 8 bits, the two keys of a pair in one register. The general
+/// kernels load them before the scores they apply to are ready, so that the loads' latency
+/// overlaps the S product instead of following it.
+template <int NT> struct MaskTile { uint32_t raw[NT][2]; };
+
+/// The raw mask value of (row ri, key j) (0 where there is none: row past the end, key past
+/// seqK, or no mask).
+template <typename T>
+__device__ __forceinline__ uint32_t maskBits(const AttnParams &p, const RowInfo &ri, int64_t j) {
+  static_assert(sizeof(T) == 2, "the flash kernels take 16-bit types");
+  if (p.maskKind == 0 || ri.qi < 0 || j >= p.seqK) return 0;
+  const int64_t at = ri.maskBase + j * p.msK;
+  return p.maskKind == 1 ? uint32_t(static_cast<const unsigned char *>(p.mask)[at])
+                         : uint32_t(static_cast<const uint16_t *>(p.mask)[at]);
+}
+
+template <typename T, int NT>
+__device__ __forceinline__ void loadMask(const AttnParams &p, MaskTile<NT> &m, const RowInfo *r0,
+                                         const RowInfo *r1, int64_t nw, int tq) {
+#pragma unroll
+  for (int hi = 0; hi < 2; ++hi) {
+    const RowInfo &ri = hi ? *r1 : *r0;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const int64_t j = nw + nt * 8 + 2 * tq;
+      m.raw[nt][hi] = maskBits<T>(p, ri, j) | maskBits<T>(p, ri, j + 1) << 16;
+    }
+  }
+}
+
+/// The score of one (row, key) in the log2 domain after softcap and mask (general kernels);
+/// maskBits: the key's raw mask value (MaskTile).
+template <typename T>
+__device__ __forceinline__ float generalScore(const AttnParams &p, float dot, uint32_t maskBits) {
+  float x = dot * p.scale;
+  if (p.softcap > 0.f) x = p.softcap * tanhf(x / p.softcap);
+  if (p.maskKind == 1) {
+    if ((maskBits & 0xffu) == 0) return -INFINITY;
+  } else if (p.maskKind == 2) {
+    const unsigned short b = static_cast<unsigned short>(maskBits & 0xffffu);
+    if constexpr (std::is_same_v<T, __nv_bfloat16>)
+      x += __bfloat162float(__ushort_as_bfloat16(b));
+    else
+      x += __half2float(__ushort_as_half(b));
+  }
+  return x * kLog2e;
+}
+
 /// One warp's scores of 16 rows (mma fragment layout: this thread's rows r0 = g and r1 = g + 8,
 /// keys nw + nt * 8 + 2 * tq + {0, 1}), when `edge` or kGeneral, masked to -inf (row past the
-/// end, key past seqK, causal) with softcap and the mask. kGeneral scores end in the log2
+/// end, key past seqK, causal) with softcap and the mask (read here, or with `mask` from a
+/// MaskTile that loadMask filled for the same rows and keys). kGeneral scores end in the log2
 /// domain; the others stay raw when scaleLog2 > 0 (softmaxStep folds the scale into its
 /// exponentials: softmaxMult) and are scaled otherwise.
 template <typename T, bool kGeneral, int NT>
-__device__ __forceinline__ void maskScores(const AttnParams &p, float (&s)[NT][4],
-                                           const RowInfo *r0, const RowInfo *r1, int64_t nw, int tq,
-                                           bool edge, float scaleLog2) {
+__device__ __forceinline__ void
+maskScores(const AttnParams &p, float (&s)[NT][4], const RowInfo *r0, const RowInfo *r1, int64_t nw,
+           int tq, bool edge, float scaleLog2, const MaskTile<NT> *mask = nullptr) {
   if (kGeneral || edge) {
 #pragma unroll
     for (int hi = 0; hi < 2; ++hi) {
@@ -143,7 +179,9 @@ __device__ __forceinline__ void maskScores(const AttnParams &p, float (&s)[NT][4
           const bool valid = qi >= 0 && j < p.seqK && !(p.causal && j > qi + p.causalOffset);
           float &x = s[nt][2 * hi + e];
           if constexpr (kGeneral)
-            x = valid ? generalScore<T>(p, x, ri.maskBase, j) : -INFINITY;
+            x = !valid ? -INFINITY
+                       : generalScore<T>(
+                             p, x, mask ? mask->raw[nt][hi] >> (16 * e) : maskBits<T>(p, ri, j));
           else
             x = valid ? (scaleLog2 > 0.f ? x : x * scaleLog2) : -INFINITY;
         }

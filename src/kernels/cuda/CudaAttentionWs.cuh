@@ -230,10 +230,18 @@ __global__ void __launch_bounds__(WsCfg<D, BN, kStages, kGroups>::kThreads,
 #pragma unroll
     for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
     float rowMax[2] = {-INFINITY, -INFINITY}, rowSum[2] = {0.f, 0.f};
+    // Under a mask (kGeneral), tile t's mask values are loaded while S(t) is on the tensor cores
+    // where the registers allow (64 x 64 tiles; the larger ones spill), else read as they apply.
+    constexpr bool kEarlyMask = kGeneral && D == 64 && BN == 64;
+    MaskTile<BN / 8> mask;
+    auto prefetchMask = [&](int t) {
+      if constexpr (kEarlyMask) loadMask<T>(p, mask, ri, ri + 8, (w.kbBegin + t) * BN, tq);
+    };
     auto scores = [&](float(&s)[BN / 8][4], int t, float(&alpha)[2]) {
       const int64_t n0 = (w.kbBegin + t) * BN;
       const bool edge = n0 + BN > p.seqK || (p.causal && n0 + BN - 1 > w.firstQ + p.causalOffset);
-      maskScores<T, kGeneral>(p, s, ri, ri + 8, n0, tq, edge, scaleLog2);
+      maskScores<T, kGeneral>(p, s, ri, ri + 8, n0, tq, edge, scaleLog2,
+                              kEarlyMask ? &mask : nullptr);
       softmaxScores(s, rowMax, rowSum, softmaxMult<kGeneral>(scaleLog2), alpha);
     };
 
@@ -248,6 +256,7 @@ __global__ void __launch_bounds__(WsCfg<D, BN, kStages, kGroups>::kThreads,
         takeTurn();
         issueS(s, qf, st);
         passTurn(false);
+        prefetchMask(0);
         wgmmaWait<0>();
         fenceRegs(s);
         if (lane == 0) mbarArrive(emptyK + st);
@@ -260,6 +269,7 @@ __global__ void __launch_bounds__(WsCfg<D, BN, kStages, kGroups>::kThreads,
         issueS(s, qf, stK);
         issueO(o, pa, stV);
         passTurn(false);
+        prefetchMask(t);
         wgmmaWait<1>(); // S(t) is done; P(t - 1) V(t - 1) may still run
         fenceRegs(s);
         if (lane == 0) mbarArrive(emptyK + stK);
