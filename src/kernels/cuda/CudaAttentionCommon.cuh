@@ -113,47 +113,127 @@ struct RowInfo {
 /// overlaps the S product instead of following it.
 template <int NT> struct MaskTile { uint32_t raw[NT][2]; };
 
-/// The raw mask value of (row ri, key j) (0 where there is none: row past the end, key past
-/// seqK, or no mask).
-template <typename T>
-__device__ __forceinline__ uint32_t maskBits(const AttnParams &p, const RowInfo &ri, int64_t j) {
+/// The raw mask value at element `at` of the mask: kMask 1 a bool byte, 2 an additive T.
+template <typename T, int kMask>
+__device__ __forceinline__ uint32_t rawMask(const AttnParams &p, int64_t at) {
   static_assert(sizeof(T) == 2, "the flash kernels take 16-bit types");
-  if (p.maskKind == 0 || ri.qi < 0 || j >= p.seqK) return 0;
-  const int64_t at = ri.maskBase + j * p.msK;
-  return p.maskKind == 1 ? uint32_t(static_cast<const unsigned char *>(p.mask)[at])
-                         : uint32_t(static_cast<const uint16_t *>(p.mask)[at]);
+  if constexpr (kMask == 1)
+    return static_cast<const unsigned char *>(p.mask)[at];
+  else
+    return static_cast<const uint16_t *>(p.mask)[at];
 }
 
-template <typename T, int NT>
-__device__ __forceinline__ void loadMask(const AttnParams &p, MaskTile<NT> &m, const RowInfo *r0,
-                                         const RowInfo *r1, int64_t nw, int tq) {
+/// x with the mask value applied: -inf where a bool mask is false, plus an additive one.
+template <typename T, int kMask> __device__ __forceinline__ float applyMask(float x, uint32_t raw) {
+  if constexpr (kMask == 1) {
+    return (raw & 0xffu) ? x : -INFINITY;
+  } else if constexpr (kMask == 2) {
+    const unsigned short b = static_cast<unsigned short>(raw & 0xffffu);
+    if constexpr (std::is_same_v<T, __nv_bfloat16>)
+      return x + __bfloat162float(__ushort_as_bfloat16(b));
+    else
+      return x + __half2float(__ushort_as_half(b));
+  } else {
+    return x;
+  }
+}
+
+/// Keys of a tile from nw on, in 32 bits: how many lie inside the sequence (at most 2^20, more
+/// than a tile), and for a row with query index qi, the last it may see causally (-1: none).
+__device__ __forceinline__ int keysInside(const AttnParams &p, int64_t nw) {
+  return int(min(p.seqK - nw, int64_t(1) << 20));
+}
+__device__ __forceinline__ int causalLast(const AttnParams &p, int64_t qi, int64_t nw) {
+  return int(max(min(qi + p.causalOffset - nw, int64_t(1) << 20), int64_t(-1)));
+}
+
+/// The mask values of one row (RowInfo ri, its mask row from key nw on) for keys nw + c: an
+/// unconditional load (no branch an element) of key c clamped into the sequence; rows past the
+/// end read row base 0 (their RowInfo's), inside the mask, and their scores are dropped.
+template <typename T, int kMask> struct MaskRow {
+  int64_t at; ///< the element of key nw
+  int inside; ///< keysInside
+  __device__ __forceinline__ MaskRow(const AttnParams &p, const RowInfo &ri, int64_t nw)
+      : at(ri.maskBase + nw * p.msK), inside(keysInside(p, nw)) {}
+  __device__ __forceinline__ uint32_t operator()(const AttnParams &p, int c) const {
+    return rawMask<T, kMask>(p, at + int64_t(min(c, inside - 1)) * p.msK);
+  }
+};
+
+template <typename T, int kMask, int NT>
+__device__ __forceinline__ void loadMaskOf(const AttnParams &p, MaskTile<NT> &m, const RowInfo *r0,
+                                           const RowInfo *r1, int64_t nw, int tq) {
 #pragma unroll
   for (int hi = 0; hi < 2; ++hi) {
-    const RowInfo &ri = hi ? *r1 : *r0;
+    const MaskRow<T, kMask> row(p, hi ? *r1 : *r0, nw);
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
-      const int64_t j = nw + nt * 8 + 2 * tq;
-      m.raw[nt][hi] = maskBits<T>(p, ri, j) | maskBits<T>(p, ri, j + 1) << 16;
+      const int c = nt * 8 + 2 * tq;
+      m.raw[nt][hi] = row(p, c) | row(p, c + 1) << 16;
     }
   }
 }
 
-/// The score of one (row, key) in the log2 domain after softcap and mask (general kernels);
-/// maskBits: the key's raw mask value (MaskTile).
-template <typename T>
-__device__ __forceinline__ float generalScore(const AttnParams &p, float dot, uint32_t maskBits) {
-  float x = dot * p.scale;
-  if (p.softcap > 0.f) x = p.softcap * tanhf(x / p.softcap);
-  if (p.maskKind == 1) {
-    if ((maskBits & 0xffu) == 0) return -INFINITY;
-  } else if (p.maskKind == 2) {
-    const unsigned short b = static_cast<unsigned short>(maskBits & 0xffffu);
-    if constexpr (std::is_same_v<T, __nv_bfloat16>)
-      x += __bfloat162float(__ushort_as_bfloat16(b));
-    else
-      x += __half2float(__ushort_as_half(b));
+/// Fills m with the mask values of rows r0 / r1 and keys nw + nt * 8 + 2 * tq + {0, 1}.
+template <typename T, int NT>
+__device__ __forceinline__ void loadMask(const AttnParams &p, MaskTile<NT> &m, const RowInfo *r0,
+                                         const RowInfo *r1, int64_t nw, int tq) {
+  if (p.maskKind == 1)
+    loadMaskOf<T, 1>(p, m, r0, r1, nw, tq);
+  else if (p.maskKind == 2)
+    loadMaskOf<T, 2>(p, m, r0, r1, nw, tq);
+}
+
+/// The general kernels' scores (see maskScores), for one softcap choice and mask kind (-1: the
+/// kind read from p): the uniform choices are made once a tile and the key tests are 32-bit, so
+/// that an element costs a multiply, a load (or a preloaded value: `pre`), the mask and a
+/// select, without a branch.
+template <typename T, bool kSoftcap, int kMask, int NT>
+__device__ __forceinline__ void generalScores(const AttnParams &p, float (&s)[NT][4],
+                                              const RowInfo *r0, const RowInfo *r1, int64_t nw,
+                                              int tq, bool edge, const MaskTile<NT> *pre) {
+#pragma unroll
+  for (int hi = 0; hi < 2; ++hi) {
+    const RowInfo &ri = hi ? *r1 : *r0;
+    const bool rowInside = ri.qi >= 0;
+    // Off an edge tile every key is inside the sequence and causally visible (blockWork).
+    const int inside = edge ? keysInside(p, nw) : NT * 8;
+    const int last = edge && p.causal ? causalLast(p, ri.qi, nw) : NT * 8;
+    const MaskRow < T, kMask<0 ? 2 : kMask> row(p, ri, nw);
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int c = nt * 8 + 2 * tq + e;
+        const bool valid = rowInside && c < inside && c <= last;
+        float x = s[nt][2 * hi + e] * p.scale;
+        if constexpr (kSoftcap) x = p.softcap * tanhf(x / p.softcap);
+        if constexpr (kMask > 0) {
+          x = applyMask<T, kMask>(x, pre ? pre->raw[nt][hi] >> (16 * e) : row(p, c));
+        } else if (p.maskKind != 0) { // kMask -1: the kind tested here
+          const uint32_t raw = pre ? pre->raw[nt][hi] >> (16 * e)
+                                   : (p.maskKind == 1 ? MaskRow<T, 1>(p, ri, nw)(p, c)
+                                                      : MaskRow<T, 2>(p, ri, nw)(p, c));
+          x = p.maskKind == 1 ? applyMask<T, 1>(x, raw) : applyMask<T, 2>(x, raw);
+        }
+        s[nt][2 * hi + e] = valid ? x * kLog2e : -INFINITY;
+      }
+    }
   }
-  return x * kLog2e;
+}
+
+/// Dispatches generalScores: a branch-free specialization per mask kind without softcap (the
+/// masks exporters produce); with softcap (rare) one form that tests the kind per element.
+template <typename T, int NT>
+__device__ __forceinline__ void generalScoresOf(const AttnParams &p, float (&s)[NT][4],
+                                                const RowInfo *r0, const RowInfo *r1, int64_t nw,
+                                                int tq, bool edge, const MaskTile<NT> *pre) {
+  if (p.softcap > 0.f)
+    generalScores<T, true, -1>(p, s, r0, r1, nw, tq, edge, pre);
+  else if (p.maskKind == 1)
+    generalScores<T, false, 1>(p, s, r0, r1, nw, tq, edge, pre);
+  else
+    generalScores<T, false, 2>(p, s, r0, r1, nw, tq, edge, pre);
 }
 
 /// One warp's scores of 16 rows (mma fragment layout: this thread's rows r0 = g and r1 = g + 8,
@@ -166,7 +246,9 @@ template <typename T, bool kGeneral, int NT>
 __device__ __forceinline__ void
 maskScores(const AttnParams &p, float (&s)[NT][4], const RowInfo *r0, const RowInfo *r1, int64_t nw,
            int tq, bool edge, float scaleLog2, const MaskTile<NT> *mask = nullptr) {
-  if (kGeneral || edge) {
+  if constexpr (kGeneral) {
+    generalScoresOf<T>(p, s, r0, r1, nw, tq, edge, mask);
+  } else if (edge) {
 #pragma unroll
     for (int hi = 0; hi < 2; ++hi) {
       const RowInfo &ri = hi ? *r1 : *r0;
@@ -178,12 +260,7 @@ maskScores(const AttnParams &p, float (&s)[NT][4], const RowInfo *r0, const RowI
           const int64_t j = nw + nt * 8 + 2 * tq + e;
           const bool valid = qi >= 0 && j < p.seqK && !(p.causal && j > qi + p.causalOffset);
           float &x = s[nt][2 * hi + e];
-          if constexpr (kGeneral)
-            x = !valid ? -INFINITY
-                       : generalScore<T>(
-                             p, x, mask ? mask->raw[nt][hi] >> (16 * e) : maskBits<T>(p, ri, j));
-          else
-            x = valid ? (scaleLog2 > 0.f ? x : x * scaleLog2) : -INFINITY;
+          x = valid ? (scaleLog2 > 0.f ? x : x * scaleLog2) : -INFINITY;
         }
       }
     }
