@@ -236,19 +236,34 @@ __device__ __forceinline__ void generalScoresOf(const AttnParams &p, float (&s)[
     generalScores<T, false, 2>(p, s, r0, r1, nw, tq, edge, pre);
 }
 
+/// The score of one (row, key) in the log2 domain after softcap and mask, the mask read here
+/// (general kernels where registers are short: maskScores without kLean).
+template <typename T>
+__device__ __forceinline__ float generalScore(const AttnParams &p, float dot, int64_t maskRow,
+                                              int64_t j) {
+  float x = dot * p.scale;
+  if (p.softcap > 0.f) x = p.softcap * tanhf(x / p.softcap);
+  if (p.maskKind == 1)
+    x = applyMask<T, 1>(x, rawMask<T, 1>(p, maskRow + j * p.msK));
+  else if (p.maskKind == 2)
+    x = applyMask<T, 2>(x, rawMask<T, 2>(p, maskRow + j * p.msK));
+  return x * kLog2e;
+}
+
 /// One warp's scores of 16 rows (mma fragment layout: this thread's rows r0 = g and r1 = g + 8,
 /// keys nw + nt * 8 + 2 * tq + {0, 1}), when `edge` or kGeneral, masked to -inf (row past the
-/// end, key past seqK, causal) with softcap and the mask (read here, or with `mask` from a
-/// MaskTile that loadMask filled for the same rows and keys). kGeneral scores end in the log2
+/// end, key past seqK, causal) with softcap and the mask. kLean (where registers allow): the
+/// branch-free generalScores, the mask read there or taken from `mask`, a MaskTile that loadMask
+/// filled for the same rows and keys; else a mask load per element. kGeneral scores end in the log2
 /// domain; the others stay raw when scaleLog2 > 0 (softmaxStep folds the scale into its
 /// exponentials: softmaxMult) and are scaled otherwise.
-template <typename T, bool kGeneral, int NT>
+template <typename T, bool kGeneral, int NT, bool kLean = false>
 __device__ __forceinline__ void
 maskScores(const AttnParams &p, float (&s)[NT][4], const RowInfo *r0, const RowInfo *r1, int64_t nw,
            int tq, bool edge, float scaleLog2, const MaskTile<NT> *mask = nullptr) {
-  if constexpr (kGeneral) {
+  if constexpr (kGeneral && kLean) {
     generalScoresOf<T>(p, s, r0, r1, nw, tq, edge, mask);
-  } else if (edge) {
+  } else if (kGeneral || edge) {
 #pragma unroll
     for (int hi = 0; hi < 2; ++hi) {
       const RowInfo &ri = hi ? *r1 : *r0;
@@ -260,7 +275,10 @@ maskScores(const AttnParams &p, float (&s)[NT][4], const RowInfo *r0, const RowI
           const int64_t j = nw + nt * 8 + 2 * tq + e;
           const bool valid = qi >= 0 && j < p.seqK && !(p.causal && j > qi + p.causalOffset);
           float &x = s[nt][2 * hi + e];
-          x = valid ? (scaleLog2 > 0.f ? x : x * scaleLog2) : -INFINITY;
+          if constexpr (kGeneral)
+            x = valid ? generalScore<T>(p, x, ri.maskBase, j) : -INFINITY;
+          else
+            x = valid ? (scaleLog2 > 0.f ? x : x * scaleLog2) : -INFINITY;
         }
       }
     }

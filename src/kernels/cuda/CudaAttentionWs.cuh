@@ -233,6 +233,7 @@ __global__ void __launch_bounds__(WsCfg<D, BN, kStages, kGroups>::kThreads,
     // Under a mask (kGeneral), tile t's mask values are loaded while S(t) is on the tensor cores
     // where the registers allow (64 x 64 tiles; the larger ones spill), else read as they apply.
     constexpr bool kEarlyMask = kGeneral && D == 64 && BN == 64;
+    constexpr bool kLean = D == 64 && BN == 64; // the branch-free masked scores spill elsewhere
     MaskTile<BN / 8> mask;
     auto prefetchMask = [&](int t) {
       if constexpr (kEarlyMask) loadMask<T>(p, mask, ri, ri + 8, (w.kbBegin + t) * BN, tq);
@@ -240,8 +241,8 @@ __global__ void __launch_bounds__(WsCfg<D, BN, kStages, kGroups>::kThreads,
     auto scores = [&](float(&s)[BN / 8][4], int t, float(&alpha)[2]) {
       const int64_t n0 = (w.kbBegin + t) * BN;
       const bool edge = n0 + BN > p.seqK || (p.causal && n0 + BN - 1 > w.firstQ + p.causalOffset);
-      maskScores<T, kGeneral>(p, s, ri, ri + 8, n0, tq, edge, scaleLog2,
-                              kEarlyMask ? &mask : nullptr);
+      maskScores<T, kGeneral, BN / 8, kLean>(p, s, ri, ri + 8, n0, tq, edge, scaleLog2,
+                                             kEarlyMask ? &mask : nullptr);
       softmaxScores(s, rowMax, rowSum, softmaxMult<kGeneral>(scaleLog2), alpha);
     };
 
