@@ -71,10 +71,16 @@ class Coil:
 
     def attention(self, q, k, v, y, causal, scale, mask=None):
         """q [B, H, Sq, D], k/v [B, Hk, Sk, D], y [B, H, Sq, D] (any strides, last dim 1); mask:
-        an additive [B, Sk] bf16 mask (padding: each batch's own keys), or None."""
+        an additive bf16 mask, [B, Sk] (a key mask: each batch's own keys) or [B, Sq, Sk] (a
+        mask row per query), or None."""
         B, H, Sq, D = q.shape
         Hk, Sk = k.shape[1], k.shape[2]
-        m = (2, 0, mask.stride(0), 0, 0, mask.stride(1)) if mask is not None else (0,) * 6
+        if mask is None:
+            m = (0,) * 6
+        elif mask.dim() == 2:
+            m = (2, 0, mask.stride(0), 0, 0, mask.stride(1))
+        else:
+            m = (2, 0, mask.stride(0), 0, mask.stride(1), mask.stride(2))
         rc = self.lib.coil_cuda_attention_bf16(
             ctypes.byref(self.ctx), q.data_ptr(), k.data_ptr(), v.data_ptr(),
             mask.data_ptr() if mask is not None else None, y.data_ptr(),
@@ -110,7 +116,8 @@ def time_median(fn, iters, warmup, flush):
 
 
 def reference(q, k, v, causal, scale, mask=None):
-    """float32 attention on upcast inputs, chunked over the batch (mask: additive, [B, Sk])."""
+    """float32 attention on upcast inputs, chunked over the batch (mask: additive, [B, Sk] or
+    [B, Sq, Sk])."""
     H, Hk = q.shape[1], k.shape[1]
     out = []
     for b in range(q.shape[0]):
@@ -146,17 +153,34 @@ PROBLEMS = [
     # BERT's shape with a padding mask (additive, [B, Sk]: batch b keeps its first
     # Sk - 48 b keys), as Hugging Face BERT passes one; the masked (general) kernels.
     ("bert D64 mask", 8, 12, 12, 512, 512, 64, False, "pad"),
+    # Llama-sized heads under the same kind of padding mask (head dim 128).
+    ("llama D128 mask", 4, 16, 16, 1024, 1024, 128, False, "pad"),
+    # The same padding as a mask row per query ([B, Sq, Sk], as a decoder's combined mask
+    # arrives): the kernels cannot share one row across a block.
+    ("bert D64 row mask", 8, 12, 12, 512, 512, 64, False, "rows"),
+    ("llama D128 row mask", 4, 16, 16, 1024, 1024, 128, False, "rows"),
 ]
 
 
-def padding_mask(B, Sk):
+def padding_mask(B, Sk, problem=None):
+    """Batch b keeps its first Sk - 48 b keys: [B, Sk], or [B, Sq, Sk] for a "rows" problem."""
     keep = torch.arange(Sk, device="cuda")[None, :] < (Sk - 48 * torch.arange(B, device="cuda"))[:, None]
-    return torch.where(keep, 0.0, float("-inf")).to(torch.bfloat16)
+    m = torch.where(keep, 0.0, float("-inf")).to(torch.bfloat16)
+    if problem is not None and problem[8] == "rows":
+        m = m[:, None, :].expand(B, problem[4], Sk).contiguous()
+    return m
+
+
+def sdpa_mask(mask):
+    """The mask as SDPA takes it, [B, 1, 1 or Sq, Sk]."""
+    if mask is None:
+        return None
+    return mask[:, None, None, :] if mask.dim() == 2 else mask[:, None, :, :]
 
 
 def torch_cudnn(q, k, v, causal, scale, mask=None):
     gqa = q.shape[1] != k.shape[1]
-    am = mask[:, None, None, :] if mask is not None else None
+    am = sdpa_mask(mask)
     with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=am, is_causal=causal, scale=scale,
                                               enable_gqa=gqa)
@@ -165,7 +189,7 @@ def torch_cudnn(q, k, v, causal, scale, mask=None):
 def torch_flash(q, k, v, causal, scale, mask=None):
     """PyTorch's flash SDPA; with a mask (which flash does not take), its memory-efficient one."""
     gqa = q.shape[1] != k.shape[1]
-    am = mask[:, None, None, :] if mask is not None else None
+    am = sdpa_mask(mask)
     backend = SDPBackend.EFFICIENT_ATTENTION if mask is not None else SDPBackend.FLASH_ATTENTION
     with sdpa_kernel(backend):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=am, is_causal=causal, scale=scale,
@@ -192,7 +216,7 @@ def main():
         known = {p[0]: p for p in PROBLEMS}
         for name in args.problems.split(","):
             _, B, H, Hk, Sq, Sk, D, causal = known[name][:8]
-            mask = padding_mask(B, Sk) if len(known[name]) > 8 else None
+            mask = padding_mask(B, Sk, known[name]) if len(known[name]) > 8 else None
             q = torch.randn(B, H, Sq, D, device="cuda", dtype=torch.bfloat16)
             k, v = (torch.randn(B, Hk, Sk, D, device="cuda", dtype=torch.bfloat16) for _ in range(2))
             y = torch.empty_like(q)
@@ -235,7 +259,7 @@ def main():
         k = torch.randn(B, Hk, Sk, D, device="cuda", dtype=torch.bfloat16)
         v = torch.randn(B, Hk, Sk, D, device="cuda", dtype=torch.bfloat16)
         scale = 1 / math.sqrt(D)
-        mask = padding_mask(B, Sk) if len(problem) > 8 else None
+        mask = padding_mask(B, Sk, problem) if len(problem) > 8 else None
         # FLOPs of the whole score matrix (masked keys included, as every kernel computes them).
         flops = 4 * B * H * Sq * Sk * D * (0.5 if causal else 1.0)
         ref = reference(q, k, v, causal, scale, mask)

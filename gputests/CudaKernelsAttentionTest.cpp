@@ -43,6 +43,7 @@ struct AttnCase {
   int64_t causalOffset = 0;
   int maskKind = 0;
   MaskShape maskShape = MaskShape::Full;
+  int64_t maskOffset = 3; ///< leading elements of the mask (even: key masks load pairs)
   double softcap = 0, scale = 0; ///< scale 0: 1 / sqrt(d)
   Layout layout = Layout::BHSD;
   int64_t rowPad = 0;  ///< extra elements per row (Padded layout)
@@ -58,10 +59,10 @@ std::string describe(const AttnCase &c) {
   char buf[512];
   std::snprintf(buf, sizeof buf,
                 "%s B%lld H%lld Hk%lld Sq%lld Sk%lld D%lld Dv%lld causal %d off %lld mask %d "
-                "shape %d softcap %g scale %g layout %d rowPad %lld offset %lld bytePad %zu",
+                "shape %d (offset %lld) softcap %g scale %g layout %d rowPad %lld offset %lld bytePad %zu",
                 dtName(c.t), (long long)c.batch, (long long)c.heads, (long long)c.kvHeads,
                 (long long)c.seqQ, (long long)c.seqK, (long long)c.d, (long long)c.dv, c.causal,
-                (long long)c.causalOffset, c.maskKind, int(c.maskShape), c.softcap, c.scale,
+                (long long)c.causalOffset, c.maskKind, int(c.maskShape), (long long)c.maskOffset, c.softcap, c.scale,
                 int(c.layout), (long long)c.rowPad, (long long)c.offset, c.bytePad);
   return buf;
 }
@@ -132,12 +133,12 @@ protected:
     for (size_t i = 0; i < qN; ++i) hq.set(i, 2 * hq.get(i));
     if (fused) hk = hv = hq; // one buffer holds all three
 
-    // The mask [B, H, Sq, Sk] with broadcast dims, offset 3, and some fully masked rows.
+    // The mask [B, H, Sq, Sk] with broadcast dims, an offset, and some fully masked rows.
     int64_t mB = B, mH = H, mQ = Sq, mK = Sk;
     if (c.maskShape == MaskShape::KeyPadding) mH = mQ = 1;
     if (c.maskShape == MaskShape::Shared) mB = mH = 1;
     if (c.maskShape == MaskShape::PerRow) mK = 1;
-    const int64_t mOff = 3;
+    const int64_t mOff = c.maskOffset;
     View m{mOff, mB == 1 ? 0 : mH * mQ * mK, mH == 1 ? 0 : mQ * mK, mQ == 1 ? 0 : mK};
     const int64_t msK = mK == 1 ? 0 : 1;
     const size_t mN = size_t(mOff + mB * mH * mQ * mK);
@@ -330,6 +331,15 @@ TEST_F(CudaKernelsAttention, EveryKernelConfiguration) {
       c.maskKind = 1, c.softcap = 0, c.layout = Layout::FusedQKV, c.seqK = c.seqQ;
       c.d = c.dv = 64;
       run(c);
+      // Key-padding masks (one mask row a block), their pairs aligned: whole tiles load a
+      // pair a word, the last tile (334 keys) key by key.
+      for (int64_t d : {64, 128}) {
+        AttnCase kp;
+        kp.maskKind = 2, kp.maskShape = MaskShape::KeyPadding, kp.maskOffset = 0;
+        kp.heads = 8, kp.kvHeads = 2, kp.causal = d == 128, kp.seqQ = 300, kp.seqK = 334;
+        kp.d = kp.dv = d;
+        run(kp);
+      }
     }
 }
 
@@ -359,6 +369,10 @@ TEST_F(CudaKernelsAttention, MasksAndBroadcasts) {
           c.t = t, c.maskKind = kind, c.maskShape = shape, c.causal = causal;
           c.seqQ = 67, c.seqK = 200, c.d = c.dv = 64;
           c.expectPath = t == Dt::F32 ? COIL_CUDA_ATTN_PATH_PLAIN : kTensorCores;
+          run(c);
+          if (HasFatalFailure()) return;
+          // Even offsets: a key mask's pairs are aligned words (odd ones: loaded key by key).
+          c.maskOffset = 2;
           run(c);
           if (HasFatalFailure()) return;
         }

@@ -319,18 +319,17 @@ int32_t dispatchConfig(const coil_cuda_ctx *ctx, const char *fn, const AttnParam
   // against 0.404); at head dim 64 one warpgroup on a persistent grid, whose blocks load their
   // next Q rows while they work, with 128-key tiles over more than 256 keys (BERT's 512 keys:
   // 0.030 against 0.032 for two warpgroups, 0.054 for mma.sync; 4096 keys: 0.705 against
-  // 0.804) and 64-key tiles over fewer (ViT's 197 keys: 0.026 against 0.027). Under a mask
-  // (kGeneral; not measured with one warpgroup), two warpgroups: ping-pong at head dim 128,
-  // 64-key tiles at 64, persistent over at most 1024 keys.
+  // 0.804) and 64-key tiles over fewer (ViT's 197 keys: 0.026 against 0.027). Under a key
+  // mask the same (session 18: BERT's shape 0.055 against 0.059 for the previous masked
+  // default, two warpgroups; Llama's head dim 128, 1024 keys: 0.142 against 0.153 for
+  // ping-pong); under a mask row per query 64-key tiles (the 128-key form spills).
   if constexpr (D % 64 == 0) {
     if (ctx->sm_version == 90 && (cfg == 0 || (cfg >= 'g' && cfg <= 'p'))) {
       WsChoice c;
       if (cfg != 0)
         c = kWsChoices[cfg - 'g'];
-      else if (kGeneral)
-        c = {false, D == 128, false, D == 64 && p.seqK <= 1024};
       else
-        c = {D == 64 && p.seqK > 256, false, true, D == 64};
+        c = {D == 64 && p.seqK > 256 && (!kGeneral || p.keyMask), false, true, D == 64};
       constexpr int kWideBN = D == 64 ? 128 : 64; // 128-key tiles at head dim 128: registers
       int32_t r;
       if (c.oneGroup)
@@ -458,6 +457,13 @@ attention(const coil_cuda_ctx *ctx, const char *fn, const void *q, const void *k
   p.causalOffset = causalOffset, p.causal = causal != 0, p.maskKind = int32_t(maskKind);
   p.scale = float(scale), p.softcap = softcap > 0 ? float(softcap) : 0.f;
   p.rowsPerKv = p.group * seqQ, p.rowsTotal = rowsTotal;
+  // A key mask: one mask row for every row of a block (blocks are per batch and kv head).
+  p.keyMask = maskKind != 0 && p.softcap == 0.f && maskStrideQ == 0 &&
+              (maskStrideH == 0 || p.group == 1);
+  const int64_t maskElem = maskKind == 1 ? 1 : int64_t(sizeof(T));
+  p.maskPairs = p.keyMask && maskStrideK == 1 &&
+                reinterpret_cast<uintptr_t>(mask) % uintptr_t(2 * maskElem) == 0 &&
+                maskOffset % 2 == 0 && maskStrideB % 2 == 0 && maskStrideH % 2 == 0;
   p.splits = 1;
   // Causal offsets far outside the sequences act like +-infinity.
   const int64_t lim = int64_t(1) << 62;

@@ -38,6 +38,11 @@ struct AttnParams {
   int64_t totalBlocks;
   int32_t splits, kbPerSplit;
   int32_t maskKind, causal;
+  /// keyMask: the mask row is the same for every row of a block (broadcast over the queries,
+  /// and over the heads or one head a block) and there is no softcap, so a thread reads its
+  /// keys' mask values once a tile for all its rows; maskPairs: also contiguous (msK 1) with
+  /// the two keys of each pair in one aligned 4-byte (additive) or 2-byte (bool) word.
+  int32_t keyMask, maskPairs;
   float scale, softcap;
 };
 
@@ -138,6 +143,15 @@ template <typename T, int kMask> __device__ __forceinline__ float applyMask(floa
   }
 }
 
+/// A raw mask value as a bias in the log2 domain: log2(e) times an additive value; 0 where a
+/// bool mask is true, -inf where it is false.
+template <typename T, int kMask> __device__ __forceinline__ float maskBias(uint32_t raw) {
+  if constexpr (kMask == 1)
+    return (raw & 0xffu) ? 0.f : -INFINITY;
+  else
+    return applyMask<T, 2>(0.f, raw) * kLog2e;
+}
+
 /// Keys of a tile from nw on, in 32 bits: how many lie inside the sequence (at most 2^20, more
 /// than a tile), and for a row with query index qi, the last it may see causally (-1: none).
 __device__ __forceinline__ int keysInside(const AttnParams &p, int64_t nw) {
@@ -160,9 +174,46 @@ template <typename T, int kMask> struct MaskRow {
   }
 };
 
+/// Key masks (p.keyMask): this thread's mask values of keys nw + nt * 8 + 2 * tq + {0, 1}, a
+/// pair a register, from the mask row at element `at`: one load a pair where p.maskPairs and
+/// the tile lies inside the sequence (!edge), else two loads clamped into the sequence.
+template <typename T, int kMask, int NT>
+__device__ __forceinline__ void keyMaskValues(const AttnParams &p, uint32_t (&raw)[NT], int64_t at,
+                                              int64_t nw, int tq, bool edge) {
+  if (p.maskPairs && !edge) {
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const int64_t e = at + nw + nt * 8 + 2 * tq;
+      if constexpr (kMask == 1) {
+        const uint32_t v = *reinterpret_cast<const uint16_t *>(
+            static_cast<const unsigned char *>(p.mask) + e);
+        raw[nt] = (v & 0xffu) | (v >> 8) << 16;
+      } else {
+        raw[nt] = *reinterpret_cast<const uint32_t *>(static_cast<const uint16_t *>(p.mask) + e);
+      }
+    }
+  } else {
+    RowInfo ri{};
+    ri.maskBase = at;
+    const MaskRow<T, kMask> row(p, ri, nw);
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const int c = nt * 8 + 2 * tq;
+      raw[nt] = row(p, c) | row(p, c + 1) << 16;
+    }
+  }
+}
+
 template <typename T, int kMask, int NT>
 __device__ __forceinline__ void loadMaskOf(const AttnParams &p, MaskTile<NT> &m, const RowInfo *r0,
                                            const RowInfo *r1, int64_t nw, int tq) {
+  if (p.keyMask) { // one row serves both (r0's: when r0 is past the end, so is r1)
+    uint32_t raw[NT];
+    keyMaskValues<T, kMask>(p, raw, r0->maskBase, nw, tq, nw + NT * 8 > p.seqK);
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) m.raw[nt][0] = m.raw[nt][1] = raw[nt];
+    return;
+  }
 #pragma unroll
   for (int hi = 0; hi < 2; ++hi) {
     const MaskRow<T, kMask> row(p, hi ? *r1 : *r0, nw);
@@ -186,8 +237,8 @@ __device__ __forceinline__ void loadMask(const AttnParams &p, MaskTile<NT> &m, c
 
 /// The general kernels' scores (see maskScores), for one softcap choice and mask kind (-1: the
 /// kind read from p): the uniform choices are made once a tile and the key tests are 32-bit, so
-/// that an element costs a multiply, a load (or a preloaded value: `pre`), the mask and a
-/// select, without a branch.
+/// that an element costs a load (or a preloaded value: `pre`), its conversion to a bias, an FMA
+/// and a select, without a branch.
 template <typename T, bool kSoftcap, int kMask, int NT>
 __device__ __forceinline__ void generalScores(const AttnParams &p, float (&s)[NT][4],
                                               const RowInfo *r0, const RowInfo *r1, int64_t nw,
@@ -206,17 +257,22 @@ __device__ __forceinline__ void generalScores(const AttnParams &p, float (&s)[NT
       for (int e = 0; e < 2; ++e) {
         const int c = nt * 8 + 2 * tq + e;
         const bool valid = rowInside && c < inside && c <= last;
-        float x = s[nt][2 * hi + e] * p.scale;
-        if constexpr (kSoftcap) x = p.softcap * tanhf(x / p.softcap);
-        if constexpr (kMask > 0) {
-          x = applyMask<T, kMask>(x, pre ? pre->raw[nt][hi] >> (16 * e) : row(p, c));
-        } else if (p.maskKind != 0) { // kMask -1: the kind tested here
-          const uint32_t raw = pre ? pre->raw[nt][hi] >> (16 * e)
-                                   : (p.maskKind == 1 ? MaskRow<T, 1>(p, ri, nw)(p, c)
-                                                      : MaskRow<T, 2>(p, ri, nw)(p, c));
-          x = p.maskKind == 1 ? applyMask<T, 1>(x, raw) : applyMask<T, 2>(x, raw);
+        float x = s[nt][2 * hi + e];
+        if constexpr (kMask > 0) { // no softcap: one FMA with the mask as a log2-domain bias
+          const uint32_t raw = pre ? pre->raw[nt][hi] >> (16 * e) : row(p, c);
+          x = fmaf(x, p.scale * kLog2e, maskBias<T, kMask>(raw));
+        } else {
+          x *= p.scale;
+          if constexpr (kSoftcap) x = p.softcap * tanhf(x / p.softcap);
+          if (p.maskKind != 0) { // kMask -1: the kind tested here
+            const uint32_t raw = pre ? pre->raw[nt][hi] >> (16 * e)
+                                     : (p.maskKind == 1 ? MaskRow<T, 1>(p, ri, nw)(p, c)
+                                                        : MaskRow<T, 2>(p, ri, nw)(p, c));
+            x = p.maskKind == 1 ? applyMask<T, 1>(x, raw) : applyMask<T, 2>(x, raw);
+          }
+          x *= kLog2e;
         }
-        s[nt][2 * hi + e] = valid ? x * kLog2e : -INFINITY;
+        s[nt][2 * hi + e] = valid ? x : -INFINITY;
       }
     }
   }
@@ -236,6 +292,46 @@ __device__ __forceinline__ void generalScoresOf(const AttnParams &p, float (&s)[
     generalScores<T, false, 2>(p, s, r0, r1, nw, tq, edge, pre);
 }
 
+/// The general kernels' scores under a key mask (p.keyMask: no softcap, one mask row for the
+/// block): a thread reads its keys' mask values once for both its rows, a pair a load where
+/// possible (keyMaskValues), kChunk tiles of 8 keys at a time (the values of a whole 128-key
+/// tile, live beside the scores, would spill), and turns each into a log2-domain bias, so that
+/// a score costs one FMA (x scale log2(e) + bias); the row and key tests only on edge tiles
+/// (elsewhere rows past the end hold finite garbage that is never stored, as without a mask).
+template <typename T, int kMask, int NT>
+__device__ __forceinline__ void keyMaskScores(const AttnParams &p, float (&s)[NT][4],
+                                              const RowInfo *r0, const RowInfo *r1, int64_t nw,
+                                              int tq, bool edge) {
+  constexpr int kChunk = NT < 4 ? NT : 4;
+  static_assert(NT % kChunk == 0, "whole chunks");
+  const float scaleLog2 = p.scale * kLog2e;
+  const int inside = edge ? keysInside(p, nw) : NT * 8;
+  const bool rowInside[2] = {r0->qi >= 0, r1->qi >= 0};
+  const int last[2] = {edge && p.causal ? causalLast(p, r0->qi, nw) : NT * 8,
+                       edge && p.causal ? causalLast(p, r1->qi, nw) : NT * 8};
+#pragma unroll
+  for (int n0 = 0; n0 < NT; n0 += kChunk) {
+    uint32_t raw[kChunk];
+    const int64_t nc = nw + n0 * 8;
+    keyMaskValues<T, kMask>(p, raw, r0->maskBase, nc, tq, nc + kChunk * 8 > p.seqK);
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i) {
+      const float bias[2] = {maskBias<T, kMask>(raw[i]), maskBias<T, kMask>(raw[i] >> 16)};
+#pragma unroll
+      for (int hi = 0; hi < 2; ++hi)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float &x = s[n0 + i][2 * hi + e];
+          x = fmaf(x, scaleLog2, bias[e]);
+          if (edge) {
+            const int c = (n0 + i) * 8 + 2 * tq + e;
+            x = rowInside[hi] && c < inside && c <= last[hi] ? x : -INFINITY;
+          }
+        }
+    }
+  }
+}
+
 /// The score of one (row, key) in the log2 domain after softcap and mask, the mask read here
 /// (general kernels where registers are short: maskScores without kLean).
 template <typename T>
@@ -252,7 +348,8 @@ __device__ __forceinline__ float generalScore(const AttnParams &p, float dot, in
 
 /// One warp's scores of 16 rows (mma fragment layout: this thread's rows r0 = g and r1 = g + 8,
 /// keys nw + nt * 8 + 2 * tq + {0, 1}), when `edge` or kGeneral, masked to -inf (row past the
-/// end, key past seqK, causal) with softcap and the mask. kLean (where registers allow): the
+/// end, key past seqK, causal) with softcap and the mask. Key masks without a preloaded tile:
+/// keyMaskScores. kLean (where registers allow): the
 /// branch-free generalScores, the mask read there or taken from `mask`, a MaskTile that loadMask
 /// filled for the same rows and keys; else a mask load per element. kGeneral scores end in the log2
 /// domain; the others stay raw when scaleLog2 > 0 (softmaxStep folds the scale into its
@@ -261,6 +358,15 @@ template <typename T, bool kGeneral, int NT, bool kLean = false>
 __device__ __forceinline__ void
 maskScores(const AttnParams &p, float (&s)[NT][4], const RowInfo *r0, const RowInfo *r1, int64_t nw,
            int tq, bool edge, float scaleLog2, const MaskTile<NT> *mask = nullptr) {
+  if constexpr (kGeneral) {
+    if (p.keyMask && !mask) {
+      if (p.maskKind == 1)
+        keyMaskScores<T, 1>(p, s, r0, r1, nw, tq, edge);
+      else
+        keyMaskScores<T, 2>(p, s, r0, r1, nw, tq, edge);
+      return;
+    }
+  }
   if constexpr (kGeneral && kLean) {
     generalScoresOf<T>(p, s, r0, r1, nw, tq, edge, mask);
   } else if (kGeneral || edge) {
