@@ -153,7 +153,8 @@ PROBLEMS = [
     # BERT's shape with a padding mask (additive, [B, Sk]: batch b keeps its first
     # Sk - 48 b keys), as Hugging Face BERT passes one; the masked (general) kernels.
     ("bert D64 mask", 8, 12, 12, 512, 512, 64, False, "pad"),
-    # Llama-sized heads under the same kind of padding mask (head dim 128).
+    # Llama-sized heads (head dim 128, 1024 keys), without and with the same kind of mask.
+    ("llama D128", 4, 16, 16, 1024, 1024, 128, False),
     ("llama D128 mask", 4, 16, 16, 1024, 1024, 128, False, "pad"),
     # The same padding as a mask row per query ([B, Sq, Sk], as a decoder's combined mask
     # arrives): the kernels cannot share one row across a block.

@@ -332,14 +332,16 @@ TEST_F(CudaKernelsAttention, EveryKernelConfiguration) {
       c.d = c.dv = 64;
       run(c);
       // Key-padding masks (one mask row a block), their pairs aligned: whole tiles load a
-      // pair a word, the last tile (334 keys) key by key.
-      for (int64_t d : {64, 128}) {
-        AttnCase kp;
-        kp.maskKind = 2, kp.maskShape = MaskShape::KeyPadding, kp.maskOffset = 0;
-        kp.heads = 8, kp.kvHeads = 2, kp.causal = d == 128, kp.seqQ = 300, kp.seqK = 334;
-        kp.d = kp.dv = d;
-        run(kp);
-      }
+      // pair a word, the last tile (334 keys) key by key; on sm_90 as accumulator biases
+      // (over 2048 keys, too many for them, read by the masked kernel).
+      for (int64_t d : {64, 128})
+        for (int64_t seqK : {334, 2100}) {
+          AttnCase kp;
+          kp.maskKind = d == 64 ? 2 : 1, kp.maskShape = MaskShape::KeyPadding, kp.maskOffset = 0;
+          kp.heads = 8, kp.kvHeads = 2, kp.causal = d == 128, kp.seqQ = seqK > 2048 ? 70 : 300, kp.seqK = seqK;
+          kp.d = kp.dv = d;
+          run(kp);
+        }
     }
 }
 
@@ -360,11 +362,15 @@ TEST_F(CudaKernelsAttention, CausalOffsets) {
 }
 
 TEST_F(CudaKernelsAttention, MasksAndBroadcasts) {
+  // Key masks (KeyPadding) on sm_90 run as accumulator biases by default; with
+  // COIL_CUDA_ATTN_KEY_BIAS=0 the masked kernels read them.
+  for (const char *bias : {"1", "0"})
   for (Dt t : {Dt::BF16, Dt::F16, Dt::F32})
     for (int kind : {1, 2})
       for (MaskShape shape :
            {MaskShape::Full, MaskShape::KeyPadding, MaskShape::Shared, MaskShape::PerRow})
         for (bool causal : {false, true}) {
+          EnvGuard env("COIL_CUDA_ATTN_KEY_BIAS", bias);
           AttnCase c;
           c.t = t, c.maskKind = kind, c.maskShape = shape, c.causal = causal;
           c.seqQ = 67, c.seqK = 200, c.d = c.dv = 64;

@@ -91,8 +91,8 @@ int smCount(int device) {
   return n;
 }
 
-/// Raises a kernel's dynamic shared-memory limit once per device (`occ`: the kernel's own
-/// cache); its resident blocks per SM.
+/// Raises a kernel's dynamic shared-memory limit to `smem` (the most any launch of it takes)
+/// once per device (`occ`: the kernel's own cache); its resident blocks per SM at that size.
 template <typename Kernel>
 int prepareKernel(Kernel kernel, size_t smem, int device, int threads, std::atomic<int> (&occ)[64],
                   cudaError_t &err) {
@@ -122,6 +122,12 @@ char envConfig() {
   const char *s = std::getenv("COIL_CUDA_ATTN_CONFIG");
   return s && s[0] >= 'a' && s[0] <= 'p' && !s[1] ? s[0] : 0;
 }
+/// COIL_CUDA_ATTN_KEY_BIAS=0 turns off key masks as accumulator biases (the warp-specialized
+/// kernel then reads them as it scores), for tests and experiments.
+bool envKeyBias() {
+  const char *s = std::getenv("COIL_CUDA_ATTN_KEY_BIAS");
+  return !(s && s[0] == '0' && !s[1]);
+}
 /// Environment override of the split count (>= 1), for tests and experiments.
 int envSplits() {
   const char *s = std::getenv("COIL_CUDA_ATTN_SPLITS");
@@ -140,11 +146,11 @@ thread_local int32_t lastWgmma = 0;
 /// chosen here, then the combine kernel.
 template <typename T, int D, typename Kernel, typename... Lead>
 int32_t launchAttn(const coil_cuda_ctx *ctx, const char *fn, AttnParams p, Kernel kernel,
-                   const char *name, int BM, int BN, int threads, size_t smem,
+                   const char *name, int BM, int BN, int threads, size_t smem, size_t smemMax,
                    std::atomic<int> (&occ)[64], bool persistent, const Lead &...lead) {
   cudaStream_t stream = static_cast<cudaStream_t>(ctx->stream);
   cudaError_t err;
-  const int perSm = prepareKernel(kernel, smem, ctx->device_ordinal, threads, occ, err);
+  const int perSm = prepareKernel(kernel, smemMax, ctx->device_ordinal, threads, occ, err);
   if (err != cudaSuccess) return check(ctx, fn, "setting up the attention kernel", err);
   const int64_t capacity = int64_t(perSm) * smCount(ctx->device_ordinal);
 
@@ -210,7 +216,8 @@ int32_t launchFlash(const coil_cuda_ctx *ctx, const char *fn, const AttnParams &
   static std::atomic<int> occ[64];
   return launchAttn<T, D>(ctx, fn, p,
                           flashAttnKernel<T, D, kRowWarps, kKeyWarps, kMTiles, BN, kGeneral>,
-                          "flashAttnKernel", Cfg::BM, BN, Cfg::kThreads, Cfg::kSmem, occ, false);
+                          "flashAttnKernel", Cfg::BM, BN, Cfg::kThreads, Cfg::kSmem, Cfg::kSmem,
+                          occ, false);
 }
 
 /// Whether the library holds sm_90a code for `kernel` (a build without 90a has an empty body).
@@ -232,7 +239,7 @@ int32_t launchWgmma(const coil_cuda_ctx *ctx, const char *fn, const AttnParams &
   const auto kernel = flashAttnWgmmaKernel<T, D, kWG, BN, kStages, kGeneral>;
   if (!hasSm90a(kernel, sm90a)) return -1;
   const int32_t r = launchAttn<T, D>(ctx, fn, p, kernel, "flashAttnWgmmaKernel", Cfg::BM, BN,
-                                     Cfg::kThreads, Cfg::kSmem, occ, false);
+                                     Cfg::kThreads, Cfg::kSmem, Cfg::kSmem, occ, false);
   lastWgmma = r == 0;
   return r;
 }
@@ -284,12 +291,16 @@ int32_t launchWs(const coil_cuda_ctx *ctx, const char *fn, const AttnParams &p, 
   const auto kernel = flashAttnWsKernel<T, D, BN, kStages, kGeneral, kPingPong, kGroups>;
   if (!hasSm90a(kernel, sm90a)) return -1;
   if (p.seqK + BN > INT32_MAX || p.kvHeads > INT32_MAX || p.batch > INT32_MAX) return -1;
+  if (p.keyBias && (kGeneral || (p.seqK + BN - 1) / BN * BN > Cfg::kBiasKeys)) return -1;
   CUtensorMap tmK, tmV;
   if (!kvTensorMap<T>(tmK, p.k, p.kOff, p, p.ksB, p.ksH, p.ksS, BN) ||
       !kvTensorMap<T>(tmV, p.v, p.vOff, p, p.vsB, p.vsH, p.vsS, BN))
     return -1;
-  const int32_t r = launchAttn<T, D>(ctx, fn, p, kernel, "flashAttnWsKernel", Cfg::BM, BN,
-                                     Cfg::kThreads, Cfg::kSmem, occ, persistent, tmK, tmV);
+  // Every launch may take the key biases' shared memory (the occupancy counts them).
+  const size_t smem = Cfg::kSmem + (p.keyBias ? Cfg::kBiasSmem : 0);
+  const int32_t r =
+      launchAttn<T, D>(ctx, fn, p, kernel, "flashAttnWsKernel", Cfg::BM, BN, Cfg::kThreads, smem,
+                       Cfg::kSmem + Cfg::kBiasSmem, occ, persistent, tmK, tmV);
   lastWgmma = r == 0;
   return r;
 }
@@ -306,6 +317,18 @@ constexpr WsChoice kWsChoices[] = {{false, false, false, false}, {true, false, f
                                    {true, false, false, true},   {false, true, false, true},
                                    {false, false, true, false},  {true, false, true, false},
                                    {false, false, true, true},   {true, false, true, true}};
+
+/// Launches the warp-specialized kernel that `c` describes (-1: see launchWs).
+template <typename T, int D, bool kGeneral>
+int32_t launchWsChoice(const coil_cuda_ctx *ctx, const char *fn, const AttnParams &p, WsChoice c) {
+  constexpr int kWideBN = D == 64 ? 128 : 64; // 128-key tiles at head dim 128: registers
+  if (c.oneGroup)
+    return c.wide ? launchWs<T, D, kWideBN, 2, kGeneral, false, 1>(ctx, fn, p, c.persistent)
+                  : launchWs<T, D, 64, 2, kGeneral, false, 1>(ctx, fn, p, c.persistent);
+  if (c.pingPong) return launchWs<T, D, 64, 2, kGeneral, true>(ctx, fn, p, c.persistent);
+  return c.wide ? launchWs<T, D, kWideBN, 2, kGeneral, false>(ctx, fn, p, c.persistent)
+                : launchWs<T, D, 64, 2, kGeneral, false>(ctx, fn, p, c.persistent);
+}
 
 template <typename T, int D, bool kGeneral>
 int32_t dispatchConfig(const coil_cuda_ctx *ctx, const char *fn, const AttnParams &p) {
@@ -325,21 +348,20 @@ int32_t dispatchConfig(const coil_cuda_ctx *ctx, const char *fn, const AttnParam
   // ping-pong); under a mask row per query 64-key tiles (the 128-key form spills).
   if constexpr (D % 64 == 0) {
     if (ctx->sm_version == 90 && (cfg == 0 || (cfg >= 'g' && cfg <= 'p'))) {
-      WsChoice c;
-      if (cfg != 0)
-        c = kWsChoices[cfg - 'g'];
-      else
-        c = {D == 64 && p.seqK > 256 && (!kGeneral || p.keyMask), false, true, D == 64};
-      constexpr int kWideBN = D == 64 ? 128 : 64; // 128-key tiles at head dim 128: registers
-      int32_t r;
-      if (c.oneGroup)
-        r = c.wide ? launchWs<T, D, kWideBN, 2, kGeneral, false, 1>(ctx, fn, p, c.persistent)
-                   : launchWs<T, D, 64, 2, kGeneral, false, 1>(ctx, fn, p, c.persistent);
-      else if (c.pingPong)
-        r = launchWs<T, D, 64, 2, kGeneral, true>(ctx, fn, p, c.persistent);
-      else
-        r = c.wide ? launchWs<T, D, kWideBN, 2, kGeneral, false>(ctx, fn, p, c.persistent)
-                   : launchWs<T, D, 64, 2, kGeneral, false>(ctx, fn, p, c.persistent);
+      const WsChoice c =
+          cfg != 0 ? kWsChoices[cfg - 'g']
+                   : WsChoice{D == 64 && p.seqK > 256 && (!kGeneral || p.keyMask), false, true,
+                              D == 64};
+      int32_t r = -1;
+      if constexpr (kGeneral) {
+        // A key mask as the S accumulators' initial values, in the kernel without mask code.
+        if (p.keyMask && p.scale > 0.f && envKeyBias()) {
+          AttnParams pb = p;
+          pb.keyBias = 1;
+          r = launchWsChoice<T, D, false>(ctx, fn, pb, c);
+        }
+      }
+      if (r < 0) r = launchWsChoice<T, D, kGeneral>(ctx, fn, p, c);
       if (r >= 0) return r;
     }
     // The wgmma kernel: where the TMA kernel cannot run (no TMA map for these strides), or

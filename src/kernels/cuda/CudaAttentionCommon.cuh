@@ -43,6 +43,9 @@ struct AttnParams {
   /// keys' mask values once a tile for all its rows; maskPairs: also contiguous (msK 1) with
   /// the two keys of each pair in one aligned 4-byte (additive) or 2-byte (bool) word.
   int32_t keyMask, maskPairs;
+  /// keyBias (the warp-specialized kernel, a key mask and scale > 0): the kernel without mask
+  /// code (kGeneral false) applies the mask through the initial S accumulators (fillKeyBias).
+  int32_t keyBias;
   float scale, softcap;
 };
 
@@ -568,6 +571,26 @@ __device__ __forceinline__ void fillRowInfo(const AttnParams &p, RowInfo *rowInf
       ri.row = (w.b * p.heads + h) * p.seqQ + i;
     }
     rowInfo[r] = ri;
+  }
+}
+
+/// The key mask row of block w (p.keyMask) as biases of the unscaled scores, for the keys
+/// [kBegin, kEnd) (threads tid of nThreads): bias[j] = m_j / scale for an additive mask value m_j
+/// (so that scale (q.k + bias) = scale q.k + m_j), 0 or -inf for a bool one, 0 past seqK (the
+/// edge tiles mask those keys).
+template <typename T>
+__device__ __forceinline__ void fillKeyBias(const AttnParams &p, const BlockWork &w, float *bias,
+                                            int64_t kBegin, int64_t kEnd, int tid, int nThreads) {
+  const int64_t base = p.mOff + w.b * p.msB + w.hk * p.msH; // msH is 0 where heads share a kv head
+  for (int64_t j = kBegin + tid; j < kEnd; j += nThreads) {
+    float v = 0.f;
+    if (j < p.seqK) {
+      if (p.maskKind == 1)
+        v = rawMask<T, 1>(p, base + j * p.msK) ? 0.f : -INFINITY;
+      else
+        v = applyMask<T, 2>(0.f, rawMask<T, 2>(p, base + j * p.msK)) / p.scale;
+    }
+    bias[j] = v;
   }
 }
 

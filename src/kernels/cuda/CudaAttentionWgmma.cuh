@@ -236,18 +236,18 @@ template <int D, int kThreads, int ROWS> __device__ __forceinline__ uint32_t swi
   return uint32_t((c / 8) * ROWS * 128 + r0 * 128 + ((c % 8) ^ (r0 % 8)) * 16);
 }
 
-/// S = Q K^T for one tile, issued and committed (not waited for): Q fragments in registers, K
-/// K-major in shared memory at kAddr (loadTileSw's layout: column block kk / 4, 32 bytes per
-/// k-step).
+/// S = Q K^T for one tile (S += Q K^T where `accumulate`: S holds a bias), issued and committed
+/// (not waited for): Q fragments in registers, K K-major in shared memory at kAddr
+/// (loadTileSw's layout: column block kk / 4, 32 bytes per k-step).
 template <typename T, int D, int BN>
 __device__ __forceinline__ void issueQK(float (&s)[BN / 8][4], const uint32_t (&qf)[D / 16][4],
-                                        uint32_t kAddr) {
+                                        uint32_t kAddr, bool accumulate = false) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   wgmmaFence();
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk)
-    wgmmaRS<0>(s, qf[kk], smemDescSw128(kAddr + (kk / 4) * BN * 128 + (kk % 4) * 32, 16, 1024), kk,
-               (T *)nullptr);
+    wgmmaRS<0>(s, qf[kk], smemDescSw128(kAddr + (kk / 4) * BN * 128 + (kk % 4) * 32, 16, 1024),
+               kk | int(accumulate), (T *)nullptr);
   wgmmaCommit();
 #endif
 }

@@ -75,7 +75,8 @@ template <int N> __device__ __forceinline__ void setMaxRegsInc() {
 /// (BM = 64 kGroups). With one, two blocks share an SM (registers: 128 a thread at launch, the
 /// consumers grow to 232). Shared memory: kStages K tiles, kStages V tiles (BN x D each, 128-byte
 /// swizzled in column blocks of 64, the layout of loadTileSw), two padded Q tiles (a block's and
-/// the next one's), the RowInfo and the barriers (full and empty, for K and V, per stage).
+/// the next one's), the RowInfo, the barriers (full and empty, for K and V, per stage) and,
+/// launched with p.keyBias, kBiasSmem more: each consumer warpgroup's key biases (fillKeyBias).
 template <int D, int BN, int kStages, int kGroups> struct WsCfg {
   static constexpr int kGroupRows = 64; ///< rows of one consumer warpgroup
   static constexpr int BM = kGroupRows * kGroups;
@@ -87,6 +88,8 @@ template <int D, int BN, int kStages, int kGroups> struct WsCfg {
   static constexpr size_t kSmem = 1024 + size_t(2 * kStages) * kTile * 2 +
                                   2 * size_t(BM) * (D + 8) * 2 + size_t(BM) * sizeof(RowInfo) +
                                   size_t(4 * kStages) * 8;
+  static constexpr int kBiasKeys = 2048; ///< the most keys a key mask as biases takes
+  static constexpr size_t kBiasSmem = size_t(kGroups) * kBiasKeys * 4;
   static_assert(D % 64 == 0 && BN % 64 == 0 && kStages >= 2, "tiles of 64, two stages or more");
   static_assert(kGroups == 1 || kGroups == 2, "one or two consumer warpgroups");
 };
@@ -121,6 +124,7 @@ __global__ void __launch_bounds__(WsCfg<D, BN, kStages, kGroups>::kThreads,
   RowInfo *rowInfo = reinterpret_cast<RowInfo *>(sQ + 2 * BM * LDQ);
   uint64_t *fullK = reinterpret_cast<uint64_t *>(rowInfo + BM);
   uint64_t *fullV = fullK + kStages, *emptyK = fullV + kStages, *emptyV = emptyK + kStages;
+  float *sBias = reinterpret_cast<float *>(emptyV + kStages); // kGroups x kBiasKeys (keyBias)
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       mbarInit(fullK + s, 1);
@@ -177,8 +181,19 @@ __global__ void __launch_bounds__(WsCfg<D, BN, kStages, kGroups>::kThreads,
       if (!(last && group == 1)) namedBarrierArrive(2 + (group ^ 1), Cfg::kConsumers);
   };
   const float scaleLog2 = p.scale * kLog2e;
-  auto issueS = [&](float(&s)[BN / 8][4], const uint32_t(&qf)[D / 16][4], int st) {
-    issueQK<T, D, BN>(s, qf, smemAddr(sK + st * kTile));
+  // Under a key mask taken as biases (p.keyBias), S(t) starts from the biases of its keys
+  // (the same for both rows of a thread) instead of zero.
+  const float *bias = sBias + group * Cfg::kBiasKeys + 2 * tq;
+  auto issueS = [&](float(&s)[BN / 8][4], const uint32_t(&qf)[D / 16][4], int st, int64_t n0) {
+    if (p.keyBias) {
+#pragma unroll
+      for (int nt = 0; nt < BN / 8; ++nt) {
+        const float2 b = *reinterpret_cast<const float2 *>(bias + n0 + nt * 8);
+        s[nt][0] = s[nt][2] = b.x;
+        s[nt][1] = s[nt][3] = b.y;
+      }
+    }
+    issueQK<T, D, BN>(s, qf, smemAddr(sK + st * kTile), p.keyBias != 0);
   };
   auto issueO = [&](float(&o)[D / 8][4], const uint32_t(&pa)[BN / 16][4], int st) {
     issuePVFragments<T, D, BN>(o, pa, smemAddr(sV + st * kTile));
@@ -215,6 +230,11 @@ __global__ void __launch_bounds__(WsCfg<D, BN, kStages, kGroups>::kThreads,
       wr.m0 += warp * 16;
       __syncwarp(); // the warp's reads of the previous block's rows are done
       fillRowInfo(p, rowInfo + warp * 16, 16, wr, lane, 32);
+    }
+    if (p.keyBias) { // after every thread's last read of the previous block's biases
+      namedBarrier(4 + group, 128);
+      fillKeyBias<T>(p, w, sBias + group * Cfg::kBiasKeys, w.kbBegin * BN,
+                     (w.kbBegin + w.nTiles) * BN, gt, 128);
     }
     cpAsyncWait<0>();
     namedBarrier(4 + group, 128);
@@ -255,7 +275,7 @@ __global__ void __launch_bounds__(WsCfg<D, BN, kStages, kGroups>::kThreads,
       {
         const int st = waitFull(fullK, it);
         takeTurn();
-        issueS(s, qf, st);
+        issueS(s, qf, st, w.kbBegin * BN);
         passTurn(false);
         prefetchMask(0);
         wgmmaWait<0>();
@@ -267,7 +287,7 @@ __global__ void __launch_bounds__(WsCfg<D, BN, kStages, kGroups>::kThreads,
       for (int t = 1; t < w.nTiles; ++t) {
         const int stK = waitFull(fullK, it + t), stV = waitFull(fullV, it + t - 1);
         takeTurn();
-        issueS(s, qf, stK);
+        issueS(s, qf, stK, (w.kbBegin + t) * BN);
         issueO(o, pa, stV);
         passTurn(false);
         prefetchMask(t);
