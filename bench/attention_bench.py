@@ -160,6 +160,8 @@ PROBLEMS = [
     # arrives): the kernels cannot share one row across a block.
     ("bert D64 row mask", 8, 12, 12, 512, 512, 64, False, "rows"),
     ("llama D128 row mask", 4, 16, 16, 1024, 1024, 128, False, "rows"),
+    # A key mask over more keys than the kernel takes as accumulator biases (2048).
+    ("long D64 mask", 4, 16, 16, 4096, 4096, 64, False, "pad"),
 ]
 
 

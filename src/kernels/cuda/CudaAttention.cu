@@ -214,10 +214,9 @@ template <typename T, int D, int kRowWarps, int kKeyWarps, int kMTiles, int BN, 
 int32_t launchFlash(const coil_cuda_ctx *ctx, const char *fn, const AttnParams &p) {
   using Cfg = FlashCfg<D, kRowWarps, kKeyWarps, kMTiles, BN>;
   static std::atomic<int> occ[64];
-  return launchAttn<T, D>(ctx, fn, p,
-                          flashAttnKernel<T, D, kRowWarps, kKeyWarps, kMTiles, BN, kGeneral>,
-                          "flashAttnKernel", Cfg::BM, BN, Cfg::kThreads, Cfg::kSmem, Cfg::kSmem,
-                          occ, false);
+  return launchAttn<T, D>(
+      ctx, fn, p, flashAttnKernel<T, D, kRowWarps, kKeyWarps, kMTiles, BN, kGeneral>,
+      "flashAttnKernel", Cfg::BM, BN, Cfg::kThreads, Cfg::kSmem, Cfg::kSmem, occ, false);
 }
 
 /// Whether the library holds sm_90a code for `kernel` (a build without 90a has an empty body).
@@ -343,15 +342,13 @@ int32_t dispatchConfig(const coil_cuda_ctx *ctx, const char *fn, const AttnParam
   // next Q rows while they work, with 128-key tiles over more than 256 keys (BERT's 512 keys:
   // 0.030 against 0.032 for two warpgroups, 0.054 for mma.sync; 4096 keys: 0.705 against
   // 0.804) and 64-key tiles over fewer (ViT's 197 keys: 0.026 against 0.027). Under a key
-  // mask the same (session 18: BERT's shape 0.055 against 0.059 for the previous masked
-  // default, two warpgroups; Llama's head dim 128, 1024 keys: 0.142 against 0.153 for
-  // ping-pong); under a mask row per query 64-key tiles (the 128-key form spills).
+  // mask (of at most WsCfg::kBiasKeys keys, 2944 to 8192), the same kernels with the mask as
+  // accumulator biases (session 18: BERT's shape 0.037, against 0.054 in the masked kernel and
+  // 0.168 before); under other masks the masked kernel.
   if constexpr (D % 64 == 0) {
     if (ctx->sm_version == 90 && (cfg == 0 || (cfg >= 'g' && cfg <= 'p'))) {
-      const WsChoice c =
-          cfg != 0 ? kWsChoices[cfg - 'g']
-                   : WsChoice{D == 64 && p.seqK > 256 && (!kGeneral || p.keyMask), false, true,
-                              D == 64};
+      const WsChoice c = cfg != 0 ? kWsChoices[cfg - 'g']
+                                  : WsChoice{D == 64 && p.seqK > 256, false, true, D == 64};
       int32_t r = -1;
       if constexpr (kGeneral) {
         // A key mask as the S accumulators' initial values, in the kernel without mask code.
@@ -360,8 +357,16 @@ int32_t dispatchConfig(const coil_cuda_ctx *ctx, const char *fn, const AttnParam
           pb.keyBias = 1;
           r = launchWsChoice<T, D, false>(ctx, fn, pb, c);
         }
+        // Else the masked kernel; by default 128-key tiles only under a key mask (the 128-key
+        // form spills: under a mask row per query it takes 3x the time of 64-key tiles, under a
+        // key mask of 4096 keys 0.8x).
+        if (r < 0)
+          r = launchWsChoice<T, D, true>(
+              ctx, fn, p,
+              {c.wide && (cfg != 0 || p.keyMask), c.pingPong, c.oneGroup, c.persistent});
+      } else {
+        r = launchWsChoice<T, D, false>(ctx, fn, p, c);
       }
-      if (r < 0) r = launchWsChoice<T, D, kGeneral>(ctx, fn, p, c);
       if (r >= 0) return r;
     }
     // The wgmma kernel: where the TMA kernel cannot run (no TMA map for these strides), or
@@ -480,8 +485,8 @@ attention(const coil_cuda_ctx *ctx, const char *fn, const void *q, const void *k
   p.scale = float(scale), p.softcap = softcap > 0 ? float(softcap) : 0.f;
   p.rowsPerKv = p.group * seqQ, p.rowsTotal = rowsTotal;
   // A key mask: one mask row for every row of a block (blocks are per batch and kv head).
-  p.keyMask = maskKind != 0 && p.softcap == 0.f && maskStrideQ == 0 &&
-              (maskStrideH == 0 || p.group == 1);
+  p.keyMask =
+      maskKind != 0 && p.softcap == 0.f && maskStrideQ == 0 && (maskStrideH == 0 || p.group == 1);
   const int64_t maskElem = maskKind == 1 ? 1 : int64_t(sizeof(T));
   p.maskPairs = p.keyMask && maskStrideK == 1 &&
                 reinterpret_cast<uintptr_t>(mask) % uintptr_t(2 * maskElem) == 0 &&

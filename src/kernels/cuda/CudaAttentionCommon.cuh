@@ -188,8 +188,8 @@ __device__ __forceinline__ void keyMaskValues(const AttnParams &p, uint32_t (&ra
     for (int nt = 0; nt < NT; ++nt) {
       const int64_t e = at + nw + nt * 8 + 2 * tq;
       if constexpr (kMask == 1) {
-        const uint32_t v = *reinterpret_cast<const uint16_t *>(
-            static_cast<const unsigned char *>(p.mask) + e);
+        const uint32_t v =
+            *reinterpret_cast<const uint16_t *>(static_cast<const unsigned char *>(p.mask) + e);
         raw[nt] = (v & 0xffu) | (v >> 8) << 16;
       } else {
         raw[nt] = *reinterpret_cast<const uint32_t *>(static_cast<const uint16_t *>(p.mask) + e);

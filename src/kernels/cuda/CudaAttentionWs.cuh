@@ -6,6 +6,7 @@
 
 #include "kernels/cuda/CudaAttentionWgmma.cuh"
 
+#include <algorithm>
 #include <cuda.h> // CUtensorMap
 
 namespace coil::cuda {
@@ -88,8 +89,13 @@ template <int D, int BN, int kStages, int kGroups> struct WsCfg {
   static constexpr size_t kSmem = 1024 + size_t(2 * kStages) * kTile * 2 +
                                   2 * size_t(BM) * (D + 8) * 2 + size_t(BM) * sizeof(RowInfo) +
                                   size_t(4 * kStages) * 8;
-  static constexpr int kBiasKeys = 2048; ///< the most keys a key mask as biases takes
+  /// The most keys a key mask as biases takes: what fits beside kSmem without fewer blocks an
+  /// SM (228 KB an SM, 1 KB of it reserved a block, 227 KB at most a block), at most 8192.
+  static constexpr size_t kBlockSmem = kGroups == 1 ? 233472 / 2 - 1024 : 232448;
+  static constexpr int kBiasKeys =
+      int(std::min<size_t>(8192, (kBlockSmem - kSmem) / (4 * kGroups) / BN * BN));
   static constexpr size_t kBiasSmem = size_t(kGroups) * kBiasKeys * 4;
+  static_assert(kSmem < kBlockSmem && kBiasKeys >= 2048, "room for 2048 key biases");
   static_assert(D % 64 == 0 && BN % 64 == 0 && kStages >= 2, "tiles of 64, two stages or more");
   static_assert(kGroups == 1 || kGroups == 2, "one or two consumer warpgroups");
 };
@@ -251,9 +257,10 @@ __global__ void __launch_bounds__(WsCfg<D, BN, kStages, kGroups>::kThreads,
     for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
     float rowMax[2] = {-INFINITY, -INFINITY}, rowSum[2] = {0.f, 0.f};
     // Under a mask (kGeneral), tile t's mask values are loaded while S(t) is on the tensor cores
-    // where the registers allow (64 x 64 tiles; the larger ones spill), else read as they apply.
-    constexpr bool kEarlyMask = kGeneral && D == 64 && BN == 64;
-    constexpr bool kLean = D == 64 && BN == 64; // the branch-free masked scores spill elsewhere
+    // and applied without a branch an element where the registers allow (64-key tiles; the
+    // 128-key ones spill), else read as they apply.
+    constexpr bool kEarlyMask = kGeneral && BN == 64;
+    constexpr bool kLean = BN == 64;
     MaskTile<BN / 8> mask;
     auto prefetchMask = [&](int t) {
       if constexpr (kEarlyMask) loadMask<T>(p, mask, ri, ri + 8, (w.kbBegin + t) * BN, tq);
