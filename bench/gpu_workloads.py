@@ -140,6 +140,21 @@ class BertSdpaLayer(BertLayer):
         return self.ln2(h1 + self.fc2(F.gelu(self.fc1(h1))))
 
 
+class BertMaskedLayer(BertLayer):
+    """BertLayer with F.scaled_dot_product_attention under a padding mask built in the graph the
+    way Hugging Face BERT builds it: keys where `keep` > -1 (about 84% of them, at random) are
+    seen; the others get the dtype's lowest value added, through an additive [B, 1, 1, S] mask."""
+
+    def forward(self, x, keep):
+        seen = (keep > -1.0).to(x.dtype)
+        mask = (1.0 - seen[:, None, None, :]) * torch.finfo(x.dtype).min
+        q, k, v = self.heads(self.q(x)), self.heads(self.k(x)), self.heads(self.v(x))
+        ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        ctx = ctx.transpose(1, 2).reshape(self.b, self.s, self.h)
+        h1 = self.ln1(x + self.o(ctx))
+        return self.ln2(h1 + self.fc2(F.gelu(self.fc1(h1))))
+
+
 class EncoderLayer(nn.Module):
     """nn.TransformerEncoderLayer (batch first, post-LN, GELU). In eval mode under no_grad,
     PyTorch eager runs its fused inference path (one native kernel sequence with flash
@@ -379,6 +394,13 @@ WORKLOADS += [
              lambda s: (BertSdpaLayer(s["batch"], s["seq"], s["hidden"], s["heads"], s["inter"]),
                         [(s["batch"], s["seq"], s["hidden"])], ["hidden_in"], ["hidden_out"]),
              "BERT-base layer with F.scaled_dot_product_attention, bf16"),
+    Workload("bert_sdpa_mask", "bfloat16", "flop", {"kind": "vs", "peer": "best", "factor": 0.85},
+             {"batch": 8, "seq": 512, "hidden": 768, "heads": 12, "inter": 3072},
+             {"batch": 2, "seq": 64, "hidden": 128, "heads": 4, "inter": 512},
+             lambda s: (BertMaskedLayer(s["batch"], s["seq"], s["hidden"], s["heads"], s["inter"]),
+                        [(s["batch"], s["seq"], s["hidden"]), (s["batch"], s["seq"])],
+                        ["hidden_in", "keep"], ["hidden_out"]),
+             "bert_sdpa under a padding mask built in the graph, Hugging Face's way, bf16"),
     Workload("encoder_layer", "bfloat16", "flop", {"kind": "vs", "peer": "best", "factor": 0.85},
              {"batch": 8, "seq": 512, "hidden": 768, "heads": 12, "inter": 3072},
              {"batch": 2, "seq": 64, "hidden": 128, "heads": 4, "inter": 512},
