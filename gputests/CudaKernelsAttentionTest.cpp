@@ -344,6 +344,11 @@ TEST_F(CudaKernelsAttention, EveryKernelConfiguration) {
           kp.seqK = seqK;
           kp.d = kp.dv = d;
           run(kp);
+          // A mask row per query with aligned pairs: read by the masked kernel, a pair a word.
+          if (seqK < 8192) {
+            kp.maskShape = MaskShape::Full;
+            run(kp);
+          }
         }
     }
 }

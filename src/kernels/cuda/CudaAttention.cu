@@ -488,9 +488,10 @@ attention(const coil_cuda_ctx *ctx, const char *fn, const void *q, const void *k
   p.keyMask =
       maskKind != 0 && p.softcap == 0.f && maskStrideQ == 0 && (maskStrideH == 0 || p.group == 1);
   const int64_t maskElem = maskKind == 1 ? 1 : int64_t(sizeof(T));
-  p.maskPairs = p.keyMask && maskStrideK == 1 &&
+  p.maskPairs = maskKind != 0 && maskStrideK == 1 &&
                 reinterpret_cast<uintptr_t>(mask) % uintptr_t(2 * maskElem) == 0 &&
-                maskOffset % 2 == 0 && maskStrideB % 2 == 0 && maskStrideH % 2 == 0;
+                maskOffset % 2 == 0 && maskStrideB % 2 == 0 && maskStrideH % 2 == 0 &&
+                maskStrideQ % 2 == 0;
   p.splits = 1;
   // Causal offsets far outside the sequences act like +-infinity.
   const int64_t lim = int64_t(1) << 62;

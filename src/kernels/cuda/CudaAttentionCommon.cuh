@@ -40,8 +40,9 @@ struct AttnParams {
   int32_t maskKind, causal;
   /// keyMask: the mask row is the same for every row of a block (broadcast over the queries,
   /// and over the heads or one head a block) and there is no softcap, so a thread reads its
-  /// keys' mask values once a tile for all its rows; maskPairs: also contiguous (msK 1) with
-  /// the two keys of each pair in one aligned 4-byte (additive) or 2-byte (bool) word.
+  /// keys' mask values once a tile for all its rows; maskPairs: every mask row contiguous
+  /// (msK 1) with the two keys of each pair in one aligned 4-byte (additive) or 2-byte (bool)
+  /// word.
   int32_t keyMask, maskPairs;
   /// keyBias (the warp-specialized kernel, a key mask and scale > 0): the kernel without mask
   /// code (kGeneral false) applies the mask through the initial S accumulators (fillKeyBias).
@@ -177,11 +178,11 @@ template <typename T, int kMask> struct MaskRow {
   }
 };
 
-/// Key masks (p.keyMask): this thread's mask values of keys nw + nt * 8 + 2 * tq + {0, 1}, a
-/// pair a register, from the mask row at element `at`: one load a pair where p.maskPairs and
-/// the tile lies inside the sequence (!edge), else two loads clamped into the sequence.
+/// This thread's mask values of keys nw + nt * 8 + 2 * tq + {0, 1} of the mask row at element
+/// `at`, a pair a register: one load a pair where p.maskPairs and the tile lies inside the
+/// sequence (!edge), else two loads clamped into the sequence.
 template <typename T, int kMask, int NT>
-__device__ __forceinline__ void keyMaskValues(const AttnParams &p, uint32_t (&raw)[NT], int64_t at,
+__device__ __forceinline__ void maskRowValues(const AttnParams &p, uint32_t (&raw)[NT], int64_t at,
                                               int64_t nw, int tq, bool edge) {
   if (p.maskPairs && !edge) {
 #pragma unroll
@@ -212,19 +213,17 @@ __device__ __forceinline__ void loadMaskOf(const AttnParams &p, MaskTile<NT> &m,
                                            const RowInfo *r1, int64_t nw, int tq) {
   if (p.keyMask) { // one row serves both (r0's: when r0 is past the end, so is r1)
     uint32_t raw[NT];
-    keyMaskValues<T, kMask>(p, raw, r0->maskBase, nw, tq, nw + NT * 8 > p.seqK);
+    maskRowValues<T, kMask>(p, raw, r0->maskBase, nw, tq, nw + NT * 8 > p.seqK);
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) m.raw[nt][0] = m.raw[nt][1] = raw[nt];
     return;
   }
 #pragma unroll
   for (int hi = 0; hi < 2; ++hi) {
-    const MaskRow<T, kMask> row(p, hi ? *r1 : *r0, nw);
+    uint32_t raw[NT];
+    maskRowValues<T, kMask>(p, raw, (hi ? r1 : r0)->maskBase, nw, tq, nw + NT * 8 > p.seqK);
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      const int c = nt * 8 + 2 * tq;
-      m.raw[nt][hi] = row(p, c) | row(p, c + 1) << 16;
-    }
+    for (int nt = 0; nt < NT; ++nt) m.raw[nt][hi] = raw[nt];
   }
 }
 
@@ -240,8 +239,9 @@ __device__ __forceinline__ void loadMask(const AttnParams &p, MaskTile<NT> &m, c
 
 /// The general kernels' scores (see maskScores), for one softcap choice and mask kind (-1: the
 /// kind read from p): the uniform choices are made once a tile and the key tests are 32-bit, so
-/// that an element costs a load (or a preloaded value: `pre`), its conversion to a bias, an FMA
-/// and a select, without a branch.
+/// that an element costs a load (or a preloaded value: `pre`), its conversion to a bias and an
+/// FMA, without a branch (and a select on edge tiles: elsewhere rows past the end hold finite
+/// garbage that is never stored, as without a mask).
 template <typename T, bool kSoftcap, int kMask, int NT>
 __device__ __forceinline__ void generalScores(const AttnParams &p, float (&s)[NT][4],
                                               const RowInfo *r0, const RowInfo *r1, int64_t nw,
@@ -275,7 +275,7 @@ __device__ __forceinline__ void generalScores(const AttnParams &p, float (&s)[NT
           }
           x *= kLog2e;
         }
-        s[nt][2 * hi + e] = valid ? x : -INFINITY;
+        s[nt][2 * hi + e] = !edge || valid ? x : -INFINITY;
       }
     }
   }
@@ -297,7 +297,7 @@ __device__ __forceinline__ void generalScoresOf(const AttnParams &p, float (&s)[
 
 /// The general kernels' scores under a key mask (p.keyMask: no softcap, one mask row for the
 /// block): a thread reads its keys' mask values once for both its rows, a pair a load where
-/// possible (keyMaskValues), kChunk tiles of 8 keys at a time (the values of a whole 128-key
+/// possible (maskRowValues), kChunk tiles of 8 keys at a time (the values of a whole 128-key
 /// tile, live beside the scores, would spill), and turns each into a log2-domain bias, so that
 /// a score costs one FMA (x scale log2(e) + bias); the row and key tests only on edge tiles
 /// (elsewhere rows past the end hold finite garbage that is never stored, as without a mask).
@@ -316,7 +316,7 @@ __device__ __forceinline__ void keyMaskScores(const AttnParams &p, float (&s)[NT
   for (int n0 = 0; n0 < NT; n0 += kChunk) {
     uint32_t raw[kChunk];
     const int64_t nc = nw + n0 * 8;
-    keyMaskValues<T, kMask>(p, raw, r0->maskBase, nc, tq, nc + kChunk * 8 > p.seqK);
+    maskRowValues<T, kMask>(p, raw, r0->maskBase, nc, tq, nc + kChunk * 8 > p.seqK);
 #pragma unroll
     for (int i = 0; i < kChunk; ++i) {
       const float bias[2] = {maskBias<T, kMask>(raw[i]), maskBias<T, kMask>(raw[i] >> 16)};
