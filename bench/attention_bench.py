@@ -130,8 +130,8 @@ def reference(q, k, v, causal, scale, mask=None):
             s += mask[b].float()
         if causal:
             Sq, Sk = s.shape[-2], s.shape[-1]
-            mask = torch.ones(Sq, Sk, dtype=torch.bool, device=s.device).triu(1)
-            s.masked_fill_(mask, float("-inf"))
+            above = torch.ones(Sq, Sk, dtype=torch.bool, device=s.device).triu(1)
+            s.masked_fill_(above, float("-inf"))
         out.append(torch.matmul(torch.softmax(s, dim=-1), vb))
     return torch.stack(out)
 
