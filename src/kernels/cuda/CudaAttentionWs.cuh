@@ -100,6 +100,41 @@ template <int D, int BN, int kStages, int kGroups> struct WsCfg {
   static_assert(kGroups == 1 || kGroups == 2, "one or two consumer warpgroups");
 };
 
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+/// The warp-specialized kernel's producer thread: for each tile of each of its blocks' work
+/// (the running count `it` over all of them), it waits until the tile's stage is empty, then
+/// TMA-loads the K tile and the V tile into it, each completing on the stage's full barrier.
+template <typename T, int D, int BN, int kStages, int BM>
+__device__ __forceinline__ void wsProduce(const AttnParams &p, const CUtensorMap *tmK,
+                                          const CUtensorMap *tmV, T *sK, T *sV, uint64_t *fullK,
+                                          uint64_t *fullV, uint64_t *emptyK, uint64_t *emptyV) {
+  constexpr int kTile = BN * D;
+  constexpr uint32_t kTileBytes = kTile * 2;
+  prefetchTensorMap(tmK);
+  prefetchTensorMap(tmV);
+  uint32_t it = 0;
+  for (int64_t bid = blockIdx.x; bid < p.totalBlocks; bid += gridDim.x) {
+    const BlockWork w = blockWork<BM, BN>(p, bid);
+    for (int t = 0; t < w.nTiles; ++t, ++it) {
+      const int st = int(it % kStages);
+      const uint32_t phase = (it / kStages) & 1;
+      const int n0 = int((w.kbBegin + t) * BN);
+      // Into stage st of `tiles` once the consumers emptied it, completing on `full`.
+      auto load = [&](T *tiles, uint64_t *full, uint64_t *empty, const CUtensorMap *map) {
+        mbarWait(empty + st, phase ^ 1);
+        mbarArriveExpectTx(full + st, kTileBytes);
+#pragma unroll
+        for (int c = 0; c < D / 64; ++c)
+          tmaLoad4d(smemAddr(tiles + st * kTile) + c * BN * 128, map, c * 64, n0, int(w.hk),
+                    int(w.b), full + st);
+      };
+      load(sK, fullK, emptyK, tmK);
+      load(sV, fullV, emptyV, tmV);
+    }
+  }
+}
+#endif
+
 /// The warp-specialized flash kernel (sm_90a). Per block of BM packed rows, the producer
 /// thread walks the block's key tiles: it waits until the stage is empty, then TMA-loads the
 /// K tile and the V tile, each completing on its stage's full barrier. Each consumer
@@ -121,7 +156,6 @@ __global__ void __launch_bounds__(WsCfg<D, BN, kStages, kGroups>::kThreads,
   using Cfg = WsCfg<D, BN, kStages, kGroups>;
   static_assert(!kPingPong || kGroups == 2, "ping-pong takes two consumer warpgroups");
   constexpr int BM = Cfg::BM, LDQ = D + 8, kTile = Cfg::kTile;
-  constexpr uint32_t kTileBytes = kTile * 2;
   extern __shared__ __align__(16) unsigned char smemRaw[];
   const uint32_t align = (1024 - (smemAddr(smemRaw) & 1023)) & 1023;
   T *sK = reinterpret_cast<T *>(smemRaw + align);
@@ -144,30 +178,8 @@ __global__ void __launch_bounds__(WsCfg<D, BN, kStages, kGroups>::kThreads,
 
   if (threadIdx.x < 128) { // the producer warpgroup
     setMaxRegsDec<24>();
-    if (threadIdx.x == 0) {
-      prefetchTensorMap(&tmK);
-      prefetchTensorMap(&tmV);
-      uint32_t it = 0;
-      for (int64_t bid = blockIdx.x; bid < p.totalBlocks; bid += gridDim.x) {
-        const BlockWork w = blockWork<BM, BN>(p, bid);
-        for (int t = 0; t < w.nTiles; ++t, ++it) {
-          const int st = int(it % kStages);
-          const uint32_t phase = (it / kStages) & 1;
-          const int n0 = int((w.kbBegin + t) * BN);
-          // Into stage st of `tiles` once the consumers emptied it, completing on `full`.
-          auto load = [&](T *tiles, uint64_t *full, uint64_t *empty, const CUtensorMap *map) {
-            mbarWait(empty + st, phase ^ 1);
-            mbarArriveExpectTx(full + st, kTileBytes);
-#pragma unroll
-            for (int c = 0; c < D / 64; ++c)
-              tmaLoad4d(smemAddr(tiles + st * kTile) + c * BN * 128, map, c * 64, n0, int(w.hk),
-                        int(w.b), full + st);
-          };
-          load(sK, fullK, emptyK, &tmK);
-          load(sV, fullV, emptyV, &tmV);
-        }
-      }
-    }
+    if (threadIdx.x == 0)
+      wsProduce<T, D, BN, kStages, BM>(p, &tmK, &tmV, sK, sV, fullK, fullV, emptyK, emptyV);
     return;
   }
 
