@@ -8,6 +8,7 @@
 #include "ir/Infer.h"
 #include "passes/FuseAttentionInternal.h"
 
+#include <array>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -115,6 +116,7 @@ private:
   std::string base_;
   SourceLoc loc_;
   int counter_ = 0;
+  std::map<std::array<ValueId, 3>, ValueId> narrowed_; ///< Where(cond, then, else) made
 
   static Attrs attrs(std::initializer_list<std::pair<const char *, AttrValue>> kv) {
     Attrs a;
@@ -198,6 +200,14 @@ private:
         ValueId zero = scalarConst(p.dt, 0), neg = scalarConst(p.dt, n);
         m = node(OpKind::Where, {t.value, t.negate ? neg : zero, t.negate ? zero : neg}, {},
                  "mask");
+      } else if (t.narrowCond != kNoValue) {
+        // One narrowed mask for every attention that reads the same term.
+        const std::array<ValueId, 3> key{t.narrowCond, t.narrowThen, t.narrowElse};
+        auto it = narrowed_.find(key);
+        if (it == narrowed_.end())
+          it = narrowed_.emplace(key, node(OpKind::Where, {key[0], key[1], key[2]}, {}, "mask"))
+                   .first;
+        m = it->second;
       } else if (g_.value(t.value).type.dtype != p.dt) {
         const Tensor &c = g_.constant(t.value);
         m = g_.addConstant(

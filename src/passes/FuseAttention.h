@@ -39,7 +39,12 @@
 /// such a predicate with 0 and a large negative value; only when that is the whole mask, or
 /// when it masks with -inf (splitting a finite causal mask off another mask would change rows
 /// that the other mask masks everywhere). Other mask terms are combined (Add, And, Where) into
-/// one attn_mask.
+/// one attn_mask. A term that is the broadcast of a narrower one is emitted narrow: a bool
+/// condition (or the condition of an additive Where of two scalars) seen through Expand, bool
+/// Casts and Ands with a condition true everywhere (a nonzero fill, or an index comparison
+/// that holds at every index, such as Hugging Face's q >= 0) becomes that narrower value, so
+/// that a padding mask exported as [B, 1, S, T] reaches the Attention as its [B, 1, 1, T] row
+/// (the kernels then read one mask row per batch, and no B x S x T mask is made).
 ///
 /// Semantics: the fused graph computes the same values up to rounding (it accumulates in f32 or
 /// f64 and rounds once), except in two corners where Attention defines what the explicit graph

@@ -43,6 +43,10 @@ struct MaskTerm {
   DType dtype = DType::F32; ///< the scores' dtype where the term applies
   bool causal = false;      ///< exactly the top-left causal triangle
   bool mustBeFlag = false;  ///< exact only as is_causal (a small finite `neg`)
+  /// An additive `value` that is Where(C, narrowThen, narrowElse) of scalars, whose condition C
+  /// equals the broadcast of narrowCond, a value of fewer elements (kNoValue: none): the term
+  /// is emitted as Where(narrowCond, narrowThen, narrowElse) (Matcher::narrowCondition).
+  ValueId narrowCond = kNoValue, narrowThen = kNoValue, narrowElse = kNoValue;
 };
 
 /// How K ([..., T, D]) is obtained from the scores' K^T operand.
@@ -124,6 +128,9 @@ private:
   std::optional<Tri> zeroOne(ValueId v, int depth = 0) const;
   std::optional<double> additiveCausal(ValueId m, int depth = 0) const;
   bool planMask(Plan &p) const;
+  bool alwaysTrue(ValueId v, int depth = 0) const;
+  ValueId narrowCondition(ValueId c, int depth = 0) const;
+  void narrowTerm(MaskTerm &t) const;
   static double lowestOf(DType t);
   bool exactIn(ValueId v, DType t) const;
 

@@ -298,6 +298,90 @@ std::optional<double> Matcher::additiveCausal(ValueId m, int depth) const {
   return std::nullopt;
 }
 
+/// Whether the bool `v` is true everywhere: a nonzero fill, or comparisons of index forms that
+/// hold at every index (indices are >= 0: Range(0, n) >= 0 is Hugging Face's bidirectional
+/// mask), through Expand, Identity, bool Casts, And and Or.
+bool Matcher::alwaysTrue(ValueId v, int depth) const {
+  if (depth > 16) return false;
+  if (nonzeroFill(v)) return true;
+  const Node *n = prod(v);
+  if (!n) return false;
+  switch (n->op) {
+  case OpKind::Expand:
+  case OpKind::Identity:
+    return alwaysTrue(n->inputs[0], depth + 1);
+  case OpKind::Cast:
+    return type(n->inputs[0]).dtype == DType::Bool && alwaysTrue(n->inputs[0], depth + 1);
+  case OpKind::And:
+    return alwaysTrue(n->inputs[0], depth + 1) && alwaysTrue(n->inputs[1], depth + 1);
+  case OpKind::Or:
+    return alwaysTrue(n->inputs[0], depth + 1) || alwaysTrue(n->inputs[1], depth + 1);
+  case OpKind::Less:
+  case OpKind::LessOrEqual:
+  case OpKind::Greater:
+  case OpKind::GreaterOrEqual: {
+    std::optional<IdxForm> a = indexForm(n->inputs[0], 0), b = indexForm(n->inputs[1], 0);
+    if (!a || !b) return false;
+    if (n->op == OpKind::Less || n->op == OpKind::LessOrEqual) std::swap(a, b);
+    // a > b or a >= b at every i, j >= 0: a - b = di i + dj j + dc with di, dj >= 0 and dc
+    // at least 1 (strict) or 0.
+    const bool strict = n->op == OpKind::Less || n->op == OpKind::Greater;
+    return a->ci >= b->ci && a->cj >= b->cj && a->c - b->c >= (strict ? 1 : 0);
+  }
+  default:
+    return false;
+  }
+}
+
+/// The bool `c`, or a value of which it is the broadcast: through Expand, bool Casts and Ands
+/// with an operand true everywhere. Hugging Face's padding mask arrives as And(q >= 0, pad)
+/// expanded to [B, 1, S, T]; its value is pad [B, 1, 1, T], one row for every query.
+ValueId Matcher::narrowCondition(ValueId c, int depth) const {
+  if (depth > 16) return c;
+  const Node *n = prod(c);
+  if (!n || type(c).dtype != DType::Bool) return c;
+  switch (n->op) {
+  case OpKind::Expand:
+  case OpKind::Identity:
+    return narrowCondition(n->inputs[0], depth + 1);
+  case OpKind::Cast:
+    return type(n->inputs[0]).dtype == DType::Bool ? narrowCondition(n->inputs[0], depth + 1) : c;
+  case OpKind::And:
+    for (int side = 0; side < 2; ++side)
+      if (alwaysTrue(n->inputs[size_t(1 - side)]))
+        return narrowCondition(n->inputs[size_t(side)], depth + 1);
+    return c;
+  default:
+    return c;
+  }
+}
+
+/// Narrows a term (MaskTerm::narrowCond): a bool condition in place, an additive Where of
+/// scalars through its condition; only to a value of fewer elements.
+void Matcher::narrowTerm(MaskTerm &t) const {
+  auto elements = [&](ValueId v) {
+    SymInt n(1);
+    for (const SymInt &d : type(v).shape) n = n * d;
+    return n;
+  };
+  auto fewer = [&](ValueId a, ValueId b) {
+    return a != b && elements(a) != elements(b) && type(a).rank() <= type(b).rank();
+  };
+  if (t.kind != MaskTerm::kAdditive) {
+    const ValueId c = narrowCondition(t.value);
+    if (fewer(c, t.value)) t.value = c;
+    return;
+  }
+  const Node *n = prod(t.value);
+  if (!n || n->op != OpKind::Where || !scalar(n->inputs[1]) || !scalar(n->inputs[2]) ||
+      type(n->inputs[1]).dtype != type(t.value).dtype ||
+      type(n->inputs[2]).dtype != type(t.value).dtype)
+    return;
+  const ValueId c = narrowCondition(n->inputs[0]);
+  if (!fewer(c, t.value)) return;
+  t.narrowCond = c, t.narrowThen = n->inputs[1], t.narrowElse = n->inputs[2];
+}
+
 /// Chooses the term that becomes is_causal and checks the others' dtypes.
 bool Matcher::planMask(Plan &p) const {
   const std::vector<SymInt> &s = p.scoreShape;
@@ -324,6 +408,8 @@ bool Matcher::planMask(Plan &p) const {
     // Where(C, 0, n) in Q's dtype: n must stay a large finite value there.
     if (t.kind == MaskTerm::kWhereNeg && lowestOf(p.dt) > -1e30) return false;
   }
+  for (size_t i = 0; i < p.terms.size(); ++i)
+    if (int(i) != p.causalTerm) narrowTerm(p.terms[i]);
   return true;
 }
 

@@ -153,6 +153,60 @@ TEST(FuseAttention, CausalMasks) {
   EXPECT_EQ(fuse(g).count, 0);
 }
 
+/// Hugging Face's padding mask as recent exporters spell it: Where(Expand(And(pred, pad)),
+/// 0, finfo.min) over [B, 1, N, N], pred a comparison of the query index ([1, 1, N, 1] from
+/// Range(0, N)) with `bound`, pad a bool [B, 1, 1, N] input; added to the scores.
+Graph paddingPredicateGraph(OpKind cmp, double bound) {
+  GraphBuilder b;
+  ValueId q = b.input("q", DType::F32, {2, 2, N, 4}), k = b.input("k", DType::F32, {2, 2, N, 4}),
+          v = b.input("v", DType::F32, {2, 2, N, 4}),
+          pad = b.input("pad", DType::Bool, {2, 1, 1, N});
+  ValueId s = b.op(OpKind::MatMul, {q, perm(b, k, {0, 1, 3, 2})});
+  ValueId idx = b.op(OpKind::Range, {b.constant("r0", Tensor::fromInts(DType::I64, {}, {0})),
+                                     b.symconst("rn", {N}, true),
+                                     b.constant("r1", Tensor::fromInts(DType::I64, {}, {1}))});
+  ValueId qi = b.op(OpKind::Reshape, {idx, b.symconst("qs", {1, 1, N, 1})});
+  ValueId pred =
+      b.op(cmp, {qi, b.constant("bound", Tensor::fromInts(DType::I64, {}, {int64_t(bound)}))});
+  ValueId both =
+      b.op(OpKind::Expand, {b.op(OpKind::And, {pred, pad}), b.symconst("ms", {2, 1, N, N})});
+  ValueId mask =
+      b.op(OpKind::Where, {both, scalarC(b, DType::F32, 0), scalarC(b, DType::F32, kMin)});
+  b.output(softmaxPV(b, b.op(OpKind::Add, {s, mask}), v));
+  return b.g;
+}
+
+TEST(FuseAttention, PaddingMaskNarrowedToOneRowPerBatch) {
+  // q >= 0 holds for every query: the mask is pad's one row per batch, [2, 1, 1, N] (a key mask
+  // for the kernels), and the [2, 1, N, N] one is no longer made.
+  for (OpKind cmp : {OpKind::GreaterOrEqual, OpKind::Greater}) {
+    const double bound = cmp == OpKind::Greater ? -1 : 0;
+    Graph g = paddingPredicateGraph(cmp, bound);
+    Fused f = fuse(g);
+    ASSERT_EQ(f.count, 1) << opName(cmp);
+    ASSERT_TRUE(f.attention && f.attention->inputs.size() == 4u);
+    const TensorType &mt = f.g.value(f.attention->inputs[3]).type;
+    EXPECT_EQ(mt.shape, (std::vector<SymInt>{2, 1, 1, N})) << mt.str();
+    for (const Node &n : f.g.nodes()) EXPECT_NE(n.op, OpKind::Expand) << "the wide mask is gone";
+    // Batch 1 padded everywhere: uniform over its keys in both graphs.
+    for (int64_t n : {1, 5}) {
+      std::vector<Tensor> ins = randomInputs(g, {{"N", n}}, 21);
+      std::vector<double> pv(size_t(2 * n), 1.0);
+      for (int64_t j = 0; j < n; ++j) pv[size_t(n + j)] = j == n - 1 ? 1 : 0;
+      pv[0] = 0;
+      ins[3] = Tensor::fromDoubles(DType::Bool, {2, 1, 1, n}, pv);
+      expectSameResults(g, f.g, ins, {1e-5, 1e-5}, "narrowed padding mask");
+    }
+  }
+  // q >= 1 is false at the first query: the mask keeps its query dim.
+  Graph g = paddingPredicateGraph(OpKind::GreaterOrEqual, 1);
+  Fused f = fuse(g);
+  ASSERT_EQ(f.count, 1);
+  ASSERT_TRUE(f.attention && f.attention->inputs.size() == 4u);
+  EXPECT_EQ(f.g.value(f.attention->inputs[3]).type.shape, (std::vector<SymInt>{2, 1, N, N}));
+  expectSame(g, f.g, "q >= 1 and padding");
+}
+
 TEST(FuseAttention, BooleanMasksThroughWhere) {
   for (double neg : {-kInf, kMin, -1e4})
     for (bool negate : {false, true}) {
