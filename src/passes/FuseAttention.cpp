@@ -80,6 +80,10 @@ public:
     (void)H;
     // The mask.
     ValueId mask = buildMask(p);
+    if (p.splitKeys != kNoValue) {
+      COIL_CHECK(mask == kNoValue) << "a split mask is the only term";
+      mask = where(p.splitKeys, p.splitThen, p.splitElse);
+    }
     if (mask != kNoValue) {
       std::vector<SymInt> ms = dims(mask);
       // Right-aligned against the 4-D scores; a rank-3 problem's batch is the mask's first dim.
@@ -101,10 +105,13 @@ public:
     std::vector<ValueId> ins{q, k, v};
     if (mask != kNoValue) ins.push_back(mask);
     ValueId y = m2.outputs[0];
-    if (r == 4 && p.outDt == p.dt) {
+    const bool direct = r == 4 && p.outDt == p.dt;
+    if (direct && p.splitKeys == kNoValue) {
       node(OpKind::Attention, ins, at, "attention", y);
     } else {
       ValueId y4 = node(OpKind::Attention, ins, at, "attention");
+      if (p.splitKeys != kNoValue) y4 = fixMaskedRows(p, y4, v, direct ? y : kNoValue);
+      if (direct) return;
       if (r != 4) y4 = reshape(y4, g_.value(y).type.shape, p.outDt == p.dt ? y : kNoValue);
       if (p.outDt != p.dt)
         node(OpKind::Cast, {y4}, attrs({{"to", AttrValue(onnxCode(p.outDt))}}), "y", y);
@@ -117,6 +124,8 @@ private:
   SourceLoc loc_;
   int counter_ = 0;
   std::map<std::array<ValueId, 3>, ValueId> narrowed_; ///< Where(cond, then, else) made
+  /// fixMaskedRows' rows before the first kept key, per keys' condition and S.
+  std::map<std::pair<ValueId, SymInt>, ValueId> maskedRows_;
 
   static Attrs attrs(std::initializer_list<std::pair<const char *, AttrValue>> kv) {
     Attrs a;
@@ -183,6 +192,60 @@ private:
     return into;
   }
 
+  /// Where(c, a, b), made once for every attention that reads it.
+  ValueId where(ValueId c, ValueId a, ValueId b) {
+    const std::array<ValueId, 3> key{c, a, b};
+    auto it = narrowed_.find(key);
+    if (it == narrowed_.end())
+      it = narrowed_.emplace(key, node(OpKind::Where, {c, a, b}, {}, "mask")).first;
+    return it->second;
+  }
+
+  ValueId scalarSym(const SymInt &v) {
+    return g_.addSymConstant(g_.uniqueName(base_ + "/size"), {v}, true);
+  }
+
+  /// A split decoder mask (Plan::splitKeys): Y [B, H, S, Dv] with the rows that K masks at every
+  /// key they see causally (query i below K's first kept key) set to the mean of V [B, Hv, T,
+  /// Dv] over its keys (heads repeated for grouped queries), written into `into` when given.
+  ValueId fixMaskedRows(const Plan &p, ValueId y4, ValueId v4, ValueId into) {
+    const size_t r = p.scoreShape.size();
+    const SymInt S = p.scoreShape[r - 2], T = p.scoreShape[r - 1];
+    // Which rows (before the keys' first kept key): made once per keys' condition and S.
+    const std::pair<ValueId, SymInt> rowsKey{p.splitKeys, S};
+    auto cached = maskedRows_.find(rowsKey);
+    if (cached == maskedRows_.end()) {
+      const ValueId zero = g_.addConstant(g_.uniqueName(base_ + "/const"),
+                                          Tensor::fromInts(DType::I64, {}, {0})),
+                    one = g_.addConstant(g_.uniqueName(base_ + "/const"),
+                                         Tensor::fromInts(DType::I64, {}, {1})),
+                    tKeys = scalarSym(T);
+      ValueId keys = node(OpKind::Range, {zero, tKeys, one}, {}, "keys");
+      ValueId first = node(OpKind::Where, {p.splitKeys, keys, tKeys}, {}, "first");
+      first = node(OpKind::ReduceMin, {first},
+                   attrs({{"axes", AttrValue(std::vector<int64_t>{-1})},
+                          {"keepdims", AttrValue(int64_t(1))}}),
+                   "first");
+      ValueId rows = node(OpKind::Range, {zero, scalarSym(S), one}, {}, "rows");
+      rows = reshape(rows, {S, SymInt(1)});
+      cached = maskedRows_.emplace(rowsKey, node(OpKind::Less, {rows, first}, {}, "masked")).first;
+    }
+    const ValueId masked = cached->second;
+    ValueId mean = node(
+        OpKind::ReduceMean, {v4},
+        attrs({{"axes", AttrValue(std::vector<int64_t>{2})}, {"keepdims", AttrValue(int64_t(1))}}),
+        "vmean");
+    const std::vector<SymInt> ys = g_.value(y4).type.shape, ms = g_.value(mean).type.shape;
+    if (ms[1] != ys[1]) { // [B, Hv, 1, Dv] -> [B, Hv, G, 1, Dv] -> [B, H, 1, Dv]
+      const SymInt G = floorDiv(ys[1], ms[1]);
+      mean = reshape(mean, {ms[0], ms[1], SymInt(1), SymInt(1), ms[3]});
+      mean = node(OpKind::Expand, {mean, shapeConst({ms[0], ms[1], G, SymInt(1), ms[3]})}, {},
+                  "vmean");
+      mean = reshape(mean, {ms[0], ys[1], SymInt(1), ms[3]});
+    }
+    return node(OpKind::Where, {masked, mean, y4}, {}, "rows", into);
+  }
+
   /// The one attn_mask of the terms other than the causal one (kNoValue when there is none).
   ValueId buildMask(const Plan &p) {
     ValueId add = kNoValue, keep = kNoValue;
@@ -201,13 +264,7 @@ private:
         m = node(OpKind::Where, {t.value, t.negate ? neg : zero, t.negate ? zero : neg}, {},
                  "mask");
       } else if (t.narrowCond != kNoValue) {
-        // One narrowed mask for every attention that reads the same term.
-        const std::array<ValueId, 3> key{t.narrowCond, t.narrowThen, t.narrowElse};
-        auto it = narrowed_.find(key);
-        if (it == narrowed_.end())
-          it = narrowed_.emplace(key, node(OpKind::Where, {key[0], key[1], key[2]}, {}, "mask"))
-                   .first;
-        m = it->second;
+        m = where(t.narrowCond, t.narrowThen, t.narrowElse);
       } else if (g_.value(t.value).type.dtype != p.dt) {
         const Tensor &c = g_.constant(t.value);
         m = g_.addConstant(

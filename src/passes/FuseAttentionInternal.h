@@ -73,6 +73,11 @@ struct Plan {
   /// (TorchScript's low-precision SDPA export), so the Attention's Y is widened after it.
   DType outDt = DType::F32;
   std::vector<SymInt> scoreShape; ///< [batch..., S, T]
+  /// Hugging Face decoders' mask Where(causal and K, then, else) split (Matcher::splitCausal):
+  /// the one term is causalTerm (is_causal), the mask is Where(splitKeys, splitThen, splitElse)
+  /// with K = splitKeys a condition on the keys only, and the rows that K masks at every key
+  /// they see causally get the mean of V over all keys, as the original's uniform softmax.
+  ValueId splitKeys = kNoValue, splitThen = kNoValue, splitElse = kNoValue;
 };
 
 /// Matches the attention chain ending at a MatMul and checks every condition of the fusion.
@@ -131,6 +136,9 @@ private:
   bool alwaysTrue(ValueId v, int depth = 0) const;
   ValueId narrowCondition(ValueId c, int depth = 0) const;
   void narrowTerm(MaskTerm &t) const;
+  void andLeaves(ValueId v, std::vector<ValueId> &leaves, int depth = 0) const;
+  std::optional<ValueId> causalKeyCondition(ValueId c, const std::vector<SymInt> &s) const;
+  void splitCausal(Plan &p) const;
   static double lowestOf(DType t);
   bool exactIn(ValueId v, DType t) const;
 

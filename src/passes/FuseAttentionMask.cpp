@@ -382,6 +382,69 @@ void Matcher::narrowTerm(MaskTerm &t) const {
   t.narrowCond = c, t.narrowThen = n->inputs[1], t.narrowElse = n->inputs[2];
 }
 
+/// The operands of the And tree `v` (bool) through Expand, Identity and bool Casts.
+void Matcher::andLeaves(ValueId v, std::vector<ValueId> &leaves, int depth) const {
+  const Node *n = prod(v);
+  if (n && depth < 16 && type(v).dtype == DType::Bool) {
+    if (n->op == OpKind::Expand || n->op == OpKind::Identity ||
+        (n->op == OpKind::Cast && type(n->inputs[0]).dtype == DType::Bool))
+      return andLeaves(n->inputs[0], leaves, depth + 1);
+    if (n->op == OpKind::And) {
+      andLeaves(n->inputs[0], leaves, depth + 1);
+      andLeaves(n->inputs[1], leaves, depth + 1);
+      return;
+    }
+  }
+  leaves.push_back(v);
+}
+
+/// For a condition that is the And of the causal triangle (kept at j <= i, spanning the
+/// scores' S x T `s`), conditions true everywhere, and one bool K that does not vary over the
+/// queries (its second-to-last dim 1): K.
+std::optional<ValueId> Matcher::causalKeyCondition(ValueId c, const std::vector<SymInt> &s) const {
+  std::vector<ValueId> leaves;
+  andLeaves(c, leaves);
+  const size_t r = s.size();
+  bool causal = false;
+  ValueId key = kNoValue;
+  for (ValueId l : leaves) {
+    if (alwaysTrue(l)) continue;
+    const TensorType &lt = type(l);
+    const size_t lr = size_t(lt.rank());
+    std::optional<Tri> tri = causalPolarity(l);
+    if (tri && *tri == Tri::kKeep && lr >= 2 && same(lt.shape[lr - 2], s[r - 2]) &&
+        same(lt.shape[lr - 1], s[r - 1])) {
+      causal = true;
+      continue;
+    }
+    if (key != kNoValue || lt.dtype != DType::Bool || (lr >= 2 && lt.shape[lr - 2] != SymInt(1)))
+      return std::nullopt;
+    key = l;
+  }
+  if (!causal || key == kNoValue) return std::nullopt;
+  return key;
+}
+
+/// Splits Hugging Face decoders' mask, the one additive term Where(causal and K, 0, fill)
+/// with fill finite and at most -1e30 (so that score + fill rounds to fill): is_causal, the
+/// key mask Where(K, 0, fill), and the rows that K masks at every key they see, whose
+/// softmax is uniform over all T keys in the original (Plan::splitKeys).
+void Matcher::splitCausal(Plan &p) const {
+  if (p.causalTerm >= 0 || p.terms.size() != 1) return;
+  const MaskTerm &t = p.terms[0];
+  if (t.kind != MaskTerm::kAdditive || type(t.value).dtype != p.dt) return;
+  const Node *n = prod(t.value);
+  if (!n || n->op != OpKind::Where) return;
+  std::optional<double> a = scalar(n->inputs[1]), b = scalar(n->inputs[2]);
+  if (!a || !b || *a != 0 || !(*b <= -1e30) || std::isinf(*b) || type(n->inputs[1]).dtype != p.dt ||
+      type(n->inputs[2]).dtype != p.dt)
+    return;
+  std::optional<ValueId> k = causalKeyCondition(n->inputs[0], p.scoreShape);
+  if (!k) return;
+  p.causalTerm = 0;
+  p.splitKeys = *k, p.splitThen = n->inputs[1], p.splitElse = n->inputs[2];
+}
+
 /// Chooses the term that becomes is_causal and checks the others' dtypes.
 bool Matcher::planMask(Plan &p) const {
   const std::vector<SymInt> &s = p.scoreShape;
@@ -399,6 +462,7 @@ bool Matcher::planMask(Plan &p) const {
     const MaskTerm &t = p.terms[i];
     if (t.causal && (p.terms.size() == 1 || std::isinf(t.neg))) p.causalTerm = int(i);
   }
+  splitCausal(p);
   for (size_t i = 0; i < p.terms.size(); ++i) {
     const MaskTerm &t = p.terms[i];
     if (int(i) == p.causalTerm) continue;

@@ -72,8 +72,9 @@ def run(cmd):
     return subprocess.run(cmd, capture_output=True, text=True)
 
 
-def check_structure(args, name, form, path):
-    """0 or 1 failure: the number of attention externs and is_causal."""
+def check_structure(args, name, form, path, dtype):
+    """0 or 1 failure: the number of attention externs and is_causal (which a split_fill form
+    has at every dtype but f16)."""
     r = run([args.coil, "inspect", path, "--fusion"])
     if r.returncode != 0:
         print("FAIL %s: coil inspect --fusion: %s" % (name, r.stderr.strip()[:300]))
@@ -88,8 +89,9 @@ def check_structure(args, name, form, path):
         m = re.search(r"coil_cpu_attention_\w+\((.*)\)", r.stdout)
         fields = m.group(1).split(", ") if m else []
         causal = len(fields) == 37 and fields[33] == "int 1"
-        if causal != form["causal"]:
-            print("FAIL %s: is_causal %s, expected %s" % (name, causal, form["causal"]))
+        want = form["causal"] and not (form.get("split_fill") and dtype == "f16")
+        if causal != want:
+            print("FAIL %s: is_causal %s, expected %s" % (name, causal, want))
             return 1
     return 0
 
@@ -135,7 +137,7 @@ def check_form(args, name, form, dtype, rng):
         low, _ = lowprec.convert(model, dtype)
         path = os.path.join(args.work, "%s.%s.onnx" % (name, dtype))
         onnx.save(low, path)
-    failures = check_structure(args, label, form, path)
+    failures = check_structure(args, label, form, path, dtype)
     pkg = os.path.join(args.work, "%s.%s.pkg" % (name, dtype))
     r = run([args.coil, "compile", path, "-o", pkg])
     if r.returncode != 0:

@@ -40,14 +40,19 @@ FORMS = {}
 
 
 def form(name, desc, fused=True, causal=False, nan_rows=False, sizes=None, lowprec=False,
-         dtype=None):
-    """`dtype` ("bf16", "f16"): the form is exported at that precision (its float inputs)."""
+         dtype=None, split_fill=False):
+    """`dtype` ("bf16", "f16"): the form is exported at that precision (its float inputs).
+    `split_fill`: is_causal comes from splitting a causal + padding mask filled with finfo.min,
+    which an f16 copy cannot hold (its lowest is -65504: the fill no longer swamps the scores),
+    so the f16 copy keeps the whole mask."""
     def reg(fn):
         FORMS[name] = dict(fn=fn, desc=desc, fused=fused, causal=causal, nan_rows=nan_rows,
                            sizes=sizes or [{"S": 9, "T": 12}, {"S": 140, "T": 131}],
                            lowprec=lowprec)
         if dtype:
             FORMS[name]["dtype"] = dtype
+        if split_fill:
+            FORMS[name]["split_fill"] = True
         return fn
     return reg
 
@@ -303,6 +308,7 @@ def _(path):
 
 
 def hf_form(name, desc, kind, impl, exporter, causal=False, lowprec=False):
+    # Decoders (causal): their causal + padding mask splits (see form's split_fill).
     def build(path):
         import transformers as tr
         torch.manual_seed(0)
@@ -351,19 +357,22 @@ def hf_form(name, desc, kind, impl, exporter, causal=False, lowprec=False):
         return {"ids": "ids", "mask": "mask01"}
     sizes = [{"batch": 2}, {"batch": 3}] if kind == "vit" else [{"batch": 2, "S": 9},
                                                               {"batch": 3, "S": 40}]
-    form(name, desc, causal=causal, lowprec=lowprec, sizes=sizes)(build)
+    form(name, desc, causal=causal, lowprec=lowprec, sizes=sizes, split_fill=causal)(build)
 
 
 hf_form("hf_bert", "Hugging Face BERT layer (eager attention, TorchScript exporter)", "bert",
         "eager", "ts", lowprec=True)
 hf_form("hf_roberta", "Hugging Face RoBERTa layer (eager attention, TorchScript exporter)",
         "roberta", "eager", "ts")
+# The decoders' causal + padding mask splits into is_causal and a key mask (rows that the
+# padding masks everywhere get the mean of V, as the original's uniform softmax).
 hf_form("hf_llama", "Hugging Face Llama layer (eager attention, grouped-query 4:2, rotary, "
-        "causal + padding mask; TorchScript exporter)", "llama", "eager", "ts", lowprec=True)
+        "causal + padding mask; TorchScript exporter)", "llama", "eager", "ts", causal=True,
+        lowprec=True)
 hf_form("hf_llama_sdpa", "Hugging Face Llama layer (SDPA attention: safe softmax, dynamo "
-        "exporter)", "llama", "sdpa", "dyn")
+        "exporter)", "llama", "sdpa", "dyn", causal=True)
 hf_form("hf_qwen2", "Hugging Face Qwen2 layer (eager attention, QKV bias, grouped-query; "
-        "TorchScript exporter)", "qwen2", "eager", "ts")
+        "TorchScript exporter)", "qwen2", "eager", "ts", causal=True)
 hf_form("hf_t5", "Hugging Face T5 encoder layer (no scale; relative position bias as an "
         "additive mask; TorchScript exporter)", "t5", "eager", "ts")
 hf_form("hf_vit", "Hugging Face ViT layer (eager attention, dynamo exporter)", "vit", "eager",

@@ -207,6 +207,63 @@ TEST(FuseAttention, PaddingMaskNarrowedToOneRowPerBatch) {
   expectSame(g, f.g, "q >= 1 and padding");
 }
 
+/// Hugging Face decoders' mask: Where(Expand(And(j <= i, pad)), 0, fill) added to the scores,
+/// pad a bool [2, 1, 1, N] input (or, with `padPerQuery`, [2, 1, N, N]).
+Graph decoderMaskGraph(double fill, bool padPerQuery = false) {
+  GraphBuilder b;
+  ValueId q = b.input("q", DType::F32, {2, 2, N, 4}), k = b.input("k", DType::F32, {2, 2, N, 4}),
+          v = b.input("v", DType::F32, {2, 2, N, 4}),
+          pad = b.input("pad", DType::Bool, {2, 1, padPerQuery ? N : SymInt(1), N});
+  ValueId s = b.op(OpKind::MatMul, {q, perm(b, k, {0, 1, 3, 2})});
+  ValueId idx = b.op(OpKind::Range, {b.constant("r0", Tensor::fromInts(DType::I64, {}, {0})),
+                                     b.symconst("rn", {N}, true),
+                                     b.constant("r1", Tensor::fromInts(DType::I64, {}, {1}))});
+  ValueId qi = b.op(OpKind::Reshape, {idx, b.symconst("qs", {1, 1, N, 1})}),
+          kj = b.op(OpKind::Reshape, {idx, b.symconst("ks", {1, 1, 1, N})});
+  ValueId causal = b.op(OpKind::LessOrEqual, {kj, qi});
+  ValueId both =
+      b.op(OpKind::Expand, {b.op(OpKind::And, {causal, pad}), b.symconst("ms", {2, 1, N, N})});
+  ValueId mask =
+      b.op(OpKind::Where, {both, scalarC(b, DType::F32, 0), scalarC(b, DType::F32, fill)});
+  b.output(softmaxPV(b, b.op(OpKind::Add, {s, mask}), v));
+  return b.g;
+}
+
+TEST(FuseAttention, DecoderMaskSplitIntoCausalAndKeys) {
+  // finfo.min: is_causal and the key mask [2, 1, 1, N]; the rows that the padding masks at
+  // every key they see (left padding, a batch padded everywhere) are uniform over all keys in
+  // the original: the fused graph gives them the mean of V.
+  Graph g = decoderMaskGraph(kMin);
+  Fused f = fuse(g);
+  ASSERT_EQ(f.count, 1);
+  ASSERT_TRUE(f.attention && f.attention->inputs.size() == 4u);
+  EXPECT_TRUE(causalOf(f));
+  EXPECT_EQ(f.g.value(f.attention->inputs[3]).type.shape, (std::vector<SymInt>{2, 1, 1, N}));
+  for (int64_t n : {1, 3, 7}) {
+    std::vector<Tensor> ins = randomInputs(g, {{"N", n}}, 31);
+    std::vector<double> pv(size_t(2 * n), 1.0);
+    for (int64_t j = 0; j < n; ++j) pv[size_t(j)] = j >= n / 2 ? 1 : 0; // left padding
+    for (int64_t j = 0; j < n; ++j) pv[size_t(n + j)] = 0;              // padded everywhere
+    ins[3] = Tensor::fromDoubles(DType::Bool, {2, 1, 1, n}, pv);
+    expectSameResults(g, f.g, ins, {1e-5, 1e-5}, "decoder mask, n " + std::to_string(n));
+  }
+  expectSame(g, f.g, "decoder mask, random padding");
+  // A fill of -1e4 does not swamp the scores (a row padded everywhere is the softmax of its
+  // scores over all keys, not uniform), and a padding per query is no key mask: both stay
+  // whole.
+  for (bool perQuery : {false, true}) {
+    Graph w = decoderMaskGraph(perQuery ? kMin : -1e4, perQuery);
+    Fused fw = fuse(w);
+    ASSERT_EQ(fw.count, 1);
+    EXPECT_FALSE(causalOf(fw));
+    ASSERT_TRUE(fw.attention && fw.attention->inputs.size() == 4u);
+    EXPECT_EQ(fw.g.value(fw.attention->inputs[3]).type.shape, (std::vector<SymInt>{2, 1, N, N}));
+    // (With -1e4 a row padded everywhere is the softmax of s - 1e4, which f32 rounds in the
+    // explicit graph: its values are compared elsewhere, not here.)
+    if (perQuery) expectSame(w, fw.g, "padding per query");
+  }
+}
+
 TEST(FuseAttention, BooleanMasksThroughWhere) {
   for (double neg : {-kInf, kMin, -1e4})
     for (bool negate : {false, true}) {
