@@ -7,6 +7,7 @@
 #include "../lower/LowerTestUtil.h"
 #include "ir/Verifier.h"
 
+#include <functional>
 #include <gtest/gtest.h>
 #include <limits>
 
@@ -153,27 +154,38 @@ TEST(FuseAttention, CausalMasks) {
   EXPECT_EQ(fuse(g).count, 0);
 }
 
-/// Hugging Face's padding mask as recent exporters spell it: Where(Expand(And(pred, pad)),
-/// 0, finfo.min) over [B, 1, N, N], pred a comparison of the query index ([1, 1, N, 1] from
-/// Range(0, N)) with `bound`, pad a bool [B, 1, 1, N] input; added to the scores.
-Graph paddingPredicateGraph(OpKind cmp, double bound) {
+/// Hugging Face's masks as recent exporters spell them: Where(Expand(And(pred, pad), [2, 1, N,
+/// N]), 0, fill) added to the scores; pred made by `predicate` from the query index [1, 1, N, 1]
+/// and the key index [1, 1, 1, N] (from Range(0, N)); pad a bool input [2, 1, 1, N] (with
+/// `padPerQuery`, [2, 1, N, N]).
+Graph hfMaskGraph(const std::function<ValueId(GraphBuilder &, ValueId, ValueId)> &predicate,
+                  double fill, bool padPerQuery = false) {
   GraphBuilder b;
   ValueId q = b.input("q", DType::F32, {2, 2, N, 4}), k = b.input("k", DType::F32, {2, 2, N, 4}),
           v = b.input("v", DType::F32, {2, 2, N, 4}),
-          pad = b.input("pad", DType::Bool, {2, 1, 1, N});
+          pad = b.input("pad", DType::Bool, {2, 1, padPerQuery ? N : SymInt(1), N});
   ValueId s = b.op(OpKind::MatMul, {q, perm(b, k, {0, 1, 3, 2})});
   ValueId idx = b.op(OpKind::Range, {b.constant("r0", Tensor::fromInts(DType::I64, {}, {0})),
                                      b.symconst("rn", {N}, true),
                                      b.constant("r1", Tensor::fromInts(DType::I64, {}, {1}))});
-  ValueId qi = b.op(OpKind::Reshape, {idx, b.symconst("qs", {1, 1, N, 1})});
-  ValueId pred =
-      b.op(cmp, {qi, b.constant("bound", Tensor::fromInts(DType::I64, {}, {int64_t(bound)}))});
-  ValueId both =
-      b.op(OpKind::Expand, {b.op(OpKind::And, {pred, pad}), b.symconst("ms", {2, 1, N, N})});
+  ValueId qi = b.op(OpKind::Reshape, {idx, b.symconst("qs", {1, 1, N, 1})}),
+          kj = b.op(OpKind::Reshape, {idx, b.symconst("ks", {1, 1, 1, N})});
+  ValueId both = b.op(OpKind::Expand, {b.op(OpKind::And, {predicate(b, qi, kj), pad}),
+                                       b.symconst("ms", {2, 1, N, N})});
   ValueId mask =
-      b.op(OpKind::Where, {both, scalarC(b, DType::F32, 0), scalarC(b, DType::F32, kMin)});
+      b.op(OpKind::Where, {both, scalarC(b, DType::F32, 0), scalarC(b, DType::F32, fill)});
   b.output(softmaxPV(b, b.op(OpKind::Add, {s, mask}), v));
   return b.g;
+}
+
+/// The encoders' padding mask: pred compares the query index with `bound`.
+Graph paddingPredicateGraph(OpKind cmp, double bound) {
+  return hfMaskGraph(
+      [&](GraphBuilder &b, ValueId qi, ValueId) {
+        return b.op(cmp,
+                    {qi, b.constant("bound", Tensor::fromInts(DType::I64, {}, {int64_t(bound)}))});
+      },
+      kMin);
 }
 
 TEST(FuseAttention, PaddingMaskNarrowedToOneRowPerBatch) {
@@ -207,26 +219,13 @@ TEST(FuseAttention, PaddingMaskNarrowedToOneRowPerBatch) {
   expectSame(g, f.g, "q >= 1 and padding");
 }
 
-/// Hugging Face decoders' mask: Where(Expand(And(j <= i, pad)), 0, fill) added to the scores,
-/// pad a bool [2, 1, 1, N] input (or, with `padPerQuery`, [2, 1, N, N]).
+/// The decoders' mask: pred is the causal j <= i.
 Graph decoderMaskGraph(double fill, bool padPerQuery = false) {
-  GraphBuilder b;
-  ValueId q = b.input("q", DType::F32, {2, 2, N, 4}), k = b.input("k", DType::F32, {2, 2, N, 4}),
-          v = b.input("v", DType::F32, {2, 2, N, 4}),
-          pad = b.input("pad", DType::Bool, {2, 1, padPerQuery ? N : SymInt(1), N});
-  ValueId s = b.op(OpKind::MatMul, {q, perm(b, k, {0, 1, 3, 2})});
-  ValueId idx = b.op(OpKind::Range, {b.constant("r0", Tensor::fromInts(DType::I64, {}, {0})),
-                                     b.symconst("rn", {N}, true),
-                                     b.constant("r1", Tensor::fromInts(DType::I64, {}, {1}))});
-  ValueId qi = b.op(OpKind::Reshape, {idx, b.symconst("qs", {1, 1, N, 1})}),
-          kj = b.op(OpKind::Reshape, {idx, b.symconst("ks", {1, 1, 1, N})});
-  ValueId causal = b.op(OpKind::LessOrEqual, {kj, qi});
-  ValueId both =
-      b.op(OpKind::Expand, {b.op(OpKind::And, {causal, pad}), b.symconst("ms", {2, 1, N, N})});
-  ValueId mask =
-      b.op(OpKind::Where, {both, scalarC(b, DType::F32, 0), scalarC(b, DType::F32, fill)});
-  b.output(softmaxPV(b, b.op(OpKind::Add, {s, mask}), v));
-  return b.g;
+  return hfMaskGraph(
+      [](GraphBuilder &b, ValueId qi, ValueId kj) {
+        return b.op(OpKind::LessOrEqual, {kj, qi});
+      },
+      fill, padPerQuery);
 }
 
 TEST(FuseAttention, DecoderMaskSplitIntoCausalAndKeys) {
