@@ -123,7 +123,7 @@ private:
   std::string base_;
   SourceLoc loc_;
   int counter_ = 0;
-  std::map<std::array<ValueId, 3>, ValueId> narrowed_; ///< Where(cond, then, else) made
+  std::map<std::array<ValueId, 3>, ValueId> wheres_; ///< the Where(cond, then, else) made
   /// fixMaskedRows' rows before the first kept key, per keys' condition and S.
   std::map<std::pair<ValueId, SymInt>, ValueId> maskedRows_;
 
@@ -195,9 +195,9 @@ private:
   /// Where(c, a, b), made once for every attention that reads it.
   ValueId where(ValueId c, ValueId a, ValueId b) {
     const std::array<ValueId, 3> key{c, a, b};
-    auto it = narrowed_.find(key);
-    if (it == narrowed_.end())
-      it = narrowed_.emplace(key, node(OpKind::Where, {c, a, b}, {}, "mask")).first;
+    auto it = wheres_.find(key);
+    if (it == wheres_.end())
+      it = wheres_.emplace(key, node(OpKind::Where, {c, a, b}, {}, "mask")).first;
     return it->second;
   }
 

@@ -40,15 +40,15 @@
 /// when it masks with -inf (splitting a finite causal mask off another mask would change rows
 /// that the other mask masks everywhere). Other mask terms are combined (Add, And, Where) into
 /// one attn_mask. Hugging Face decoders' one term Where(causal and K, 0, fill), K a condition on
-/// the keys only and fill finite and at most -1e30 (so that score + fill rounds to fill: a row
-/// that K masks at every key it sees is uniform over all keys), is split exactly: is_causal, the
-/// key mask Where(K, 0, fill), and those rows (query i before K's first kept key) set to the
-/// mean of V over the keys after the Attention. A term that is the broadcast of a narrower one is emitted narrow: a bool
-/// condition (or the condition of an additive Where of two scalars) seen through Expand, bool
-/// Casts and Ands with a condition true everywhere (a nonzero fill, or an index comparison
-/// that holds at every index, such as Hugging Face's q >= 0) becomes that narrower value, so
-/// that a padding mask exported as [B, 1, S, T] reaches the Attention as its [B, 1, 1, T] row
-/// (the kernels then read one mask row per batch, and no B x S x T mask is made).
+/// the keys only and fill finite and at most -1e30 (so that score + fill rounds to fill: a row that
+/// K masks at every key it sees is uniform over all keys), is split exactly: is_causal, the key
+/// mask Where(K, 0, fill), and those rows (query i before K's first kept key) set to the mean of V
+/// over the keys after the Attention. A term that is the broadcast of a narrower one is emitted
+/// narrow: a bool condition (or the condition of an additive Where of two scalars) seen through
+/// Expand, bool Casts and Ands with a condition true everywhere (a nonzero fill, or an index
+/// comparison that holds at every index, such as Hugging Face's q >= 0) becomes that narrower
+/// value, so that a padding mask exported as [B, 1, S, T] reaches the Attention as its [B, 1, 1, T]
+/// row (the kernels then read one mask row per batch, and no B x S x T mask is made).
 ///
 /// Semantics: the fused graph computes the same values up to rounding (it accumulates in f32 or
 /// f64 and rounds once), except in two corners where Attention defines what the explicit graph

@@ -135,6 +135,7 @@ private:
   bool planMask(Plan &p) const;
   bool alwaysTrue(ValueId v, int depth = 0) const;
   ValueId narrowCondition(ValueId c, int depth = 0) const;
+  const Node *whereOfScalars(ValueId v) const;
   void narrowTerm(MaskTerm &t) const;
   void andLeaves(ValueId v, std::vector<ValueId> &leaves, int depth = 0) const;
   std::optional<ValueId> causalKeyCondition(ValueId c, const std::vector<SymInt> &s) const;

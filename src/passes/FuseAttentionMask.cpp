@@ -356,6 +356,15 @@ ValueId Matcher::narrowCondition(ValueId c, int depth) const {
   }
 }
 
+/// The node of `v` when it is Where(C, a, b) of one-element constants a and b of v's dtype.
+const Node *Matcher::whereOfScalars(ValueId v) const {
+  const Node *n = prod(v);
+  if (!n || n->op != OpKind::Where) return nullptr;
+  for (size_t i = 1; i < 3; ++i)
+    if (!scalar(n->inputs[i]) || type(n->inputs[i]).dtype != type(v).dtype) return nullptr;
+  return n;
+}
+
 /// Narrows a term (MaskTerm::narrowCond): a bool condition in place, an additive Where of
 /// scalars through its condition; only to a value of fewer elements.
 void Matcher::narrowTerm(MaskTerm &t) const {
@@ -372,11 +381,8 @@ void Matcher::narrowTerm(MaskTerm &t) const {
     if (fewer(c, t.value)) t.value = c;
     return;
   }
-  const Node *n = prod(t.value);
-  if (!n || n->op != OpKind::Where || !scalar(n->inputs[1]) || !scalar(n->inputs[2]) ||
-      type(n->inputs[1]).dtype != type(t.value).dtype ||
-      type(n->inputs[2]).dtype != type(t.value).dtype)
-    return;
+  const Node *n = whereOfScalars(t.value);
+  if (!n) return;
   const ValueId c = narrowCondition(n->inputs[0]);
   if (!fewer(c, t.value)) return;
   t.narrowCond = c, t.narrowThen = n->inputs[1], t.narrowElse = n->inputs[2];
@@ -433,12 +439,10 @@ void Matcher::splitCausal(Plan &p) const {
   if (p.causalTerm >= 0 || p.terms.size() != 1) return;
   const MaskTerm &t = p.terms[0];
   if (t.kind != MaskTerm::kAdditive || type(t.value).dtype != p.dt) return;
-  const Node *n = prod(t.value);
-  if (!n || n->op != OpKind::Where) return;
-  std::optional<double> a = scalar(n->inputs[1]), b = scalar(n->inputs[2]);
-  if (!a || !b || *a != 0 || !(*b <= -1e30) || std::isinf(*b) || type(n->inputs[1]).dtype != p.dt ||
-      type(n->inputs[2]).dtype != p.dt)
-    return;
+  const Node *n = whereOfScalars(t.value);
+  if (!n) return;
+  const double a = *scalar(n->inputs[1]), b = *scalar(n->inputs[2]);
+  if (a != 0 || !(b <= -1e30) || std::isinf(b)) return;
   std::optional<ValueId> k = causalKeyCondition(n->inputs[0], p.scoreShape);
   if (!k) return;
   p.causalTerm = 0;

@@ -352,11 +352,11 @@ __device__ __forceinline__ float generalScore(const AttnParams &p, float dot, in
 /// One warp's scores of 16 rows (mma fragment layout: this thread's rows r0 = g and r1 = g + 8,
 /// keys nw + nt * 8 + 2 * tq + {0, 1}), when `edge` or kGeneral, masked to -inf (row past the
 /// end, key past seqK, causal) with softcap and the mask. Key masks without a preloaded tile:
-/// keyMaskScores. kLean (where registers allow): the
-/// branch-free generalScores, the mask read there or taken from `mask`, a MaskTile that loadMask
-/// filled for the same rows and keys; else a mask load per element. kGeneral scores end in the log2
-/// domain; the others stay raw when scaleLog2 > 0 (softmaxStep folds the scale into its
-/// exponentials: softmaxMult) and are scaled otherwise.
+/// keyMaskScores. kLean (where registers allow): the branch-free generalScores, the mask read
+/// there or taken from `mask`, a MaskTile that loadMask filled for the same rows and keys; else
+/// a mask load per element. kGeneral scores end in the log2 domain; the others stay raw when
+/// scaleLog2 > 0 (softmaxStep folds the scale into its exponentials: softmaxMult) and are
+/// scaled otherwise.
 template <typename T, bool kGeneral, int NT, bool kLean = false>
 __device__ __forceinline__ void
 maskScores(const AttnParams &p, float (&s)[NT][4], const RowInfo *r0, const RowInfo *r1, int64_t nw,
